@@ -1,0 +1,122 @@
+package idem
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Attempt is a handler's hold on its key: one acquisition, fenced by its lease token.
+// Its methods are safe for concurrent use. A nil *Attempt (a handler called outside the
+// middleware) returns ErrNoLease from every method that writes.
+type Attempt struct {
+	c      *Client
+	mu     sync.Mutex
+	lease  Lease
+	number int
+	steps  []string
+}
+
+// Number is 1 for the first acquisition of the key and grows with each takeover.
+func (a *Attempt) Number() int {
+	if a == nil {
+		return 0
+	}
+	return a.number
+}
+
+// Token returns the fencing token of this attempt.
+func (a *Attempt) Token() string {
+	if a == nil {
+		return ""
+	}
+	return a.lease.Token
+}
+
+// LeaseUntil returns when the lease ends unless extended.
+func (a *Attempt) LeaseUntil() time.Time {
+	if a == nil {
+		return time.Time{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lease.Until
+}
+
+// Done reports whether step was completed by this or an earlier attempt.
+func (a *Attempt) Done(step string) bool {
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range a.steps {
+		if s == step {
+			return true
+		}
+	}
+	return false
+}
+
+// Step runs fn as the named recovery point unless an earlier attempt of the key
+// completed it, then records it under the lease. A step's side effect happens outside
+// the completion transaction, so fn must itself be safe to repeat if the process dies
+// between fn returning and the step being recorded (pass the idempotency key on). Step
+// refuses to start fn once the lease has ended by the client's clock.
+func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	if a == nil {
+		return ErrNoLease
+	}
+	if name == "" {
+		return fmt.Errorf("idem: step name is empty")
+	}
+	if a.Done(name) {
+		return nil
+	}
+	a.mu.Lock()
+	until := a.lease.Until
+	a.mu.Unlock()
+	// A holder past its own lease end may have been taken over: do not start a side
+	// effect that the new holder may be running too. The record's fence catches the rest.
+	if !a.c.cfg.Clock().Before(until) {
+		return fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, ErrLeaseLost, until.Format(time.RFC3339Nano))
+	}
+	if err := fn(ctx); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	l := a.lease
+	a.mu.Unlock()
+	if err := a.c.cfg.Store.AddStep(ctx, l, name, a.c.cfg.Clock()); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.steps = append(a.steps, name)
+	a.mu.Unlock()
+	return nil
+}
+
+// Extend moves the lease end to now+d (capped by Config.MaxLease), for a handler that
+// needs longer than its invocation deadline allowed for. ErrLeaseLost means the lease
+// is gone: stop and return.
+func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
+	if a == nil {
+		return ErrNoLease
+	}
+	if d <= 0 {
+		return fmt.Errorf("idem: extend by %s: must be positive", d)
+	}
+	now := a.c.cfg.Clock()
+	until := now.Add(min(d, a.c.cfg.MaxLease)).Truncate(time.Millisecond)
+	a.mu.Lock()
+	l := a.lease
+	a.mu.Unlock()
+	if err := a.c.cfg.Store.Extend(ctx, l, until, now); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.lease.Until = until
+	a.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,730 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+// fakeClock is the injectable clock of the tests: it moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Now().UTC().Truncate(time.Second)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is one store under test plus a business "effect counter" committed through
+// Result.Writes, so tests can count effects the way a user would observe them.
+type env struct {
+	store    idem.Store
+	clock    *fakeClock
+	bizWrite func(id string) types.TransactWriteItem
+	bizCount func(t *testing.T, id string) int
+	calls    *awstest.Calls // DynamoDB requests; nil for the memory store
+	ddb      *dynamodb.Client
+	table    string
+}
+
+func (e *env) client(t *testing.T, mod ...func(*idem.Config)) *idem.Client {
+	t.Helper()
+	cfg := idem.Config{Store: e.store, Scope: "contract", Clock: e.clock.Now, Owner: t.Name()}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	c, err := idem.New(cfg)
+	if err != nil {
+		t.Fatalf("idem.New: %v", err)
+	}
+	return c
+}
+
+func newMemoryEnv(t *testing.T) *env {
+	s := idem.NewMemoryStore()
+	return &env{
+		store: s,
+		clock: newClock(),
+		bizWrite: func(id string) types.TransactWriteItem {
+			return types.TransactWriteItem{Update: &types.Update{
+				TableName:        aws.String("effects"),
+				Key:              map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
+				UpdateExpression: aws.String("ADD n :one"),
+			}}
+		},
+		bizCount: func(t *testing.T, id string) int {
+			n := 0
+			for _, ws := range s.Committed() {
+				for _, w := range ws {
+					if v, ok := w.Update.Key["id"].(*types.AttributeValueMemberS); ok && v.Value == id {
+						n++
+					}
+				}
+			}
+			return n
+		},
+	}
+}
+
+func newDynamoEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	calls := awstest.NewCalls()
+	ddb := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	table := awstest.Name(t, "idem")
+	if err := idem.CreateTable(ctx, ddb, table); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	effects := awstest.Name(t, "effects")
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(effects),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatalf("create effects table: %v", err)
+	}
+	store, err := idem.NewDynamoStore(ddb, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls.Reset()
+	return &env{
+		store: store, clock: newClock(), calls: calls, ddb: ddb, table: table,
+		bizWrite: func(id string) types.TransactWriteItem {
+			return types.TransactWriteItem{Update: &types.Update{
+				TableName:                 aws.String(effects),
+				Key:                       map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
+				UpdateExpression:          aws.String("ADD n :one"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
+			}}
+		},
+		bizCount: func(t *testing.T, id string) int {
+			out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{
+				TableName: aws.String(effects), ConsistentRead: aws.Bool(true),
+				Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
+			})
+			if err != nil {
+				t.Fatalf("read effect %s: %v", id, err)
+			}
+			v, ok := out.Item["n"].(*types.AttributeValueMemberN)
+			if !ok {
+				return 0
+			}
+			n, _ := strconv.Atoi(v.Value)
+			return n
+		},
+	}
+}
+
+// forEachStore runs fn against the in-memory store and against DynamoDB on the local
+// endpoint: the same contract for both.
+func forEachStore(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, b := range []struct {
+		name string
+		mk   func(*testing.T) *env
+	}{{"memory", newMemoryEnv}, {"dynamodb", newDynamoEnv}} {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b.mk(t))
+		})
+	}
+}
+
+// effect returns a handler that counts its runs and commits one business effect.
+func effect(e *env, runs *atomic.Int64, id, response string) idem.HandlerFunc {
+	return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+		runs.Add(1)
+		return idem.Result{Response: []byte(response), Writes: []types.TransactWriteItem{e.bizWrite(id)}}, nil
+	}
+}
+
+func req(key, payload string) *idem.Request { return &idem.Request{Key: key, Payload: []byte(payload)} }
+
+func TestFirstDeliveryRunsAndDuplicateReplays(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		var runs atomic.Int64
+		res, err := c.Do(ctx, req("k1", `{"a":1,"b":[1,2]}`), effect(e, &runs, "k1", "done"))
+		if err != nil || res.Replayed || string(res.Response) != "done" || res.Attempt != 1 {
+			t.Fatalf("first: res=%+v err=%v", res, err)
+		}
+		// Same payload with other key order and spacing: canonical JSON makes it equal.
+		res, err = c.Do(ctx, req("k1", `{ "b":[1,2], "a":1 }`), effect(e, &runs, "k1", "again"))
+		if err != nil || !res.Replayed || string(res.Response) != "done" {
+			t.Fatalf("duplicate: res=%+v err=%v", res, err)
+		}
+		if runs.Load() != 1 || e.bizCount(t, "k1") != 1 {
+			t.Fatalf("runs=%d effects=%d, want 1 and 1", runs.Load(), e.bizCount(t, "k1"))
+		}
+		pk, _ := c.RecordKey("k1")
+		rec, err := e.store.Get(ctx, pk, e.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status != idem.StatusCompleted || rec.Inflight != "" || string(rec.Response) != "done" ||
+			!rec.ExpiresAt.Equal(e.clock.Now().Add(7*24*time.Hour)) || rec.Attempt != 1 {
+			t.Fatalf("record after completion: %+v", rec)
+		}
+	})
+}
+
+func TestPayloadMismatchIsPermanentAndHandlerDoesNotRun(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		var runs atomic.Int64
+		if _, err := c.Do(ctx, req("pay", `{"amount":10}`), effect(e, &runs, "pay", "ok")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.Do(ctx, req("pay", `{"amount":11}`), effect(e, &runs, "pay", "ok"))
+		if !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+			t.Fatalf("err = %v, want permanent ErrPayloadMismatch", err)
+		}
+		if runs.Load() != 1 {
+			t.Fatalf("handler ran %d times, want 1", runs.Load())
+		}
+	})
+}
+
+func TestInvalidKeysRejectedBeforeAnyWrite(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		c := e.client(t)
+		for name, key := range map[string]string{"empty": "", "not utf-8": "bad\xff\xfekey"} {
+			var runs atomic.Int64
+			_, err := c.Do(context.Background(), req(key, `{}`), effect(e, &runs, "x", "ok"))
+			if !errors.Is(err, idem.ErrInvalidKey) || !idem.IsPermanent(err) || runs.Load() != 0 {
+				t.Errorf("%s key: err=%v runs=%d", name, err, runs.Load())
+			}
+		}
+		if e.calls != nil && e.calls.Total() != 0 {
+			t.Errorf("invalid keys made %d DynamoDB calls, want 0", e.calls.Total())
+		}
+	})
+}
+
+func TestLongKeyIsHashedUnderTheKeyLimit(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		c := e.client(t)
+		long := strings.Repeat("k", 3000)
+		var runs atomic.Int64
+		if _, err := c.Do(context.Background(), req(long, `{}`), effect(e, &runs, "long", "ok")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Do(context.Background(), req(long, `{}`), effect(e, &runs, "long", "ok"))
+		if err != nil || !res.Replayed || runs.Load() != 1 {
+			t.Fatalf("replay of long key: res=%+v err=%v runs=%d", res, err, runs.Load())
+		}
+		pk, _ := c.RecordKey(long)
+		if len(pk) >= 2048 || !strings.HasPrefix(pk, "contract#sha256:") {
+			t.Fatalf("record key %q (len %d) not hashed", pk[:40], len(pk))
+		}
+		// A different long key with the same prefix is a different record.
+		other := long[:2999] + "x"
+		if _, err := c.Do(context.Background(), req(other, `{}`), effect(e, &runs, "long2", "ok")); err != nil || runs.Load() != 2 {
+			t.Fatalf("other long key: err=%v runs=%d", err, runs.Load())
+		}
+	})
+}
+
+func TestLiveLeaseGivesErrInProgress(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.CacheSize = 10 })
+		var inner error
+		var runs atomic.Int64
+		_, err := c.Do(ctx, req("busy", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			_, inner = c.Do(ctx, req("busy", `{}`), effect(e, &runs, "busy", "nested"))
+			return idem.Result{Response: []byte("outer")}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(inner, idem.ErrInProgress) || idem.IsPermanent(inner) || runs.Load() != 0 {
+			t.Fatalf("nested acquire: err=%v runs=%d, want ErrInProgress and no run", inner, runs.Load())
+		}
+	})
+}
+
+func TestHolderPastItsLeaseIsFencedOut(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute })
+		started, release := make(chan struct{}), make(chan struct{})
+		type out struct {
+			stepErr, extendErr, doErr error
+		}
+		done := make(chan out, 1)
+		var staleStepRan atomic.Bool
+		go func() {
+			var o out
+			_, o.doErr = c.Do(ctx, req("fenced", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				close(started)
+				<-release
+				o.stepErr = r.Attempt.Step(ctx, "late", func(context.Context) error { staleStepRan.Store(true); return nil })
+				o.extendErr = r.Attempt.Extend(ctx, time.Minute)
+				return idem.Result{Response: []byte("stale"), Writes: []types.TransactWriteItem{e.bizWrite("fenced")}}, nil
+			})
+			done <- o
+		}()
+		<-started
+		e.clock.Advance(time.Minute + time.Second) // the first holder's lease ran out
+		var runs atomic.Int64
+		res, err := c.Do(ctx, req("fenced", `{}`), effect(e, &runs, "fenced", "fresh"))
+		if err != nil || res.Attempt != 2 || runs.Load() != 1 {
+			t.Fatalf("takeover: res=%+v err=%v runs=%d", res, err, runs.Load())
+		}
+		close(release)
+		o := <-done
+		for name, err := range map[string]error{"step": o.stepErr, "extend": o.extendErr, "complete": o.doErr} {
+			if !errors.Is(err, idem.ErrLeaseLost) {
+				t.Errorf("stale %s: err=%v, want ErrLeaseLost", name, err)
+			}
+		}
+		if staleStepRan.Load() {
+			t.Error("stale holder started a step after its lease ended")
+		}
+		if n := e.bizCount(t, "fenced"); n != 1 {
+			t.Fatalf("business effect committed %d times, want 1", n)
+		}
+		pk, _ := c.RecordKey("fenced")
+		rec, err := e.store.Get(ctx, pk, e.clock.Now())
+		if err != nil || rec.Status != idem.StatusCompleted || string(rec.Response) != "fresh" {
+			t.Fatalf("record: %+v err=%v", rec, err)
+		}
+	})
+}
+
+func TestStaleHolderCannotFail(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute })
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Do(ctx, req("f", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				close(started)
+				<-release
+				return idem.Result{}, idem.Permanent(errors.New("late verdict"))
+			})
+			done <- err
+		}()
+		<-started
+		e.clock.Advance(2 * time.Minute)
+		var runs atomic.Int64
+		if _, err := c.Do(ctx, req("f", `{}`), effect(e, &runs, "f", "winner")); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		if err := <-done; !errors.Is(err, idem.ErrLeaseLost) {
+			t.Fatalf("stale fail: %v, want ErrLeaseLost joined", err)
+		}
+		res, err := c.Do(ctx, req("f", `{}`), effect(e, &runs, "f", "third"))
+		if err != nil || !res.Replayed || string(res.Response) != "winner" {
+			t.Fatalf("after stale fail: res=%+v err=%v", res, err)
+		}
+	})
+}
+
+func TestCrashAfterStepResumesAtNextStep(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = 30 * time.Second })
+		var stepRuns [3]atomic.Int64
+		crashed, abandon := make(chan struct{}), make(chan struct{})
+		handler := func(crashAfter int) idem.HandlerFunc {
+			return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				for i := range 3 {
+					if err := r.Attempt.Step(ctx, fmt.Sprintf("step-%d", i+1), func(context.Context) error {
+						stepRuns[i].Add(1)
+						return nil
+					}); err != nil {
+						return idem.Result{}, err
+					}
+					if i+1 == crashAfter {
+						close(crashed)
+						<-abandon // the process is gone: this goroutine never writes again in time
+						return idem.Result{}, errors.New("process died")
+					}
+				}
+				return idem.Result{Response: []byte(fmt.Sprintf("attempt %d", r.Attempt.Number()))}, nil
+			}
+		}
+		first := make(chan error, 1)
+		go func() { _, err := c.Do(ctx, req("steps", `{}`), handler(1)); first <- err }()
+		<-crashed
+		e.clock.Advance(31 * time.Second)
+		res, err := c.Do(ctx, req("steps", `{}`), handler(0))
+		if err != nil || string(res.Response) != "attempt 2" {
+			t.Fatalf("resume: res=%+v err=%v", res, err)
+		}
+		for i, want := range []int64{1, 1, 1} {
+			if got := stepRuns[i].Load(); got != want {
+				t.Errorf("step-%d ran %d times, want %d", i+1, got, want)
+			}
+		}
+		close(abandon)
+		if err := <-first; !errors.Is(err, idem.ErrLeaseLost) {
+			t.Errorf("abandoned attempt: %v, want ErrLeaseLost", err)
+		}
+		pk, _ := c.RecordKey("steps")
+		rec, _ := e.store.Get(ctx, pk, e.clock.Now())
+		if rec == nil || len(rec.Steps) != 3 || rec.Attempt != 2 {
+			t.Fatalf("record: %+v", rec)
+		}
+	})
+}
+
+func TestExpiredRecordIsTreatedAsAbsent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.TTL = time.Hour })
+		var runs atomic.Int64
+		if _, err := c.Do(ctx, req("ttl", `{"v":1}`), effect(e, &runs, "ttl", "one")); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Hour + 2*time.Second) // TTL passed; the item is still there
+		pk, _ := c.RecordKey("ttl")
+		if _, err := e.store.Get(ctx, pk, e.clock.Now()); !errors.Is(err, idem.ErrNotFound) {
+			t.Fatalf("Get of expired record: %v, want ErrNotFound", err)
+		}
+		// Even a different payload is accepted: the old record no longer exists.
+		res, err := c.Do(ctx, req("ttl", `{"v":2}`), effect(e, &runs, "ttl", "two"))
+		if err != nil || res.Replayed || res.Attempt != 1 || runs.Load() != 2 {
+			t.Fatalf("after expiry: res=%+v err=%v runs=%d", res, err, runs.Load())
+		}
+	})
+}
+
+func TestFailedRecords(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		var runs atomic.Int64
+		boom := errors.New("downstream timeout")
+		_, err := c.Do(ctx, req("retry", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			return idem.Result{}, boom
+		})
+		if !errors.Is(err, boom) || idem.IsPermanent(err) {
+			t.Fatalf("retryable failure: %v", err)
+		}
+		res, err := c.Do(ctx, req("retry", `{}`), effect(e, &runs, "retry", "ok"))
+		if err != nil || res.Attempt != 2 || runs.Load() != 2 || e.bizCount(t, "retry") != 1 {
+			t.Fatalf("retry after retryable failure: res=%+v err=%v runs=%d", res, err, runs.Load())
+		}
+
+		bad := errors.New("account closed")
+		_, err = c.Do(ctx, req("perm", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{}, idem.Permanent(bad)
+		})
+		if !errors.Is(err, bad) || !idem.IsPermanent(err) {
+			t.Fatalf("permanent failure: %v", err)
+		}
+		runs.Store(0)
+		_, err = c.Do(ctx, req("perm", `{}`), effect(e, &runs, "perm", "never"))
+		var stored *idem.StoredError
+		if !errors.As(err, &stored) || !strings.Contains(stored.Message, "account closed") || runs.Load() != 0 {
+			t.Fatalf("replay of permanent failure: err=%v runs=%d", err, runs.Load())
+		}
+	})
+}
+
+func TestHandlerPanicReleasesTheLease(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		c := e.client(t)
+		_, err := c.Do(context.Background(), req("panic", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			panic("nil map")
+		})
+		if err == nil || !strings.Contains(err.Error(), "panicked") || idem.IsPermanent(err) {
+			t.Fatalf("panic: %v", err)
+		}
+		var runs atomic.Int64
+		if res, err := c.Do(context.Background(), req("panic", `{}`), effect(e, &runs, "panic", "ok")); err != nil || res.Attempt != 2 {
+			t.Fatalf("after panic: res=%+v err=%v", res, err)
+		}
+	})
+}
+
+func TestResponseSizes(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		// Large but compressible: stored gzip-compressed and replayed intact.
+		big := bytes.Repeat([]byte(`{"line":"all work and no play"}`), 30000) // ~900 KB raw
+		var runs atomic.Int64
+		if _, err := c.Do(ctx, req("big", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Response: big}, nil
+		}); err != nil {
+			t.Fatalf("compressible response: %v", err)
+		}
+		res, err := c.Do(ctx, req("big", `{}`), effect(e, &runs, "big", "x"))
+		if err != nil || !res.Replayed || !bytes.Equal(res.Response, big) {
+			t.Fatalf("replay of large response: err=%v len=%d", err, len(res.Response))
+		}
+		// Incompressible and over the limit: refused before the write, nothing committed.
+		noise := make([]byte, idem.MaxStoredResponse+1)
+		var x uint32 = 1
+		for i := range noise {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			noise[i] = byte(x)
+		}
+		_, err = c.Do(ctx, req("huge", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Response: noise, Writes: []types.TransactWriteItem{e.bizWrite("huge")}}, nil
+		})
+		if !errors.Is(err, idem.ErrResponseTooLarge) || !idem.IsPermanent(err) {
+			t.Fatalf("oversize response: %v", err)
+		}
+		if e.bizCount(t, "huge") != 0 {
+			t.Fatal("business write committed despite oversize response")
+		}
+		pk, _ := c.RecordKey("huge")
+		rec, err := e.store.Get(ctx, pk, e.clock.Now())
+		if err != nil || rec.Status != idem.StatusFailed || rec.Retryable {
+			t.Fatalf("record after oversize: %+v err=%v", rec, err)
+		}
+	})
+}
+
+func TestExtendKeepsTheLease(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute })
+		var inner error
+		var runs atomic.Int64
+		_, err := c.Do(ctx, req("long", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			if err := r.Attempt.Extend(ctx, 10*time.Minute); err != nil {
+				return idem.Result{}, err
+			}
+			e.clock.Advance(5 * time.Minute) // past the original lease, inside the extension
+			_, inner = c.Do(ctx, req("long", `{}`), effect(e, &runs, "long", "thief"))
+			return idem.Result{Response: []byte("mine")}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(inner, idem.ErrInProgress) || runs.Load() != 0 {
+			t.Fatalf("acquire during extended lease: %v runs=%d", inner, runs.Load())
+		}
+	})
+}
+
+func TestReaperFailsOnlyStaleLeases(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute; cfg.Shards = 3 })
+		// Three crashed holders (stale), one live holder, one completed record.
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		hold := func(key string) {
+			started := make(chan struct{})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = c.Do(ctx, req(key, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+					close(started)
+					<-release
+					return idem.Result{}, errors.New("gone")
+				})
+			}()
+			<-started
+		}
+		for _, k := range []string{"s1", "s2", "s3"} {
+			hold(k)
+		}
+		var runs atomic.Int64
+		if _, err := c.Do(ctx, req("done", `{}`), effect(e, &runs, "done", "ok")); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(2 * time.Minute)
+		hold("live") // acquired now: lease ends a minute from now
+		r := &idem.Reaper{Store: e.store, Shards: 3, Grace: 30 * time.Second, PageSize: 2, Clock: e.clock.Now}
+		res, err := r.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Reaped != 3 || res.Lost != 0 || res.Truncated {
+			t.Fatalf("sweep: %+v, want 3 reaped", res)
+		}
+		for key, want := range map[string]idem.Status{"s1": idem.StatusFailed, "s2": idem.StatusFailed, "s3": idem.StatusFailed, "live": idem.StatusInProgress, "done": idem.StatusCompleted} {
+			pk, _ := c.RecordKey(key)
+			rec, err := e.store.Get(ctx, pk, e.clock.Now())
+			if err != nil || rec.Status != want {
+				t.Errorf("%s: %+v err=%v, want %s", key, rec, err, want)
+				continue
+			}
+			if want == idem.StatusFailed && (!rec.Retryable || rec.Error != idem.ReasonLeaseExpired) {
+				t.Errorf("%s reaped as %+v", key, rec)
+			}
+		}
+		if res, _ := r.Sweep(ctx); res.Reaped != 0 {
+			t.Errorf("second sweep reaped %d, want 0", res.Reaped)
+		}
+		// A reaped key is taken over by its next delivery.
+		if res, err := c.Do(ctx, req("s1", `{}`), effect(e, &runs, "s1", "ok")); err != nil || res.Attempt != 2 {
+			t.Errorf("retry after reap: %+v %v", res, err)
+		}
+		close(release)
+		wg.Wait()
+	})
+}
+
+func TestReaperLosesRaceToLateCompletion(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute; cfg.Shards = 1 })
+		var listed []idem.StaleLease
+		res, err := c.Do(ctx, req("late", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			e.clock.Advance(2 * time.Minute)
+			var err error
+			listed, _, err = e.store.Stale(ctx, "0", e.clock.Now().Add(-30*time.Second), 10, "")
+			return idem.Result{Response: []byte("late but fine"), Writes: []types.TransactWriteItem{e.bizWrite("late")}}, err
+		})
+		if err != nil || len(listed) != 1 {
+			t.Fatalf("late completion: res=%+v err=%v listed=%d", res, err, len(listed))
+		}
+		// The reaper read the lease before the completion and acts after it.
+		if err := e.store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
+			t.Fatalf("reap after completion: %v, want ErrLeaseLost", err)
+		}
+		pk, _ := c.RecordKey("late")
+		rec, err := e.store.Get(ctx, pk, e.clock.Now())
+		if err != nil || rec.Status != idem.StatusCompleted || string(rec.Response) != "late but fine" || e.bizCount(t, "late") != 1 {
+			t.Fatalf("completion not intact: %+v err=%v", rec, err)
+		}
+	})
+}
+
+func TestUnlockFailsAStuckLockFenced(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Do(ctx, req("stuck", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+				close(started)
+				<-release
+				return idem.Result{Response: []byte("too late")}, nil
+			})
+			done <- err
+		}()
+		<-started
+		pk, _ := c.RecordKey("stuck")
+		if _, err := idem.Unlock(ctx, e.store, pk, "operator unlock", e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		if err := <-done; !errors.Is(err, idem.ErrLeaseLost) {
+			t.Fatalf("holder after unlock: %v", err)
+		}
+		if _, err := idem.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
+			t.Fatal("unlock of a FAILED record succeeded")
+		}
+	})
+}
+
+// TestConcurrentAcquireRunsOnce races 64 goroutines on each of 200 keys: exactly one
+// runs the handler, the others get the stored response or ErrInProgress.
+func TestConcurrentAcquireRunsOnce(t *testing.T) {
+	const racers, keys, keysAtOnce = 64, 200, 4
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.Clock = time.Now })
+		var ran, replayed, inProgress atomic.Int64
+		execs := make([]atomic.Int64, keys)
+		sem := make(chan struct{}, keysAtOnce)
+		var wg sync.WaitGroup
+		for k := range keys {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				key := fmt.Sprintf("race-%d", k)
+				want := "response of " + key
+				start := make(chan struct{})
+				var inner sync.WaitGroup
+				for range racers {
+					inner.Add(1)
+					go func() {
+						defer inner.Done()
+						<-start
+						res, err := c.Do(ctx, req(key, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+							execs[k].Add(1)
+							return idem.Result{Response: []byte(want)}, nil
+						})
+						switch {
+						case err == nil && !res.Replayed && string(res.Response) == want:
+							ran.Add(1)
+						case err == nil && res.Replayed && string(res.Response) == want:
+							replayed.Add(1)
+						case errors.Is(err, idem.ErrInProgress):
+							inProgress.Add(1)
+						default:
+							t.Errorf("%s: unexpected outcome res=%+v err=%v", key, res, err)
+						}
+					}()
+				}
+				close(start)
+				inner.Wait()
+			}()
+		}
+		wg.Wait()
+		for k := range keys {
+			if n := execs[k].Load(); n != 1 {
+				t.Errorf("race-%d: handler ran %d times, want exactly 1", k, n)
+			}
+		}
+		if ran.Load() != keys || ran.Load()+replayed.Load()+inProgress.Load() != racers*keys {
+			t.Errorf("outcomes: ran=%d replayed=%d in-progress=%d", ran.Load(), replayed.Load(), inProgress.Load())
+		}
+		t.Logf("%d keys x %d racers: ran=%d replayed=%d in-progress=%d", keys, racers, ran.Load(), replayed.Load(), inProgress.Load())
+	})
+}
+
+func TestEmptyResponseRoundTrips(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		c := e.client(t)
+		var runs atomic.Int64
+		h := func(context.Context, *idem.Request) (idem.Result, error) { runs.Add(1); return idem.Result{}, nil }
+		for i := range 2 {
+			res, err := c.Do(context.Background(), req("empty", `{}`), h)
+			if err != nil || len(res.Response) != 0 || res.Replayed != (i == 1) {
+				t.Fatalf("delivery %d: res=%+v err=%v", i+1, res, err)
+			}
+		}
+		if runs.Load() != 1 {
+			t.Fatalf("runs=%d", runs.Load())
+		}
+	})
+}

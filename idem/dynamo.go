@@ -1,0 +1,391 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDBAPI is the part of the DynamoDB client the store uses; *dynamodb.Client
+// satisfies it, and tests can wrap it.
+type DynamoDBAPI interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// InflightIndex is the name of the sparse GSI (inflight HASH, lease_until RANGE) that
+// holds only IN_PROGRESS records.
+const InflightIndex = "inflight"
+
+// fence is the condition of every write a lease holder makes after its acquire.
+const fence = "lease_token = :tok AND #status = :inprogress"
+
+// DynamoStore is a Store on a DynamoDB table created as CreateTable does.
+type DynamoStore struct {
+	api   DynamoDBAPI
+	table string
+}
+
+var _ Store = (*DynamoStore)(nil)
+
+// NewDynamoStore returns a store on table through api.
+func NewDynamoStore(api DynamoDBAPI, table string) (*DynamoStore, error) {
+	if api == nil {
+		return nil, errors.New("idem: DynamoDB client is nil")
+	}
+	if table == "" {
+		return nil, errors.New("idem: table name is empty")
+	}
+	return &DynamoStore{api: api, table: table}, nil
+}
+
+// Table returns the table name.
+func (s *DynamoStore) Table() string { return s.table }
+
+// Create is one conditional PutItem; on a conflict the live record comes back in the
+// ConditionalCheckFailedException (ReturnValuesOnConditionCheckFailure=ALL_OLD).
+func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*Record, bool, error) {
+	item, err := marshalRecord(rec)
+	if err != nil {
+		return nil, false, err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(s.table),
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :now_s"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now_s": avN(now.Unix())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil, true, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return nil, false, fmt.Errorf("idem: acquire put: %w", err)
+	}
+	if len(ccf.Item) == 0 {
+		return nil, false, fmt.Errorf("idem: acquire put: condition failed but the old item was not returned")
+	}
+	old, err := unmarshalRecord(ccf.Item)
+	if err != nil {
+		return nil, false, fmt.Errorf("idem: acquire put: %w", err)
+	}
+	return old, false, nil
+}
+
+// Takeover is a compare-and-swap UpdateItem on the token, status and lease it saw.
+func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, expiresAt, now time.Time) (*Record, error) {
+	vals := map[string]types.AttributeValue{
+		":tok":        avS(next.Token),
+		":lu":         avN(epochMillis(next.Until)),
+		":inprogress": avS(string(StatusInProgress)),
+		":shard":      avS(next.Shard),
+		":owner":      avS(next.Owner),
+		":now":        avN(epochMillis(now)),
+		":exp":        avN(expiresAt.Unix()),
+		":one":        avN(1),
+		":oldtok":     avS(seen.LeaseToken),
+		":oldstatus":  avS(string(seen.Status)),
+		":oldlu":      avN(epochMillis(seen.LeaseUntil)),
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table),
+		Key:       map[string]types.AttributeValue{attrPK: avS(seen.Key)},
+		UpdateExpression: aws.String("SET lease_token = :tok, lease_until = :lu, #status = :inprogress, inflight = :shard, " +
+			"#owner = :owner, updated_at = :now, expires_at = :exp ADD attempt :one REMOVE #error, retryable"),
+		ConditionExpression:       aws.String("lease_token = :oldtok AND #status = :oldstatus AND lease_until = :oldlu"),
+		ExpressionAttributeNames:  map[string]string{"#status": attrStatus, "#owner": attrOwner, "#error": attrError},
+		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return nil, fenceErr("takeover", seen.Key, err)
+	}
+	rec, err := unmarshalRecord(out.Attributes)
+	if err != nil {
+		return nil, fmt.Errorf("idem: takeover %s: %w", seen.Key, err)
+	}
+	return rec, nil
+}
+
+// Complete is one fenced UpdateItem, or one TransactWriteItems holding that update first
+// and the business writes after it.
+func (s *DynamoStore) Complete(ctx context.Context, l Lease, response []byte, expiresAt, now time.Time, writes []types.TransactWriteItem) error {
+	data, enc, err := encodeResponse(response)
+	if err != nil {
+		return err
+	}
+	set := "SET #status = :completed, expires_at = :exp, updated_at = :now"
+	remove := " REMOVE inflight"
+	vals := map[string]types.AttributeValue{
+		":tok":        avS(l.Token),
+		":inprogress": avS(string(StatusInProgress)),
+		":completed":  avS(string(StatusCompleted)),
+		":exp":        avN(expiresAt.Unix()),
+		":now":        avN(epochMillis(now)),
+	}
+	if len(data) > 0 {
+		set += ", #response = :resp"
+		vals[":resp"] = &types.AttributeValueMemberB{Value: data}
+	} else {
+		remove += ", #response"
+	}
+	if enc != "" {
+		set += ", response_enc = :enc"
+		vals[":enc"] = avS(enc)
+	} else {
+		remove += ", response_enc"
+	}
+	upd := &types.Update{
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{attrPK: avS(l.Key)},
+		UpdateExpression:          aws.String(set + remove),
+		ConditionExpression:       aws.String(fence),
+		ExpressionAttributeNames:  map[string]string{"#status": attrStatus, "#response": attrResponse},
+		ExpressionAttributeValues: vals,
+	}
+	if len(writes) == 0 {
+		_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 upd.TableName,
+			Key:                       upd.Key,
+			UpdateExpression:          upd.UpdateExpression,
+			ConditionExpression:       upd.ConditionExpression,
+			ExpressionAttributeNames:  upd.ExpressionAttributeNames,
+			ExpressionAttributeValues: upd.ExpressionAttributeValues,
+		})
+		return fenceErr("complete", l.Key, err)
+	}
+	if len(writes) > 99 {
+		return fmt.Errorf("idem: complete %s: %d business writes, a transaction holds at most 99 besides the completion", l.Key, len(writes))
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	items = append(items, types.TransactWriteItem{Update: upd})
+	items = append(items, writes...)
+	_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return nil
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for i, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) != "ConditionalCheckFailed" {
+				continue
+			}
+			if i == 0 {
+				return fmt.Errorf("idem: complete %s: %w", l.Key, ErrLeaseLost)
+			}
+			return fmt.Errorf("idem: complete %s: %w", l.Key, &WriteConditionError{Index: i - 1, Reason: aws.ToString(r.Message)})
+		}
+	}
+	return fmt.Errorf("idem: complete %s: transaction: %w", l.Key, err)
+}
+
+// Fail is one fenced UpdateItem.
+func (s *DynamoStore) Fail(ctx context.Context, l Lease, reason string, retryable bool, expiresAt, now time.Time) error {
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      map[string]types.AttributeValue{attrPK: avS(l.Key)},
+		UpdateExpression:         aws.String("SET #status = :failed, #error = :reason, retryable = :retryable, expires_at = :exp, updated_at = :now REMOVE inflight"),
+		ConditionExpression:      aws.String(fence),
+		ExpressionAttributeNames: map[string]string{"#status": attrStatus, "#error": attrError},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok":        avS(l.Token),
+			":inprogress": avS(string(StatusInProgress)),
+			":failed":     avS(string(StatusFailed)),
+			":reason":     avS(nonEmpty(reason)),
+			":retryable":  avBool(retryable),
+			":exp":        avN(expiresAt.Unix()),
+			":now":        avN(epochMillis(now)),
+		},
+	})
+	return fenceErr("fail", l.Key, err)
+}
+
+// AddStep is one fenced UpdateItem adding to the steps set.
+func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, now time.Time) error {
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      map[string]types.AttributeValue{attrPK: avS(l.Key)},
+		UpdateExpression:         aws.String("SET updated_at = :now ADD steps :step"),
+		ConditionExpression:      aws.String(fence),
+		ExpressionAttributeNames: map[string]string{"#status": attrStatus},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok":        avS(l.Token),
+			":inprogress": avS(string(StatusInProgress)),
+			":step":       &types.AttributeValueMemberSS{Value: []string{step}},
+			":now":        avN(epochMillis(now)),
+		},
+	})
+	return fenceErr("step "+step, l.Key, err)
+}
+
+// Extend is one fenced UpdateItem of lease_until (which also moves the record in the
+// in-flight index).
+func (s *DynamoStore) Extend(ctx context.Context, l Lease, until, now time.Time) error {
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      map[string]types.AttributeValue{attrPK: avS(l.Key)},
+		UpdateExpression:         aws.String("SET lease_until = :lu, updated_at = :now"),
+		ConditionExpression:      aws.String(fence),
+		ExpressionAttributeNames: map[string]string{"#status": attrStatus},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok":        avS(l.Token),
+			":inprogress": avS(string(StatusInProgress)),
+			":lu":         avN(epochMillis(until)),
+			":now":        avN(epochMillis(now)),
+		},
+	})
+	return fenceErr("extend", l.Key, err)
+}
+
+// Get is a strongly consistent GetItem.
+func (s *DynamoStore) Get(ctx context.Context, key string, now time.Time) (*Record, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            map[string]types.AttributeValue{attrPK: avS(key)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idem: get %s: %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("idem: get %s: %w", key, ErrNotFound)
+	}
+	rec, err := unmarshalRecord(out.Item)
+	if err != nil {
+		return nil, fmt.Errorf("idem: get %s: %w", key, err)
+	}
+	if rec.expired(now) {
+		return nil, fmt.Errorf("idem: get %s: %w (expired)", key, ErrNotFound)
+	}
+	return rec, nil
+}
+
+// staleCursor is the continuation of a Stale page: the GSI's LastEvaluatedKey.
+type staleCursor struct {
+	PK         string `json:"pk"`
+	Shard      string `json:"s"`
+	LeaseUntil string `json:"lu"`
+}
+
+// Stale is one Query of the sparse in-flight index: it reads in-flight records only,
+// never the whole table.
+func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]StaleLease, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		IndexName:              aws.String(InflightIndex),
+		KeyConditionExpression: aws.String("inflight = :shard AND lease_until < :before"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":shard":  avS(shard),
+			":before": avN(epochMillis(before)),
+		},
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(min(limit, 1000)))
+	}
+	if cursor != "" {
+		var c staleCursor
+		if err := json.Unmarshal([]byte(cursor), &c); err != nil {
+			return nil, "", fmt.Errorf("idem: stale: bad cursor: %w", err)
+		}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			attrPK:         avS(c.PK),
+			attrInflight:   avS(c.Shard),
+			attrLeaseUntil: &types.AttributeValueMemberN{Value: c.LeaseUntil},
+		}
+	}
+	out, err := s.api.Query(ctx, in)
+	if err != nil {
+		return nil, "", fmt.Errorf("idem: stale shard %s: %w", shard, err)
+	}
+	recs := make([]StaleLease, 0, len(out.Items))
+	for _, item := range out.Items {
+		r, err := unmarshalRecord(item)
+		if err != nil {
+			return nil, "", fmt.Errorf("idem: stale shard %s: %w", shard, err)
+		}
+		recs = append(recs, StaleLease{Key: r.Key, Token: r.LeaseToken, LeaseUntil: r.LeaseUntil, Owner: r.Owner, Attempt: r.Attempt})
+	}
+	next := ""
+	if lek := out.LastEvaluatedKey; len(lek) > 0 {
+		c := staleCursor{}
+		if v, ok := lek[attrPK].(*types.AttributeValueMemberS); ok {
+			c.PK = v.Value
+		}
+		if v, ok := lek[attrInflight].(*types.AttributeValueMemberS); ok {
+			c.Shard = v.Value
+		}
+		if v, ok := lek[attrLeaseUntil].(*types.AttributeValueMemberN); ok {
+			c.LeaseUntil = v.Value
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			return nil, "", fmt.Errorf("idem: stale shard %s: cursor: %w", shard, err)
+		}
+		next = string(b)
+	}
+	return recs, next, nil
+}
+
+// Reap is one UpdateItem conditioned on the token and lease end the reaper read.
+func (s *DynamoStore) Reap(ctx context.Context, sl StaleLease, reason string, now time.Time) error {
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      map[string]types.AttributeValue{attrPK: avS(sl.Key)},
+		UpdateExpression:         aws.String("SET #status = :failed, #error = :reason, retryable = :true, updated_at = :now REMOVE inflight"),
+		ConditionExpression:      aws.String(fence + " AND lease_until = :lu"),
+		ExpressionAttributeNames: map[string]string{"#status": attrStatus, "#error": attrError},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok":        avS(sl.Token),
+			":inprogress": avS(string(StatusInProgress)),
+			":lu":         avN(epochMillis(sl.LeaseUntil)),
+			":failed":     avS(string(StatusFailed)),
+			":reason":     avS(nonEmpty(reason)),
+			":true":       avBool(true),
+			":now":        avN(epochMillis(now)),
+		},
+	})
+	return fenceErr("reap", sl.Key, err)
+}
+
+// fenceErr turns a failed fencing condition into ErrLeaseLost and wraps other errors.
+func fenceErr(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("idem: %s %s: %w", op, key, ErrLeaseLost)
+	}
+	return fmt.Errorf("idem: %s %s: %w", op, key, err)
+}
+
+func nonEmpty(s string) string {
+	if s == "" {
+		return "unspecified"
+	}
+	return s
+}
+
+// shardOf spreads keys over n in-flight index shards.
+func shardOf(key string, n int) string {
+	if n <= 1 {
+		return "0"
+	}
+	var h uint32 = 2166136261 // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return strconv.Itoa(int(h % uint32(n)))
+}

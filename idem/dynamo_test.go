@@ -1,0 +1,173 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+// TestRoundTrips counts the DynamoDB requests the SDK sends (middleware after the retry
+// step): first delivery 2, duplicate of a completed key 1, warm-cache duplicate 0.
+func TestRoundTrips(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	cold := e.client(t)
+	warm := e.client(t, func(c *idem.Config) { c.CacheSize = 100 })
+	var runs atomic.Int64
+	cases := []struct {
+		name   string
+		c      *idem.Client
+		key    string
+		writes bool
+		want   map[string]int
+	}{
+		{"first delivery", cold, "rt-1", false, map[string]int{"PutItem": 1, "UpdateItem": 1}},
+		{"first delivery with business write", cold, "rt-2", true, map[string]int{"PutItem": 1, "TransactWriteItems": 1}},
+		{"duplicate of completed key", cold, "rt-2", true, map[string]int{"PutItem": 1}},
+		{"duplicate, cache being warmed", warm, "rt-2", true, map[string]int{"PutItem": 1}},
+		{"warm-cache duplicate", warm, "rt-2", true, map[string]int{}},
+	}
+	for _, tc := range cases {
+		e.calls.Reset()
+		h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			res := idem.Result{Response: []byte("ok")}
+			if tc.writes {
+				res.Writes = []types.TransactWriteItem{e.bizWrite(tc.key)}
+			}
+			return res, nil
+		})
+		if _, err := tc.c.Do(ctx, req(tc.key, `{}`), h); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := e.calls.Ops()
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: DynamoDB calls %v, want %v", tc.name, got, tc.want)
+		}
+		t.Logf("%-36s %d DynamoDB requests %v", tc.name, e.calls.Total(), got)
+	}
+	if runs.Load() != 2 {
+		t.Errorf("handler ran %d times, want 2", runs.Load())
+	}
+}
+
+// TestStoreUnreachableFailsClosed points the store at a closed port: the error is
+// returned and the handler does not run.
+func TestStoreUnreachableFailsClosed(t *testing.T) {
+	port, err := awstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := awstest.ConfigFor(t, fmt.Sprintf("http://127.0.0.1:%d", port))
+	cfg.RetryMaxAttempts = 1
+	ddb := dynamodb.NewFromConfig(cfg)
+	store, err := idem.NewDynamoStore(ddb, "nowhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idem.New(idem.Config{Store: store, Scope: "closed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var runs atomic.Int64
+	_, err = c.Do(ctx, req("k", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+		runs.Add(1)
+		return idem.Result{}, nil
+	})
+	if err == nil || runs.Load() != 0 {
+		t.Fatalf("err=%v runs=%d, want an error and no run", err, runs.Load())
+	}
+	if errors.Is(err, idem.ErrInProgress) || idem.IsPermanent(err) {
+		t.Fatalf("store outage misclassified: %v", err)
+	}
+	t.Logf("closed port: %v", err)
+}
+
+// TestMissingTableIsAnError: a misconfigured table name is reported, not ignored.
+func TestMissingTableIsAnError(t *testing.T) {
+	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), awstest.Name(t, "absent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := idem.New(idem.Config{Store: store, Scope: "x"})
+	var runs atomic.Int64
+	_, err = c.Do(context.Background(), req("k", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+		runs.Add(1)
+		return idem.Result{}, nil
+	})
+	var rnf *types.ResourceNotFoundException
+	if !errors.As(err, &rnf) || runs.Load() != 0 {
+		t.Fatalf("err=%v runs=%d, want ResourceNotFoundException and no run", err, runs.Load())
+	}
+}
+
+// TestCreateTableIsIdempotent creates the table twice and checks the schema the reaper
+// and the TTL rely on.
+func TestCreateTableIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	ddb := awstest.DynamoDB(t)
+	name := awstest.Name(t, "tbl")
+	for i := range 2 {
+		if err := idem.CreateTable(ctx, ddb, name); err != nil {
+			t.Fatalf("create #%d: %v", i+1, err)
+		}
+	}
+	out, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Table.GlobalSecondaryIndexes) != 1 || aws.ToString(out.Table.GlobalSecondaryIndexes[0].IndexName) != idem.InflightIndex {
+		t.Fatalf("GSIs: %+v", out.Table.GlobalSecondaryIndexes)
+	}
+	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl.TimeToLiveDescription; d == nil || aws.ToString(d.AttributeName) != "expires_at" || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled {
+		t.Fatalf("TTL: %+v", ttl.TimeToLiveDescription)
+	}
+}
+
+// TestAcquireIsOneConditionalPut checks the exact acquire request: a PutItem with the
+// documented condition and ALL_OLD on failure, never a read first.
+func TestAcquireIsOneConditionalPut(t *testing.T) {
+	e := newDynamoEnv(t)
+	spy := &putSpy{DynamoDBAPI: e.ddb}
+	store, _ := idem.NewDynamoStore(spy, e.table)
+	c, _ := idem.New(idem.Config{Store: store, Scope: "spy", Clock: e.clock.Now})
+	if _, err := c.Do(context.Background(), req("k", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	in := spy.last
+	if in == nil || aws.ToString(in.ConditionExpression) != "attribute_not_exists(pk) OR expires_at < :now_s" ||
+		in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
+		t.Fatalf("acquire PutItem: %+v", in)
+	}
+	if v := in.ExpressionAttributeValues[":now_s"].(*types.AttributeValueMemberN).Value; v != fmt.Sprint(e.clock.Now().Unix()) {
+		t.Fatalf(":now_s = %s, want epoch seconds %d", v, e.clock.Now().Unix())
+	}
+}
+
+type putSpy struct {
+	idem.DynamoDBAPI
+	last *dynamodb.PutItemInput
+}
+
+func (s *putSpy) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	s.last = in
+	return s.DynamoDBAPI.PutItem(ctx, in, o...)
+}

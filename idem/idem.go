@@ -1,0 +1,313 @@
+package idem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Request is one message to handle under an idempotency key.
+type Request struct {
+	// Key is the idempotency key as the producer set it (not yet scoped or hashed).
+	Key string
+	// Payload is what the key must keep meaning: a later delivery of the key with a
+	// different payload is refused with ErrPayloadMismatch.
+	Payload []byte
+	// Attempt is set by the middleware for the handler: the lease it runs under.
+	Attempt *Attempt
+}
+
+// Result is what a handler produces.
+type Result struct {
+	// Response is stored and replayed to later deliveries of the key.
+	Response []byte
+	// Writes are business writes committed in one DynamoDB transaction with the
+	// completion, or not at all (at most 99). With MemoryStore they are only logged.
+	Writes []types.TransactWriteItem
+	// Replayed is set by the middleware when the response comes from the store or the
+	// cache and the handler did not run.
+	Replayed bool
+	// Attempt is set by the middleware: which acquisition of the key ran the handler
+	// (1 for the first, more after takeovers). Zero when Replayed.
+	Attempt int
+}
+
+// Handler handles a request. The idempotency middleware guarantees that, for one key,
+// a handler's result is committed at most once.
+type Handler interface {
+	Handle(ctx context.Context, req *Request) (Result, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request) (Result, error)
+
+// Handle calls f(ctx, req).
+func (f HandlerFunc) Handle(ctx context.Context, req *Request) (Result, error) { return f(ctx, req) }
+
+// Config configures a Client. Store and Scope are required; zero values of the other
+// fields take the defaults documented on them.
+type Config struct {
+	// Store keeps the records (DynamoStore in production, MemoryStore in unit tests).
+	Store Store
+	// Scope is a stable name for the keyspace, e.g. "payments". Never use the Lambda
+	// function name: it changes per stack, and with it every key.
+	Scope string
+	// TTL is how long COMPLETED and FAILED records are kept (default 7 days).
+	TTL time.Duration
+	// LeaseGrace is added to the invocation deadline to get the lease end (default 5s).
+	LeaseGrace time.Duration
+	// MaxLease caps a lease, deadline or not (default 15 minutes, Lambda's limit).
+	MaxLease time.Duration
+	// DefaultLease is the lease when the context has no deadline (default 5 minutes).
+	DefaultLease time.Duration
+	// Shards is the number of in-flight index shards (default 4). The reaper must use
+	// the same number.
+	Shards int
+	// HashKeys stores every key as its SHA-256; otherwise only keys over MaxRawKeyBytes.
+	HashKeys bool
+	// PayloadFields, when set, limits the payload hash to these top-level JSON fields.
+	PayloadFields []string
+	// CacheSize bounds the in-process LRU of COMPLETED records; 0 disables it.
+	CacheSize int
+	// Owner names this process in records when the context carries no Lambda request id.
+	Owner string
+	// Clock returns the current time (default time.Now).
+	Clock func() time.Time
+}
+
+// Client runs handlers idempotently. It is safe for concurrent use; create one per
+// process (outside the Lambda handler) so the cache survives between invocations.
+type Client struct {
+	cfg   Config
+	cache *cache
+}
+
+// New validates cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("idem: Config.Store is nil")
+	}
+	if err := validScope(cfg.Scope); err != nil {
+		return nil, err
+	}
+	for name, d := range map[string]time.Duration{"TTL": cfg.TTL, "LeaseGrace": cfg.LeaseGrace, "MaxLease": cfg.MaxLease, "DefaultLease": cfg.DefaultLease} {
+		if d < 0 {
+			return nil, fmt.Errorf("idem: Config.%s is negative (%s)", name, d)
+		}
+	}
+	if cfg.Shards < 0 || cfg.Shards > 1000 {
+		return nil, fmt.Errorf("idem: Config.Shards must be between 1 and 1000, got %d", cfg.Shards)
+	}
+	if cfg.CacheSize < 0 {
+		return nil, fmt.Errorf("idem: Config.CacheSize is negative (%d)", cfg.CacheSize)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.TTL, 7*24*time.Hour)
+	def(&cfg.LeaseGrace, 5*time.Second)
+	def(&cfg.MaxLease, 15*time.Minute)
+	def(&cfg.DefaultLease, 5*time.Minute)
+	if cfg.Shards == 0 {
+		cfg.Shards = 4
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	cfg.PayloadFields = append([]string(nil), cfg.PayloadFields...)
+	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize)}, nil
+}
+
+// Scope returns the configured scope.
+func (c *Client) Scope() string { return c.cfg.Scope }
+
+// RecordKey returns the partition key of the record for an idempotency key.
+func (c *Client) RecordKey(key string) (string, error) {
+	return RecordKey(c.cfg.Scope, key, c.cfg.HashKeys)
+}
+
+// Do runs h for req under the key's lease; see Middleware.
+func (c *Client) Do(ctx context.Context, req *Request, h HandlerFunc) (Result, error) {
+	return c.Middleware(h).Handle(ctx, req)
+}
+
+// Middleware wraps next so that, per key, it runs at most once to completion:
+//   - a key seen COMPLETED returns the stored response (Replayed) without running next;
+//   - a key held by a live lease returns ErrInProgress;
+//   - a key whose holder's lease ran out, or that failed retryably, is taken over;
+//   - a key that failed permanently returns its StoredError;
+//   - a key seen with another payload returns ErrPayloadMismatch.
+//
+// When next succeeds its Response and Writes are committed with the completion in one
+// transaction; when it fails, the record is failed (permanently if IsPermanent). Errors
+// from the store are returned and next is not run.
+func (c *Client) Middleware(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, req *Request) (Result, error) {
+		return c.handle(ctx, req, next)
+	})
+}
+
+func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result, error) {
+	pk, err := c.RecordKey(req.Key)
+	if err != nil {
+		return Result{}, err
+	}
+	hash, err := HashPayload(req.Payload, c.cfg.PayloadFields...)
+	if err != nil {
+		return Result{}, Permanent(fmt.Errorf("idem: hash payload of %s: %w", pk, err))
+	}
+	now := c.cfg.Clock()
+	if e, ok := c.cache.get(pk, now); ok {
+		if e.payloadHash != hash {
+			return Result{}, fmt.Errorf("idem: %s: %w", pk, ErrPayloadMismatch)
+		}
+		return Result{Response: e.response, Replayed: true}, nil
+	}
+	att, replay, err := c.acquire(ctx, pk, hash, now)
+	if err != nil || replay != nil {
+		if replay != nil {
+			return *replay, nil
+		}
+		return Result{}, err
+	}
+	res, herr := c.run(ctx, next, req, att)
+	if herr != nil {
+		retryable := !IsPermanent(herr)
+		if ferr := c.fail(ctx, att, herr.Error(), retryable); ferr != nil {
+			return Result{}, errors.Join(herr, ferr)
+		}
+		return Result{}, herr
+	}
+	if err := c.complete(ctx, att, pk, hash, res); err != nil {
+		return Result{}, err
+	}
+	return Result{Response: res.Response, Attempt: att.number}, nil
+}
+
+// acquire takes the lease, or returns the stored outcome of the key.
+func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*Attempt, *Result, error) {
+	lease := Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now), Owner: c.owner(ctx), Shard: shardOf(pk, c.cfg.Shards)}
+	rec := &Record{
+		Key: pk, Status: StatusInProgress, LeaseToken: lease.Token, LeaseUntil: lease.Until.Truncate(time.Millisecond),
+		Inflight: lease.Shard, ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: hash, Attempt: 1, Owner: lease.Owner,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	old, created, err := c.cfg.Store.Create(ctx, rec, now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w", pk, err)
+	}
+	if created {
+		lease.Until = rec.LeaseUntil
+		return &Attempt{c: c, lease: lease, number: 1}, nil, nil
+	}
+	if old.PayloadHash != "" && old.PayloadHash != hash {
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w", pk, ErrPayloadMismatch)
+	}
+	switch {
+	case old.Status == StatusCompleted:
+		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
+		return nil, &Result{Response: old.Response, Replayed: true}, nil
+	case old.Status == StatusInProgress && now.Before(old.LeaseUntil):
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w (lease held by %q until %s)", pk, ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
+	case old.Status == StatusFailed && !old.Retryable:
+		return nil, nil, &StoredError{Key: pk, Message: old.Error}
+	case old.Status == StatusInProgress, old.Status == StatusFailed:
+		lease.Until = lease.Until.Truncate(time.Millisecond)
+		rec, err := c.cfg.Store.Takeover(ctx, old, lease, now.Add(c.cfg.TTL), now)
+		if errors.Is(err, ErrLeaseLost) {
+			// Someone else moved the record first (took it over or completed it): this
+			// delivery retries later and will see their outcome.
+			return nil, nil, fmt.Errorf("idem: acquire %s: %w (lost the takeover race)", pk, ErrInProgress)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("idem: acquire %s: %w", pk, err)
+		}
+		return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps}, nil, nil
+	default:
+		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", pk, old.Status)
+	}
+}
+
+// run calls the handler; a panic becomes a retryable error so the lease is released.
+func (c *Client) run(ctx context.Context, next Handler, req *Request, att *Attempt) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("idem: handler panicked: %v", p)
+		}
+	}()
+	r := *req
+	r.Attempt = att
+	return next.Handle(ctx, &r)
+}
+
+func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, res Result) error {
+	now := c.cfg.Clock()
+	exp := now.Add(c.cfg.TTL)
+	err := c.cfg.Store.Complete(ctx, att.lease, res.Response, exp, now, res.Writes)
+	if err == nil {
+		c.cache.put(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})
+		return nil
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	// Nothing was committed (or, after an ambiguous network error, maybe it was: then
+	// the fenced fail below finds the record COMPLETED and changes nothing). Failing the
+	// record lets the next delivery take over at once instead of after the lease.
+	retryable := !IsPermanent(err)
+	if ferr := c.fail(ctx, att, err.Error(), retryable); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
+		return errors.Join(err, ferr)
+	}
+	if !retryable {
+		return Permanent(err)
+	}
+	return err
+}
+
+func (c *Client) fail(ctx context.Context, att *Attempt, reason string, retryable bool) error {
+	now := c.cfg.Clock()
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	return c.cfg.Store.Fail(ctx, att.lease, reason, retryable, now.Add(c.cfg.TTL), now)
+}
+
+// leaseUntil is the invocation deadline plus the grace, capped by MaxLease.
+func (c *Client) leaseUntil(ctx context.Context, now time.Time) time.Time {
+	limit := now.Add(c.cfg.MaxLease)
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return minTime(now.Add(c.cfg.DefaultLease), limit)
+	}
+	return minTime(dl.Add(c.cfg.LeaseGrace), limit)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func (c *Client) owner(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	return c.cfg.Owner
+}
+
+// newToken returns 128 random bits in hex. crypto/rand.Read never fails on supported
+// platforms (it crashes the program instead), so there is no error to return.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,136 @@
+package idem_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+func TestRecordKey(t *testing.T) {
+	long := strings.Repeat("x", idem.MaxRawKeyBytes+1)
+	tests := []struct {
+		name, scope, key string
+		hash             bool
+		want             string // prefix of the result
+		wantErr          error
+	}{
+		{"plain", "payments", "pay-1", false, "payments#pay-1", nil},
+		{"exactly at the bound is kept", "s", strings.Repeat("y", idem.MaxRawKeyBytes), false, "s#yyyy", nil},
+		{"over the bound is hashed", "s", long, false, "s#sha256:", nil},
+		{"hash configured", "s", "pay-1", true, "s#sha256:", nil},
+		{"empty", "s", "", false, "", idem.ErrInvalidKey},
+		{"invalid utf-8", "s", "a\xc3", false, "", idem.ErrInvalidKey},
+		{"unicode is fine", "s", "zahlung-ü-€", false, "s#zahlung-ü-€", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := idem.RecordKey(tc.scope, tc.key, tc.hash)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if !strings.HasPrefix(got, tc.want) || len(got) >= 2048 {
+				t.Fatalf("got %q, want prefix %q under 2048 bytes", got, tc.want)
+			}
+		})
+	}
+	a, _ := idem.RecordKey("s", "pay-1", true)
+	b, _ := idem.RecordKey("s", "pay-2", true)
+	if a == b || len(a) != len("s#sha256:")+64 {
+		t.Fatalf("hashed keys %q %q", a, b)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	s := idem.NewMemoryStore()
+	for name, cfg := range map[string]idem.Config{
+		"no store":       {Scope: "s"},
+		"no scope":       {Store: s},
+		"scope with #":   {Store: s, Scope: "a#b"},
+		"negative TTL":   {Store: s, Scope: "s", TTL: -1},
+		"too many shard": {Store: s, Scope: "s", Shards: 5000},
+		"negative cache": {Store: s, Scope: "s", CacheSize: -1},
+	} {
+		if _, err := idem.New(cfg); err == nil || !strings.HasPrefix(err.Error(), "idem: ") {
+			t.Errorf("%s: err = %v, want an idem: error", name, err)
+		}
+	}
+}
+
+func TestCanonicalJSON(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		fields         []string
+		wantErr        bool
+	}{
+		{"sorted keys", `{"b":1,"a":2}`, `{"a":2,"b":1}`, nil, false},
+		{"nested and spaces", ` { "z" : { "y":[1, 2.50, "x"], "a":null } } `, `{"z":{"a":null,"y":[1,2.50,"x"]}}`, nil, false},
+		{"numbers kept exactly", `{"n":12345678901234567890}`, `{"n":12345678901234567890}`, nil, false},
+		{"html not escaped", `{"s":"<a&b>"}`, `{"s":"<a&b>"}`, nil, false},
+		{"fields", `{"id":"p1","amount":5,"trace":"t-1"}`, `{"amount":5,"id":"p1"}`, []string{"id", "amount"}, false},
+		{"fields need an object", `[1,2]`, "", []string{"id"}, true},
+		{"invalid", `{"a":`, "", nil, true},
+		{"trailing data", `{"a":1} {"b":2}`, "", nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := idem.CanonicalJSON([]byte(tc.in), tc.fields...)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if err == nil && string(got) != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHashPayload(t *testing.T) {
+	h := func(p string, f ...string) string {
+		t.Helper()
+		s, err := idem.HashPayload([]byte(p), f...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if h(`{"a":1,"b":2}`) != h(`{"b":2, "a":1}`) {
+		t.Error("equivalent JSON hashes differ")
+	}
+	if h(`{"a":1}`) == h(`{"a":2}`) {
+		t.Error("different JSON hashes equal")
+	}
+	if h(`not json`) == h(`not json!`) || len(h(`not json`)) != 64 {
+		t.Error("raw payload hashing broken")
+	}
+	if h(`{"id":1,"ts":"x"}`, "id") != h(`{"ts":"y","id":1}`, "id") {
+		t.Error("field-limited hashes differ on an ignored field")
+	}
+	if _, err := idem.HashPayload([]byte(`nope`), "id"); err == nil {
+		t.Error("field-limited hash of non-JSON succeeded")
+	}
+}
+
+func TestIsPermanent(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{idem.Permanent(errors.New("x")), true},
+		{errors.Join(errors.New("ctx"), idem.ErrPayloadMismatch), true},
+		{idem.ErrInvalidKey, true},
+		{&idem.StoredError{Key: "k", Message: "m"}, true},
+		{idem.ErrInProgress, false},
+		{idem.ErrLeaseLost, false},
+		{errors.New("timeout"), false},
+		{nil, false},
+	} {
+		if got := idem.IsPermanent(tc.err); got != tc.want {
+			t.Errorf("IsPermanent(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if idem.Permanent(nil) != nil {
+		t.Error("Permanent(nil) != nil")
+	}
+}

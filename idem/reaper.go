@@ -1,0 +1,122 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ReasonLeaseExpired is the error the reaper records on a lease it fails.
+const ReasonLeaseExpired = "lease expired"
+
+// Reaper fails the leases of holders that vanished (a crashed or timed-out consumer),
+// so they are visible, counted and retried cleanly. It reads only the sparse in-flight
+// index, so a sweep costs in proportion to in-flight records, never to table size.
+type Reaper struct {
+	// Store is the record store (required).
+	Store Store
+	// Shards is the number of in-flight index shards; it must match Config.Shards of the
+	// consumers (default 4).
+	Shards int
+	// Grace is how long past its end a lease must be before it is reaped (default 30s).
+	Grace time.Duration
+	// PageSize bounds one index query (default 100).
+	PageSize int
+	// Margin stops a sweep this long before the context deadline (default 2s).
+	Margin time.Duration
+	// Clock returns the current time (default time.Now).
+	Clock func() time.Time
+}
+
+// SweepResult counts what a sweep did.
+type SweepResult struct {
+	Scanned   int  // stale leases listed from the index
+	Reaped    int  // leases failed
+	Lost      int  // leases that moved on (completed, extended, taken over) after listing
+	Truncated bool // the sweep stopped at its deadline margin before the end
+}
+
+// Sweep lists every shard's leases that ended before now minus Grace and fails each
+// with one update conditioned on the token and lease end it listed, so a holder that
+// completes or extends at the same moment wins. It stops before the context deadline
+// minus Margin and reports Truncated; a store error stops it and is returned with the
+// counts so far.
+func (r *Reaper) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	if r.Store == nil {
+		return res, errors.New("idem: Reaper.Store is nil")
+	}
+	shards, grace, page, margin, clock := r.Shards, r.Grace, r.PageSize, r.Margin, r.Clock
+	if shards <= 0 {
+		shards = 4
+	}
+	if grace <= 0 {
+		grace = 30 * time.Second
+	}
+	if page <= 0 {
+		page = 100
+	}
+	if margin <= 0 {
+		margin = 2 * time.Second
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	deadline, hasDeadline := ctx.Deadline()
+	late := func() bool { return hasDeadline && time.Until(deadline) < margin }
+	before := clock().Add(-grace)
+	for shard := 0; shard < shards; shard++ {
+		cursor := ""
+		for {
+			if late() {
+				res.Truncated = true
+				return res, nil
+			}
+			stale, next, err := r.Store.Stale(ctx, strconv.Itoa(shard), before, page, cursor)
+			if err != nil {
+				return res, fmt.Errorf("idem: sweep: %w", err)
+			}
+			res.Scanned += len(stale)
+			for _, s := range stale {
+				if late() {
+					res.Truncated = true
+					return res, nil
+				}
+				err := r.Store.Reap(ctx, s, ReasonLeaseExpired, clock())
+				switch {
+				case err == nil:
+					res.Reaped++
+				case errors.Is(err, ErrLeaseLost):
+					res.Lost++
+				default:
+					return res, fmt.Errorf("idem: sweep: %w", err)
+				}
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	return res, nil
+}
+
+// Unlock is the operator's version of a reap: it fails the key's IN_PROGRESS record
+// (retryable, with reason) whatever its lease, fenced on the token and lease end it
+// read, so a holder that completes meanwhile wins. It returns the record as it was.
+func Unlock(ctx context.Context, s Store, pk, reason string, now time.Time) (*Record, error) {
+	rec, err := s.Get(ctx, pk, now)
+	if err != nil {
+		return nil, fmt.Errorf("idem: unlock: %w", err)
+	}
+	if rec.Status != StatusInProgress {
+		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s", pk, rec.Status, StatusInProgress)
+	}
+	sl := StaleLease{Key: rec.Key, Token: rec.LeaseToken, LeaseUntil: rec.LeaseUntil, Owner: rec.Owner, Attempt: rec.Attempt}
+	if err := s.Reap(ctx, sl, reason, now); err != nil {
+		return rec, fmt.Errorf("idem: unlock: %w", err)
+	}
+	return rec, nil
+}

@@ -1,0 +1,63 @@
+package idem
+
+import (
+	"time"
+)
+
+// Status is the state of an idempotency record.
+type Status string
+
+// The states of a record. A record is created IN_PROGRESS by an acquire and ends
+// COMPLETED (response stored) or FAILED (retryable or not). A retryable FAILED record, or
+// an IN_PROGRESS one whose lease ran out, is taken over by the next acquire.
+const (
+	StatusInProgress Status = "IN_PROGRESS"
+	StatusCompleted  Status = "COMPLETED"
+	StatusFailed     Status = "FAILED"
+)
+
+// Record is an idempotency record as stored. Times are UTC; LeaseUntil has millisecond
+// and ExpiresAt second precision, as stored.
+type Record struct {
+	Key         string // partition key: "<scope>#<key>"
+	Status      Status
+	LeaseToken  string    // fencing token of the current (or last) holder
+	LeaseUntil  time.Time // the lease is live while now < LeaseUntil
+	Inflight    string    // shard of the sparse index, set only while IN_PROGRESS
+	ExpiresAt   time.Time // TTL: the record counts as absent from then on; zero = never
+	PayloadHash string
+	Response    []byte // as given to Complete (decompressed)
+	Error       string // FAILED: the reason
+	Retryable   bool   // FAILED: whether the next delivery may take over
+	Attempt     int    // acquisitions so far, takeovers included
+	Steps       []string
+	Owner       string // diagnostics: who holds or held the lease (Lambda request id)
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// expired reports whether the record's TTL has passed: DynamoDB deletes such items late,
+// so every read and condition treats them as absent.
+func (r *Record) expired(now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && r.ExpiresAt.Before(now)
+}
+
+// hasStep reports whether step was recorded as completed.
+func (r *Record) hasStep(step string) bool {
+	for _, s := range r.Steps {
+		if s == step {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Record) clone() *Record {
+	c := *r
+	c.Response = append([]byte(nil), r.Response...)
+	c.Steps = append([]string(nil), r.Steps...)
+	return &c
+}
+
+func epochMillis(t time.Time) int64 { return t.UnixMilli() }
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

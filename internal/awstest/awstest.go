@@ -1,0 +1,195 @@
+// Package awstest connects integration tests to a local AWS-protocol endpoint (moto or
+// LocalStack) through the real SDK. It never talks to real AWS: the endpoint must be
+// on the loopback interface.
+//
+// When AWS_ENDPOINT_URL is set (make test starts moto_server and sets it), tests use
+// that endpoint. Otherwise Main starts moto_server on a free loopback port for the test
+// binary and stops it afterwards, so plain `go test ./...` works too.
+package awstest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// Region is the region tests use against the local endpoint.
+const Region = "us-east-1"
+
+var (
+	endpoint string
+	moto     *exec.Cmd
+)
+
+// Main runs the tests of a package against the local endpoint, starting moto_server
+// when AWS_ENDPOINT_URL is not set. Use it from TestMain: os.Exit(awstest.Main(m)).
+func Main(m *testing.M) int {
+	ep := os.Getenv("AWS_ENDPOINT_URL")
+	if ep == "" {
+		var err error
+		ep, moto, err = StartMoto()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "awstest:", err)
+			return 1
+		}
+		defer StopMoto(moto)
+	}
+	if err := checkLoopback(ep); err != nil {
+		fmt.Fprintln(os.Stderr, "awstest:", err)
+		return 1
+	}
+	endpoint = ep
+	return m.Run()
+}
+
+func checkLoopback(ep string) error {
+	u, err := url.Parse(ep)
+	if err != nil {
+		return fmt.Errorf("AWS_ENDPOINT_URL %q: %w", ep, err)
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("AWS_ENDPOINT_URL %q is not a loopback address: integration tests only run against a local emulator", ep)
+}
+
+// StartMoto starts moto_server on a free loopback port and waits until it answers.
+func StartMoto() (string, *exec.Cmd, error) {
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		return "", nil, fmt.Errorf("moto_server not found on PATH (set AWS_ENDPOINT_URL to use another local endpoint): %w", err)
+	}
+	var lastErr error
+	for try := 0; try < 3; try++ {
+		port, err := FreePort()
+		if err != nil {
+			return "", nil, err
+		}
+		cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+		cmd.Stdout, cmd.Stderr = nil, nil
+		if err := cmd.Start(); err != nil {
+			return "", nil, fmt.Errorf("start moto_server: %w", err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if err := waitListening(addr, 30*time.Second); err != nil {
+			lastErr = err
+			StopMoto(cmd)
+			continue
+		}
+		return "http://" + addr, cmd, nil
+	}
+	return "", nil, fmt.Errorf("moto_server did not start: %w", lastErr)
+}
+
+// StopMoto stops a moto_server started by StartMoto.
+func StopMoto(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitListening(addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("nothing listening on %s after %s", addr, limit)
+}
+
+// Endpoint returns the endpoint of this test binary; it fails the test when Main was
+// not used.
+func Endpoint(t testing.TB) string {
+	t.Helper()
+	if endpoint == "" {
+		t.Fatal("awstest: no endpoint: call awstest.Main from TestMain")
+	}
+	return endpoint
+}
+
+// Config returns an SDK config for the local endpoint with dummy credentials.
+func Config(t testing.TB) aws.Config {
+	t.Helper()
+	return ConfigFor(t, Endpoint(t))
+}
+
+// ConfigFor returns an SDK config for endpoint with dummy credentials and few retries.
+func ConfigFor(t testing.TB, ep string) aws.Config {
+	t.Helper()
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithRegion(Region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithBaseEndpoint(ep),
+		config.WithRetryMaxAttempts(3),
+	)
+	if err != nil {
+		t.Fatalf("awstest: load config: %v", err)
+	}
+	return cfg
+}
+
+// DynamoDB returns a DynamoDB client on the local endpoint.
+func DynamoDB(t testing.TB, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	t.Helper()
+	return dynamodb.NewFromConfig(Config(t), opts...)
+}
+
+// SQS returns an SQS client on the local endpoint.
+func SQS(t testing.TB, opts ...func(*sqs.Options)) *sqs.Client {
+	t.Helper()
+	return sqs.NewFromConfig(Config(t), opts...)
+}
+
+var seq atomic.Int64
+var runID = sync.OnceValue(func() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+})
+
+// Name returns a resource name unique to this test run: prefix, the test's name and a
+// counter, cut to fit DynamoDB's and SQS's 80-character name limits with room to spare.
+func Name(t testing.TB, prefix string) string {
+	t.Helper()
+	tn := strings.NewReplacer("/", "-", " ", "_", "#", "").Replace(t.Name())
+	if len(tn) > 40 {
+		tn = tn[len(tn)-40:]
+	}
+	return fmt.Sprintf("%s-%s-%s-%d", prefix, runID(), strings.Trim(tn, "-_."), seq.Add(1))
+}
