@@ -1,7 +1,7 @@
 # Idempotent SQS -> Lambda consumer. `make help` lists the targets.
 SHELL := /bin/bash
 GO ?= go
-GOLANGCI_LINT_VERSION ?= v2.6.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
 FUNCTIONS := consumer reaper
 BUILD_DIR := .aws-sam/make
 LOCAL_AWS := localstack/with-local-aws.sh

@@ -66,7 +66,7 @@ func CreateTable(ctx context.Context, api TableAdmin, name string) error {
 	})
 	// Enabling TTL twice is refused with a ValidationException; that means it is on.
 	var apiErr interface{ ErrorCode() string }
-	if err != nil && !(errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException") {
+	if err != nil && (!errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationException") {
 		return fmt.Errorf("idem: enable TTL on %s: %w", name, err)
 	}
 	return nil

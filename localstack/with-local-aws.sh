@@ -59,17 +59,27 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# moto through internal/awstest/motoserver.py, which serializes DynamoDB requests: plain
+# moto_server lets two concurrent conditional writes to one item both succeed, which real
+# DynamoDB never does. Plain moto_server is the fallback when python3 cannot import moto.
 start_moto() { # start_moto PORT
-  command -v moto_server >/dev/null || { log "moto_server not found on PATH (pip install 'moto[server]', or start LocalStack and set AWS_ENDPOINT_URL)"; exit 1; }
-  local logfile=${TMPDIR:-/tmp}/moto-$1.log
-  moto_server -H 127.0.0.1 -p "$1" >"$logfile" 2>&1 &
+  local logfile=${TMPDIR:-/tmp}/moto-$1.log launcher="$here/../internal/awstest/motoserver.py"
+  if command -v python3 >/dev/null && python3 -c 'import moto.moto_server.werkzeug_app, werkzeug.serving' 2>/dev/null; then
+    python3 "$launcher" -H 127.0.0.1 -p "$1" >"$logfile" 2>&1 &
+  elif command -v moto_server >/dev/null; then
+    log "warning: python3 cannot import moto; plain moto_server's DynamoDB writes are not atomic under concurrency"
+    moto_server -H 127.0.0.1 -p "$1" >"$logfile" 2>&1 &
+  else
+    log "moto not found (pip install 'moto[server]'), or start LocalStack and set AWS_ENDPOINT_URL"
+    exit 1
+  fi
   started_pid=$!
   if ! wait_for "http://127.0.0.1:$1" 30; then
-    log "moto_server did not answer on port $1 within 30s; its log:"
+    log "moto did not answer on port $1 within 30s; its log:"
     tail -20 "$logfile" >&2
     exit 1
   fi
-  log "moto_server (pid $started_pid) on http://127.0.0.1:$1"
+  log "moto (pid $started_pid) on http://127.0.0.1:$1, log in $logfile"
 }
 
 if [[ -n ${AWS_ENDPOINT_URL:-} ]]; then

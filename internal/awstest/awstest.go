@@ -10,6 +10,7 @@ package awstest
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -73,11 +74,17 @@ func checkLoopback(ep string) error {
 	return fmt.Errorf("AWS_ENDPOINT_URL %q is not a loopback address: integration tests only run against a local emulator", ep)
 }
 
-// StartMoto starts moto_server on a free loopback port and waits until it answers.
+//go:embed motoserver.py
+var motoLauncher []byte
+
+// StartMoto starts moto on a free loopback port and waits until it answers. It runs
+// moto through motoserver.py, which serializes DynamoDB requests (moto's own threaded
+// server lets concurrent conditional writes to one item both succeed; real DynamoDB
+// does not), and falls back to plain moto_server when python3 cannot import moto.
 func StartMoto() (string, *exec.Cmd, error) {
-	bin, err := exec.LookPath("moto_server")
+	argv, err := motoCommand()
 	if err != nil {
-		return "", nil, fmt.Errorf("moto_server not found on PATH (set AWS_ENDPOINT_URL to use another local endpoint): %w", err)
+		return "", nil, err
 	}
 	var lastErr error
 	for try := 0; try < 3; try++ {
@@ -85,10 +92,9 @@ func StartMoto() (string, *exec.Cmd, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-		cmd.Stdout, cmd.Stderr = nil, nil
+		cmd := exec.Command(argv[0], append(argv[1:], "-H", "127.0.0.1", "-p", fmt.Sprint(port))...)
 		if err := cmd.Start(); err != nil {
-			return "", nil, fmt.Errorf("start moto_server: %w", err)
+			return "", nil, fmt.Errorf("start %s: %w", argv[0], err)
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		if err := waitListening(addr, 30*time.Second); err != nil {
@@ -98,7 +104,29 @@ func StartMoto() (string, *exec.Cmd, error) {
 		}
 		return "http://" + addr, cmd, nil
 	}
-	return "", nil, fmt.Errorf("moto_server did not start: %w", lastErr)
+	return "", nil, fmt.Errorf("moto did not start: %w", lastErr)
+}
+
+// motoCommand returns the command that starts moto, preferring the serializing launcher.
+func motoCommand() ([]string, error) {
+	if py, err := exec.LookPath("python3"); err == nil &&
+		exec.Command(py, "-c", "import moto.moto_server.werkzeug_app, werkzeug.serving").Run() == nil {
+		f, err := os.CreateTemp("", "motoserver-*.py")
+		if err != nil {
+			return nil, fmt.Errorf("write moto launcher: %w", err)
+		}
+		defer f.Close()
+		if _, err := f.Write(motoLauncher); err != nil {
+			return nil, fmt.Errorf("write moto launcher: %w", err)
+		}
+		return []string{py, f.Name()}, nil
+	}
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		return nil, fmt.Errorf("moto_server not found on PATH (set AWS_ENDPOINT_URL to use another local endpoint): %w", err)
+	}
+	fmt.Fprintln(os.Stderr, "awstest: python3 cannot import moto; using moto_server, whose DynamoDB writes are not atomic under concurrency")
+	return []string{bin}, nil
 }
 
 // StopMoto stops a moto_server started by StartMoto.

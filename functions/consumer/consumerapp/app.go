@@ -1,0 +1,98 @@
+package consumerapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// Handler is the consumer's Lambda handler: a partial batch response for an SQS event.
+type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+
+// SQSAPI is the part of the SQS client the consumer uses: receipts and dead letters.
+type SQSAPI interface {
+	ledger.Sender
+}
+
+// Deps are the consumer's outside connections. Logs and Metrics default to os.Stdout,
+// where Lambda sends both to CloudWatch Logs (metrics as EMF lines).
+type Deps struct {
+	DynamoDB idem.DynamoDBAPI
+	SQS      SQSAPI
+	Logs     io.Writer
+	Metrics  io.Writer
+	Owner    string // names this process in records when there is no Lambda request id
+}
+
+// New builds the handler. Build it once per process, outside the handler, so the
+// completed-key cache survives between invocations of a warm container.
+func New(cfg Config, d Deps) (Handler, error) {
+	if d.DynamoDB == nil || d.SQS == nil {
+		return nil, errors.New("consumer: DynamoDB and SQS clients are required")
+	}
+	if d.Logs == nil {
+		d.Logs = os.Stdout
+	}
+	if d.Metrics == nil {
+		d.Metrics = os.Stdout
+	}
+	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "consumer")
+	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
+
+	store, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	client, err := idem.New(idem.Config{
+		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
+		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	business, err := ledger.NewHandler(ledger.Config{
+		LedgerTable: cfg.LedgerTable, ReceiptsQueueURL: cfg.ReceiptsQueueURL, Receipts: d.SQS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	record, err := idem.NewSQSHandler(idem.SQSConfig{
+		Client: client, Handler: business, KeyField: cfg.KeyField, Logger: log, Metrics: metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	batch, err := idem.NewBatchProcessor(idem.BatchConfig{
+		Handle:         record,
+		DeadLetter:     &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer"},
+		Concurrency:    cfg.Concurrency,
+		DeadlineMargin: cfg.DeadlineMargin,
+		Logger:         log,
+		Metrics:        metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		resp, err := batch.Process(ctx, ev)
+		if ferr := metrics.Flush(); ferr != nil {
+			log.Warn("metrics flush failed", "error", ferr.Error())
+		}
+		return resp, err
+	}, nil
+}
+
+// Clients adapts SDK clients to Deps.
+func Clients(ddb *dynamodb.Client, q *sqs.Client) Deps {
+	return Deps{DynamoDB: ddb, SQS: q}
+}

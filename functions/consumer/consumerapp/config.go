@@ -1,0 +1,53 @@
+// Package consumerapp builds the consumer Lambda's handler from its configuration: the
+// one value functions/consumer/main.go hands to lambda.Start and `idemctl run` calls,
+// so local runs exercise exactly the deployed code.
+package consumerapp
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
+)
+
+// Config is the consumer's configuration, read from the environment by FromEnv.
+type Config struct {
+	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
+	LedgerTable      string        // LEDGER_TABLE (required)
+	DLQURL           string        // DLQ_URL (required): permanent failures go here
+	ReceiptsQueueURL string        // RECEIPTS_QUEUE_URL (required)
+	Scope            string        // IDEMPOTENCY_SCOPE (default "payments")
+	TTL              time.Duration // IDEMPOTENCY_TTL (default 168h): retention of records
+	LeaseGrace       time.Duration // LEASE_GRACE (default 30s): added to the invocation deadline
+	Shards           int           // INFLIGHT_SHARDS (default 4): must match the reaper
+	Concurrency      int           // MAX_CONCURRENCY (default 10): groups or records at once
+	DeadlineMargin   time.Duration // DEADLINE_MARGIN (default 2s): no record starts closer to the deadline
+	CacheSize        int           // CACHE_SIZE (default 10000): warm-container cache of completed keys
+	KeyField         string        // KEY_FIELD (default "payment_id"): JSON fallback for the key
+	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
+}
+
+// FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
+// missing or malformed variable at once.
+func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	e := envconf.New(lookup)
+	cfg := Config{
+		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		LedgerTable:      e.Required("LEDGER_TABLE"),
+		DLQURL:           e.Required("DLQ_URL"),
+		ReceiptsQueueURL: e.Required("RECEIPTS_QUEUE_URL"),
+		Scope:            e.String("IDEMPOTENCY_SCOPE", "payments"),
+		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
+		LeaseGrace:       e.Duration("LEASE_GRACE", 30*time.Second),
+		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
+		Concurrency:      e.Int("MAX_CONCURRENCY", 10, 1, 1000),
+		DeadlineMargin:   e.Duration("DEADLINE_MARGIN", 2*time.Second),
+		CacheSize:        e.Int("CACHE_SIZE", 10000, 0, 10_000_000),
+		KeyField:         e.String("KEY_FIELD", "payment_id"),
+		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+	}
+	if err := e.Err(); err != nil {
+		return Config{}, fmt.Errorf("consumer configuration: %w", err)
+	}
+	return cfg, nil
+}

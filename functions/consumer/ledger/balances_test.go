@@ -1,0 +1,79 @@
+package ledger_test
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+)
+
+// fakeScan serves pages in order: page i+1 is returned for the start key "i".
+type fakeScan struct {
+	pages [][]map[string]types.AttributeValue
+	calls int
+}
+
+func (f *fakeScan) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	f.calls++
+	i := 0
+	if k, ok := in.ExclusiveStartKey["account_id"].(*types.AttributeValueMemberS); ok {
+		i = len(k.Value)
+	}
+	out := &dynamodb.ScanOutput{Items: f.pages[i]}
+	if i+1 < len(f.pages) {
+		out.LastEvaluatedKey = map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: strings.Repeat("x", i+1)}}
+	}
+	return out, nil
+}
+
+func item(account, balance string) map[string]types.AttributeValue {
+	it := map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: account}}
+	if balance != "" {
+		it["balance_cents"] = &types.AttributeValueMemberN{Value: balance}
+	}
+	return it
+}
+
+func TestBalances(t *testing.T) {
+	tests := []struct {
+		name    string
+		pages   [][]map[string]types.AttributeValue
+		want    map[string]int64
+		wantErr string
+	}{
+		{name: "empty table", pages: [][]map[string]types.AttributeValue{nil}, want: map[string]int64{}},
+		{name: "all pages", pages: [][]map[string]types.AttributeValue{
+			{item("a", "100"), item("b", "7")},
+			{item("c", "-3")},
+			{item("d", "1000000000000")},
+		}, want: map[string]int64{"a": 100, "b": 7, "c": -3, "d": 1_000_000_000_000}},
+		{name: "item without balance", pages: [][]map[string]types.AttributeValue{{item("a", "")}}, wantErr: "account a has no numeric balance_cents"},
+		{name: "balance not an integer", pages: [][]map[string]types.AttributeValue{{item("a", "1.5")}}, wantErr: "account a: balance_cents"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &fakeScan{pages: tt.pages}
+			got, err := ledger.Balances(context.Background(), api, "ledger")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Balances error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Balances: %v", err)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Fatalf("Balances = %v, want %v", got, tt.want)
+			}
+			if api.calls != len(tt.pages) {
+				t.Fatalf("%d Scan calls, want %d", api.calls, len(tt.pages))
+			}
+		})
+	}
+}

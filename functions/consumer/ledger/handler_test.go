@@ -1,0 +1,378 @@
+package ledger_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+const receiptsURL = "https://sqs.us-east-1.amazonaws.com/123456789012/receipts.fifo"
+
+// fakeSender records every SendMessage call; the first failures calls fail.
+type fakeSender struct {
+	mu       sync.Mutex
+	calls    []*sqs.SendMessageInput
+	failures int
+}
+
+func (f *fakeSender) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, in)
+	if f.failures > 0 {
+		f.failures--
+		return nil, errors.New("throttled")
+	}
+	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("msg-%d", len(f.calls)))}, nil
+}
+
+func (f *fakeSender) sent() []*sqs.SendMessageInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*sqs.SendMessageInput(nil), f.calls...)
+}
+
+// setup returns the ledger handler wrapped in the idem middleware on a MemoryStore.
+func setup(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *idem.MemoryStore) {
+	t.Helper()
+	h, err := ledger.NewHandler(ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL, Receipts: sender})
+	if err != nil {
+		t.Fatalf("NewHandler: %v", err)
+	}
+	s := idem.NewMemoryStore()
+	c, err := idem.New(idem.Config{Store: s, Scope: "test"})
+	if err != nil {
+		t.Fatalf("idem.New: %v", err)
+	}
+	return h, c.Middleware(h), s
+}
+
+func request(key, body string) *idem.Request {
+	return &idem.Request{Key: key, Payload: []byte(body)}
+}
+
+const paymentBody = `{"payment_id":"p-1","account_id":"acct-1","amount_cents":1250,"currency":"EUR"}`
+
+func TestHandler(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("first delivery sends one receipt and returns one credit", func(t *testing.T) {
+		sender := &fakeSender{}
+		_, mw, s := setup(t, sender)
+		res, err := mw.Handle(ctx, request("key-1", paymentBody))
+		if err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+		if res.Replayed || res.Attempt != 1 {
+			t.Fatalf("Replayed=%v Attempt=%d, want a first run", res.Replayed, res.Attempt)
+		}
+		var resp ledger.Response
+		if err := json.Unmarshal(res.Response, &resp); err != nil {
+			t.Fatalf("response %s: %v", res.Response, err)
+		}
+		want := ledger.Response{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR", ReceiptMessageID: "msg-1"}
+		if resp != want {
+			t.Fatalf("response = %+v, want %+v", resp, want)
+		}
+
+		calls := sender.sent()
+		if len(calls) != 1 {
+			t.Fatalf("%d receipts sent, want 1", len(calls))
+		}
+		checkReceipt(t, calls[0], "key-1", ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR"})
+
+		committed := s.Committed()
+		if len(committed) != 1 || len(committed[0]) != 1 {
+			t.Fatalf("committed %v, want one completion with one write", committed)
+		}
+		checkCredit(t, committed[0][0], "acct-1", "p-1", "1250", "EUR")
+	})
+
+	t.Run("duplicate deliveries replay without a second receipt", func(t *testing.T) {
+		sender := &fakeSender{}
+		_, mw, s := setup(t, sender)
+		first, err := mw.Handle(ctx, request("key-1", paymentBody))
+		if err != nil {
+			t.Fatalf("first Handle: %v", err)
+		}
+		// The same payload written differently is the same payload to idem.
+		for i, body := range []string{paymentBody, ` {"currency":"EUR","amount_cents":1250,"account_id":"acct-1","payment_id":"p-1"}`} {
+			res, err := mw.Handle(ctx, request("key-1", body))
+			if err != nil {
+				t.Fatalf("duplicate %d: %v", i, err)
+			}
+			if !res.Replayed || string(res.Response) != string(first.Response) {
+				t.Fatalf("duplicate %d: Replayed=%v response %s, want the stored %s", i, res.Replayed, res.Response, first.Response)
+			}
+		}
+		if n := len(sender.sent()); n != 1 {
+			t.Fatalf("%d receipts sent, want 1", n)
+		}
+		if n := len(s.Committed()); n != 1 {
+			t.Fatalf("%d completions committed, want 1", n)
+		}
+	})
+
+	t.Run("invalid payment is permanent and sends nothing", func(t *testing.T) {
+		sender := &fakeSender{}
+		_, mw, s := setup(t, sender)
+		bad := `{"payment_id":"p-1","account_id":"acct-1","amount_cents":0,"currency":"EUR"}`
+		_, err := mw.Handle(ctx, request("key-1", bad))
+		if !idem.IsPermanent(err) || !errors.Is(err, ledger.ErrInvalidPayment) {
+			t.Fatalf("Handle error = %v, want a permanent ErrInvalidPayment", err)
+		}
+		// A redelivery gets the stored failure; it is still permanent.
+		_, err = mw.Handle(ctx, request("key-1", bad))
+		var stored *idem.StoredError
+		if !errors.As(err, &stored) || !strings.Contains(stored.Message, "amount_cents") {
+			t.Fatalf("redelivery error = %v, want the stored failure naming amount_cents", err)
+		}
+		if n := len(sender.sent()); n != 0 {
+			t.Fatalf("%d receipts sent, want 0", n)
+		}
+		if n := len(s.Committed()); n != 0 {
+			t.Fatalf("%d completions committed, want 0", n)
+		}
+	})
+
+	t.Run("failed receipt is retried and then completes", func(t *testing.T) {
+		sender := &fakeSender{failures: 1}
+		_, mw, s := setup(t, sender)
+		_, err := mw.Handle(ctx, request("key-1", paymentBody))
+		if err == nil || idem.IsPermanent(err) {
+			t.Fatalf("Handle error = %v, want a retryable error", err)
+		}
+		if n := len(s.Committed()); n != 0 {
+			t.Fatalf("%d completions committed after a failed receipt, want 0", n)
+		}
+		res, err := mw.Handle(ctx, request("key-1", paymentBody))
+		if err != nil {
+			t.Fatalf("retry: %v", err)
+		}
+		if res.Replayed || res.Attempt != 2 {
+			t.Fatalf("retry: Replayed=%v Attempt=%d, want a second attempt", res.Replayed, res.Attempt)
+		}
+		calls := sender.sent()
+		if len(calls) != 2 {
+			t.Fatalf("%d SendMessage calls, want 2 (failed, then sent)", len(calls))
+		}
+		if a, b := aws.ToString(calls[0].MessageDeduplicationId), aws.ToString(calls[1].MessageDeduplicationId); a != b {
+			t.Fatalf("dedup ids differ between attempts: %q, %q", a, b)
+		}
+		if n := len(s.Committed()); n != 1 {
+			t.Fatalf("%d completions committed, want 1", n)
+		}
+	})
+
+	t.Run("attempt after the recorded receipt does not resend", func(t *testing.T) {
+		sender := &fakeSender{}
+		h, _, s := setup(t, sender)
+		c, err := idem.New(idem.Config{Store: s, Scope: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first attempt dies after its receipt step: as if the Lambda timed out.
+		crash := true
+		mw := c.Middleware(idem.HandlerFunc(func(ctx context.Context, req *idem.Request) (idem.Result, error) {
+			res, err := h.Handle(ctx, req)
+			if crash {
+				crash = false
+				return idem.Result{}, errors.New("timed out")
+			}
+			return res, err
+		}))
+		if _, err := mw.Handle(ctx, request("key-1", paymentBody)); err == nil {
+			t.Fatal("first attempt succeeded, want the simulated crash")
+		}
+		res, err := mw.Handle(ctx, request("key-1", paymentBody))
+		if err != nil {
+			t.Fatalf("second attempt: %v", err)
+		}
+		var resp ledger.Response
+		if err := json.Unmarshal(res.Response, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.ReceiptMessageID != "" {
+			t.Fatalf("receipt_message_id = %q, want empty (sent by the first attempt)", resp.ReceiptMessageID)
+		}
+		if n := len(sender.sent()); n != 1 {
+			t.Fatalf("%d receipts sent, want 1", n)
+		}
+		if n := len(s.Committed()); n != 1 {
+			t.Fatalf("%d completions committed, want 1", n)
+		}
+	})
+
+	t.Run("keys and accounts SQS cannot take are hashed", func(t *testing.T) {
+		sender := &fakeSender{}
+		_, mw, _ := setup(t, sender)
+		key := "schlüssel " + strings.Repeat("k", 200)
+		body := `{"payment_id":"p-2","account_id":"Konto 7","amount_cents":5,"currency":"CHF"}`
+		if _, err := mw.Handle(ctx, request(key, body)); err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+		calls := sender.sent()
+		if len(calls) != 1 {
+			t.Fatalf("%d receipts sent, want 1", len(calls))
+		}
+		checkReceipt(t, calls[0], key, ledger.Payment{PaymentID: "p-2", AccountID: "Konto 7", AmountCents: 5, Currency: "CHF"})
+		if id := aws.ToString(calls[0].MessageDeduplicationId); id != sha256ID(key) {
+			t.Fatalf("MessageDeduplicationId = %q, want %q", id, sha256ID(key))
+		}
+		if id := aws.ToString(calls[0].MessageGroupId); id != sha256ID("Konto 7") {
+			t.Fatalf("MessageGroupId = %q, want %q", id, sha256ID("Konto 7"))
+		}
+	})
+
+	t.Run("outside the middleware", func(t *testing.T) {
+		sender := &fakeSender{}
+		h, _, _ := setup(t, sender)
+		_, err := h.Handle(ctx, request("key-1", paymentBody))
+		if !errors.Is(err, idem.ErrNoLease) {
+			t.Fatalf("Handle error = %v, want ErrNoLease", err)
+		}
+		if n := len(sender.sent()); n != 0 {
+			t.Fatalf("%d receipts sent, want 0", n)
+		}
+	})
+}
+
+// checkReceipt checks the SendMessage input of the receipt of p sent under key.
+func checkReceipt(t *testing.T, in *sqs.SendMessageInput, key string, p ledger.Payment) {
+	t.Helper()
+	if got := aws.ToString(in.QueueUrl); got != receiptsURL {
+		t.Errorf("QueueUrl = %q, want %q", got, receiptsURL)
+	}
+	if got, want := aws.ToString(in.MessageDeduplicationId), ledger.DeduplicationID(key); got != want {
+		t.Errorf("MessageDeduplicationId = %q, want %q", got, want)
+	}
+	if got, want := aws.ToString(in.MessageGroupId), ledger.DeduplicationID(p.AccountID); got != want {
+		t.Errorf("MessageGroupId = %q, want %q", got, want)
+	}
+	if got := aws.ToString(in.MessageAttributes["idempotency-key"].StringValue); got != key {
+		t.Errorf("idempotency-key attribute = %q, want %q", got, key)
+	}
+	var r ledger.Receipt
+	if err := json.Unmarshal([]byte(aws.ToString(in.MessageBody)), &r); err != nil {
+		t.Fatalf("receipt body: %v", err)
+	}
+	want := ledger.Receipt{PaymentID: p.PaymentID, AccountID: p.AccountID, AmountCents: p.AmountCents, Currency: p.Currency, IdempotencyKey: key}
+	if r != want {
+		t.Errorf("receipt = %+v, want %+v", r, want)
+	}
+}
+
+// checkCredit checks the ledger write of a payment.
+func checkCredit(t *testing.T, w types.TransactWriteItem, account, payment, amount, currency string) {
+	t.Helper()
+	u := w.Update
+	if u == nil || w.Put != nil || w.Delete != nil || w.ConditionCheck != nil {
+		t.Fatalf("write %+v, want a single Update", w)
+	}
+	if got := aws.ToString(u.TableName); got != "ledger" {
+		t.Errorf("TableName = %q, want ledger", got)
+	}
+	if k, ok := u.Key["account_id"].(*types.AttributeValueMemberS); !ok || len(u.Key) != 1 || k.Value != account {
+		t.Errorf("Key = %#v, want account_id %q", u.Key, account)
+	}
+	if got, want := aws.ToString(u.UpdateExpression), "ADD #balance :amount, #count :one SET #last = :payment, #currency = :currency"; got != want {
+		t.Errorf("UpdateExpression = %q, want %q", got, want)
+	}
+	if got, want := aws.ToString(u.ConditionExpression), "attribute_not_exists(#currency) OR #currency = :currency"; got != want {
+		t.Errorf("ConditionExpression = %q, want %q", got, want)
+	}
+	wantNames := map[string]string{"#balance": "balance_cents", "#count": "payment_count", "#last": "last_payment_id", "#currency": "currency"}
+	if fmt.Sprint(u.ExpressionAttributeNames) != fmt.Sprint(wantNames) {
+		t.Errorf("ExpressionAttributeNames = %v, want %v", u.ExpressionAttributeNames, wantNames)
+	}
+	want := map[string]types.AttributeValue{
+		":amount":   &types.AttributeValueMemberN{Value: amount},
+		":one":      &types.AttributeValueMemberN{Value: "1"},
+		":payment":  &types.AttributeValueMemberS{Value: payment},
+		":currency": &types.AttributeValueMemberS{Value: currency},
+	}
+	if len(u.ExpressionAttributeValues) != len(want) {
+		t.Errorf("ExpressionAttributeValues = %#v, want %d values", u.ExpressionAttributeValues, len(want))
+	}
+	for k, v := range want {
+		if fmt.Sprintf("%#v", u.ExpressionAttributeValues[k]) != fmt.Sprintf("%#v", v) {
+			t.Errorf("value %s = %#v, want %#v", k, u.ExpressionAttributeValues[k], v)
+		}
+	}
+}
+
+func sha256ID(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+func TestDeduplicationID(t *testing.T) {
+	punct := "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+	tests := []struct {
+		name, in, want string
+	}{
+		{name: "plain key kept", in: "order-42", want: "order-42"},
+		{name: "all punctuation kept", in: punct + "azAZ09", want: punct + "azAZ09"},
+		{name: "128 characters kept", in: strings.Repeat("a", 128), want: strings.Repeat("a", 128)},
+		{name: "129 characters hashed", in: strings.Repeat("a", 129), want: sha256ID(strings.Repeat("a", 129))},
+		{name: "space hashed", in: "order 42", want: sha256ID("order 42")},
+		{name: "non-ASCII hashed", in: "bestellung-ü", want: sha256ID("bestellung-ü")},
+		{name: "control character hashed", in: "a\tb", want: sha256ID("a\tb")},
+		{name: "empty hashed", in: "", want: sha256ID("")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ledger.DeduplicationID(tt.in)
+			if got != tt.want {
+				t.Fatalf("DeduplicationID(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if len(got) > 128 || len(got) == 0 {
+				t.Fatalf("DeduplicationID(%q) has length %d", tt.in, len(got))
+			}
+		})
+	}
+}
+
+func TestNewHandler(t *testing.T) {
+	sender := &fakeSender{}
+	tests := []struct {
+		name    string
+		cfg     ledger.Config
+		wantErr string
+	}{
+		{name: "valid", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL, Receipts: sender}},
+		{name: "local endpoint", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "http://127.0.0.1:4566/000000000000/r.fifo", Receipts: sender}},
+		{name: "no table", cfg: ledger.Config{ReceiptsQueueURL: receiptsURL, Receipts: sender}, wantErr: "LedgerTable"},
+		{name: "no sender", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL}, wantErr: "Receipts"},
+		{name: "no queue", cfg: ledger.Config{LedgerTable: "ledger", Receipts: sender}, wantErr: "ReceiptsQueueURL"},
+		{name: "queue name instead of URL", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "receipts.fifo", Receipts: sender}, wantErr: "ReceiptsQueueURL"},
+		{name: "standard queue", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: strings.TrimSuffix(receiptsURL, ".fifo"), Receipts: sender}, wantErr: "not a FIFO queue"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := ledger.NewHandler(tt.cfg)
+			if tt.wantErr == "" {
+				if err != nil || h == nil {
+					t.Fatalf("NewHandler = %v, %v; want a handler", h, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("NewHandler error = %v, want one naming %q", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,289 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+// stack is the ledger handler on real AWS APIs (moto): its own ledger table,
+// idempotency table and receipts queue.
+type stack struct {
+	ddb      *dynamodb.Client
+	sqs      *sqs.Client
+	table    string
+	queueURL string
+	handler  idem.Handler // the ledger handler under the idem middleware
+	retries  atomic.Int64 // deliveries that came back, for the log
+}
+
+func newStack(ctx context.Context, t *testing.T) *stack {
+	t.Helper()
+	st := &stack{ddb: awstest.DynamoDB(t, oneAtATime()), sqs: awstest.SQS(t), table: awstest.Name(t, "ledger")}
+	_, err := st.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(st.table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("account_id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("account_id"), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatalf("create ledger table: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(st.table)})
+	})
+	if err := idem.WaitActive(ctx, st.ddb, st.table); err != nil {
+		t.Fatal(err)
+	}
+
+	idemTable := awstest.Name(t, "idem")
+	if err := idem.CreateTable(ctx, st.ddb, idemTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(idemTable)})
+	})
+
+	q, err := st.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName:  aws.String(awstest.Name(t, "receipts") + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true"},
+	})
+	if err != nil {
+		t.Fatalf("create receipts queue: %v", err)
+	}
+	st.queueURL = aws.ToString(q.QueueUrl)
+	t.Cleanup(func() { _, _ = st.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+
+	store, err := idem.NewDynamoStore(st.ddb, idemTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := idem.New(idem.Config{Store: store, Scope: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ledger.NewHandler(ledger.Config{LedgerTable: st.table, ReceiptsQueueURL: st.queueURL, Receipts: st.sqs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.handler = client.Middleware(h)
+	return st
+}
+
+// oneAtATime makes a DynamoDB client send one request at a time. moto applies
+// concurrent writes to one item without a lock (of 200 concurrent "ADD n :one" on one
+// item it can keep 199), which real DynamoDB never does. With this option the handlers
+// still run concurrently, leases and all; only the emulator's requests queue up.
+func oneAtATime() func(*dynamodb.Options) {
+	var mu sync.Mutex
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("oneAtATime",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		})
+	}
+}
+
+// deliver plays SQS: a delivery that fails with a retryable error (the key is in
+// progress elsewhere, a transaction conflict) comes back a little later.
+func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (idem.Result, error) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return idem.Result{}, err
+	}
+	for try := 1; ; try++ {
+		res, err := st.handler.Handle(ctx, &idem.Request{Key: key, Payload: body})
+		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
+			return res, err
+		}
+		st.retries.Add(1)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// receipts receives and deletes every message of the receipts queue and returns the
+// receipts, stopping at the first empty receive.
+func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
+	t.Helper()
+	var all []ledger.Receipt
+	for {
+		out, err := st.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:              aws.String(st.queueURL),
+			MaxNumberOfMessages:   10,
+			WaitTimeSeconds:       1,
+			MessageAttributeNames: []string{"All"},
+		})
+		if err != nil {
+			t.Fatalf("receive receipts: %v", err)
+		}
+		if len(out.Messages) == 0 {
+			return all
+		}
+		var del []sqstypes.DeleteMessageBatchRequestEntry
+		for i, m := range out.Messages {
+			var r ledger.Receipt
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &r); err != nil {
+				t.Fatalf("receipt body %q: %v", aws.ToString(m.Body), err)
+			}
+			if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != r.IdempotencyKey {
+				t.Errorf("receipt %s: idempotency-key attribute %q, body %q", r.PaymentID, got, r.IdempotencyKey)
+			}
+			all = append(all, r)
+			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		// Deleting unlocks the FIFO groups, so the next receive gets their later messages.
+		if _, err := st.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(st.queueURL), Entries: del}); err != nil {
+			t.Fatalf("delete receipts: %v", err)
+		}
+	}
+}
+
+func TestIntegrationExactlyOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := newStack(ctx, t)
+
+	// 20 payments over 3 single-currency accounts. One account ID and one payment ID are
+	// outside SQS's ID alphabet, so the hashed group and deduplication IDs meet real SQS.
+	accounts := []struct{ id, currency string }{{"acct-A", "EUR"}, {"acct-B", "USD"}, {"Konto C/ü", "JPY"}}
+	var payments []ledger.Payment
+	for i := range 20 {
+		a := accounts[i%len(accounts)]
+		id := fmt.Sprintf("pay-%02d", i)
+		if i == 7 {
+			id = "zahlung nr. 7 ü"
+		}
+		payments = append(payments, ledger.Payment{PaymentID: id, AccountID: a.id, AmountCents: int64(100 + 37*i), Currency: a.currency})
+	}
+
+	// Each payment is delivered three times, under its payment ID as the key: twice
+	// concurrently (all 40 at once), then once more after everything settled.
+	type outcome struct {
+		res idem.Result
+		err error
+	}
+	results := make([][]outcome, len(payments))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, p := range payments {
+		for range 2 {
+			wg.Go(func() {
+				res, err := st.deliver(ctx, p.PaymentID, p)
+				mu.Lock()
+				results[i] = append(results[i], outcome{res, err})
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	for i, p := range payments {
+		res, err := st.deliver(ctx, p.PaymentID, p)
+		if err == nil && !res.Replayed {
+			t.Errorf("payment %s: third delivery ran the handler again", p.PaymentID)
+		}
+		results[i] = append(results[i], outcome{res, err})
+	}
+
+	for i, p := range payments {
+		ran := 0
+		for _, o := range results[i] {
+			if o.err != nil {
+				t.Fatalf("payment %s: delivery failed: %v", p.PaymentID, o.err)
+			}
+			if !o.res.Replayed {
+				ran++
+			}
+			if string(o.res.Response) != string(results[i][0].res.Response) {
+				t.Errorf("payment %s: responses differ: %s vs %s", p.PaymentID, o.res.Response, results[i][0].res.Response)
+			}
+		}
+		if ran != 1 {
+			t.Errorf("payment %s: handler completed %d times, want 1", p.PaymentID, ran)
+		}
+	}
+
+	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.retries.Load())
+
+	got, err := ledger.Balances(ctx, st.ddb, st.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ledger.ExpectedBalances(payments); !maps.Equal(got, want) {
+		t.Fatalf("balances = %v, want %v", got, want)
+	}
+
+	count := map[string]int{}
+	receipts := st.receipts(ctx, t)
+	for _, r := range receipts {
+		count[r.PaymentID]++
+	}
+	if len(receipts) != len(payments) || len(count) != len(payments) {
+		t.Fatalf("%d receipts for %d distinct payments, want exactly one for each of %d: %v", len(receipts), len(count), len(payments), count)
+	}
+	for _, p := range payments {
+		if count[p.PaymentID] != 1 {
+			t.Errorf("payment %s: %d receipts, want 1", p.PaymentID, count[p.PaymentID])
+		}
+	}
+}
+
+func TestIntegrationCurrencyMismatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st := newStack(ctx, t)
+
+	eur := ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 500, Currency: "EUR"}
+	if _, err := st.handler.Handle(ctx, request("p-1", mustJSON(t, eur))); err != nil {
+		t.Fatalf("first payment: %v", err)
+	}
+	usd := ledger.Payment{PaymentID: "p-2", AccountID: "acct-1", AmountCents: 700, Currency: "USD"}
+	_, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd)))
+	var wce *idem.WriteConditionError
+	if !errors.As(err, &wce) || wce.Index != 0 {
+		t.Fatalf("payment in another currency: error %v, want *idem.WriteConditionError on write 0", err)
+	}
+
+	// A payment to another account in another currency is fine.
+	gbp := ledger.Payment{PaymentID: "p-3", AccountID: "acct-2", AmountCents: 9, Currency: "GBP"}
+	if _, err := st.handler.Handle(ctx, request("p-3", mustJSON(t, gbp))); err != nil {
+		t.Fatalf("payment to another account: %v", err)
+	}
+
+	got, err := ledger.Balances(ctx, st.ddb, st.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{"acct-1": 500, "acct-2": 9}; !maps.Equal(got, want) {
+		t.Fatalf("balances = %v, want %v", got, want)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

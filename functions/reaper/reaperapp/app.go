@@ -1,0 +1,91 @@
+// Package reaperapp builds the reaper Lambda's handler: one sweep of the idempotency
+// table's in-flight index per scheduled event (see idem.Reaper).
+package reaperapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
+)
+
+// Config is the reaper's configuration.
+type Config struct {
+	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
+	Shards           int           // INFLIGHT_SHARDS (default 4): as the consumer's
+	Grace            time.Duration // LEASE_GRACE (default 30s): how long past its end a lease is reaped
+	Margin           time.Duration // SWEEP_MARGIN (default 2s): stop this long before the deadline
+	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
+}
+
+// FromEnv reads the configuration through lookup (os.LookupEnv in main).
+func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	e := envconf.New(lookup)
+	cfg := Config{
+		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
+		Grace:            e.Duration("LEASE_GRACE", 30*time.Second),
+		Margin:           e.Duration("SWEEP_MARGIN", 2*time.Second),
+		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+	}
+	if err := e.Err(); err != nil {
+		return Config{}, fmt.Errorf("reaper configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// Handler is the reaper's Lambda handler for an EventBridge scheduled event.
+type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error)
+
+// Deps are the reaper's outside connections; Logs and Metrics default to os.Stdout.
+type Deps struct {
+	DynamoDB idem.DynamoDBAPI
+	Logs     io.Writer
+	Metrics  io.Writer
+	Clock    func() time.Time
+}
+
+// New builds the handler. Each call sweeps every shard once, logs one summary line and
+// emits the StaleLocksReaped metric (zero included, so the alarm sees data).
+func New(cfg Config, d Deps) (Handler, error) {
+	if d.DynamoDB == nil {
+		return nil, errors.New("reaper: DynamoDB client is required")
+	}
+	if d.Logs == nil {
+		d.Logs = os.Stdout
+	}
+	if d.Metrics == nil {
+		d.Metrics = os.Stdout
+	}
+	store, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
+	if err != nil {
+		return nil, fmt.Errorf("reaper: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
+	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
+	r := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, Clock: d.Clock}
+	return func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
+		start := time.Now()
+		res, err := r.Sweep(ctx)
+		metrics.Add(idem.MetricReaped, res.Reaped)
+		if ferr := metrics.Flush(); ferr != nil {
+			log.Warn("metrics flush failed", "error", ferr.Error())
+		}
+		attrs := []any{"event_id", ev.ID, "scanned", res.Scanned, "reaped", res.Reaped, "lost_race", res.Lost,
+			"truncated", res.Truncated, "duration_ms", time.Since(start).Milliseconds()}
+		if err != nil {
+			log.Error("sweep failed", append(attrs, "error", err.Error())...)
+			return res, fmt.Errorf("reaper: %w", err)
+		}
+		log.Info("sweep done", attrs...)
+		return res, nil
+	}, nil
+}

@@ -1,0 +1,331 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+)
+
+// RecordFunc handles one SQS record. nil is success; an error for which IsPermanent is
+// true is dead-lettered; any other error makes the record a batch item failure, so SQS
+// delivers it again later.
+type RecordFunc func(ctx context.Context, msg events.SQSMessage) error
+
+// DeadLetterer moves a message that failed permanently out of the way, so that it is
+// kept (with its reason) without being retried or blocking its FIFO group.
+// SQSDeadLetter implements it.
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, msg events.SQSMessage, cause error) error
+}
+
+// BatchConfig configures a BatchProcessor. Handle is required; zero values of the other
+// fields take the defaults documented on them.
+type BatchConfig struct {
+	// Handle handles one record (required). It must be safe for concurrent use.
+	Handle RecordFunc
+	// DeadLetter receives records whose error is permanent. When it succeeds the record
+	// is acknowledged. When nil, permanent errors are reported as batch item failures
+	// like any other, and the queue's redrive policy eventually moves them.
+	DeadLetter DeadLetterer
+	// Concurrency is how many FIFO groups (or, on a standard queue, records) run at
+	// once (default 10).
+	Concurrency int
+	// DeadlineMargin: no record starts when the context deadline is closer than this
+	// (default 2s), so a record never starts without the time to finish and record its
+	// outcome.
+	DeadlineMargin time.Duration
+	// Logger receives one line per record (default: discard).
+	Logger *slog.Logger
+	// Metrics counts records by outcome (optional). The processor does not flush it: the
+	// caller flushes once per invocation, after Process.
+	Metrics *Metrics
+}
+
+// BatchProcessor runs the records of an SQS event through a RecordFunc and returns a
+// partial batch response (the function's event source mapping must enable
+// ReportBatchItemFailures). It is safe for concurrent use.
+//
+// Records with the system attribute MessageGroupId (FIFO queues) run in event order
+// within their group, one at a time; the first failure in a group stops it, and the
+// group's remaining records are reported failed without running, so SQS redelivers
+// them in order. Different groups, and records without a group (standard queues), run
+// concurrently up to Concurrency at once.
+type BatchProcessor struct {
+	handle      RecordFunc
+	deadLetter  DeadLetterer
+	concurrency int
+	margin      time.Duration
+	log         *slog.Logger
+	metrics     *Metrics
+}
+
+// NewBatchProcessor validates cfg and returns a BatchProcessor.
+func NewBatchProcessor(cfg BatchConfig) (*BatchProcessor, error) {
+	if cfg.Handle == nil {
+		return nil, errors.New("idem: BatchConfig.Handle is nil")
+	}
+	if cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("idem: BatchConfig.Concurrency must be at least 1, got %d", cfg.Concurrency)
+	}
+	if cfg.DeadlineMargin < 0 {
+		return nil, fmt.Errorf("idem: BatchConfig.DeadlineMargin is negative (%s)", cfg.DeadlineMargin)
+	}
+	p := &BatchProcessor{
+		handle: cfg.Handle, deadLetter: cfg.DeadLetter, concurrency: cfg.Concurrency,
+		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics,
+	}
+	if p.concurrency == 0 {
+		p.concurrency = 10
+	}
+	if p.margin == 0 {
+		p.margin = 2 * time.Second
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p, nil
+}
+
+// outcome is what became of one record.
+type outcome int
+
+const (
+	outcomeOK outcome = iota
+	outcomeRetry
+	outcomeDeadLettered
+	outcomeSkippedGroup
+	outcomeSkippedDeadline
+	outcomeInvalid
+)
+
+func (o outcome) String() string {
+	switch o {
+	case outcomeOK:
+		return "ok"
+	case outcomeRetry:
+		return "retry"
+	case outcomeDeadLettered:
+		return "dead_lettered"
+	case outcomeSkippedGroup:
+		return "skipped_after_group_failure"
+	case outcomeSkippedDeadline:
+		return "skipped_deadline"
+	default:
+		return "invalid_record"
+	}
+}
+
+// failed reports whether the record goes back to SQS.
+func (o outcome) failed() bool { return o != outcomeOK && o != outcomeDeadLettered }
+
+// Process runs the records of ev and returns the ids of the records to redeliver, in
+// the order of the records in ev; an empty list means every record was handled
+// (completed, or dead-lettered). A record's failure never fails the invocation.
+//
+// Process returns a non-nil error only for a malformed event: records without a
+// messageId. Such a record cannot be acknowledged or reported on its own, so it is not
+// run, it counts as a failure of its FIFO group, the other records are processed, and
+// the response still lists their failures; the error makes Lambda retry the whole batch
+// (records that completed are then replayed as duplicates, not run again).
+//
+// When ctx is done, or its deadline is closer than DeadlineMargin, records that have
+// not started are reported as failures without running; running records finish.
+func (p *BatchProcessor) Process(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	outcomes := make([]outcome, len(ev.Records))
+	sem := make(chan struct{}, p.concurrency)
+	var wg sync.WaitGroup
+	units := plan(ev.Records)
+	for i, unit := range units {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			// Nothing can start any more: report every unit that has not started.
+			for _, u := range units[i:] {
+				p.skip(ctx, ev.Records, u, outcomes, outcomeSkippedDeadline, p.lateErr(ctx))
+			}
+			wg.Wait()
+			return p.response(ev.Records, outcomes)
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			p.runUnit(ctx, ev.Records, unit, outcomes)
+		})
+	}
+	wg.Wait()
+	return p.response(ev.Records, outcomes)
+}
+
+// plan splits the records into units that run one after another: one unit per FIFO
+// group (its records in event order), one unit per record without a group.
+func plan(recs []events.SQSMessage) [][]int {
+	var units [][]int
+	group := map[string]int{} // group id -> index in units
+	for i, r := range recs {
+		g := r.Attributes["MessageGroupId"]
+		if g == "" {
+			units = append(units, []int{i})
+			continue
+		}
+		if u, ok := group[g]; ok {
+			units[u] = append(units[u], i)
+			continue
+		}
+		group[g] = len(units)
+		units = append(units, []int{i})
+	}
+	return units
+}
+
+// runUnit runs a unit's records in order until one fails; the rest are skipped.
+// Each index of outcomes is written by exactly one unit.
+func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, unit []int, outcomes []outcome) {
+	for n, i := range unit {
+		msg := recs[i]
+		if err := p.lateErr(ctx); err != nil {
+			p.skip(ctx, recs, unit[n:], outcomes, outcomeSkippedDeadline, err)
+			return
+		}
+		if msg.MessageId == "" {
+			outcomes[i] = outcomeInvalid
+			p.metrics.Add(MetricSkipped, 1)
+			p.logRecord(ctx, msg, outcomeInvalid, 0, errors.New("idem: record has no messageId"), false)
+		} else {
+			outcomes[i] = p.runRecord(ctx, msg)
+		}
+		if outcomes[i].failed() {
+			cause := fmt.Errorf("idem: not run: message %q earlier in group %s failed", msg.MessageId, msg.Attributes["MessageGroupId"])
+			p.skip(ctx, recs, unit[n+1:], outcomes, outcomeSkippedGroup, cause)
+			return
+		}
+	}
+}
+
+// lateErr returns why no record may start now, or nil.
+func (p *BatchProcessor) lateErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("idem: not run: %w", err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < p.margin {
+			return fmt.Errorf("idem: not run: %s left before the invocation deadline, margin is %s", left.Round(time.Millisecond), p.margin)
+		}
+	}
+	return nil
+}
+
+func (p *BatchProcessor) skip(ctx context.Context, recs []events.SQSMessage, idx []int, outcomes []outcome, o outcome, cause error) {
+	for _, i := range idx {
+		outcomes[i] = o
+		p.metrics.Add(MetricSkipped, 1)
+		p.logRecord(ctx, recs[i], o, 0, cause, false)
+	}
+}
+
+// runRecord runs one record, dead-letters it when its error is permanent, and logs it.
+func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) outcome {
+	start := time.Now()
+	err := p.call("handler", func() error { return p.handle(ctx, msg) })
+	var o outcome
+	permanent := err != nil && IsPermanent(err)
+	switch {
+	case err == nil:
+		o = outcomeOK
+	case !permanent:
+		o = outcomeRetry
+		p.metrics.Add(MetricRetry, 1)
+	case p.deadLetter == nil:
+		o = outcomeRetry
+		p.metrics.Add(MetricPermanentFailure, 1)
+	default:
+		p.metrics.Add(MetricPermanentFailure, 1)
+		dlErr := p.call("dead-letter", func() error { return p.deadLetter.DeadLetter(ctx, msg, err) })
+		if dlErr != nil {
+			o = outcomeRetry
+			err = errors.Join(err, dlErr)
+		} else {
+			o = outcomeDeadLettered
+			p.metrics.Add(MetricDeadLettered, 1)
+		}
+	}
+	p.logRecord(ctx, msg, o, time.Since(start), err, permanent)
+	return o
+}
+
+// panicError is a recovered panic; it is not permanent, so the record is retried.
+type panicError struct {
+	what  string
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("idem: %s panicked: %v", e.what, e.value) }
+
+// call runs fn and turns a panic into a panicError, so a bug in one record does not
+// crash the invocation.
+func (p *BatchProcessor) call(what string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{what: what, value: r, stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
+// logRecord writes the one line per record: ids, outcome, duration and error, never
+// the body.
+func (p *BatchProcessor) logRecord(ctx context.Context, msg events.SQSMessage, o outcome, d time.Duration, err error, permanent bool) {
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("message_id", msg.MessageId))
+	if g := msg.Attributes["MessageGroupId"]; g != "" {
+		attrs = append(attrs, slog.String("group", g))
+	}
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		attrs = append(attrs, slog.String("aws_request_id", lc.AwsRequestID))
+	}
+	attrs = append(attrs, slog.String("outcome", o.String()),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000))
+	if permanent {
+		attrs = append(attrs, slog.Bool("permanent", true))
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		if o.failed() || o == outcomeDeadLettered {
+			level = slog.LevelWarn
+		}
+		if pe, ok := errors.AsType[*panicError](err); ok {
+			level = slog.LevelError
+			attrs = append(attrs, slog.String("stack", string(pe.stack)))
+		}
+	}
+	// The record's own context may be done; the line must still be written.
+	p.log.LogAttrs(context.WithoutCancel(ctx), level, "sqs record", attrs...)
+}
+
+func (p *BatchProcessor) response(recs []events.SQSMessage, outcomes []outcome) (events.SQSEventResponse, error) {
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	seen := map[string]bool{}
+	invalid := 0
+	for i, o := range outcomes {
+		id := recs[i].MessageId
+		if o == outcomeInvalid || id == "" {
+			invalid++
+			continue
+		}
+		if o.failed() && !seen[id] {
+			seen[id] = true
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		}
+	}
+	if invalid > 0 {
+		return resp, fmt.Errorf("idem: batch of %d records has %d without a messageId: they cannot be reported individually, so the whole batch must be retried", len(recs), invalid)
+	}
+	return resp, nil
+}

@@ -1,0 +1,670 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// recorder is a RecordFunc fake: it records which messages started, the start/end
+// order per group and the peak number of records in flight, and fails or panics on
+// the message ids it is told to.
+type recorder struct {
+	fail   map[string]error
+	panics map[string]bool
+	sleep  time.Duration
+	// before, when set, runs inside the handler before the outcome is decided.
+	before func(ctx context.Context, msg events.SQSMessage) error
+
+	mu          sync.Mutex
+	started     []string
+	byGroup     map[string][]string
+	inflight    int
+	maxInflight int
+}
+
+func (r *recorder) handle(ctx context.Context, msg events.SQSMessage) error {
+	id, g := msg.MessageId, msg.Attributes["MessageGroupId"]
+	r.mu.Lock()
+	if r.byGroup == nil {
+		r.byGroup = map[string][]string{}
+	}
+	r.started = append(r.started, id)
+	r.byGroup[g] = append(r.byGroup[g], "start "+id)
+	r.inflight++
+	r.maxInflight = max(r.maxInflight, r.inflight)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inflight--
+		r.byGroup[g] = append(r.byGroup[g], "end "+id)
+		r.mu.Unlock()
+	}()
+	if r.sleep > 0 {
+		time.Sleep(r.sleep)
+	}
+	if r.before != nil {
+		if err := r.before(ctx, msg); err != nil {
+			return err
+		}
+	}
+	if r.panics[id] {
+		panic("boom " + id)
+	}
+	return r.fail[id]
+}
+
+func (r *recorder) ran() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := slices.Clone(r.started)
+	slices.Sort(s)
+	return s
+}
+
+// fakeDL is a DeadLetterer fake.
+type fakeDL struct {
+	err   error
+	panic bool
+
+	mu     sync.Mutex
+	ids    []string
+	causes []error
+}
+
+func (d *fakeDL) DeadLetter(_ context.Context, msg events.SQSMessage, cause error) error {
+	d.mu.Lock()
+	d.ids = append(d.ids, msg.MessageId)
+	d.causes = append(d.causes, cause)
+	d.mu.Unlock()
+	if d.panic {
+		panic("dead-letter boom")
+	}
+	return d.err
+}
+
+func fifoMsg(id, group string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId:      id,
+		Body:           `{"secret":"body-of-` + id + `"}`,
+		Attributes:     map[string]string{"MessageGroupId": group, "MessageDeduplicationId": "d-" + id},
+		EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:in.fifo",
+	}
+}
+
+func stdMsg(id string) events.SQSMessage {
+	return events.SQSMessage{MessageId: id, Body: `{"secret":"body-of-` + id + `"}`, Attributes: map[string]string{}}
+}
+
+// fifoEvent builds an event from "A1", "B2"... ids: the letter is the group.
+func fifoEvent(ids ...string) events.SQSEvent {
+	var ev events.SQSEvent
+	for _, id := range ids {
+		ev.Records = append(ev.Records, fifoMsg(id, id[:1]))
+	}
+	return ev
+}
+
+func stdEvent(ids ...string) events.SQSEvent {
+	var ev events.SQSEvent
+	for _, id := range ids {
+		ev.Records = append(ev.Records, stdMsg(id))
+	}
+	return ev
+}
+
+func failureIDs(resp events.SQSEventResponse) []string {
+	ids := []string{}
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+func newProcessor(t *testing.T, cfg idem.BatchConfig) *idem.BatchProcessor {
+	t.Helper()
+	p, err := idem.NewBatchProcessor(cfg)
+	if err != nil {
+		t.Fatalf("NewBatchProcessor: %v", err)
+	}
+	return p
+}
+
+func sorted(s ...string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	if s == nil {
+		s = []string{}
+	}
+	return s
+}
+
+var errTransient = errors.New("transient")
+
+func TestBatchProcessorOutcomes(t *testing.T) {
+	permanent := idem.Permanent(errors.New("bad payment"))
+	tests := []struct {
+		name         string
+		ev           events.SQSEvent
+		fail         map[string]error
+		panics       map[string]bool
+		dl           *fakeDL
+		wantFailures []string // exact, in order
+		wantRan      []string // any order
+		wantDL       []string
+	}{
+		{
+			name:         "FIFO failure stops its group only",
+			ev:           fifoEvent("A1", "A2", "A3", "B1", "B2", "B3"),
+			fail:         map[string]error{"A2": errTransient},
+			wantFailures: []string{"A2", "A3"},
+			wantRan:      []string{"A1", "A2", "B1", "B2", "B3"},
+		},
+		{
+			name:         "FIFO failures listed in event order",
+			ev:           fifoEvent("A1", "B1", "A2", "B2", "C1", "A3"),
+			fail:         map[string]error{"A1": errTransient, "B1": errTransient},
+			wantFailures: []string{"A1", "B1", "A2", "B2", "A3"},
+			wantRan:      []string{"A1", "B1", "C1"},
+		},
+		{
+			name:         "FIFO last record fails",
+			ev:           fifoEvent("A1", "A2", "A3"),
+			fail:         map[string]error{"A3": errTransient},
+			wantFailures: []string{"A3"},
+			wantRan:      []string{"A1", "A2", "A3"},
+		},
+		{
+			name:         "standard records are independent",
+			ev:           stdEvent("s1", "s2", "s3", "s4"),
+			fail:         map[string]error{"s2": errTransient, "s4": errTransient},
+			wantFailures: []string{"s2", "s4"},
+			wantRan:      []string{"s1", "s2", "s3", "s4"},
+		},
+		{
+			name:         "all succeed",
+			ev:           fifoEvent("A1", "A2", "B1"),
+			wantFailures: []string{},
+			wantRan:      []string{"A1", "A2", "B1"},
+		},
+		{
+			name:         "permanent dead-lettered is acknowledged and the group continues",
+			ev:           fifoEvent("A1", "A2", "A3", "B1"),
+			fail:         map[string]error{"A2": permanent},
+			dl:           &fakeDL{},
+			wantFailures: []string{},
+			wantRan:      []string{"A1", "A2", "A3", "B1"},
+			wantDL:       []string{"A2"},
+		},
+		{
+			name:         "permanent on standard queue dead-lettered",
+			ev:           stdEvent("s1", "s2"),
+			fail:         map[string]error{"s1": permanent},
+			dl:           &fakeDL{},
+			wantFailures: []string{},
+			wantRan:      []string{"s1", "s2"},
+			wantDL:       []string{"s1"},
+		},
+		{
+			name:         "dead-letter failure fails the record and stops the group",
+			ev:           fifoEvent("A1", "A2", "A3", "B1"),
+			fail:         map[string]error{"A2": permanent},
+			dl:           &fakeDL{err: errors.New("dlq unavailable")},
+			wantFailures: []string{"A2", "A3"},
+			wantRan:      []string{"A1", "A2", "B1"},
+			wantDL:       []string{"A2"},
+		},
+		{
+			name:         "dead-letterer panic fails the record",
+			ev:           fifoEvent("A1", "A2"),
+			fail:         map[string]error{"A1": permanent},
+			dl:           &fakeDL{panic: true},
+			wantFailures: []string{"A1", "A2"},
+			wantRan:      []string{"A1"},
+			wantDL:       []string{"A1"},
+		},
+		{
+			name:         "retryable error is not dead-lettered",
+			ev:           fifoEvent("A1", "A2"),
+			fail:         map[string]error{"A1": fmt.Errorf("wrapped: %w", idem.ErrInProgress)},
+			dl:           &fakeDL{},
+			wantFailures: []string{"A1", "A2"},
+			wantRan:      []string{"A1"},
+		},
+		{
+			name:         "nil DeadLetter reports permanent errors as failures",
+			ev:           fifoEvent("A1", "A2", "B1"),
+			fail:         map[string]error{"A1": permanent},
+			wantFailures: []string{"A1", "A2"},
+			wantRan:      []string{"A1", "B1"},
+		},
+		{
+			name:         "panic in FIFO handler is a failure",
+			ev:           fifoEvent("A1", "A2", "B1", "B2"),
+			panics:       map[string]bool{"A1": true},
+			dl:           &fakeDL{},
+			wantFailures: []string{"A1", "A2"},
+			wantRan:      []string{"A1", "B1", "B2"},
+		},
+		{
+			name:         "panic in standard handler is a failure",
+			ev:           stdEvent("s1", "s2", "s3"),
+			panics:       map[string]bool{"s2": true},
+			wantFailures: []string{"s2"},
+			wantRan:      []string{"s1", "s2", "s3"},
+		},
+		{
+			name:         "empty event",
+			ev:           events.SQSEvent{},
+			wantFailures: []string{},
+			wantRan:      []string{},
+		},
+	}
+	for _, tt := range tests {
+		for _, conc := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%s/concurrency=%d", tt.name, conc), func(t *testing.T) {
+				rec := &recorder{fail: tt.fail, panics: tt.panics}
+				cfg := idem.BatchConfig{Handle: rec.handle, Concurrency: conc}
+				var dl *fakeDL
+				if tt.dl != nil {
+					dl = &fakeDL{err: tt.dl.err, panic: tt.dl.panic}
+					cfg.DeadLetter = dl
+				}
+				resp, err := newProcessor(t, cfg).Process(context.Background(), tt.ev)
+				if err != nil {
+					t.Fatalf("Process error: %v", err)
+				}
+				if resp.BatchItemFailures == nil {
+					t.Error("BatchItemFailures is nil, want an empty list")
+				}
+				if got := failureIDs(resp); !slices.Equal(got, tt.wantFailures) {
+					t.Errorf("failures = %v, want %v", got, tt.wantFailures)
+				}
+				if got := rec.ran(); !slices.Equal(got, sorted(tt.wantRan...)) {
+					t.Errorf("ran = %v, want %v", got, sorted(tt.wantRan...))
+				}
+				if dl != nil {
+					if !slices.Equal(sorted(dl.ids...), sorted(tt.wantDL...)) {
+						t.Errorf("dead-lettered = %v, want %v", dl.ids, tt.wantDL)
+					}
+					for _, c := range dl.causes {
+						if !idem.IsPermanent(c) {
+							t.Errorf("dead-letter cause %v is not permanent", c)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestBatchProcessorOrderWithinGroup(t *testing.T) {
+	var ids []string
+	for i := 1; i <= 5; i++ {
+		for _, g := range []string{"A", "B", "C", "D"} {
+			ids = append(ids, fmt.Sprintf("%s%d", g, i))
+		}
+	}
+	rec := &recorder{sleep: 2 * time.Millisecond}
+	resp, err := newProcessor(t, idem.BatchConfig{Handle: rec.handle, Concurrency: 4}).Process(context.Background(), fifoEvent(ids...))
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Process = %v, %v; want no failures", resp, err)
+	}
+	for _, g := range []string{"A", "B", "C", "D"} {
+		var want []string
+		for i := 1; i <= 5; i++ {
+			want = append(want, fmt.Sprintf("start %s%d", g, i), fmt.Sprintf("end %s%d", g, i))
+		}
+		if got := rec.byGroup[g]; !slices.Equal(got, want) {
+			t.Errorf("group %s ran as %v, want %v", g, got, want)
+		}
+	}
+}
+
+func TestBatchProcessorGroupsRunConcurrently(t *testing.T) {
+	// The first record of each group waits until the first record of the other group
+	// has started: that can only happen if the two groups run at the same time.
+	arrived := map[string]chan struct{}{"A": make(chan struct{}), "B": make(chan struct{})}
+	other := map[string]string{"A": "B", "B": "A"}
+	rec := &recorder{before: func(ctx context.Context, msg events.SQSMessage) error {
+		g := msg.Attributes["MessageGroupId"]
+		if msg.MessageId != g+"1" {
+			return nil
+		}
+		close(arrived[g])
+		select {
+		case <-arrived[other[g]]:
+			return nil
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("group %s never ran alongside %s", other[g], g)
+		}
+	}}
+	resp, err := newProcessor(t, idem.BatchConfig{Handle: rec.handle, Concurrency: 2}).Process(context.Background(), fifoEvent("A1", "A2", "B1", "B2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failureIDs(resp); len(got) != 0 {
+		t.Fatalf("failures = %v: groups did not run concurrently", got)
+	}
+}
+
+func TestBatchProcessorConcurrencyBound(t *testing.T) {
+	var fifoIDs, stdIDs []string
+	for i := range 24 {
+		fifoIDs = append(fifoIDs, fmt.Sprintf("%c%d", 'A'+i%8, i/8))
+		stdIDs = append(stdIDs, fmt.Sprintf("s%d", i))
+	}
+	tests := []struct {
+		name string
+		ev   events.SQSEvent
+		conc int
+	}{
+		{"FIFO groups, 1", fifoEvent(fifoIDs...), 1},
+		{"FIFO groups, 3", fifoEvent(fifoIDs...), 3},
+		{"standard, 1", stdEvent(stdIDs...), 1},
+		{"standard, 5", stdEvent(stdIDs...), 5},
+		{"standard, default", stdEvent(stdIDs...), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{sleep: 10 * time.Millisecond}
+			resp, err := newProcessor(t, idem.BatchConfig{Handle: rec.handle, Concurrency: tt.conc}).Process(context.Background(), tt.ev)
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Process = %v, %v; want no failures", resp, err)
+			}
+			limit := tt.conc
+			if limit == 0 {
+				limit = 10
+			}
+			if len(rec.started) != len(tt.ev.Records) {
+				t.Errorf("ran %d records, want %d", len(rec.started), len(tt.ev.Records))
+			}
+			if rec.maxInflight > limit {
+				t.Errorf("%d records in flight at once, limit %d", rec.maxInflight, limit)
+			}
+			if limit > 1 && rec.maxInflight < 2 {
+				t.Errorf("at most %d record in flight: nothing ran concurrently", rec.maxInflight)
+			}
+		})
+	}
+}
+
+func TestBatchProcessorDeadline(t *testing.T) {
+	const margin = 400 * time.Millisecond
+	// sleepPastMargin makes the first record run until the deadline is inside the margin.
+	sleepPastMargin := func(ctx context.Context, msg events.SQSMessage) error {
+		if strings.HasSuffix(msg.MessageId, "1") {
+			dl, _ := ctx.Deadline()
+			time.Sleep(time.Until(dl) - margin + 50*time.Millisecond)
+		}
+		return nil
+	}
+	tests := []struct {
+		name         string
+		ctx          func(t *testing.T) context.Context
+		margin       time.Duration
+		conc         int
+		ev           events.SQSEvent
+		before       func(context.Context, events.SQSMessage) error
+		wantRan      []string
+		wantFailures []string
+	}{
+		{
+			name: "deadline inside the margin: nothing runs",
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				t.Cleanup(cancel)
+				return ctx
+			},
+			margin:       2 * time.Second,
+			ev:           fifoEvent("A1", "A2", "B1"),
+			wantRan:      []string{},
+			wantFailures: []string{"A1", "A2", "B1"},
+		},
+		{
+			name: "default margin is 2s",
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				t.Cleanup(cancel)
+				return ctx
+			},
+			ev:           stdEvent("s1", "s2"),
+			wantRan:      []string{},
+			wantFailures: []string{"s1", "s2"},
+		},
+		{
+			name: "cancelled context: nothing runs",
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx
+			},
+			ev:           stdEvent("s1", "s2", "s3"),
+			wantRan:      []string{},
+			wantFailures: []string{"s1", "s2", "s3"},
+		},
+		{
+			name: "deadline far away: everything runs",
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				t.Cleanup(cancel)
+				return ctx
+			},
+			ev:           fifoEvent("A1", "A2"),
+			wantRan:      []string{"A1", "A2"},
+			wantFailures: []string{},
+		},
+		{
+			name: "deadline reached mid-group",
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*margin)
+				t.Cleanup(cancel)
+				return ctx
+			},
+			margin:       margin,
+			conc:         1,
+			ev:           fifoEvent("A1", "A2", "A3"),
+			before:       sleepPastMargin,
+			wantRan:      []string{"A1"},
+			wantFailures: []string{"A2", "A3"},
+		},
+		{
+			name: "deadline reached mid-batch on a standard queue",
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*margin)
+				t.Cleanup(cancel)
+				return ctx
+			},
+			margin:       margin,
+			conc:         1,
+			ev:           stdEvent("s1", "s2", "s3"),
+			before:       sleepPastMargin,
+			wantRan:      []string{"s1"},
+			wantFailures: []string{"s2", "s3"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{before: tt.before}
+			p := newProcessor(t, idem.BatchConfig{Handle: rec.handle, DeadlineMargin: tt.margin, Concurrency: tt.conc})
+			resp, err := p.Process(tt.ctx(t), tt.ev)
+			if err != nil {
+				t.Fatalf("Process error: %v", err)
+			}
+			if got := rec.ran(); !slices.Equal(got, sorted(tt.wantRan...)) {
+				t.Errorf("ran = %v, want %v", got, tt.wantRan)
+			}
+			if got := failureIDs(resp); !slices.Equal(got, tt.wantFailures) {
+				t.Errorf("failures = %v, want %v", got, tt.wantFailures)
+			}
+		})
+	}
+}
+
+func TestBatchProcessorMissingMessageID(t *testing.T) {
+	ev := fifoEvent("A1", "A2", "A3", "B1", "B2")
+	ev.Records[1].MessageId = ""
+	ev.Records = append(ev.Records, stdMsg(""), stdMsg("s1"))
+	rec := &recorder{fail: map[string]error{"B2": errTransient}}
+	resp, err := newProcessor(t, idem.BatchConfig{Handle: rec.handle}).Process(context.Background(), ev)
+	if err == nil || !strings.Contains(err.Error(), "without a messageId") {
+		t.Errorf("Process error = %v, want one about records without a messageId", err)
+	}
+	if got, want := failureIDs(resp), []string{"A3", "B2"}; !slices.Equal(got, want) {
+		t.Errorf("failures = %v, want %v", got, want)
+	}
+	if got, want := rec.ran(), []string{"A1", "B1", "B2", "s1"}; !slices.Equal(got, want) {
+		t.Errorf("ran = %v, want %v", got, want)
+	}
+}
+
+func TestBatchProcessorLogsAndMetrics(t *testing.T) {
+	var logs bytes.Buffer
+	m := idem.NewMetrics(nil, "ns", "svc")
+	rec := &recorder{fail: map[string]error{
+		"A1": idem.Permanent(errors.New("bad")),
+		"B1": errTransient,
+		"C1": idem.Permanent(errors.New("bad too")),
+	}, panics: map[string]bool{"D1": true}}
+	p := newProcessor(t, idem.BatchConfig{
+		Handle:     rec.handle,
+		DeadLetter: dlByID{"C1": errors.New("dlq down")},
+		Logger:     slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics:    m,
+	})
+	ev := fifoEvent("A1", "A2", "B1", "B2", "C1", "D1", "E1")
+	resp, err := p.Process(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := failureIDs(resp), []string{"B1", "B2", "C1", "D1"}; !slices.Equal(got, want) {
+		t.Errorf("failures = %v, want %v", got, want)
+	}
+
+	wantOutcome := map[string]string{
+		"A1": "dead_lettered", "A2": "ok", "B1": "retry", "B2": "skipped_after_group_failure",
+		"C1": "retry", "D1": "retry", "E1": "ok",
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != len(ev.Records) {
+		t.Fatalf("%d log lines, want one per record (%d):\n%s", len(lines), len(ev.Records), logs.String())
+	}
+	for _, line := range lines {
+		if strings.Contains(line, "body-of-") || strings.Contains(line, "secret") {
+			t.Errorf("log line contains the body: %s", line)
+		}
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("log line is not JSON: %v: %s", err, line)
+		}
+		id, _ := l["message_id"].(string)
+		if l["outcome"] != wantOutcome[id] {
+			t.Errorf("%s: outcome %v, want %s", id, l["outcome"], wantOutcome[id])
+		}
+		if l["group"] != id[:1] {
+			t.Errorf("%s: group %v, want %s", id, l["group"], id[:1])
+		}
+		if _, ok := l["duration_ms"].(float64); !ok {
+			t.Errorf("%s: no duration_ms: %s", id, line)
+		}
+		if wantOutcome[id] != "ok" && l["error"] == nil {
+			t.Errorf("%s: no error in %s", id, line)
+		}
+		if id == "D1" && (l["level"] != "ERROR" || !strings.Contains(fmt.Sprint(l["error"]), "panicked") || l["stack"] == nil) {
+			t.Errorf("panic line should be an ERROR with the panic and a stack: %s", line)
+		}
+	}
+
+	want := map[string]float64{
+		idem.MetricPermanentFailure: 2, // A1 (dead-lettered), C1 (dead-letter failed)
+		idem.MetricDeadLettered:     1,
+		idem.MetricRetry:            2, // B1, D1 (panic)
+		idem.MetricSkipped:          1, // B2
+	}
+	if got := m.Snapshot(); !mapsEqual(got, want) {
+		t.Errorf("metrics = %v, want %v", got, want)
+	}
+}
+
+// dlByID is a DeadLetterer that fails for the ids in the map.
+type dlByID map[string]error
+
+func (d dlByID) DeadLetter(_ context.Context, msg events.SQSMessage, _ error) error {
+	return d[msg.MessageId]
+}
+
+func mapsEqual(a, b map[string]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBatchProcessorResponseJSON(t *testing.T) {
+	rec := &recorder{fail: map[string]error{"s2": errTransient}}
+	p := newProcessor(t, idem.BatchConfig{Handle: rec.handle})
+	for _, tt := range []struct {
+		name string
+		ev   events.SQSEvent
+		want string
+	}{
+		{"no failures", stdEvent("s1"), `{"batchItemFailures":[]}`},
+		{"one failure", stdEvent("s1", "s2"), `{"batchItemFailures":[{"itemIdentifier":"s2"}]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := p.Process(context.Background(), tt.ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(resp)
+			if string(b) != tt.want {
+				t.Errorf("response = %s, want %s", b, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewBatchProcessorValidation(t *testing.T) {
+	ok := func(context.Context, events.SQSMessage) error { return nil }
+	tests := []struct {
+		name    string
+		cfg     idem.BatchConfig
+		wantErr string
+	}{
+		{"valid", idem.BatchConfig{Handle: ok}, ""},
+		{"nil handle", idem.BatchConfig{}, "Handle is nil"},
+		{"negative concurrency", idem.BatchConfig{Handle: ok, Concurrency: -1}, "Concurrency"},
+		{"negative margin", idem.BatchConfig{Handle: ok, DeadlineMargin: -time.Second}, "DeadlineMargin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := idem.NewBatchProcessor(tt.cfg)
+			if tt.wantErr == "" {
+				if err != nil || p == nil {
+					t.Fatalf("NewBatchProcessor = %v, %v", p, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error = %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}

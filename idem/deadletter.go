@@ -1,0 +1,241 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// SQSSender is the one SQS call SQSDeadLetter makes; *sqs.Client implements it.
+type SQSSender interface {
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// Message attributes SQSDeadLetter adds to a dead-lettered message.
+const (
+	// DLQReasonAttribute holds the error text, at most MaxDLQReasonBytes of it.
+	DLQReasonAttribute = "dlq-reason"
+	// DLQSourceMessageIDAttribute holds the id of the message in the source queue.
+	DLQSourceMessageIDAttribute = "dlq-source-message-id"
+	// DLQSourceQueueAttribute holds the ARN of the source queue.
+	DLQSourceQueueAttribute = "dlq-source-queue"
+	// DLQFailedAtAttribute holds when the message was dead-lettered (RFC 3339, UTC).
+	DLQFailedAtAttribute = "dlq-failed-at"
+	// DLQSourceAttribute holds SQSDeadLetter.Source, when set.
+	DLQSourceAttribute = "dlq-source"
+)
+
+// MaxDLQReasonBytes bounds the error text kept in DLQReasonAttribute.
+const MaxDLQReasonBytes = 1024
+
+// maxMessageAttributes is SQS's limit of message attributes per message.
+const maxMessageAttributes = 10
+
+// maxDeduplicationID is SQS's limit on a MessageDeduplicationId.
+const maxDeduplicationID = 128
+
+// SQSDeadLetter is a DeadLetterer that sends a message that failed permanently to a
+// dead-letter queue: the original body unchanged, the original message attributes, and
+// attributes saying why, from where and when (see the DLQ*Attribute constants). A FIFO
+// dead-letter queue (URL ending in ".fifo") keeps the message group and deduplicates
+// on the source message id, so a poison message dead-lettered twice (its record was
+// redelivered before the acknowledgement reached SQS) appears once.
+//
+// SQS allows 10 message attributes. The dlq-* attributes always go, then the original
+// KeyAttribute, then the other original attributes in name order until the limit; the
+// rest are dropped. When the original has no KeyAttribute but was keyed by its FIFO
+// MessageDeduplicationId, that id is added as KeyAttribute, so a message redriven from
+// the dead-letter queue keeps its idempotency key.
+//
+// The zero value is not usable: API and QueueURL are required. Its methods are safe for
+// concurrent use when API is.
+type SQSDeadLetter struct {
+	// API sends the message (required).
+	API SQSSender
+	// QueueURL is the dead-letter queue (required).
+	QueueURL string
+	// Source names the consumer, e.g. the function name (optional).
+	Source string
+	// Clock returns the current time (default time.Now).
+	Clock func() time.Time
+}
+
+var _ DeadLetterer = (*SQSDeadLetter)(nil)
+
+// DeadLetter sends msg, failed with cause, to the dead-letter queue.
+func (d *SQSDeadLetter) DeadLetter(ctx context.Context, msg events.SQSMessage, cause error) error {
+	in, err := d.input(msg, cause)
+	if err == nil {
+		_, err = d.API.SendMessage(ctx, in)
+	}
+	if err != nil {
+		return fmt.Errorf("idem: dead-letter %s: %w", msg.MessageId, err)
+	}
+	return nil
+}
+
+// input builds the SendMessage request for msg.
+func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMessageInput, error) {
+	switch {
+	case d == nil || d.API == nil:
+		return nil, errors.New("SQSDeadLetter.API is nil")
+	case d.QueueURL == "":
+		return nil, errors.New("SQSDeadLetter.QueueURL is empty")
+	case msg.MessageId == "":
+		return nil, errors.New("message has no id")
+	}
+	now := time.Now
+	if d.Clock != nil {
+		now = d.Clock
+	}
+	reason := "unknown error"
+	if cause != nil && cause.Error() != "" {
+		reason = cause.Error()
+	}
+	attrs := map[string]types.MessageAttributeValue{}
+	add := func(name, value string) {
+		if value = attributeText(value, MaxDLQReasonBytes); value != "" {
+			attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
+		}
+	}
+	add(DLQReasonAttribute, reason)
+	add(DLQSourceMessageIDAttribute, msg.MessageId)
+	add(DLQSourceQueueAttribute, msg.EventSourceARN)
+	add(DLQFailedAtAttribute, now().UTC().Format(time.RFC3339))
+	add(DLQSourceAttribute, d.Source)
+
+	if v, ok := copyAttribute(msg.MessageAttributes[KeyAttribute]); ok {
+		attrs[KeyAttribute] = v
+	} else if id := msg.Attributes["MessageDeduplicationId"]; id != "" {
+		if _, present := msg.MessageAttributes[KeyAttribute]; !present {
+			add(KeyAttribute, id)
+		}
+	}
+	names := make([]string, 0, len(msg.MessageAttributes))
+	for name := range msg.MessageAttributes {
+		if _, taken := attrs[name]; !taken && name != KeyAttribute && !isDLQAttribute(name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if len(attrs) == maxMessageAttributes {
+			break
+		}
+		if v, ok := copyAttribute(msg.MessageAttributes[name]); ok {
+			attrs[name] = v
+		}
+	}
+
+	in := &sqs.SendMessageInput{
+		QueueUrl:          aws.String(d.QueueURL),
+		MessageBody:       aws.String(msg.Body),
+		MessageAttributes: attrs,
+	}
+	if strings.HasSuffix(d.QueueURL, ".fifo") {
+		group := msg.Attributes["MessageGroupId"]
+		if group == "" {
+			group = "dead-letter"
+		}
+		in.MessageGroupId = aws.String(group)
+		in.MessageDeduplicationId = aws.String(dlqDeduplicationID(msg.MessageId))
+	}
+	return in, nil
+}
+
+// isDLQAttribute reports whether name is one of the attributes DeadLetter sets: the
+// values of an earlier dead-lettering (a message redriven and failed again) are
+// replaced, not kept beside the new ones.
+func isDLQAttribute(name string) bool {
+	switch name {
+	case DLQReasonAttribute, DLQSourceMessageIDAttribute, DLQSourceQueueAttribute, DLQFailedAtAttribute, DLQSourceAttribute:
+		return true
+	}
+	return false
+}
+
+// copyAttribute converts a Lambda event attribute to an SQS one. Attributes SQS would
+// refuse (no value, or a list type, which SQS does not support yet) are left out.
+func copyAttribute(a events.SQSMessageAttribute) (types.MessageAttributeValue, bool) {
+	base, _, _ := strings.Cut(a.DataType, ".")
+	switch base {
+	case "String", "Number":
+		if a.StringValue == nil || *a.StringValue == "" {
+			return types.MessageAttributeValue{}, false
+		}
+		return types.MessageAttributeValue{DataType: aws.String(a.DataType), StringValue: aws.String(*a.StringValue)}, true
+	case "Binary":
+		if len(a.BinaryValue) == 0 {
+			return types.MessageAttributeValue{}, false
+		}
+		return types.MessageAttributeValue{DataType: aws.String(a.DataType), BinaryValue: slices.Clone(a.BinaryValue)}, true
+	}
+	return types.MessageAttributeValue{}, false
+}
+
+// attributeText makes s acceptable as an SQS string attribute: characters SQS refuses
+// (most control characters, U+FFFE, U+FFFF) become U+FFFD, as does invalid UTF-8,
+// and the result is cut at a rune boundary to at most limit bytes.
+func attributeText(s string, limit int) string {
+	var b strings.Builder
+	for _, r := range s {
+		if !sqsAllowed(r) {
+			r = utf8.RuneError
+		}
+		if b.Len()+utf8.RuneLen(r) > limit {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// sqsAllowed reports whether SQS accepts r in a message or attribute value:
+// #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF.
+func sqsAllowed(r rune) bool {
+	switch {
+	case r == 0x9 || r == 0xA || r == 0xD:
+		return true
+	case r >= 0x20 && r <= 0xD7FF:
+		return true
+	case r >= 0xE000 && r <= 0xFFFD:
+		return true
+	case r >= 0x10000 && r <= utf8.MaxRune:
+		return true
+	}
+	return false
+}
+
+// dlqDeduplicationID derives the MessageDeduplicationId of a dead-lettered message
+// from its source message id: "dlq-" and the id when that fits SQS's 128 characters of
+// alphanumerics and punctuation, else "dlq-" and the id's SHA-256 in hex.
+func dlqDeduplicationID(msgID string) string {
+	id := "dlq-" + msgID
+	if len(id) <= maxDeduplicationID && dedupChars(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(msgID))
+	return "dlq-" + hex.EncodeToString(sum[:])
+}
+
+// dedupChars reports whether s has only the characters SQS allows in a
+// MessageDeduplicationId: ASCII letters, digits and punctuation.
+func dedupChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}

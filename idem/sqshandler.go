@@ -1,0 +1,94 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+)
+
+// SQSConfig configures NewSQSHandler. Client and Handler are required.
+type SQSConfig struct {
+	// Client runs Handler idempotently (required).
+	Client *Client
+	// Handler is the business handler (required). Request.Payload is the message body.
+	Handler Handler
+	// KeyField is the top-level JSON field of the body used as the key when the message
+	// has neither the KeyAttribute attribute nor a MessageDeduplicationId ("" = none).
+	KeyField string
+	// Logger receives one line per record (default: discard).
+	Logger *slog.Logger
+	// Metrics counts acquisitions, duplicates, in-progress and lost leases, and observes
+	// the handler duration (optional). Failures are counted by BatchProcessor.
+	Metrics *Metrics
+}
+
+// NewSQSHandler returns a RecordFunc for BatchProcessor that runs cfg.Handler through
+// cfg.Client's middleware, keyed by MessageKey, with the body as the payload. The
+// error is returned unchanged, so a permanent one (a missing key, a payload mismatch,
+// a handler's Permanent error) is dead-lettered and any other is retried.
+func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("idem: SQSConfig.Client is nil")
+	}
+	if cfg.Handler == nil {
+		return nil, errors.New("idem: SQSConfig.Handler is nil")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := cfg.Client.Middleware(cfg.Handler)
+	field, metrics := cfg.KeyField, cfg.Metrics
+	return func(ctx context.Context, msg events.SQSMessage) error {
+		attrs := make([]slog.Attr, 0, 8)
+		attrs = append(attrs, slog.String("message_id", msg.MessageId))
+		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+			attrs = append(attrs, slog.String("aws_request_id", lc.AwsRequestID))
+		}
+		key, err := MessageKey(msg, field)
+		if err != nil {
+			attrs = append(attrs, slog.String("outcome", "permanent"), slog.String("error", err.Error()))
+			log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "idempotent handler", attrs...)
+			return err
+		}
+		attrs = append(attrs, slog.String("key_hash", HashKey(key)))
+
+		start := time.Now()
+		res, err := h.Handle(ctx, &Request{Key: key, Payload: []byte(msg.Body)})
+		d := time.Since(start)
+		ms := float64(d.Microseconds()) / 1000
+		metrics.Observe(MetricHandlerDuration, ms)
+
+		level := slog.LevelInfo
+		var outcome string
+		switch {
+		case err == nil && res.Replayed:
+			outcome = "duplicate"
+			metrics.Add(MetricDuplicate, 1)
+		case err == nil:
+			outcome = "applied"
+			metrics.Add(MetricAcquired, 1)
+			attrs = append(attrs, slog.Int("attempt", res.Attempt))
+		case errors.Is(err, ErrInProgress):
+			outcome = "in_progress"
+			metrics.Add(MetricInProgress, 1)
+		case errors.Is(err, ErrLeaseLost):
+			outcome, level = "lease_lost", slog.LevelError
+			metrics.Add(MetricLeaseLost, 1)
+		case IsPermanent(err):
+			outcome, level = "permanent", slog.LevelWarn
+		default:
+			outcome, level = "retry", slog.LevelWarn
+		}
+		attrs = append(attrs, slog.String("outcome", outcome), slog.Float64("duration_ms", ms))
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		log.LogAttrs(context.WithoutCancel(ctx), level, "idempotent handler", attrs...)
+		return err
+	}, nil
+}

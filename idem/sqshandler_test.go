@@ -1,0 +1,287 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// countingHandler is a business handler fake: it counts runs per key and fails or
+// blocks as told.
+type countingHandler struct {
+	fail  map[string]error         // by key
+	block map[string]chan struct{} // by key: wait for close before returning
+	start chan string              // if set, receives the key when a run starts
+
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (h *countingHandler) Handle(ctx context.Context, req *idem.Request) (idem.Result, error) {
+	h.mu.Lock()
+	if h.runs == nil {
+		h.runs = map[string]int{}
+	}
+	h.runs[req.Key]++
+	h.mu.Unlock()
+	if h.start != nil {
+		h.start <- req.Key
+	}
+	if c := h.block[req.Key]; c != nil {
+		<-c
+	}
+	if err := h.fail[req.Key]; err != nil {
+		return idem.Result{}, err
+	}
+	return idem.Result{Response: append([]byte("done:"), req.Payload...)}, nil
+}
+
+func (h *countingHandler) count(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.runs[key]
+}
+
+func newClient(t *testing.T) *idem.Client {
+	t.Helper()
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "t"})
+	if err != nil {
+		t.Fatalf("idem.New: %v", err)
+	}
+	return c
+}
+
+func keyedMsg(id, key, body string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId:         id,
+		Body:              body,
+		Attributes:        map[string]string{},
+		MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String", key)},
+	}
+}
+
+// logLines parses JSON log lines.
+func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, s := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if s == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			t.Fatalf("log line is not JSON: %v: %s", err, s)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestSQSHandlerDeliveries(t *testing.T) {
+	var logs bytes.Buffer
+	h := &countingHandler{fail: map[string]error{
+		"k-bad":   idem.Permanent(errors.New("invalid amount")),
+		"k-flaky": errors.New("gateway timeout"),
+	}}
+	m := idem.NewMetrics(nil, "ns", "svc")
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{
+		Client: newClient(t), Handler: h, KeyField: "payment_id", Metrics: m,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	body := `{"payment_id":"p-1","amount_cents":500}`
+
+	steps := []struct {
+		name      string
+		msg       events.SQSMessage
+		permanent bool
+		retry     bool
+		missing   bool
+		outcome   string
+		key       string // whose run count to check
+		runs      int
+	}{
+		{name: "first delivery applied", msg: keyedMsg("m1", "k-1", body), outcome: "applied", key: "k-1", runs: 1},
+		{name: "redelivery is a duplicate", msg: keyedMsg("m2", "k-1", body), outcome: "duplicate", key: "k-1", runs: 1},
+		{name: "same key, other payload", msg: keyedMsg("m3", "k-1", `{"payment_id":"p-1","amount_cents":999}`), permanent: true, outcome: "permanent", key: "k-1", runs: 1},
+		{name: "key from the JSON field", msg: events.SQSMessage{MessageId: "m4", Body: `{"payment_id":"p-2"}`}, outcome: "applied", key: "p-2", runs: 1},
+		{name: "missing key", msg: events.SQSMessage{MessageId: "m5", Body: `{"amount_cents":1}`}, permanent: true, missing: true, outcome: "permanent"},
+		{name: "handler permanent error", msg: keyedMsg("m6", "k-bad", body), permanent: true, outcome: "permanent", key: "k-bad", runs: 1},
+		{name: "permanent error replayed without running", msg: keyedMsg("m7", "k-bad", body), permanent: true, outcome: "permanent", key: "k-bad", runs: 1},
+		{name: "handler retryable error", msg: keyedMsg("m8", "k-flaky", body), retry: true, outcome: "retry", key: "k-flaky", runs: 1},
+		{name: "retryable failure runs again", msg: keyedMsg("m9", "k-flaky", body), retry: true, outcome: "retry", key: "k-flaky", runs: 2},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			logs.Reset()
+			err := rf(ctx, st.msg)
+			switch {
+			case st.permanent:
+				if err == nil || !idem.IsPermanent(err) {
+					t.Errorf("error = %v, want a permanent one", err)
+				}
+			case st.retry:
+				if err == nil || idem.IsPermanent(err) {
+					t.Errorf("error = %v, want a retryable one", err)
+				}
+			default:
+				if err != nil {
+					t.Errorf("error = %v, want nil", err)
+				}
+			}
+			if errors.Is(err, idem.ErrMissingKey) != st.missing {
+				t.Errorf("errors.Is(%v, ErrMissingKey) != %v", err, st.missing)
+			}
+			if st.key != "" && h.count(st.key) != st.runs {
+				t.Errorf("handler ran %d times for %s, want %d", h.count(st.key), st.key, st.runs)
+			}
+			lines := logLines(t, &logs)
+			if len(lines) != 1 {
+				t.Fatalf("%d log lines, want 1: %s", len(lines), logs.String())
+			}
+			l := lines[0]
+			if l["outcome"] != st.outcome || l["message_id"] != st.msg.MessageId || l["aws_request_id"] != "req-1" {
+				t.Errorf("log line = %v, want outcome %s", l, st.outcome)
+			}
+			if st.key != "" && l["key_hash"] != idem.HashKey(st.key) {
+				t.Errorf("key_hash = %v, want %s", l["key_hash"], idem.HashKey(st.key))
+			}
+			if st.outcome == "applied" && l["attempt"] != 1.0 {
+				t.Errorf("attempt = %v, want 1", l["attempt"])
+			}
+			if strings.Contains(logs.String(), "amount_cents") {
+				t.Errorf("log line contains the body: %s", logs.String())
+			}
+		})
+	}
+	want := map[string]float64{idem.MetricAcquired: 2, idem.MetricDuplicate: 1}
+	if got := m.Snapshot(); !mapsEqual(got, want) {
+		t.Errorf("metrics = %v, want %v", got, want)
+	}
+}
+
+func TestSQSHandlerInProgress(t *testing.T) {
+	release := make(chan struct{})
+	h := &countingHandler{block: map[string]chan struct{}{"k": release}, start: make(chan string, 1)}
+	m := idem.NewMetrics(nil, "ns", "svc")
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- rf(context.Background(), keyedMsg("m1", "k", "{}")) }()
+	select {
+	case <-h.start:
+	case <-time.After(5 * time.Second):
+		t.Fatal("first delivery never started")
+	}
+	err = rf(context.Background(), keyedMsg("m2", "k", "{}"))
+	close(release)
+	if !errors.Is(err, idem.ErrInProgress) || idem.IsPermanent(err) {
+		t.Errorf("concurrent delivery error = %v, want a retryable ErrInProgress", err)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("first delivery: %v", err)
+	}
+	if got := m.Snapshot(); got[idem.MetricInProgress] != 1 || got[idem.MetricAcquired] != 1 {
+		t.Errorf("metrics = %v", got)
+	}
+}
+
+func TestSQSHandlerThroughBatchProcessor(t *testing.T) {
+	h := &countingHandler{fail: map[string]error{"k-poison": idem.Permanent(errors.New("bad"))}}
+	m := idem.NewMetrics(nil, "ns", "svc")
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := &fakeDL{}
+	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dl, Metrics: m})
+
+	group := func(msg events.SQSMessage, g string) events.SQSMessage {
+		msg.Attributes = map[string]string{"MessageGroupId": g}
+		return msg
+	}
+	body := `{"amount_cents":100}`
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		group(keyedMsg("m1", "k-1", body), "acct-1"),
+		group(keyedMsg("m2", "k-1", body), "acct-1"), // in-batch duplicate
+		group(keyedMsg("m3", "k-poison", body), "acct-1"),
+		group(keyedMsg("m4", "k-2", body), "acct-1"),
+		group(events.SQSMessage{MessageId: "m5", Body: body}, "acct-2"), // no key
+		group(keyedMsg("m6", "k-3", body), "acct-2"),
+	}}
+	resp, err := p.Process(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failureIDs(resp); len(got) != 0 {
+		t.Errorf("failures = %v, want none", got)
+	}
+	for key, want := range map[string]int{"k-1": 1, "k-poison": 1, "k-2": 1, "k-3": 1} {
+		if got := h.count(key); got != want {
+			t.Errorf("handler ran %d times for %s, want %d", got, key, want)
+		}
+	}
+	if !slices.Equal(sorted(dl.ids...), []string{"m3", "m5"}) {
+		t.Errorf("dead-lettered %v, want m3 and m5", dl.ids)
+	}
+	if !errors.Is(dl.causes[slices.Index(dl.ids, "m5")], idem.ErrMissingKey) {
+		t.Errorf("m5 dead-lettered with %v, want ErrMissingKey", dl.causes)
+	}
+	want := map[string]float64{
+		idem.MetricAcquired: 3, idem.MetricDuplicate: 1, idem.MetricPermanentFailure: 2, idem.MetricDeadLettered: 2,
+	}
+	if got := m.Snapshot(); !mapsEqual(got, want) {
+		t.Errorf("metrics = %v, want %v", got, want)
+	}
+
+	// The whole batch redelivered: every record is a duplicate or a stored failure,
+	// the handler runs no more.
+	resp, err = p.Process(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("redelivery: %v, %v", resp, err)
+	}
+	for _, key := range []string{"k-1", "k-poison", "k-2", "k-3"} {
+		if got := h.count(key); got != 1 {
+			t.Errorf("after redelivery handler ran %d times for %s, want 1", got, key)
+		}
+	}
+}
+
+func TestNewSQSHandlerValidation(t *testing.T) {
+	c := newClient(t)
+	h := &countingHandler{}
+	for _, tt := range []struct {
+		name string
+		cfg  idem.SQSConfig
+		want string
+	}{
+		{"no client", idem.SQSConfig{Handler: h}, "Client is nil"},
+		{"no handler", idem.SQSConfig{Client: c}, "Handler is nil"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := idem.NewSQSHandler(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h}); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+}

@@ -1,0 +1,190 @@
+package idem_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+func strAttr(dataType, v string) events.SQSMessageAttribute {
+	return events.SQSMessageAttribute{DataType: dataType, StringValue: &v}
+}
+
+func TestMessageKey(t *testing.T) {
+	fifo := map[string]string{"MessageDeduplicationId": "dedup-1", "MessageGroupId": "g"}
+	tests := []struct {
+		name    string
+		msg     events.SQSMessage
+		field   string
+		want    string
+		missing bool   // errors.Is(err, ErrMissingKey)
+		errHas  string // the error must say this
+	}{
+		{
+			name: "attribute",
+			msg:  events.SQSMessage{MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String", "k-1")}},
+			want: "k-1",
+		},
+		{
+			name: "attribute with custom string type",
+			msg:  events.SQSMessage{MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String.uuid", "k-2")}},
+			want: "k-2",
+		},
+		{
+			name:  "attribute wins over dedup id and body",
+			msg:   events.SQSMessage{Attributes: fifo, Body: `{"id":"body"}`, MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String", "attr")}},
+			field: "id",
+			want:  "attr",
+		},
+		{
+			name: "FIFO deduplication id",
+			msg:  events.SQSMessage{Attributes: fifo, Body: `{"id":"body"}`},
+			want: "dedup-1",
+		},
+		{
+			name:  "dedup id wins over body",
+			msg:   events.SQSMessage{Attributes: fifo, Body: `{"id":"body"}`},
+			field: "id",
+			want:  "dedup-1",
+		},
+		{
+			name:  "JSON string field",
+			msg:   events.SQSMessage{Body: `{"payment_id":"pay-7","amount":3}`},
+			field: "payment_id",
+			want:  "pay-7",
+		},
+		{
+			name:  "JSON integer field kept exact",
+			msg:   events.SQSMessage{Body: `{"n": 12345678901234567890}`},
+			field: "n",
+			want:  "12345678901234567890",
+		},
+		{
+			name:  "JSON negative integer",
+			msg:   events.SQSMessage{Body: `{"n":-42}`},
+			field: "n",
+			want:  "-42",
+		},
+		{
+			name:   "JSON float is refused",
+			msg:    events.SQSMessage{Body: `{"n":1.5}`},
+			field:  "n",
+			errHas: "not an integer",
+		},
+		{
+			name:   "JSON exponent is refused",
+			msg:    events.SQSMessage{Body: `{"n":1e3}`},
+			field:  "n",
+			errHas: "not an integer",
+		},
+		{
+			name:   "JSON bool is refused",
+			msg:    events.SQSMessage{Body: `{"n":true}`},
+			field:  "n",
+			errHas: "string or an integer",
+		},
+		{
+			name:    "JSON field absent",
+			msg:     events.SQSMessage{Body: `{"other":"x"}`},
+			field:   "id",
+			missing: true,
+		},
+		{
+			name:    "JSON field null",
+			msg:     events.SQSMessage{Body: `{"id":null}`},
+			field:   "id",
+			missing: true,
+		},
+		{
+			name:    "JSON field empty string",
+			msg:     events.SQSMessage{Body: `{"id":""}`},
+			field:   "id",
+			missing: true,
+		},
+		{
+			name:    "nothing and no field configured",
+			msg:     events.SQSMessage{Body: `{"id":"x"}`},
+			missing: true,
+		},
+		{
+			name:    "nothing at all",
+			msg:     events.SQSMessage{},
+			missing: true,
+		},
+		{
+			name:   "invalid JSON body",
+			msg:    events.SQSMessage{Body: `{"id":`},
+			field:  "id",
+			errHas: "not a JSON object",
+		},
+		{
+			name:   "JSON array body",
+			msg:    events.SQSMessage{Body: `["id"]`},
+			field:  "id",
+			errHas: "not a JSON object",
+		},
+		{
+			name:   "JSON null body",
+			msg:    events.SQSMessage{Body: `null`},
+			field:  "id",
+			errHas: "not a JSON object",
+		},
+		{
+			name:   "trailing data after body",
+			msg:    events.SQSMessage{Body: `{"id":"a"} {"id":"b"}`},
+			field:  "id",
+			errHas: "after the JSON object",
+		},
+		{
+			name:   "attribute of wrong data type",
+			msg:    events.SQSMessage{Attributes: fifo, MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("Number", "5")}},
+			errHas: `data type "Number"`,
+		},
+		{
+			name:   "binary attribute",
+			msg:    events.SQSMessage{MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "Binary", BinaryValue: []byte("k")}}},
+			errHas: `data type "Binary"`,
+		},
+		{
+			name:   "empty attribute does not fall back",
+			msg:    events.SQSMessage{Attributes: fifo, MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String", "")}},
+			errHas: "is empty",
+		},
+		{
+			name:   "attribute without value",
+			msg:    events.SQSMessage{MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String"}}},
+			errHas: "is empty",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.msg.MessageId = "m-1"
+			got, err := idem.MessageKey(tt.msg, tt.field)
+			if tt.want != "" {
+				if err != nil || got != tt.want {
+					t.Fatalf("MessageKey = %q, %v; want %q, nil", got, err, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("MessageKey = %q, nil; want an error", got)
+			}
+			if got != "" {
+				t.Errorf("key = %q with an error, want empty", got)
+			}
+			if !idem.IsPermanent(err) {
+				t.Errorf("IsPermanent(%v) = false, want true", err)
+			}
+			if errors.Is(err, idem.ErrMissingKey) != tt.missing {
+				t.Errorf("errors.Is(%v, ErrMissingKey) = %v, want %v", err, !tt.missing, tt.missing)
+			}
+			if !strings.Contains(err.Error(), tt.errHas) || !strings.Contains(err.Error(), "m-1") {
+				t.Errorf("error %q should contain %q and the message id", err, tt.errHas)
+			}
+		})
+	}
+}
