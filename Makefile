@@ -13,7 +13,7 @@ LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.n
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
 
-test: check cfn-lint ## all tests: static checks, cfn-lint, unit and integration tests against moto_server
+test: check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
 	$(LOCAL_AWS) --free-port -- $(GO) test -race -count=1 -timeout 20m ./...
 
 unit: ## the tests, without -race (faster), against moto_server on a free port

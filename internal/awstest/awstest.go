@@ -212,10 +212,16 @@ var runID = sync.OnceValue(func() string {
 })
 
 // Name returns a resource name unique to this test run: prefix, the test's name and a
-// counter, cut to fit DynamoDB's and SQS's 80-character name limits with room to spare.
+// counter, in the characters both DynamoDB and SQS accept, short enough for SQS's
+// 80-character limit with ".fifo" added.
 func Name(t testing.TB, prefix string) string {
 	t.Helper()
-	tn := strings.NewReplacer("/", "-", " ", "_", "#", "").Replace(t.Name())
+	tn := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '-'
+	}, t.Name())
 	if len(tn) > 40 {
 		tn = tn[len(tn)-40:]
 	}

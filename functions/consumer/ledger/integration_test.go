@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -36,7 +35,7 @@ type stack struct {
 
 func newStack(ctx context.Context, t *testing.T) *stack {
 	t.Helper()
-	st := &stack{ddb: awstest.DynamoDB(t, oneAtATime()), sqs: awstest.SQS(t), table: awstest.Name(t, "ledger")}
+	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t), table: awstest.Name(t, "ledger")}
 	_, err := st.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(st.table),
 		BillingMode:          types.BillingModePayPerRequest,
@@ -87,23 +86,6 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 	return st
 }
 
-// oneAtATime makes a DynamoDB client send one request at a time. moto applies
-// concurrent writes to one item without a lock (of 200 concurrent "ADD n :one" on one
-// item it can keep 199), which real DynamoDB never does. With this option the handlers
-// still run concurrently, leases and all; only the emulator's requests queue up.
-func oneAtATime() func(*dynamodb.Options) {
-	var mu sync.Mutex
-	return func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("oneAtATime",
-				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-					mu.Lock()
-					defer mu.Unlock()
-					return next.HandleFinalize(ctx, in)
-				}), middleware.After)
-		})
-	}
-}
 
 // deliver plays SQS: a delivery that fails with a retryable error (the key is in
 // progress elsewhere, a transaction conflict) comes back a little later.

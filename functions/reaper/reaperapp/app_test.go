@@ -1,0 +1,141 @@
+package reaperapp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+// TestScheduledSweep pushes events/scheduled.json through the real handler: it fails the
+// stale lock (and only it), logs the counts and emits StaleLocksReaped as EMF.
+func TestScheduledSweep(t *testing.T) {
+	ctx := context.Background()
+	ddb := awstest.DynamoDB(t)
+	table := awstest.Name(t, "idem")
+	if err := idem.CreateTable(ctx, ddb, table); err != nil {
+		t.Fatal(err)
+	}
+	store, _ := idem.NewDynamoStore(ddb, table)
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c, err := idem.New(idem.Config{Store: store, Scope: "payments", Shards: 3, DefaultLease: time.Minute, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crashed holder: its handler never returns in time.
+	started, release := make(chan struct{}), make(chan struct{})
+	crashed := make(chan error, 1)
+	go func() {
+		_, err := c.Do(ctx, &idem.Request{Key: "crashed", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+			close(started)
+			<-release
+			return idem.Result{Response: []byte("late")}, nil
+		})
+		crashed <- err
+	}()
+	<-started
+	if _, err := c.Do(ctx, &idem.Request{Key: "completed", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte("ok")}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute) // the crashed lease ended a minute ago
+	mu.Unlock()
+
+	var logs, emf bytes.Buffer
+	cfg := reaperapp.Config{IdempotencyTable: table, Shards: 3, Grace: 30 * time.Second, Margin: time.Second, MetricsNamespace: "Test"}
+	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: ddb, Logs: &logs, Metrics: &emf, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "events", "scheduled.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := lambda.NewHandler(h).Invoke(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res idem.SweepResult
+	if err := json.Unmarshal(out, &res); err != nil || res.Reaped != 1 || res.Scanned != 1 {
+		t.Fatalf("sweep result %s (%v), want 1 reaped", out, err)
+	}
+	for key, want := range map[string]idem.Status{"crashed": idem.StatusFailed, "completed": idem.StatusCompleted} {
+		pk, _ := c.RecordKey(key)
+		rec, err := store.Get(ctx, pk, clock())
+		if err != nil || rec.Status != want {
+			t.Errorf("%s: %+v %v, want %s", key, rec, err, want)
+		}
+	}
+	var line map[string]any
+	if err := json.Unmarshal(emf.Bytes(), &line); err != nil || line[idem.MetricReaped] != float64(1) || line["Service"] != "reaper" {
+		t.Fatalf("EMF line %q: %v", emf.String(), err)
+	}
+	if !strings.Contains(logs.String(), `"reaped":1`) {
+		t.Fatalf("log: %s", logs.String())
+	}
+	// The crashed holder wakes up: its completion is fenced out.
+	close(release)
+	if err := <-crashed; !errors.Is(err, idem.ErrLeaseLost) {
+		t.Fatalf("late holder: %v", err)
+	}
+	// A second sweep finds nothing and still reports a zero metric.
+	emf.Reset()
+	out, _ = lambda.NewHandler(h).Invoke(ctx, raw)
+	if err := json.Unmarshal(out, &res); err != nil || res.Reaped != 0 {
+		t.Fatalf("second sweep %s", out)
+	}
+	if !strings.Contains(emf.String(), `"StaleLocksReaped":0`) {
+		t.Fatalf("zero metric missing: %s", emf.String())
+	}
+}
+
+func TestSweepStopsBeforeDeadline(t *testing.T) {
+	ddb := awstest.DynamoDB(t)
+	table := awstest.Name(t, "idem")
+	if err := idem.CreateTable(context.Background(), ddb, table); err != nil {
+		t.Fatal(err)
+	}
+	h, err := reaperapp.New(reaperapp.Config{IdempotencyTable: table, Shards: 4, Grace: time.Second, Margin: 2 * time.Second}, reaperapp.Deps{DynamoDB: ddb, Logs: &bytes.Buffer{}, Metrics: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	out, err := lambda.NewHandler(h).Invoke(ctx, []byte(`{"detail-type":"Scheduled Event","detail":{}}`))
+	var res idem.SweepResult
+	if err != nil || json.Unmarshal(out, &res) != nil || !res.Truncated {
+		t.Fatalf("out=%s err=%v, want a truncated sweep", out, err)
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	lookup := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	cfg, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "LEASE_GRACE": "45s"}))
+	if err != nil || cfg.Grace != 45*time.Second || cfg.Shards != 4 {
+		t.Fatalf("cfg=%+v err=%v", cfg, err)
+	}
+	if _, err := reaperapp.FromEnv(lookup(map[string]string{"LEASE_GRACE": "-1s"})); err == nil ||
+		!strings.Contains(err.Error(), "IDEMPOTENCY_TABLE is not set") || !strings.Contains(err.Error(), "LEASE_GRACE") {
+		t.Fatalf("err = %v", err)
+	}
+}
