@@ -86,7 +86,6 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 	return st
 }
 
-
 // deliver plays SQS: a delivery that fails with a retryable error (the key is in
 // progress elsewhere, a transaction conflict) comes back a little later.
 func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (idem.Result, error) {
