@@ -77,6 +77,9 @@ func checkLoopback(ep string) error {
 //go:embed motoserver.py
 var motoLauncher []byte
 
+// launcher is the temporary copy of motoLauncher, removed by StopMoto.
+var launcher string
+
 // StartMoto starts moto on a free loopback port and waits until it answers. It runs
 // moto through motoserver.py, which serializes DynamoDB requests (moto's own threaded
 // server lets concurrent conditional writes to one item both succeed; real DynamoDB
@@ -115,10 +118,14 @@ func motoCommand() ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("write moto launcher: %w", err)
 		}
-		defer f.Close()
-		if _, err := f.Write(motoLauncher); err != nil {
-			return nil, fmt.Errorf("write moto launcher: %w", err)
+		_, werr := f.Write(motoLauncher)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
 		}
+		if werr != nil {
+			return nil, fmt.Errorf("write moto launcher: %w", werr)
+		}
+		launcher = f.Name()
 		return []string{py, f.Name()}, nil
 	}
 	bin, err := exec.LookPath("moto_server")
@@ -136,6 +143,9 @@ func StopMoto(cmd *exec.Cmd) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+	if launcher != "" {
+		_ = os.Remove(launcher)
+	}
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
