@@ -1,0 +1,152 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+func fifoQueue(t *testing.T, api *sqs.Client) string {
+	t.Helper()
+	out, err := api.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+		QueueName:  aws.String(awstest.Name(t, "in") + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true", "VisibilityTimeout": "30"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
+func send(t *testing.T, api *sqs.Client, url string, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := api.SendMessage(context.Background(), &sqs.SendMessageInput{
+			QueueUrl: aws.String(url), MessageBody: aws.String(fmt.Sprintf(`{"n":%d}`, i)),
+			MessageGroupId:         aws.String(fmt.Sprintf("g%d", i%3)),
+			MessageDeduplicationId: aws.String(fmt.Sprintf("d%d", i)),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+				"idempotency-key": {DataType: aws.String("String"), StringValue: aws.String(fmt.Sprintf("k%d", i))},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRunPlaysTheEventSourceMapping: records arrive as Lambda builds them, failures are
+// redelivered (soon, with RetryAfter), successes deleted, and the run stops when idle.
+func TestRunPlaysTheEventSourceMapping(t *testing.T) {
+	api := awstest.SQS(t)
+	url := fifoQueue(t, api)
+	send(t, api, url, 12)
+
+	var mu sync.Mutex
+	deliveries := map[string]int{} // body -> deliveries
+	var order []string
+	var bad []string
+	h := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		lc, ok := lambdacontext.FromContext(ctx)
+		dl, hasDeadline := ctx.Deadline()
+		mu.Lock()
+		defer mu.Unlock()
+		var resp events.SQSEventResponse
+		for _, r := range ev.Records {
+			if !ok || lc.AwsRequestID == "" || !hasDeadline || time.Until(dl) > 5*time.Second ||
+				r.EventSource != "aws:sqs" || !strings.HasSuffix(r.EventSourceARN, ".fifo") || r.AWSRegion == "" ||
+				r.Attributes["MessageGroupId"] == "" || r.Attributes["ApproximateReceiveCount"] == "" ||
+				r.MessageAttributes["idempotency-key"].StringValue == nil || r.Md5OfBody == "" || r.Md5OfMessageAttributes == "" {
+				bad = append(bad, r.MessageId)
+			}
+			deliveries[r.Body]++
+			order = append(order, r.Attributes["MessageGroupId"]+":"+r.Body)
+			if r.Body == `{"n":4}` && deliveries[r.Body] == 1 {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+			}
+		}
+		return resp, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stats, err := runner.Run(ctx, runner.Config{
+		SQS: api, QueueURL: url, Consumers: 2, BatchSize: 5, FunctionTimeout: 5 * time.Second,
+		WaitTime: time.Second, RetryAfter: time.Second, UntilIdle: 2 * time.Second,
+		NewHandler: func(int) (runner.Handler, error) { return h, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("run did not stop when idle")
+	}
+	if len(bad) > 0 {
+		t.Fatalf("records not built as Lambda builds them: %v", bad)
+	}
+	if len(deliveries) != 12 || deliveries[`{"n":4}`] != 2 {
+		t.Fatalf("deliveries %v", deliveries)
+	}
+	if stats.Succeeded != 12 || stats.Failed != 1 || stats.Received != 13 || stats.Distinct != 12 {
+		t.Fatalf("stats %+v", stats)
+	}
+	if v, f, _ := runner.Depth(context.Background(), api, url); v+f != 0 {
+		t.Fatalf("queue not empty: %d visible, %d in flight", v, f)
+	}
+}
+
+// TestInvocationErrorRetriesWholeBatch: a handler error leaves every record.
+func TestInvocationErrorRetriesWholeBatch(t *testing.T) {
+	api := awstest.SQS(t)
+	url := fifoQueue(t, api)
+	send(t, api, url, 3)
+	var mu sync.Mutex
+	calls := 0
+	h := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return events.SQSEventResponse{}, fmt.Errorf("init failed")
+		}
+		return events.SQSEventResponse{}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stats, err := runner.Run(ctx, runner.Config{
+		SQS: api, QueueURL: url, WaitTime: time.Second, RetryAfter: time.Second, UntilIdle: 2 * time.Second,
+		NewHandler: func(int) (runner.Handler, error) { return h, nil },
+	})
+	if err != nil || stats.InvokeErrors != 1 || stats.Succeeded != 3 || stats.Received < 6 {
+		t.Fatalf("stats %+v err %v", stats, err)
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	h := func(int) (runner.Handler, error) { return nil, nil }
+	for name, cfg := range map[string]runner.Config{
+		"no queue":    {SQS: awstest.SQS(t), NewHandler: h},
+		"batch of 11": {SQS: awstest.SQS(t), QueueURL: "u", NewHandler: h, BatchSize: 11},
+		"reap no period": {SQS: awstest.SQS(t), QueueURL: "u", NewHandler: h,
+			Reap: func(context.Context) (idem.SweepResult, error) { return idem.SweepResult{}, nil }},
+	} {
+		if _, err := runner.Run(context.Background(), cfg); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
