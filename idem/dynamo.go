@@ -113,7 +113,7 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	}
 	rec, err := unmarshalRecord(out.Attributes)
 	if err != nil {
-		return nil, fmt.Errorf("idem: takeover %s: %w", seen.Key, err)
+		return nil, fmt.Errorf("idem: takeover %s: %w", redact(seen.Key), err)
 	}
 	return rec, nil
 }
@@ -166,7 +166,7 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, response []byte, ex
 		return fenceErr("complete", l.Key, err)
 	}
 	if len(writes) > 99 {
-		return fmt.Errorf("idem: complete %s: %d business writes, a transaction holds at most 99 besides the completion", l.Key, len(writes))
+		return fmt.Errorf("idem: complete %s: %d business writes, a transaction holds at most 99 besides the completion", redact(l.Key), len(writes))
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, types.TransactWriteItem{Update: upd})
@@ -182,12 +182,12 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, response []byte, ex
 				continue
 			}
 			if i == 0 {
-				return fmt.Errorf("idem: complete %s: %w", l.Key, ErrLeaseLost)
+				return fmt.Errorf("idem: complete %s: %w", redact(l.Key), ErrLeaseLost)
 			}
-			return fmt.Errorf("idem: complete %s: %w", l.Key, &WriteConditionError{Index: i - 1, Reason: aws.ToString(r.Message)})
+			return fmt.Errorf("idem: complete %s: %w", redact(l.Key), &WriteConditionError{Index: i - 1, Reason: aws.ToString(r.Message)})
 		}
 	}
-	return fmt.Errorf("idem: complete %s: transaction: %w", l.Key, err)
+	return fmt.Errorf("idem: complete %s: transaction: %w", redact(l.Key), err)
 }
 
 // Fail is one fenced UpdateItem.
@@ -256,17 +256,17 @@ func (s *DynamoStore) Get(ctx context.Context, key string, now time.Time) (*Reco
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("idem: get %s: %w", key, err)
+		return nil, fmt.Errorf("idem: get %s: %w", redact(key), err)
 	}
 	if len(out.Item) == 0 {
-		return nil, fmt.Errorf("idem: get %s: %w", key, ErrNotFound)
+		return nil, fmt.Errorf("idem: get %s: %w", redact(key), ErrNotFound)
 	}
 	rec, err := unmarshalRecord(out.Item)
 	if err != nil {
-		return nil, fmt.Errorf("idem: get %s: %w", key, err)
+		return nil, fmt.Errorf("idem: get %s: %w", redact(key), err)
 	}
 	if rec.expired(now) {
-		return nil, fmt.Errorf("idem: get %s: %w (expired)", key, ErrNotFound)
+		return nil, fmt.Errorf("idem: get %s: %w (expired)", redact(key), ErrNotFound)
 	}
 	return rec, nil
 }
@@ -365,9 +365,9 @@ func fenceErr(op, key string, err error) error {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return fmt.Errorf("idem: %s %s: %w", op, key, ErrLeaseLost)
+		return fmt.Errorf("idem: %s %s: %w", op, redact(key), ErrLeaseLost)
 	}
-	return fmt.Errorf("idem: %s %s: %w", op, key, err)
+	return fmt.Errorf("idem: %s %s: %w", op, redact(key), err)
 }
 
 func nonEmpty(s string) string {

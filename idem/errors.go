@@ -55,7 +55,7 @@ type StoredError struct {
 }
 
 func (e *StoredError) Error() string {
-	return fmt.Sprintf("idem: key %s failed permanently earlier: %s", e.Key, e.Message)
+	return fmt.Sprintf("idem: key %s failed permanently earlier: %s", redact(e.Key), e.Message)
 }
 
 // WriteConditionError means a business write's own condition failed inside the

@@ -162,12 +162,12 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	hash, err := HashPayload(req.Payload, c.cfg.PayloadFields...)
 	if err != nil {
-		return Result{}, Permanent(fmt.Errorf("idem: hash payload of %s: %w", pk, err))
+		return Result{}, Permanent(fmt.Errorf("idem: hash payload of %s: %w", redact(pk), err))
 	}
 	now := c.cfg.Clock()
 	if e, ok := c.cache.get(pk, now); ok {
 		if e.payloadHash != hash {
-			return Result{}, fmt.Errorf("idem: %s: %w", pk, ErrPayloadMismatch)
+			return Result{}, fmt.Errorf("idem: %s: %w", redact(pk), ErrPayloadMismatch)
 		}
 		return Result{Response: e.response, Replayed: true}, nil
 	}
@@ -202,21 +202,21 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	}
 	old, created, err := c.cfg.Store.Create(ctx, rec, now)
 	if err != nil {
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w", pk, err)
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
 	}
 	if created {
 		lease.Until = rec.LeaseUntil
 		return &Attempt{c: c, lease: lease, number: 1}, nil, nil
 	}
 	if old.PayloadHash != "" && old.PayloadHash != hash {
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w", pk, ErrPayloadMismatch)
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
 	}
 	switch {
 	case old.Status == StatusCompleted:
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
 		return nil, &Result{Response: old.Response, Replayed: true}, nil
 	case old.Status == StatusInProgress && now.Before(old.LeaseUntil):
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w (lease held by %q until %s)", pk, ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w (lease held by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
 	case old.Status == StatusFailed && !old.Retryable:
 		return nil, nil, &StoredError{Key: pk, Message: old.Error}
 	case old.Status == StatusInProgress, old.Status == StatusFailed:
@@ -225,14 +225,14 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 		if errors.Is(err, ErrLeaseLost) {
 			// Someone else moved the record first (took it over or completed it): this
 			// delivery retries later and will see their outcome.
-			return nil, nil, fmt.Errorf("idem: acquire %s: %w (lost the takeover race)", pk, ErrInProgress)
+			return nil, nil, fmt.Errorf("idem: acquire %s: %w (lost the takeover race)", redact(pk), ErrInProgress)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("idem: acquire %s: %w", pk, err)
+			return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
 		}
 		return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps}, nil, nil
 	default:
-		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", pk, old.Status)
+		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", redact(pk), old.Status)
 	}
 }
 

@@ -103,3 +103,13 @@ func HashPayload(payload []byte, fields ...string) (string, error) {
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
 }
+
+// redact turns a record key into what errors and logs may show: the scope and a short
+// hash of the key, which may hold personal data. `idemctl inspect` takes the raw key.
+func redact(pk string) string {
+	scope, key, ok := strings.Cut(pk, "#")
+	if !ok {
+		return "h:" + HashKey(pk)
+	}
+	return scope + "#h:" + HashKey(key)
+}

@@ -75,7 +75,7 @@ func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 func (m *MemoryStore) held(op string, l Lease) (*Record, error) {
 	r, ok := m.recs[l.Key]
 	if !ok || r.LeaseToken != l.Token || r.Status != StatusInProgress {
-		return nil, fmt.Errorf("idem: %s %s: %w", op, l.Key, ErrLeaseLost)
+		return nil, fmt.Errorf("idem: %s %s: %w", op, redact(l.Key), ErrLeaseLost)
 	}
 	return r, nil
 }
@@ -89,7 +89,7 @@ func (m *MemoryStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	defer m.mu.Unlock()
 	r, ok := m.recs[seen.Key]
 	if !ok || r.LeaseToken != seen.LeaseToken || r.Status != seen.Status || !r.LeaseUntil.Equal(seen.LeaseUntil) {
-		return nil, fmt.Errorf("idem: takeover %s: %w", seen.Key, ErrLeaseLost)
+		return nil, fmt.Errorf("idem: takeover %s: %w", redact(seen.Key), ErrLeaseLost)
 	}
 	r.LeaseToken, r.LeaseUntil, r.Status = next.Token, next.Until.Truncate(time.Millisecond), StatusInProgress
 	r.Inflight, r.Owner, r.UpdatedAt = next.Shard, next.Owner, now.Truncate(time.Millisecond)
@@ -108,7 +108,7 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, response []byte, ex
 		return err
 	}
 	if len(writes) > 99 {
-		return fmt.Errorf("idem: complete %s: %d business writes, a transaction holds at most 99 besides the completion", l.Key, len(writes))
+		return fmt.Errorf("idem: complete %s: %d business writes, a transaction holds at most 99 besides the completion", redact(l.Key), len(writes))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -182,7 +182,7 @@ func (m *MemoryStore) Get(ctx context.Context, key string, now time.Time) (*Reco
 	defer m.mu.Unlock()
 	r, ok := m.recs[key]
 	if !ok || r.expired(now) {
-		return nil, fmt.Errorf("idem: get %s: %w", key, ErrNotFound)
+		return nil, fmt.Errorf("idem: get %s: %w", redact(key), ErrNotFound)
 	}
 	return r.clone(), nil
 }
@@ -239,7 +239,7 @@ func (m *MemoryStore) Reap(ctx context.Context, sl StaleLease, reason string, no
 		return err
 	}
 	if !r.LeaseUntil.Equal(sl.LeaseUntil) {
-		return fmt.Errorf("idem: reap %s: %w", sl.Key, ErrLeaseLost)
+		return fmt.Errorf("idem: reap %s: %w", redact(sl.Key), ErrLeaseLost)
 	}
 	r.Status, r.Error, r.Retryable, r.Inflight = StatusFailed, nonEmpty(reason), true, ""
 	r.UpdatedAt = now.Truncate(time.Millisecond)

@@ -112,7 +112,7 @@ func Unlock(ctx context.Context, s Store, pk, reason string, now time.Time) (*Re
 		return nil, fmt.Errorf("idem: unlock: %w", err)
 	}
 	if rec.Status != StatusInProgress {
-		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s", pk, rec.Status, StatusInProgress)
+		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s", redact(pk), rec.Status, StatusInProgress)
 	}
 	sl := StaleLease{Key: rec.Key, Token: rec.LeaseToken, LeaseUntil: rec.LeaseUntil, Owner: rec.Owner, Attempt: rec.Attempt}
 	if err := s.Reap(ctx, sl, reason, now); err != nil {
