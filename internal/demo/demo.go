@@ -1,0 +1,430 @@
+// Package demo is `make demo`: a realistic stream of payments with duplicates of every
+// kind, bad input and a consumer killed mid-batch, consumed by several local consumers
+// and the reaper, then checked from outside: every balance must equal the sum of the
+// distinct payments sent.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
+)
+
+// SQSAPI is what the demo uses of SQS: sending, the runner's calls, and draining.
+type SQSAPI interface {
+	Sender
+	runner.SQSAPI
+	consumerapp.SQSAPI
+}
+
+// DynamoDBAPI is what the demo uses of DynamoDB: the consumer's calls and a Scan of the
+// ledger for the check.
+type DynamoDBAPI interface {
+	idem.DynamoDBAPI
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// Crasher starts a consumer in another process, waits until it holds leases in the
+// middle of a batch, and kills it with SIGKILL. It returns how many it killed.
+type Crasher func(ctx context.Context) (int, error)
+
+// Options configures Run. Env holds the variables `idemctl up` prints.
+type Options struct {
+	Env       map[string]string
+	SQS       SQSAPI
+	DynamoDB  DynamoDBAPI
+	Payments  int // distinct payments (default 2000)
+	Accounts  int // accounts, one FIFO group each (default 50)
+	Consumers int // local consumer instances (default 4)
+	Seed      uint64
+	Crash     Crasher   // nil: no consumer is killed
+	Out       io.Writer // progress and the summary
+	Logs      io.Writer // the consumers' JSON logs (default: discarded)
+}
+
+// Timing of the local run: short, so crashed leases are reaped and redelivered within
+// seconds rather than the deployed minutes. The crashed consumer's messages stay
+// invisible for CrashVisibility, longer than its lease plus the reaper's grace, so the
+// reaper fails the stale locks before the messages come back.
+const (
+	FunctionTimeout = 5 * time.Second
+	LeaseGrace      = 2 * time.Second
+	ReapEvery       = 2 * time.Second
+	Visibility      = 10 * time.Second
+	CrashVisibility = 20 * time.Second
+)
+
+// Summary is what the demo prints.
+type Summary struct {
+	Sent               int            // messages SQS accepted from the producer
+	Delivered          int            // distinct messages consumers received
+	SuppressedBySQS    int            // accepted but never delivered (FIFO dedup)
+	SuppressedByDynamo int            // delivered, answered from the idempotency record
+	InProgress         int            // deliveries refused while another consumer held the key
+	Applied            int            // business effects committed
+	DistinctPayments   int            // valid distinct payments sent
+	DeadLettered       map[string]int // DLQ messages by reason
+	BadSent            int            // bad messages sent (each must end in the DLQ)
+	Killed             int            // consumers killed with SIGKILL
+	Reaped             int            // stale locks failed by the reaper
+	Receipts           int            // distinct payments with a receipt
+	ReceiptMessages    int            // receipt messages (one per payment expected)
+	LedgerOK           bool
+	LedgerDiffs        []string
+	OK                 bool
+	Elapsed            time.Duration
+}
+
+// Run plays the whole demo against the resources in o.Env.
+func Run(ctx context.Context, o Options) (Summary, error) {
+	start := time.Now()
+	if o.Payments <= 0 {
+		o.Payments = 2000
+	}
+	if o.Accounts <= 0 {
+		o.Accounts = 50
+	}
+	if o.Consumers <= 0 {
+		o.Consumers = 4
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Logs == nil {
+		o.Logs = io.Discard
+	}
+	lookup := func(k string) (string, bool) { v, ok := o.Env[k]; return v, ok }
+	cfg, err := consumerapp.FromEnv(lookup)
+	if err != nil {
+		return Summary{}, err
+	}
+	queueURL := o.Env["QUEUE_URL"]
+	if queueURL == "" {
+		return Summary{}, errors.New("demo: QUEUE_URL is not set")
+	}
+	cfg.LeaseGrace, cfg.DeadlineMargin = LeaseGrace, time.Second
+
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	run := fmt.Sprintf("%d", time.Now().Unix())
+	payments := Generate(rng, run, o.Payments, o.Accounts)
+	first, second, extra, bad := stream(rng, payments)
+	var s Summary
+	s.DistinctPayments, s.BadSent = len(payments), len(bad)
+
+	fmt.Fprintf(o.Out, "demo: %d payments over %d accounts; %d consumers; %d bad messages\n", len(payments), o.Accounts, o.Consumers, len(bad))
+	n, err := send(ctx, o.SQS, queueURL, first, 4)
+	s.Sent += n
+	if err != nil {
+		return s, err
+	}
+	fmt.Fprintf(o.Out, "demo: sent %d messages (first half of the payments)\n", n)
+
+	if o.Crash != nil {
+		fmt.Fprintln(o.Out, "demo: starting a consumer in a child process and killing it (SIGKILL) mid-batch")
+		if s.Killed, err = o.Crash(ctx); err != nil {
+			return s, fmt.Errorf("demo: crash a consumer: %w", err)
+		}
+	}
+
+	counts := &emfCounts{}
+	store, err := idem.NewDynamoStore(o.DynamoDB, cfg.IdempotencyTable)
+	if err != nil {
+		return s, err
+	}
+	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace}
+	var stats runner.Stats
+	var runErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stats, runErr = runner.Run(ctx, runner.Config{
+			SQS: o.SQS, QueueURL: queueURL, Consumers: o.Consumers, BatchSize: 10,
+			VisibilityTimeout: Visibility, FunctionTimeout: FunctionTimeout, WaitTime: time.Second,
+			RetryAfter: time.Second, UntilIdle: 3 * time.Second, Progress: o.Out, ProgressEvery: 5 * time.Second,
+			Reap: reaper.Sweep, ReapEvery: ReapEvery,
+			NewHandler: func(i int) (runner.Handler, error) {
+				h, err := consumerapp.New(cfg, consumerapp.Deps{
+					DynamoDB: o.DynamoDB, SQS: o.SQS, Logs: o.Logs, Metrics: counts, Owner: fmt.Sprintf("demo-consumer-%d", i),
+				})
+				return runner.Handler(h), err
+			},
+		})
+	}()
+	n, err = send(ctx, o.SQS, queueURL, second, 4)
+	s.Sent += n
+	if err == nil {
+		fmt.Fprintf(o.Out, "demo: sent %d messages (second half, in-window duplicates, concurrent redeliveries, bad input)\n", n)
+		// After-window duplicates: same keys, new dedup ids, once the originals are done.
+		time.Sleep(2 * time.Second)
+		n, err = send(ctx, o.SQS, queueURL, extra, 4)
+		s.Sent += n
+		fmt.Fprintf(o.Out, "demo: sent %d late duplicates (new dedup id, same key and payload)\n", n)
+	}
+	wg.Wait()
+	if err != nil {
+		return s, err
+	}
+	if runErr != nil {
+		return s, runErr
+	}
+
+	c := counts.snapshot()
+	s.Delivered = int(stats.Distinct)
+	s.SuppressedBySQS = s.Sent - s.Delivered
+	s.SuppressedByDynamo = c[idem.MetricDuplicate]
+	s.InProgress = c[idem.MetricInProgress]
+	s.Applied = c[idem.MetricAcquired]
+	s.Reaped = int(stats.Reaped)
+	if s.DeadLettered, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
+		return s, err
+	}
+	if s.Receipts, s.ReceiptMessages, err = receipts(ctx, o.SQS, o.Env["RECEIPTS_QUEUE_URL"]); err != nil {
+		return s, err
+	}
+	got, err := ledger.Balances(ctx, o.DynamoDB, cfg.LedgerTable)
+	if err != nil {
+		return s, err
+	}
+	want := ledger.ExpectedBalances(payments)
+	for _, acct := range slices.Sorted(maps.Keys(want)) {
+		if got[acct] != want[acct] {
+			s.LedgerDiffs = append(s.LedgerDiffs, fmt.Sprintf("%s: balance %d, payments sum to %d", acct, got[acct], want[acct]))
+		}
+	}
+	for acct := range got {
+		if _, ok := want[acct]; !ok {
+			s.LedgerDiffs = append(s.LedgerDiffs, fmt.Sprintf("%s: balance %d for an account with no valid payment", acct, got[acct]))
+		}
+	}
+	s.LedgerOK = len(s.LedgerDiffs) == 0
+	dlq := 0
+	for _, v := range s.DeadLettered {
+		dlq += v
+	}
+	s.OK = s.LedgerOK && s.Applied == s.DistinctPayments && dlq == s.BadSent &&
+		s.Receipts == s.DistinctPayments && s.ReceiptMessages == s.DistinctPayments && (s.Killed == 0 || s.Reaped > 0)
+	s.Elapsed = time.Since(start)
+	return s, nil
+}
+
+// Generate returns n distinct payments over accounts, one currency per account.
+func Generate(rng *rand.Rand, run string, n, accounts int) []ledger.Payment {
+	ps := make([]ledger.Payment, n)
+	for i := range ps {
+		a := rng.IntN(accounts)
+		ps[i] = ledger.Payment{
+			PaymentID:   fmt.Sprintf("pay-%s-%05d", run, i),
+			AccountID:   fmt.Sprintf("acct-%s-%03d", run, a),
+			AmountCents: 1 + rng.Int64N(100_000),
+			Currency:    ledger.Currencies[a%len(ledger.Currencies)],
+		}
+	}
+	return ps
+}
+
+// Key is the idempotency key of a payment.
+func Key(p ledger.Payment) string { return "payment:" + p.PaymentID }
+
+func message(p ledger.Payment, group, dedup string) Message {
+	b, _ := json.Marshal(p) // a struct of strings and an int64 always marshals
+	return Message{Body: string(b), Key: Key(p), Group: group, DedupID: dedup}
+}
+
+// stream splits the traffic: the first half of the payments; then the second half
+// mixed with duplicates inside the FIFO window (same dedup id: SQS drops them),
+// concurrent redeliveries (same key, another group, so another consumer may hold it at
+// the same moment) and bad input; and late duplicates (new dedup id, same key and
+// payload: the idempotency record answers them).
+func stream(rng *rand.Rand, ps []ledger.Payment) (first, second, late, bad []Message) {
+	half := len(ps) / 2
+	for _, p := range ps[:half] {
+		first = append(first, message(p, p.AccountID, ledger.DeduplicationID(Key(p))))
+	}
+	for _, p := range ps[half:] {
+		second = append(second, message(p, p.AccountID, ledger.DeduplicationID(Key(p))))
+		if rng.IntN(10) == 0 { // concurrent redelivery
+			second = append(second, message(p, p.AccountID+"-replay", "replay-"+p.PaymentID))
+		}
+	}
+	for i := 0; i < len(ps)/10; i++ { // in-window duplicates of the first half
+		p := ps[rng.IntN(max(half, 1))]
+		second = append(second, message(p, p.AccountID, ledger.DeduplicationID(Key(p))))
+	}
+	for i := 0; i < len(ps)/13; i++ {
+		p := ps[rng.IntN(len(ps))]
+		late = append(late, message(p, p.AccountID, "late-"+p.PaymentID))
+	}
+	g := "acct-bad"
+	bad = []Message{
+		{Body: `{"payment_id":"pay-bad-1","account_id":`, Key: "payment:pay-bad-1", Group: g, DedupID: "bad-1"},
+		{Body: `{"payment_id":"pay-bad-2","account_id":"acct-bad","amount_cents":-500,"currency":"EUR"}`, Key: "payment:pay-bad-2", Group: g, DedupID: "bad-2"},
+		{Body: `{"payment_id":"pay-bad-3","account_id":"acct-bad","amount_cents":500,"currency":"XXX"}`, Key: "payment:pay-bad-3", Group: g, DedupID: "bad-3"},
+		{Body: `{"account_id":"acct-bad","amount_cents":500,"currency":"EUR"}`, Group: g, DedupID: "bad-4"}, // no key anywhere
+	}
+	// The same key as a payment of the first half with another amount: a producer bug.
+	if half > 0 {
+		p := ps[0]
+		p.AmountCents++
+		m := message(p, ps[0].AccountID, "conflict-"+p.PaymentID)
+		bad = append(bad, m)
+	}
+	second = append(second, bad...)
+	rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
+	return first, second, late, bad
+}
+
+// emfCounts sums the counters of the consumers' EMF lines.
+type emfCounts struct {
+	mu sync.Mutex
+	c  map[string]int
+}
+
+func (e *emfCounts) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.c == nil {
+		e.c = map[string]int{}
+	}
+	for _, line := range strings.Split(string(p), "\n") {
+		var doc map[string]any
+		if json.Unmarshal([]byte(line), &doc) != nil {
+			continue
+		}
+		for _, name := range []string{idem.MetricAcquired, idem.MetricDuplicate, idem.MetricInProgress, idem.MetricLeaseLost,
+			idem.MetricPermanentFailure, idem.MetricDeadLettered, idem.MetricRetry} {
+			if v, ok := doc[name].(float64); ok {
+				e.c[name] += int(v)
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (e *emfCounts) snapshot() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.c)
+}
+
+// drain receives every message of a queue and deletes it.
+func drain(ctx context.Context, api SQSAPI, url string, each func(sqstypes.Message)) error {
+	for {
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{"All"},
+		})
+		if err != nil {
+			return fmt.Errorf("demo: read %s: %w", url, err)
+		}
+		if len(out.Messages) == 0 {
+			return nil
+		}
+		var entries []sqstypes.DeleteMessageBatchRequestEntry
+		for i, m := range out.Messages {
+			each(m)
+			entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		if _, err := api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries}); err != nil {
+			return fmt.Errorf("demo: delete from %s: %w", url, err)
+		}
+	}
+}
+
+func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, error) {
+	reasons := map[string]int{}
+	err := drain(ctx, api, url, func(m sqstypes.Message) {
+		r := "(no reason)"
+		if a, ok := m.MessageAttributes[idem.DLQReasonAttribute]; ok {
+			r = shortReason(aws.ToString(a.StringValue))
+		}
+		reasons[r]++
+	})
+	return reasons, err
+}
+
+// shortReason keeps the most telling part of an error chain for the summary.
+func shortReason(r string) string {
+	r = strings.TrimPrefix(r, "permanent: ")
+	if i := strings.LastIndex(r, "idem: "); i >= 0 && strings.Contains(r[i:], "payload does not match") {
+		return "payload does not match the stored payload for this key"
+	}
+	parts := strings.Split(r, ": ")
+	if len(parts) > 2 {
+		r = strings.Join(parts[len(parts)-2:], ": ")
+	}
+	if len(r) > 90 {
+		r = r[:90] + "…"
+	}
+	return r
+}
+
+func receipts(ctx context.Context, api SQSAPI, url string) (distinct, total int, err error) {
+	seen := map[string]bool{}
+	err = drain(ctx, api, url, func(m sqstypes.Message) {
+		total++
+		var r ledger.Receipt
+		if json.Unmarshal([]byte(aws.ToString(m.Body)), &r) == nil {
+			seen[r.PaymentID] = true
+		}
+	})
+	return len(seen), total, err
+}
+
+// Print writes the summary a person reads at the end of `make demo`.
+func (s Summary) Print(w io.Writer) {
+	line := func(label string, v any) { fmt.Fprintf(w, "  %-52s %v\n", label, v) }
+	fmt.Fprintln(w, "\n=== demo summary ===")
+	line("messages sent (accepted by SQS)", s.Sent)
+	line("suppressed by SQS (FIFO dedup id inside 5 minutes)", s.SuppressedBySQS)
+	line("delivered to consumers (distinct messages)", s.Delivered)
+	line("suppressed by DynamoDB (stored result replayed)", s.SuppressedByDynamo)
+	line("refused while another consumer held the key", s.InProgress)
+	line("business effects applied", fmt.Sprintf("%d (distinct valid payments: %d)", s.Applied, s.DistinctPayments))
+	line("receipts sent", fmt.Sprintf("%d messages for %d payments", s.ReceiptMessages, s.Receipts))
+	dlq := 0
+	for _, n := range s.DeadLettered {
+		dlq += n
+	}
+	line("dead-lettered (bad messages sent)", fmt.Sprintf("%d (%d)", dlq, s.BadSent))
+	reasons := slices.Collect(maps.Keys(s.DeadLettered))
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		fmt.Fprintf(w, "      %d × %s\n", s.DeadLettered[r], r)
+	}
+	line("consumers killed mid-batch (SIGKILL)", s.Killed)
+	line("stale locks reaped", s.Reaped)
+	verdict := "OK"
+	if !s.LedgerOK {
+		verdict = "FAIL"
+	}
+	line("ledger check: every balance = sum of distinct payments", verdict)
+	for _, d := range s.LedgerDiffs {
+		fmt.Fprintf(w, "      %s\n", d)
+	}
+	overall := "OK"
+	if !s.OK {
+		overall = "FAIL"
+	}
+	line("elapsed", s.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "demo: %s\n", overall)
+}
