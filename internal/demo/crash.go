@@ -1,0 +1,108 @@
+package demo
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// StallMarker is the line a stalling consumer prints when it holds a lease and has
+// stopped before its commit.
+const StallMarker = "stalled before commit"
+
+// StallCommits wraps a DynamoDB client so that every completion transaction waits d
+// first, announcing the first stall on w with StallMarker: a consumer that has acquired
+// its leases, sent its receipts and is about to commit, frozen in place to be killed.
+func StallCommits(api idem.DynamoDBAPI, d time.Duration, w io.Writer) idem.DynamoDBAPI {
+	return &stall{DynamoDBAPI: api, d: d, w: w}
+}
+
+type stall struct {
+	idem.DynamoDBAPI
+	d    time.Duration
+	w    io.Writer
+	once sync.Once
+}
+
+func (s *stall) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	s.once.Do(func() { fmt.Fprintln(s.w, StallMarker) })
+	select {
+	case <-time.After(s.d):
+	case <-ctx.Done():
+		return nil, fmt.Errorf("demo: stalled commit: %w", ctx.Err())
+	}
+	return s.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
+}
+
+// ChildCrasher returns a Crasher that runs exe with args (a consumer that stalls its
+// commits, e.g. `idemctl run --stall-commit 1m`) and extra environment, waits for
+// StallMarker on its stderr and kills it with SIGKILL: leases held, nothing committed.
+func ChildCrasher(exe string, args, env []string, out io.Writer) Crasher {
+	return func(ctx context.Context) (int, error) {
+		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd.Env = append(os.Environ(), env...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return 0, fmt.Errorf("child stderr: %w", err)
+		}
+		if err := cmd.Start(); err != nil {
+			return 0, fmt.Errorf("start %s: %w", exe, err)
+		}
+		stalled := make(chan struct{})
+		var tail []string
+		var mu sync.Mutex
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			once := sync.Once{}
+			for sc.Scan() {
+				line := sc.Text()
+				mu.Lock()
+				tail = append(tail, line)
+				if len(tail) > 10 {
+					tail = tail[1:]
+				}
+				mu.Unlock()
+				if strings.Contains(line, StallMarker) {
+					once.Do(func() { close(stalled) })
+				}
+			}
+		}()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case <-stalled:
+			// Let the rest of the batch reach its commit too, then kill.
+			time.Sleep(500 * time.Millisecond)
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				return 0, fmt.Errorf("kill child: %w", err)
+			}
+			if werr := <-exited; werr == nil {
+				return 0, errors.New("child consumer exited cleanly instead of being killed")
+			}
+			fmt.Fprintf(out, "demo: killed consumer pid %d with SIGKILL while it held leases mid-batch\n", cmd.Process.Pid)
+			return 1, nil
+		case err := <-exited:
+			mu.Lock()
+			defer mu.Unlock()
+			return 0, fmt.Errorf("child consumer exited before it stalled (%w); its last lines:\n%s", err, strings.Join(tail, "\n"))
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			if werr := <-exited; werr == nil {
+				return 0, errors.New("child consumer did not reach a commit within 60s and then exited")
+			}
+			return 0, errors.New("child consumer did not reach a commit within 60s")
+		}
+	}
+}
