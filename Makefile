@@ -8,7 +8,7 @@ LOCAL_AWS := localstack/with-local-aws.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean fmt tidy-check
+.PHONY: help test check unit lint cfn-lint build deploy demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -52,3 +52,6 @@ deploy: ## sam build && sam deploy (needs the SAM CLI and AWS credentials; see R
 
 clean: ## remove build output
 	rm -rf .aws-sam
+
+demo: ## the main job, locally: LocalStack if Docker answers, else moto on 127.0.0.1:4566; up, traffic, crash, consumers, reaper, ledger check
+	$(LOCAL_AWS) -- $(GO) run ./cmd/idemctl demo $(DEMO_FLAGS)

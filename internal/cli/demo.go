@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+)
+
+// runDemo is `make demo`: up, the traffic, the crash, the consumers and the reaper, then
+// the summary and the ledger check. It exits 1 when the check fails.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	flags := newFlags("demo", stderr)
+	template := flags.String("template", "template.yaml", "the SAM template whose queues and tables to create")
+	payments := flags.Int("payments", 2000, "distinct payments to send")
+	accounts := flags.Int("accounts", 50, "accounts (FIFO message groups)")
+	consumers := flags.Int("consumers", 4, "local consumer instances")
+	seed := flags.Uint64("seed", uint64(time.Now().UnixNano()), "random seed of the traffic")
+	noCrash := flags.Bool("no-crash", false, "do not kill a consumer mid-batch")
+	logPath := flags.String("logs", "", "file for the consumers' JSON logs (default: a new file in the temp directory)")
+	pos, code, ok := parseArgs(flags, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return usageError(flags, stderr, "unexpected argument %q", pos[0])
+	}
+	if *payments < 10 || *payments > 100_000 || *accounts < 1 || *accounts > *payments || *consumers < 1 || *consumers > 32 {
+		return usageError(flags, stderr, "want 10 <= --payments <= 100000, 1 <= --accounts <= payments, 1 <= --consumers <= 32")
+	}
+	if v, _ := env("AWS_ENDPOINT_URL"); strings.TrimSpace(v) == "" {
+		return fail(stderr, "demo", errors.New("AWS_ENDPOINT_URL is not set: the demo runs on a local endpoint only (make demo starts one)"))
+	}
+	ok, err := demoRun(ctx, demoOptions{
+		template: *template, payments: *payments, accounts: *accounts, consumers: *consumers,
+		seed: *seed, crash: !*noCrash, logPath: *logPath,
+	}, stdout, stderr, env)
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
+	if !ok {
+		return exitFail
+	}
+	return exitOK
+}
+
+type demoOptions struct {
+	template                      string
+	payments, accounts, consumers int
+	seed                          uint64
+	crash                         bool
+	logPath                       string
+}
+
+func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
+	t, err := stack.Load(o.template)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("%w (run from the repository root, or pass --template)", err)
+	}
+	if err != nil {
+		return false, err
+	}
+	awsCfg, err := LoadAWSEnv(ctx, env)
+	if err != nil {
+		return false, err
+	}
+	sqsClient, ddb := sqs.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg)
+	// A stack of its own per demo, so a reused endpoint never mixes two runs.
+	stackName := fmt.Sprintf("demo%d", time.Now().Unix()%1_000_000_000)
+	e, err := stack.Up(ctx, t, stack.Clients{SQS: sqsClient, DynamoDB: ddb, Region: awsCfg.Region}, stackName, stderr)
+	if err != nil {
+		return false, err
+	}
+	vars := map[string]string{}
+	for _, v := range e.Vars {
+		vars[v.Name] = v.Value
+	}
+	logPath := o.logPath
+	if logPath == "" {
+		logPath = filepath.Join(os.TempDir(), "idemctl-"+stackName+".log")
+	}
+	logs, err := os.Create(logPath)
+	if err != nil {
+		return false, fmt.Errorf("consumer log file: %w", err)
+	}
+	defer func() { _ = logs.Close() }() // the summary goes to stdout; the log is a convenience
+	fmt.Fprintf(stderr, "demo: stack %s ready; consumer logs go to %s\n", stackName, logPath)
+
+	opts := demo.Options{
+		Env: vars, SQS: sqsClient, DynamoDB: ddb, Payments: o.payments, Accounts: o.accounts,
+		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: &syncWriter{w: logs},
+	}
+	if o.crash {
+		exe, err := os.Executable()
+		if err != nil {
+			return false, fmt.Errorf("find idemctl's own binary for the crash child: %w", err)
+		}
+		childEnv := append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String())
+		if ep, ok := env("AWS_ENDPOINT_URL"); ok {
+			childEnv = append(childEnv, "AWS_ENDPOINT_URL="+ep)
+		}
+		opts.Crash = demo.ChildCrasher(exe, []string{
+			"run", "--template", o.template, "--consumers", "1", "--no-reaper", "--wait", "1s",
+			"--function-timeout", demo.FunctionTimeout.String(), "--visibility-timeout", demo.CrashVisibility.String(),
+			"--stall-commit", "2m",
+		}, childEnv, stderr)
+	}
+	s, err := demo.Run(ctx, opts)
+	if err != nil {
+		return false, err
+	}
+	s.Print(stdout)
+	return s.OK, nil
+}
