@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// defaultScope is the scope when neither --scope nor IDEMPOTENCY_SCOPE is set; the
+// consumer's default too.
+const defaultScope = "payments"
+
+// recordFlags are the flags that locate an idempotency record.
+type recordFlags struct {
+	scope, table *string
+	hash         *bool
+}
+
+func addRecordFlags(flags *flag.FlagSet) *recordFlags {
+	return &recordFlags{
+		scope: flags.String("scope", "", "idempotency scope (default $IDEMPOTENCY_SCOPE, else "+defaultScope+")"),
+		table: flags.String("table", "", "idempotency table (default $IDEMPOTENCY_TABLE)"),
+		hash:  flags.Bool("hash-keys", false, "the consumer stores every key hashed (idem.Config.HashKeys)"),
+	}
+}
+
+// recordRef is a located record: its store and partition key.
+type recordRef struct {
+	store *idem.DynamoStore
+	table string
+	scope string
+	key   string // as the producer set it
+	pk    string // the record's partition key
+}
+
+func (rf *recordFlags) open(ctx context.Context, env lookupEnv, key string) (*recordRef, error) {
+	table := setting(*rf.table, env, "IDEMPOTENCY_TABLE")
+	if table == "" {
+		return nil, errNotSet("IDEMPOTENCY_TABLE", "table")
+	}
+	scope := setting(*rf.scope, env, "IDEMPOTENCY_SCOPE")
+	if scope == "" {
+		scope = defaultScope
+	}
+	pk, err := idem.RecordKey(scope, key, *rf.hash)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := LoadAWSEnv(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	store, err := idem.NewDynamoStore(dynamodb.NewFromConfig(cfg), table)
+	if err != nil {
+		return nil, err
+	}
+	return &recordRef{store: store, table: table, scope: scope, key: key, pk: pk}, nil
+}
+
+// get reads the record, expired or not: Store.Get with the zero time counts no record as
+// expired, so inspect can show one that DynamoDB's TTL has not deleted yet.
+func (r *recordRef) get(ctx context.Context) (*idem.Record, error) {
+	rec, err := r.store.Get(ctx, r.pk, time.Time{})
+	if errors.Is(err, idem.ErrNotFound) {
+		return nil, fmt.Errorf("no record for key %q (scope %s) in table %s", r.key, r.scope, r.table)
+	}
+	if err != nil {
+		return nil, tableError(r.table, err)
+	}
+	return rec, nil
+}
+
+// runInspect prints the idempotency record of a key.
+func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	flags := newFlags("inspect", stderr)
+	rf := addRecordFlags(flags)
+	asJSON := flags.Bool("json", false, "print the record as JSON")
+	pos, code, ok := parseArgs(flags, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(flags, stderr, "want one KEY (the idempotency key as the producer set it, e.g. payment:pay-1-1)")
+	}
+	ref, err := rf.open(ctx, env, pos[0])
+	if err != nil {
+		return fail(stderr, "inspect", err)
+	}
+	rec, err := ref.get(ctx)
+	if err != nil {
+		return fail(stderr, "inspect", err)
+	}
+	view := newRecordView(ref, rec, time.Now())
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(view); err != nil {
+			return fail(stderr, "inspect", err)
+		}
+		return exitOK
+	}
+	view.print(stdout)
+	return exitOK
+}
+
+// recordView is a record as inspect shows it; it is also the --json form.
+type recordView struct {
+	Key           string     `json:"key"`
+	Record        string     `json:"record"`
+	Status        string     `json:"status"`
+	Attempt       int        `json:"attempt"`
+	Owner         string     `json:"owner,omitempty"`
+	LeaseToken    string     `json:"lease_token,omitempty"` // shortened
+	LeaseUntil    *time.Time `json:"lease_until,omitempty"`
+	LeaseExpired  bool       `json:"lease_expired"`
+	Inflight      string     `json:"inflight_shard,omitempty"`
+	Steps         []string   `json:"steps"`
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	Expired       bool       `json:"expired"`
+	Error         string     `json:"error,omitempty"`
+	Retryable     *bool      `json:"retryable,omitempty"`
+	ResponseBytes int        `json:"response_bytes"`
+	PayloadHash   string     `json:"payload_hash,omitempty"`
+	CreatedAt     *time.Time `json:"created_at,omitempty"`
+	UpdatedAt     *time.Time `json:"updated_at,omitempty"`
+
+	now time.Time
+}
+
+func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	v := &recordView{
+		Key: ref.key, Record: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, Owner: rec.Owner,
+		LeaseToken: shortToken(rec.LeaseToken), LeaseUntil: opt(rec.LeaseUntil),
+		LeaseExpired: !rec.LeaseUntil.IsZero() && !now.Before(rec.LeaseUntil),
+		Inflight:     rec.Inflight, Steps: append([]string{}, rec.Steps...),
+		ExpiresAt: opt(rec.ExpiresAt), Expired: !rec.ExpiresAt.IsZero() && rec.ExpiresAt.Before(now),
+		Error: rec.Error, ResponseBytes: len(rec.Response), PayloadHash: rec.PayloadHash,
+		CreatedAt: opt(rec.CreatedAt), UpdatedAt: opt(rec.UpdatedAt), now: now,
+	}
+	if rec.Status == idem.StatusFailed {
+		v.Retryable = &rec.Retryable
+	}
+	return v
+}
+
+// shortToken shows enough of a lease token to tell two apart, not enough to write with.
+func shortToken(tok string) string {
+	if len(tok) <= 8 {
+		return tok
+	}
+	return tok[:8] + "…"
+}
+
+func (v *recordView) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(name, format string, args ...any) {
+		fmt.Fprintf(tw, "%s\t%s\n", name, fmt.Sprintf(format, args...))
+	}
+	row("key", "%s", v.Key)
+	row("record", "%s", v.Record)
+	status := v.Status
+	if v.Expired {
+		status += " (expired: counts as absent, DynamoDB deletes it later)"
+	}
+	row("status", "%s", status)
+	row("attempt", "%d", v.Attempt)
+	row("owner", "%s", orDash(v.Owner))
+	row("lease token", "%s", orDash(v.LeaseToken))
+	if v.LeaseUntil != nil {
+		row("lease until", "%s (%s)", stamp(*v.LeaseUntil), relative(*v.LeaseUntil, v.now))
+	} else {
+		row("lease until", "-")
+	}
+	if v.Inflight != "" {
+		row("in-flight shard", "%s (listed in the inflight index the reaper reads)", v.Inflight)
+	}
+	row("steps", "%s", orDash(strings.Join(v.Steps, ", ")))
+	if v.ExpiresAt != nil {
+		row("expires at", "%s (TTL, %s)", stamp(*v.ExpiresAt), relative(*v.ExpiresAt, v.now))
+	} else {
+		row("expires at", "- (never)")
+	}
+	if v.Status == string(idem.StatusFailed) {
+		row("error", "%s", orDash(v.Error))
+		retry := "no: later deliveries get this error without running"
+		if v.Retryable != nil && *v.Retryable {
+			retry = "yes: the next delivery takes the key over"
+		}
+		row("retryable", "%s", retry)
+	}
+	row("response", "%d bytes", v.ResponseBytes)
+	row("payload hash", "%s", orDash(shortToken(v.PayloadHash)))
+	if v.CreatedAt != nil {
+		row("created at", "%s", stamp(*v.CreatedAt))
+	}
+	if v.UpdatedAt != nil {
+		row("updated at", "%s", stamp(*v.UpdatedAt))
+	}
+	_ = tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// relative says how far t is from now: "expired 3m12s ago" or "4m48s left".
+func relative(t, now time.Time) string {
+	d := t.Sub(now)
+	r := time.Second
+	if d > -time.Second && d < time.Second {
+		r = time.Millisecond
+	}
+	if d <= 0 {
+		return "expired " + (-d).Round(r).String() + " ago"
+	}
+	return d.Round(r).String() + " left"
+}

@@ -1,0 +1,419 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// Limits of send.
+const (
+	maxBatch        = 10 // SendMessageBatch takes at most 10 entries
+	maxEntryRetries = 3  // retries of an entry SendMessageBatch reports failed
+	maxConcurrency  = 64
+	maxShownErrors  = 10 // failures and invalid lines printed one by one
+	// KeyPrefix is prepended to a payment id to make its idempotency key.
+	KeyPrefix = "payment:"
+	// currency of generated payments; one per account keeps every account valid for the
+	// ledger, which refuses a second currency on an account.
+	generatedCurrency = "EUR"
+)
+
+// runSend is the producer: it sends payments to the input queue as a correct producer
+// does, with the idempotency key as message attribute and FIFO deduplication id and the
+// account as message group.
+func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	flags := newFlags("send", stderr)
+	count := flags.Int("count", 100, "number of payments to generate")
+	accounts := flags.Int("accounts", 5, "number of accounts (acct-1 .. acct-M) the payments go to")
+	duplicates := flags.Float64("duplicates", 0, "fraction `F` (0..1) of the payments sent a second time with the same deduplication id")
+	fromFile := flags.String("from-file", "", "send the payments of this JSON-lines `file` instead of generating them")
+	skipInvalid := flags.Bool("skip-invalid", false, "with --from-file: skip invalid lines instead of sending nothing")
+	seed := flags.Uint64("seed", 0, "random seed: payment ids are pay-<seed>-<n> (default: a random seed, printed)")
+	concurrency := flags.Int("concurrency", 4, "SendMessageBatch calls in flight")
+	queueURL := flags.String("queue-url", "", "input queue URL (default $QUEUE_URL)")
+	record := flags.String("record", "", "write the payments sent to this `file` as JSON lines, for checking balances")
+	pos, code, ok := parseArgs(flags, args)
+	if !ok {
+		return code
+	}
+	switch {
+	case len(pos) > 0:
+		return usageError(flags, stderr, "unexpected argument %q", pos[0])
+	case *count < 1:
+		return usageError(flags, stderr, "--count must be at least 1")
+	case *accounts < 1:
+		return usageError(flags, stderr, "--accounts must be at least 1")
+	case !(*duplicates >= 0 && *duplicates <= 1):
+		return usageError(flags, stderr, "--duplicates must be from 0 to 1")
+	case *concurrency < 1 || *concurrency > maxConcurrency:
+		return usageError(flags, stderr, "--concurrency must be from 1 to %d", maxConcurrency)
+	case *skipInvalid && *fromFile == "":
+		return usageError(flags, stderr, "--skip-invalid needs --from-file")
+	}
+	if *fromFile != "" {
+		var conflict string
+		flags.Visit(func(f *flag.Flag) {
+			if f.Name == "count" || f.Name == "accounts" {
+				conflict = f.Name
+			}
+		})
+		if conflict != "" {
+			return usageError(flags, stderr, "--%s generates payments: it cannot go with --from-file", conflict)
+		}
+	}
+	url := setting(*queueURL, env, "QUEUE_URL")
+	if url == "" {
+		return fail(stderr, "send", errNotSet("QUEUE_URL", "queue-url"))
+	}
+	if *seed == 0 {
+		*seed = uint64(rand.Uint32()) + 1
+	}
+	rng := rand.New(rand.NewPCG(*seed, 0x1de))
+
+	var payments []ledger.Payment
+	if *fromFile != "" {
+		var err error
+		if payments, err = readPayments(*fromFile, *skipInvalid, stderr); err != nil {
+			return fail(stderr, "send", err)
+		}
+	} else {
+		payments = generatePayments(*seed, *count, *accounts, rng)
+	}
+
+	cfg, err := LoadAWSEnv(ctx, env)
+	if err != nil {
+		return fail(stderr, "send", err)
+	}
+	api := sqs.NewFromConfig(cfg)
+	fifo, err := isFIFO(ctx, api, url)
+	if err != nil {
+		return fail(stderr, "send", err)
+	}
+	msgs, err := messages(payments, *duplicates, fifo, rng)
+	if err != nil {
+		return fail(stderr, "send", err)
+	}
+
+	start := time.Now()
+	s := &sender{api: api, queueURL: url, concurrency: *concurrency, retryDelay: 100 * time.Millisecond}
+	stop := startProgress(stderr, time.Second, func() string {
+		n := s.sent.Load()
+		return fmt.Sprintf("send: %d/%d sent (%.0f msg/s)", n, len(msgs), float64(n)/time.Since(start).Seconds())
+	})
+	failures, sendErr := s.send(ctx, msgs)
+	stop()
+	elapsed := time.Since(start)
+
+	if *record != "" {
+		if err := writeRecord(*record, msgs); err != nil {
+			return fail(stderr, "send", err)
+		}
+	}
+	if sendErr != nil {
+		return fail(stderr, "send", fmt.Errorf("%w (sent %d of %d messages before)", queueError(url, sendErr), s.sent.Load(), len(msgs)))
+	}
+	dups := len(msgs) - len(payments)
+	rate := float64(s.sent.Load()) / max(elapsed.Seconds(), 1e-3)
+	fmt.Fprintf(stdout, "sent %d of %d messages (%d payments, %d duplicates) in %d batches to %s: %d failed, %s (%.0f msg/s), seed %d\n",
+		s.sent.Load(), len(msgs), len(payments), dups, s.batches.Load(), url, len(failures), elapsed.Round(time.Millisecond), rate, *seed)
+	if len(failures) > 0 {
+		for i, f := range failures {
+			if i == maxShownErrors {
+				fmt.Fprintf(stderr, "idemctl send: ... and %d more failures\n", len(failures)-i)
+				break
+			}
+			fmt.Fprintf(stderr, "idemctl send: payment %s (key %s): %s\n", f.msg.payment.PaymentID, f.msg.key, f.reason)
+		}
+		return fail(stderr, "send", fmt.Errorf("%d of %d messages were not sent (entries retried %d times; sender faults not retried)", len(failures), len(msgs), maxEntryRetries))
+	}
+	return exitOK
+}
+
+// generatePayments returns n payments pay-<seed>-1 .. pay-<seed>-n to random accounts
+// acct-1 .. acct-<accounts>, of 1 to 100000 cents each.
+func generatePayments(seed uint64, n, accounts int, rng *rand.Rand) []ledger.Payment {
+	out := make([]ledger.Payment, n)
+	for i := range out {
+		out[i] = ledger.Payment{
+			PaymentID:   fmt.Sprintf("pay-%d-%d", seed, i+1),
+			AccountID:   fmt.Sprintf("acct-%d", 1+rng.IntN(accounts)),
+			AmountCents: 1 + rng.Int64N(100_000),
+			Currency:    generatedCurrency,
+		}
+	}
+	return out
+}
+
+// readPayments reads one payment per line, validated as the consumer validates
+// (ledger.Decode). Blank lines are skipped. Invalid lines make it return an error
+// naming them, unless skip is set: then they are reported on warn and left out.
+func readPayments(path string, skip bool, warn io.Writer) ([]ledger.Payment, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read only: Close cannot lose data
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	var (
+		out     []ledger.Payment
+		invalid []string
+		line    int
+	)
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		p, err := ledger.Decode(b)
+		if err != nil {
+			invalid = append(invalid, fmt.Sprintf("%s:%d: %v", path, line, err))
+			continue
+		}
+		out = append(out, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: line %d: %w", path, line+1, err)
+	}
+	if len(invalid) > 0 {
+		shown := invalid[:min(len(invalid), maxShownErrors)]
+		more := ""
+		if len(invalid) > len(shown) {
+			more = fmt.Sprintf("\n  ... and %d more", len(invalid)-len(shown))
+		}
+		if !skip {
+			return nil, fmt.Errorf("%d invalid lines, nothing sent (--skip-invalid sends the valid ones):\n  %s%s",
+				len(invalid), strings.Join(shown, "\n  "), more)
+		}
+		fmt.Fprintf(warn, "idemctl send: skipping %d invalid lines:\n  %s%s\n", len(invalid), strings.Join(shown, "\n  "), more)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no payments to send", path)
+	}
+	return out, nil
+}
+
+// outgoing is one message to send: a payment, or a duplicate of one.
+type outgoing struct {
+	payment ledger.Payment
+	dup     bool
+	body    string
+	key     string
+	group   string // FIFO only
+	dedup   string // FIFO only
+	sent    atomic.Bool
+}
+
+// messages builds the messages for payments, then the duplicates: round(f*n) of the
+// payments, chosen at random, once more, identical (same deduplication id: SQS drops
+// them within its 5-minute window; the idempotency record catches them after it).
+func messages(payments []ledger.Payment, f float64, fifo bool, rng *rand.Rand) ([]*outgoing, error) {
+	out := make([]*outgoing, 0, len(payments))
+	for _, p := range payments {
+		body, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("encode payment %s: %w", p.PaymentID, err)
+		}
+		m := &outgoing{payment: p, body: string(body), key: KeyPrefix + p.PaymentID}
+		if fifo {
+			// Both must be 1-128 printable ASCII characters; DeduplicationID hashes
+			// anything else, and always the same way.
+			m.group = ledger.DeduplicationID(p.AccountID)
+			m.dedup = ledger.DeduplicationID(m.key)
+		}
+		out = append(out, m)
+	}
+	n := int(math.Round(f * float64(len(payments))))
+	for _, i := range rng.Perm(len(payments))[:n] {
+		o := out[i]
+		out = append(out, &outgoing{payment: o.payment, dup: true, body: o.body, key: o.key, group: o.group, dedup: o.dedup})
+	}
+	return out, nil
+}
+
+// batchSender is the SQS call send makes; *sqs.Client satisfies it.
+type batchSender interface {
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+// sender sends messages in batches of 10 with bounded concurrency.
+type sender struct {
+	api         batchSender
+	queueURL    string
+	concurrency int
+	retryDelay  time.Duration // before the first retry of failed entries; doubles
+
+	sent, batches atomic.Int64
+}
+
+// entryFailure is a message SendMessageBatch did not accept after the retries.
+type entryFailure struct {
+	msg    *outgoing
+	reason string
+}
+
+// send sends msgs. Messages of one FIFO group go through one worker, in order, so the
+// queue receives each group in the order given. Entries the batch call reports failed
+// are retried up to maxEntryRetries times (sender faults, which cannot succeed, are
+// not); those that still fail are returned. An error of a whole call (after the SDK's
+// own retries) stops everything and is returned.
+func (s *sender) send(ctx context.Context, msgs []*outgoing) ([]entryFailure, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lanes := make([][]*outgoing, s.concurrency)
+	for i, m := range msgs {
+		lane := i % s.concurrency
+		if m.group != "" {
+			h := fnv.New32a()
+			h.Write([]byte(m.group))
+			lane = int(h.Sum32() % uint32(s.concurrency))
+		}
+		lanes[lane] = append(lanes[lane], m)
+	}
+	var (
+		mu       sync.Mutex
+		failures []entryFailure
+		wg       sync.WaitGroup
+	)
+	for _, lane := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < len(lane) && ctx.Err() == nil; i += maxBatch {
+				failed, err := s.sendBatch(ctx, lane[i:min(i+maxBatch, len(lane))])
+				if err != nil {
+					cancel(err)
+					return
+				}
+				mu.Lock()
+				failures = append(failures, failed...)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return failures, err
+	}
+	return failures, nil
+}
+
+func (s *sender) sendBatch(ctx context.Context, batch []*outgoing) ([]entryFailure, error) {
+	var failures []entryFailure
+	pending := batch
+	delay := s.retryDelay
+	for attempt := 0; len(pending) > 0; attempt++ {
+		entries := make([]types.SendMessageBatchRequestEntry, len(pending))
+		for i, m := range pending {
+			entries[i] = types.SendMessageBatchRequestEntry{
+				Id:          aws.String(strconv.Itoa(i)),
+				MessageBody: aws.String(m.body),
+				MessageAttributes: map[string]types.MessageAttributeValue{
+					idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(m.key)},
+				},
+			}
+			if m.group != "" {
+				entries[i].MessageGroupId = aws.String(m.group)
+				entries[i].MessageDeduplicationId = aws.String(m.dedup)
+			}
+		}
+		s.batches.Add(1)
+		out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.queueURL), Entries: entries})
+		if err != nil {
+			return nil, err
+		}
+		for _, ok := range out.Successful {
+			if i, err := strconv.Atoi(aws.ToString(ok.Id)); err == nil && i >= 0 && i < len(pending) {
+				pending[i].sent.Store(true)
+				s.sent.Add(1)
+			}
+		}
+		var retry []*outgoing
+		for _, f := range out.Failed {
+			i, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || i < 0 || i >= len(pending) {
+				continue
+			}
+			if f.SenderFault || attempt == maxEntryRetries {
+				failures = append(failures, entryFailure{msg: pending[i], reason: aws.ToString(f.Code) + ": " + aws.ToString(f.Message)})
+				continue
+			}
+			retry = append(retry, pending[i])
+		}
+		pending = retry
+		if len(pending) > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-time.After(delay):
+			}
+			delay *= 2
+		}
+	}
+	return failures, nil
+}
+
+// writeRecord writes each payment of which at least one message was sent, once, as a
+// JSON line: what ledger.ExpectedBalances needs to check the ledger.
+func writeRecord(path string, msgs []*outgoing) error {
+	sent := map[string]bool{}
+	for _, m := range msgs {
+		if m.sent.Load() {
+			sent[m.payment.PaymentID] = true
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, m := range msgs {
+		if m.dup || !sent[m.payment.PaymentID] {
+			continue
+		}
+		delete(sent, m.payment.PaymentID) // once, even if the file listed it twice
+		if err := enc.Encode(m.payment); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	return nil
+}
+
+// queueAttributes is the SQS call isFIFO makes; *sqs.Client satisfies it.
+type queueAttributes interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// isFIFO reads whether the queue is FIFO, which also checks that it exists.
+func isFIFO(ctx context.Context, api queueAttributes, queueURL string) (bool, error) {
+	out, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(queueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue, types.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return false, queueError(queueURL, err)
+	}
+	return out.Attributes["FifoQueue"] == "true", nil
+}

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// flakySender fails entries by message body: transient failures the given number of
+// times, sender faults always.
+type flakySender struct {
+	mu        sync.Mutex
+	transient map[string]int // body -> failures left
+	fault     map[string]bool
+	calls     int
+	callErr   error
+	received  []string // bodies accepted, in order
+}
+
+func (f *flakySender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.callErr != nil {
+		return nil, f.callErr
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		body := aws.ToString(e.MessageBody)
+		switch {
+		case f.fault[body]:
+			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidParameterValue"), Message: aws.String("bad"), SenderFault: true})
+		case f.transient[body] > 0:
+			f.transient[body]--
+			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), Message: aws.String("try again")})
+		default:
+			out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id})
+			f.received = append(f.received, body)
+		}
+	}
+	return out, nil
+}
+
+func testMessages(t *testing.T, n int, fifo bool) []*outgoing {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	msgs, err := messages(generatePayments(1, n, 3, rng), 0, fifo, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+func TestSenderRetriesFailedEntries(t *testing.T) {
+	msgs := testMessages(t, 25, true)
+	api := &flakySender{
+		transient: map[string]int{msgs[1].body: 2, msgs[12].body: maxEntryRetries + 1},
+		fault:     map[string]bool{msgs[20].body: true},
+	}
+	s := &sender{api: api, queueURL: "q", concurrency: 3}
+	failures, err := s.send(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// msgs[1] succeeds on its third try; msgs[12] fails all 1+3 tries; msgs[20] is a
+	// sender fault, not retried.
+	if len(failures) != 2 || s.sent.Load() != 23 {
+		t.Fatalf("%d failures, %d sent; want 2 and 23", len(failures), s.sent.Load())
+	}
+	got := map[string]string{}
+	for _, f := range failures {
+		got[f.msg.payment.PaymentID] = f.reason
+	}
+	if !strings.HasPrefix(got[msgs[12].payment.PaymentID], "InternalError") || !strings.HasPrefix(got[msgs[20].payment.PaymentID], "InvalidParameterValue") {
+		t.Errorf("failures %v", got)
+	}
+	if !msgs[1].sent.Load() || msgs[12].sent.Load() || msgs[20].sent.Load() {
+		t.Error("sent flags wrong")
+	}
+}
+
+func TestSenderKeepsGroupOrder(t *testing.T) {
+	msgs := testMessages(t, 60, true)
+	api := &flakySender{}
+	s := &sender{api: api, queueURL: "q", concurrency: 4}
+	if _, err := s.send(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	// Per group, the queue saw the messages in the order given.
+	pos := map[string]int{}
+	for i, b := range api.received {
+		pos[b] = i
+	}
+	last := map[string]int{}
+	for _, m := range msgs {
+		p, seen := pos[m.body]
+		if !seen {
+			t.Fatalf("%s not sent", m.payment.PaymentID)
+		}
+		if prev, ok := last[m.group]; ok && p < prev {
+			t.Errorf("group %s: %s sent before an earlier message", m.group, m.payment.PaymentID)
+		}
+		last[m.group] = p
+	}
+}
+
+func TestSenderStopsOnCallError(t *testing.T) {
+	api := &flakySender{callErr: errors.New("queue does not exist")}
+	s := &sender{api: api, queueURL: "q", concurrency: 2}
+	_, err := s.send(context.Background(), testMessages(t, 100, false))
+	if err == nil || !strings.Contains(err.Error(), "queue does not exist") {
+		t.Fatalf("error %v", err)
+	}
+	if api.calls > 2 {
+		t.Errorf("%d calls after the first error; the workers should stop", api.calls)
+	}
+}
+
+func TestMessagesDuplicates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	msgs, err := messages(generatePayments(3, 20, 2, rng), 0.25, true, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dups := 0
+	byID := map[string]*outgoing{}
+	for _, m := range msgs {
+		if !m.dup {
+			byID[m.payment.PaymentID] = m
+			continue
+		}
+		dups++
+		o := byID[m.payment.PaymentID]
+		if o == nil || o.body != m.body || o.dedup != m.dedup || o.group != m.group || m.dedup != "payment:"+m.payment.PaymentID {
+			t.Errorf("duplicate %+v of %+v", m, o)
+		}
+	}
+	if dups != 5 || len(msgs) != 25 {
+		t.Errorf("%d duplicates in %d messages, want 5 in 25", dups, len(msgs))
+	}
+}

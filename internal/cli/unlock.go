@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// defaultUnlockReason is the error recorded on an unlocked record.
+const defaultUnlockReason = "operator unlock"
+
+// runUnlock fails a key's IN_PROGRESS record, retryable, whatever its lease: for a key
+// stuck behind a holder the operator knows is gone, without waiting for the lease to end
+// and the reaper to run. The write is fenced on the token and lease end it read, as the
+// reaper's is, so a holder that completes meanwhile wins.
+func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	flags := newFlags("unlock", stderr)
+	rf := addRecordFlags(flags)
+	reason := flags.String("reason", defaultUnlockReason, "the error recorded on the record")
+	pos, code, ok := parseArgs(flags, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(flags, stderr, "want one KEY (the idempotency key as the producer set it, e.g. payment:pay-1-1)")
+	}
+	if *reason == "" {
+		return usageError(flags, stderr, "--reason must not be empty")
+	}
+	ref, err := rf.open(ctx, env, pos[0])
+	if err != nil {
+		return fail(stderr, "unlock", err)
+	}
+	now := time.Now()
+	rec, err := idem.Unlock(ctx, ref.store, ref.pk, *reason, now)
+	switch {
+	case errors.Is(err, idem.ErrNotFound):
+		return fail(stderr, "unlock", fmt.Errorf("no record for key %q (scope %s) in table %s", ref.key, ref.scope, ref.table))
+	case errors.Is(err, idem.ErrLeaseLost):
+		return fail(stderr, "unlock", fmt.Errorf("record %s changed while unlocking (its holder completed, extended its lease or was taken over): nothing changed; see idemctl inspect %s", ref.pk, ref.key))
+	case err != nil && rec != nil && rec.Status != idem.StatusInProgress:
+		return fail(stderr, "unlock", fmt.Errorf("refusing to unlock %s: it is %s, not %s; only a record in progress holds a lock (nothing changed)", ref.pk, rec.Status, idem.StatusInProgress))
+	case err != nil:
+		return fail(stderr, "unlock", tableError(ref.table, err))
+	}
+	fmt.Fprintf(stdout, "unlocked %s: was %s (attempt %d, owner %s, lease %s, lease until %s, %s)\n",
+		ref.pk, rec.Status, rec.Attempt, orDash(rec.Owner), shortToken(rec.LeaseToken), stamp(rec.LeaseUntil), relative(rec.LeaseUntil, now))
+	fmt.Fprintf(stdout, "now %s, retryable, error %q: the next delivery of the message takes the key over (attempt %d), keeping its %d completed steps\n",
+		idem.StatusFailed, *reason, rec.Attempt+1, len(rec.Steps))
+	if now.Before(rec.LeaseUntil) {
+		fmt.Fprintf(stderr, "idemctl unlock: warning: the lease was still live (%s): if its holder is still running, its writes now fail with lease lost and the message is retried\n",
+			relative(rec.LeaseUntil, now))
+	}
+	return exitOK
+}

@@ -1,0 +1,621 @@
+package stack_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+)
+
+// TestMain points the integration tests at a local endpoint, starting moto_server when
+// AWS_ENDPOINT_URL is unset.
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+const templatePath = "../../template.yaml"
+
+// stackName returns a stack name unique to the test, short enough for SQS's 80
+// characters with "-DeadLetterQueue.fifo" appended.
+func stackName(t *testing.T) string {
+	t.Helper()
+	name := awstest.Name(t, "s")
+	if len(name)+len("-DeadLetterQueue.fifo") > 80 {
+		t.Fatalf("stack name %s is too long for the queue names", name)
+	}
+	return name
+}
+
+func clients(t *testing.T) stack.Clients {
+	return stack.Clients{SQS: awstest.SQS(t), DynamoDB: awstest.DynamoDB(t), Region: awstest.Region}
+}
+
+// cleanup deletes what Up created.
+func cleanup(t *testing.T, env *stack.Env) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, r := range env.Resources {
+			if r.Type == stack.TypeQueue {
+				_, _ = awstest.SQS(t).DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(r.URL)})
+			} else {
+				_, _ = awstest.DynamoDB(t).DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(r.Name)})
+			}
+		}
+	})
+}
+
+func up(t *testing.T, tm *stack.Template, name string) (*stack.Env, string) {
+	t.Helper()
+	var progress bytes.Buffer
+	env, err := stack.Up(context.Background(), tm, clients(t), name, &progress)
+	if err != nil {
+		t.Fatalf("Up: %v\n%s", err, progress.String())
+	}
+	cleanup(t, env)
+	return env, progress.String()
+}
+
+func load(t *testing.T) *stack.Template {
+	t.Helper()
+	tm, err := stack.Load(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// progressStatus maps logical id to the status word of its progress line.
+func progressStatus(progress string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(progress), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] != "note:" {
+			out[f[2]] = f[0]
+		}
+	}
+	return out
+}
+
+func TestUpOurTemplate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm := load(t)
+	name := stackName(t)
+	env, progress := up(t, tm, name)
+
+	wantStatus := map[string]string{
+		"InputQueue": "created", "DeadLetterQueue": "created", "ReceiptsQueue": "created",
+		"IdempotencyTable": "created", "LedgerTable": "created",
+		"ConsumerFunction": "skipped", "ReaperFunction": "skipped", "ConsumerLogGroup": "skipped",
+		"ReaperLogGroup": "skipped", "DeadLetterQueueDepthAlarm": "skipped", "StaleLocksReapedAlarm": "skipped",
+	}
+	if got := progressStatus(progress); !reflect.DeepEqual(got, wantStatus) {
+		t.Errorf("first run progress:\n%s\nstatuses %v, want %v", progress, got, wantStatus)
+	}
+
+	// The environment: exactly these names, in template order, resolved.
+	dlq, _ := env.Resource("DeadLetterQueue")
+	input, _ := env.Resource("InputQueue")
+	receipts, _ := env.Resource("ReceiptsQueue")
+	want := []stack.Var{
+		{"IDEMPOTENCY_TABLE", name + "-IdempotencyTable"},
+		{"LEDGER_TABLE", name + "-LedgerTable"},
+		{"DLQ_URL", dlq.URL},
+		{"RECEIPTS_QUEUE_URL", receipts.URL},
+		{"IDEMPOTENCY_SCOPE", "payments"},
+		{"IDEMPOTENCY_TTL", "168h"},
+		{"LEASE_GRACE", "30s"},
+		{"INFLIGHT_SHARDS", "4"},
+		{"METRICS_NAMESPACE", "IdempotentConsumer"},
+		{"QUEUE_URL", input.URL},
+	}
+	if !reflect.DeepEqual(env.Vars, want) {
+		t.Errorf("env:\n%v\nwant\n%v", env.Vars, want)
+	}
+	for _, q := range []stack.Resource{dlq, input, receipts} {
+		if !strings.HasSuffix(q.URL, "/"+name+"-"+q.LogicalID+".fifo") || !strings.HasPrefix(q.ARN, "arn:aws:sqs:") {
+			t.Errorf("queue %s: URL %s, ARN %s", q.LogicalID, q.URL, q.ARN)
+		}
+	}
+
+	// The input queue: FIFO, visibility 180 s, redrive to the DLQ after 5 receives.
+	sqsAPI := awstest.SQS(t)
+	attrs := func(url string) map[string]string {
+		out, err := sqsAPI.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Attributes
+	}
+	in := attrs(input.URL)
+	for k, v := range map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "false", "VisibilityTimeout": "180", "MessageRetentionPeriod": "345600"} {
+		if in[k] != v {
+			t.Errorf("input queue %s = %q, want %q", k, in[k], v)
+		}
+	}
+	var redrive struct {
+		DeadLetterTargetArn string          `json:"deadLetterTargetArn"`
+		MaxReceiveCount     json.RawMessage `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal([]byte(in["RedrivePolicy"]), &redrive); err != nil {
+		t.Fatalf("RedrivePolicy %q: %v", in["RedrivePolicy"], err)
+	}
+	if redrive.DeadLetterTargetArn != dlq.ARN || strings.Trim(string(redrive.MaxReceiveCount), `"`) != "5" {
+		t.Errorf("RedrivePolicy %s, want the DLQ %s and maxReceiveCount 5", in["RedrivePolicy"], dlq.ARN)
+	}
+	if d := attrs(dlq.URL); d["FifoQueue"] != "true" || d["MessageRetentionPeriod"] != "1209600" || d["RedrivePolicy"] != "" {
+		t.Errorf("DLQ attributes %v", d)
+	}
+
+	// The idempotency table: key pk, the sparse inflight GSI, TTL on expires_at.
+	ddb := awstest.DynamoDB(t)
+	desc, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name + "-IdempotencyTable")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks := desc.Table.KeySchema; len(ks) != 1 || aws.ToString(ks[0].AttributeName) != "pk" {
+		t.Errorf("key schema %v", ks)
+	}
+	gsi := desc.Table.GlobalSecondaryIndexes
+	if len(gsi) != 1 || aws.ToString(gsi[0].IndexName) != "inflight" || len(gsi[0].KeySchema) != 2 ||
+		aws.ToString(gsi[0].KeySchema[0].AttributeName) != "inflight" || aws.ToString(gsi[0].KeySchema[1].AttributeName) != "lease_until" ||
+		gsi[0].Projection.ProjectionType != ddbtypes.ProjectionTypeInclude ||
+		!slices.Equal(gsi[0].Projection.NonKeyAttributes, []string{"lease_token", "owner", "attempt"}) {
+		t.Errorf("GSI %+v", gsi)
+	}
+	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name + "-IdempotencyTable")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl.TimeToLiveDescription; d.TimeToLiveStatus != ddbtypes.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != "expires_at" {
+		t.Errorf("TTL %+v", d)
+	}
+	ledger, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name + "-LedgerTable")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks := ledger.Table.KeySchema; len(ks) != 1 || aws.ToString(ks[0].AttributeName) != "account_id" {
+		t.Errorf("ledger key schema %v", ks)
+	}
+
+	// Twice: everything exists, nothing changes.
+	env2, progress2 := up(t, tm, name)
+	for id, st := range progressStatus(progress2) {
+		if st != "exists" && st != "skipped" {
+			t.Errorf("second run: %s %s\n%s", id, st, progress2)
+		}
+	}
+	if !reflect.DeepEqual(env2.Vars, env.Vars) {
+		t.Errorf("second run env %v, first %v", env2.Vars, env.Vars)
+	}
+}
+
+func TestUpConvergesQueueAttributes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm := load(t)
+	name := stackName(t)
+	env, _ := up(t, tm, name)
+	input, _ := env.Resource("InputQueue")
+	sqsAPI := awstest.SQS(t)
+	if _, err := sqsAPI.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{
+		QueueUrl: aws.String(input.URL), Attributes: map[string]string{"VisibilityTimeout": "30", "RedrivePolicy": ""},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, progress := up(t, tm, name)
+	if st := progressStatus(progress)["InputQueue"]; st != "updated" {
+		t.Errorf("InputQueue %s after its attributes changed, want updated:\n%s", st, progress)
+	}
+	out, err := sqsAPI.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(input.URL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Attributes["VisibilityTimeout"] != "180" || !strings.Contains(out.Attributes["RedrivePolicy"], "DeadLetterQueue") {
+		t.Errorf("attributes not converged: %v", out.Attributes)
+	}
+}
+
+// inlineTemplate exercises what our template does not: a standard queue, parameters in
+// properties, a RedrivePolicy as JSON text, DependsOn, a resource behind a condition,
+// Fn::Sub with pseudo parameters and attributes, Fn::If, and Globals.
+const inlineTemplate = `
+Transform: AWS::Serverless-2016-10-31
+Parameters:
+  Stage:
+    Type: String
+    Default: dev
+  Visibility:
+    Type: Number
+    Default: 45
+Conditions:
+  IsProd: !Equals [!Ref Stage, prod]
+Globals:
+  Function:
+    Environment:
+      Variables:
+        STAGE: !Ref Stage
+        REGION: !Ref AWS::Region
+Resources:
+  Work:
+    Type: AWS::SQS::Queue
+    DependsOn: Store
+    Properties:
+      VisibilityTimeout: !Ref Visibility
+      DelaySeconds: 2
+      RedrivePolicy: !Sub '{"deadLetterTargetArn": "${Dead.Arn}", "maxReceiveCount": 3}'
+      KmsMasterKeyId: alias/aws/sqs
+  Dead:
+    Type: AWS::SQS::Queue
+  ProdOnly:
+    Type: AWS::SQS::Queue
+    Condition: IsProd
+  Store:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PROVISIONED
+      ProvisionedThroughput: {ReadCapacityUnits: 1, WriteCapacityUnits: 1}
+      KeySchema: [{AttributeName: id, KeyType: HASH}]
+      AttributeDefinitions: [{AttributeName: id, AttributeType: S}]
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Environment:
+        Variables:
+          STAGE: !Ref Stage
+          NAMES: !Sub "${AWS::StackName}:${Work.QueueName}:${Store}:${Store.Arn}"
+          MODE: !If [IsProd, strict, relaxed]
+          ACCOUNT: !Sub "${AWS::AccountId}"
+      Events:
+        Jobs:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Work.Arn
+            BatchSize: 3
+        Tick:
+          Type: Schedule
+          Properties:
+            Schedule: rate(5 minutes)
+`
+
+func TestUpInlineTemplate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm, err := stack.Parse([]byte(inlineTemplate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := stackName(t)
+	env, progress := up(t, tm, name)
+	work, _ := env.Resource("Work")
+	dead, _ := env.Resource("Dead")
+	store, _ := env.Resource("Store")
+	if _, ok := env.Resource("ProdOnly"); ok || !strings.Contains(progress, "condition IsProd is false") {
+		t.Errorf("ProdOnly created or not reported skipped:\n%s", progress)
+	}
+	if !strings.Contains(progress, "KmsMasterKeyId: ignored locally") {
+		t.Errorf("no note on the KMS property:\n%s", progress)
+	}
+	// Dependencies first: Dead (RedrivePolicy) and Store (DependsOn) before Work.
+	var order []string
+	for _, r := range env.Resources {
+		order = append(order, r.LogicalID)
+	}
+	if !reflect.DeepEqual(order, []string{"Dead", "Store", "Work"}) {
+		t.Errorf("creation order %v", order)
+	}
+	account := strings.Split(work.ARN, ":")[4]
+	want := []stack.Var{
+		{"STAGE", "dev"},
+		{"REGION", awstest.Region},
+		{"NAMES", fmt.Sprintf("%s:%s:%s:%s", name, name+"-Work", name+"-Store", store.ARN)},
+		{"MODE", "relaxed"},
+		{"ACCOUNT", account},
+		{"QUEUE_URL", work.URL},
+	}
+	if !reflect.DeepEqual(env.Vars, want) {
+		t.Errorf("env:\n%v\nwant\n%v", env.Vars, want)
+	}
+	out, err := awstest.SQS(t).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(work.URL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := out.Attributes; a["VisibilityTimeout"] != "45" || a["DelaySeconds"] != "2" || !strings.Contains(a["RedrivePolicy"], dead.ARN) || a["FifoQueue"] == "true" {
+		t.Errorf("Work attributes %v", a)
+	}
+	es, err := tm.EventSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es.QueueLogicalID != "Work" || es.BatchSize != 3 || es.VisibilityTimeout != 45*time.Second || es.ReportBatchItemFailures {
+		t.Errorf("event source %+v", es)
+	}
+	if d, err := tm.ReaperPeriod(); err != nil || d != 5*time.Minute {
+		t.Errorf("ReaperPeriod = %v, %v", d, err)
+	}
+
+	// With the parameter overridden, the condition flips and the new queue appears.
+	if err := tm.SetParameters(map[string]string{"Stage": "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	env, _ = up(t, tm, name)
+	if _, ok := env.Resource("ProdOnly"); !ok {
+		t.Error("ProdOnly not created with Stage=prod")
+	}
+	if v, _ := env.Lookup("MODE"); v != "strict" {
+		t.Errorf("MODE = %q with Stage=prod", v)
+	}
+}
+
+func TestUpErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		template string
+		stack    string
+		want     []string
+	}{
+		{"unsupported property", `
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+    Properties:
+      Bogus: 1
+`, "", []string{"resource Q (line 3), property Bogus", "not supported locally"}},
+		{"unsupported intrinsic in a property", `
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+    Properties:
+      VisibilityTimeout: !ImportValue shared-timeout
+`, "", []string{"resource Q", "property VisibilityTimeout", "Fn::ImportValue is not supported locally"}},
+		{"reference to a function", `
+Resources:
+  F:
+    Type: AWS::Serverless::Function
+  Q:
+    Type: AWS::SQS::Queue
+    Properties:
+      RedrivePolicy: {deadLetterTargetArn: !GetAtt F.Arn, maxReceiveCount: 1}
+`, "", []string{"resource Q", "property RedrivePolicy.deadLetterTargetArn", "F is a AWS::Serverless::Function"}},
+		{"circular", `
+Resources:
+  A:
+    Type: AWS::SQS::Queue
+    Properties:
+      RedrivePolicy: {deadLetterTargetArn: !GetAtt B.Arn, maxReceiveCount: 1}
+  B:
+    Type: AWS::SQS::Queue
+    Properties:
+      RedrivePolicy: {deadLetterTargetArn: !GetAtt A.Arn, maxReceiveCount: 1}
+`, "", []string{"circular dependency between A, B"}},
+		{"queue name too long", `
+Resources:
+  AQueueWithAVeryLongLogicalIdThatMakesTheNameLongerThanEighty:
+    Type: AWS::SQS::Queue
+    Properties:
+      FifoQueue: true
+`, "stack-name-that-is-long", []string{"is 89 characters, SQS allows 80"}},
+		{"no default", `
+Parameters:
+  P:
+    Type: String
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+`, "", []string{"parameter P has no Default", "--param P="}},
+		{"bad stack name", `
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+`, "has space", []string{`stack name "has space"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tm, err := stack.Parse([]byte(tt.template))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := tt.stack
+			if name == "" {
+				name = stackName(t)
+			}
+			env, err := stack.Up(context.Background(), tm, clients(t), name, nil)
+			if env != nil {
+				cleanup(t, env)
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestUpExistingTableWithOtherKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	name := stackName(t)
+	ddb := awstest.DynamoDB(t)
+	table := name + "-IdempotencyTable"
+	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: ddbtypes.KeyTypeHash}},
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+	tm, err := stack.Parse([]byte(`
+Resources:
+  IdempotencyTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = stack.Up(ctx, tm, clients(t), name, nil)
+	if err == nil || !strings.Contains(err.Error(), "exists but its key schema is (id HASH), the template's (pk HASH)") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestUpUnreachable(t *testing.T) {
+	t.Parallel()
+	port, err := awstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cfg := awstest.ConfigFor(t, ep)
+	cfg.RetryMaxAttempts = 1
+	_, err = stack.Up(context.Background(), load(t), stack.Clients{
+		SQS: sqs.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg),
+	}, stackName(t), nil)
+	var ee *stack.EndpointError
+	if !errors.As(err, &ee) || ee.Endpoint != ep || !strings.Contains(err.Error(), "cannot reach the AWS endpoint "+ep) {
+		t.Fatalf("error %v, want an EndpointError for %s", err, ep)
+	}
+}
+
+func TestEventSourceOurTemplate(t *testing.T) {
+	t.Parallel()
+	es, err := load(t).EventSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := stack.EventSource{
+		FunctionLogicalID: "ConsumerFunction", EventName: "InputQueueEvent", QueueLogicalID: "InputQueue",
+		BatchSize: 10, ReportBatchItemFailures: true, VisibilityTimeout: 180 * time.Second,
+	}
+	if es != want {
+		t.Errorf("EventSource = %+v, want %+v", es, want)
+	}
+}
+
+func TestReaperPeriod(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		schedule string // "" for the template's default
+		want     time.Duration
+		err      string
+	}{
+		{"", time.Minute, ""},
+		{"rate(5 minutes)", 5 * time.Minute, ""},
+		{"rate(1 hour)", time.Hour, ""},
+		{"rate(10 seconds)", 10 * time.Second, ""},
+		{"cron(0/5 * * * ? *)", 0, "cron expressions are not supported locally"},
+		{"rate(5 minute)", 0, "write rate(5 minutes)"},
+		{"rate(1 minutes)", 0, "write rate(1 minute)"},
+		{"rate(0 minutes)", 0, "positive"},
+		{"rate(2 weeks)", 0, "unknown unit weeks"},
+		{"every minute", 0, "want rate(N unit)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.schedule, func(t *testing.T) {
+			tm := load(t)
+			if tt.schedule != "" {
+				if err := tm.SetParameters(map[string]string{"ReaperSchedule": tt.schedule}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := tm.ReaperPeriod()
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "ReaperFunction") {
+					t.Fatalf("error %v, want one naming ReaperFunction and saying %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ReaperPeriod() = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSetParameters(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		params map[string]string
+		err    string
+	}{
+		{map[string]string{"RetentionHours": "24", "ScopeName": "orders"}, ""},
+		{map[string]string{"Nope": "1"}, "no parameter Nope"},
+		{map[string]string{"RetentionHours": "0"}, "below MinValue"},
+		{map[string]string{"InflightShards": "65"}, "above MaxValue"},
+		{map[string]string{"RetentionHours": "many"}, "not a number"},
+		{map[string]string{"ScopeName": "has space"}, "does not match AllowedPattern"},
+	}
+	for _, tt := range tests {
+		err := load(t).SetParameters(tt.params)
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("SetParameters(%v) = %v, want %q", tt.params, err, tt.err)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		src, want string
+	}{
+		{"Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n      X: !Bogus y\n", "line 5: unknown tag !Bogus"},
+		{"Resources:\n  Q:\n    Type: AWS::SQS::Queue\n  Q:\n    Type: AWS::SQS::Queue\n", "line 4: duplicate key Q"},
+		{"Parameters: {}\n", "no Resources"},
+		{"Resources:\n  Q:\n    Properties: {}\n", "resource Q has no Type"},
+		{"Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    DependsOn: Missing\n", "DependsOn names unknown resource Missing"},
+		{"Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n      X: !GetAtt NoDot\n", "want LogicalId.Attribute"},
+	}
+	for _, tt := range tests {
+		_, err := stack.Parse([]byte(tt.src))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tt.src, err, tt.want)
+		}
+	}
+	if _, err := stack.Load("no/such/template.yaml"); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+}
+
+func TestWriteExports(t *testing.T) {
+	t.Parallel()
+	env := &stack.Env{Vars: []stack.Var{{"A", "plain"}, {"B", "it's $HOME `x`"}}}
+	var buf bytes.Buffer
+	if err := env.WriteExports(&buf); err != nil {
+		t.Fatal(err)
+	}
+	want := "export A='plain'\nexport B='it'\\''s $HOME `x`'\n"
+	if buf.String() != want {
+		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}
