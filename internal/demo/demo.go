@@ -66,11 +66,11 @@ type Options struct {
 // invisible for CrashVisibility, longer than its lease plus the reaper's grace, so the
 // reaper fails the stale locks before the messages come back.
 const (
-	FunctionTimeout = 5 * time.Second
+	FunctionTimeout = 10 * time.Second
 	LeaseGrace      = 2 * time.Second
 	ReapEvery       = 2 * time.Second
 	Visibility      = 10 * time.Second
-	CrashVisibility = 20 * time.Second
+	CrashVisibility = 30 * time.Second
 )
 
 // Summary is what the demo prints.

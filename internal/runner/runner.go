@@ -373,7 +373,7 @@ func (r *run) reapLoop(ctx context.Context) {
 
 // watch prints progress and ends the run once the queue has been idle long enough.
 func (r *run) watch(ctx context.Context, stop func()) {
-	tick := 500 * time.Millisecond
+	tick := time.Second
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	var idleSince time.Time
