@@ -29,6 +29,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	seed := flags.Uint64("seed", uint64(time.Now().UnixNano()), "random seed of the traffic")
 	noCrash := flags.Bool("no-crash", false, "do not kill a consumer mid-batch")
 	logPath := flags.String("logs", "", "file for the consumers' JSON logs (default: a new file in the temp directory)")
+	self := flags.String("idemctl", "", "idemctl binary to run as the consumer that is killed (default: this program)")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -44,7 +45,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	}
 	ok, err := demoRun(ctx, demoOptions{
 		template: *template, payments: *payments, accounts: *accounts, consumers: *consumers,
-		seed: *seed, crash: !*noCrash, logPath: *logPath,
+		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self,
 	}, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "demo", err)
@@ -61,6 +62,7 @@ type demoOptions struct {
 	seed                          uint64
 	crash                         bool
 	logPath                       string
+	self                          string
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
@@ -102,9 +104,11 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: &syncWriter{w: logs},
 	}
 	if o.crash {
-		exe, err := os.Executable()
-		if err != nil {
-			return false, fmt.Errorf("find idemctl's own binary for the crash child: %w", err)
+		exe := o.self
+		if exe == "" {
+			if exe, err = os.Executable(); err != nil {
+				return false, fmt.Errorf("find idemctl's own binary for the crash child: %w", err)
+			}
 		}
 		childEnv := append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String())
 		if ep, ok := env("AWS_ENDPOINT_URL"); ok {

@@ -80,7 +80,8 @@ type Summary struct {
 	SuppressedBySQS    int            // accepted but never delivered (FIFO dedup)
 	SuppressedByDynamo int            // delivered, answered from the idempotency record
 	InProgress         int            // deliveries refused while another consumer held the key
-	Applied            int            // business effects committed
+	Applied            int            // business effects committed: credits in the ledger
+	AppliedByMetrics   int            // handler runs the consumers reported as completed
 	DistinctPayments   int            // valid distinct payments sent
 	DeadLettered       map[string]int // DLQ messages by reason
 	BadSent            int            // bad messages sent (each must end in the DLQ)
@@ -193,7 +194,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.SuppressedBySQS = s.Sent - s.Delivered
 	s.SuppressedByDynamo = c[idem.MetricDuplicate]
 	s.InProgress = c[idem.MetricInProgress]
-	s.Applied = c[idem.MetricAcquired]
 	s.Reaped = int(stats.Reaped)
 	if s.DeadLettered, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
 		return s, err
@@ -201,10 +201,17 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if s.Receipts, s.ReceiptMessages, err = receipts(ctx, o.SQS, o.Env["RECEIPTS_QUEUE_URL"]); err != nil {
 		return s, err
 	}
-	got, err := ledger.Balances(ctx, o.DynamoDB, cfg.LedgerTable)
+	accts, err := ledger.Accounts(ctx, o.DynamoDB, cfg.LedgerTable)
 	if err != nil {
 		return s, err
 	}
+	got := map[string]int64{}
+	s.Applied = 0 // counted from the ledger itself: one credit per payment_count
+	for id, a := range accts {
+		got[id] = a.BalanceCents
+		s.Applied += int(a.Payments)
+	}
+	s.AppliedByMetrics = c[idem.MetricAcquired]
 	want := ledger.ExpectedBalances(payments)
 	for _, acct := range slices.Sorted(maps.Keys(want)) {
 		if got[acct] != want[acct] {
@@ -399,7 +406,10 @@ func (s Summary) Print(w io.Writer) {
 	line("delivered to consumers (distinct messages)", s.Delivered)
 	line("suppressed by DynamoDB (stored result replayed)", s.SuppressedByDynamo)
 	line("refused while another consumer held the key", s.InProgress)
-	line("business effects applied", fmt.Sprintf("%d (distinct valid payments: %d)", s.Applied, s.DistinctPayments))
+	line("business effects applied (ledger credits)", fmt.Sprintf("%d (distinct valid payments: %d)", s.Applied, s.DistinctPayments))
+	if s.AppliedByMetrics != s.Applied {
+		line("  of which acknowledged to their consumer", fmt.Sprintf("%d (the rest committed but answered too late: replayed on redelivery)", s.AppliedByMetrics))
+	}
 	line("receipts sent", fmt.Sprintf("%d messages for %d payments", s.ReceiptMessages, s.Receipts))
 	dlq := 0
 	for _, n := range s.DeadLettered {

@@ -15,17 +15,37 @@ type ScanAPI interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
+// Account is one ledger row.
+type Account struct {
+	BalanceCents int64 // sum of the payments credited
+	Payments     int64 // number of credits applied: one per payment in a correct run
+}
+
 // Balances reads every account of the ledger table and returns account_id →
 // balance_cents. It scans the whole table (strongly consistent, all pages), so it is
 // for tests and the demo's ledger check, not for production traffic.
 func Balances(ctx context.Context, api ScanAPI, table string) (map[string]int64, error) {
+	accts, err := Accounts(ctx, api, table)
+	if err != nil {
+		return nil, err
+	}
+	balances := make(map[string]int64, len(accts))
+	for id, a := range accts {
+		balances[id] = a.BalanceCents
+	}
+	return balances, nil
+}
+
+// Accounts reads every account of the ledger table, like Balances, with the number of
+// credits applied to each.
+func Accounts(ctx context.Context, api ScanAPI, table string) (map[string]Account, error) {
 	pages := dynamodb.NewScanPaginator(api, &dynamodb.ScanInput{
 		TableName:                aws.String(table),
 		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#account, #balance"),
-		ExpressionAttributeNames: map[string]string{"#account": attrAccountID, "#balance": attrBalance},
+		ProjectionExpression:     aws.String("#account, #balance, #count"),
+		ExpressionAttributeNames: map[string]string{"#account": attrAccountID, "#balance": attrBalance, "#count": attrCount},
 	})
-	balances := make(map[string]int64)
+	accts := make(map[string]Account)
 	for pages.HasMorePages() {
 		out, err := pages.NextPage(ctx)
 		if err != nil {
@@ -36,18 +56,25 @@ func Balances(ctx context.Context, api ScanAPI, table string) (map[string]int64,
 			if !ok {
 				return nil, fmt.Errorf("ledger: scan %s: item without a string %s", table, attrAccountID)
 			}
-			bal, ok := item[attrBalance].(*types.AttributeValueMemberN)
-			if !ok {
-				return nil, fmt.Errorf("ledger: scan %s: account %s has no numeric %s", table, acct.Value, attrBalance)
+			var a Account
+			for name, dst := range map[string]*int64{attrBalance: &a.BalanceCents, attrCount: &a.Payments} {
+				v, ok := item[name].(*types.AttributeValueMemberN)
+				if !ok && name == attrCount && item[name] == nil {
+					continue // a row without the counter counts no credits
+				}
+				if !ok {
+					return nil, fmt.Errorf("ledger: scan %s: account %s has no numeric %s", table, acct.Value, name)
+				}
+				n, err := strconv.ParseInt(v.Value, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("ledger: scan %s: account %s: %s: %w", table, acct.Value, name, err)
+				}
+				*dst = n
 			}
-			n, err := strconv.ParseInt(bal.Value, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("ledger: scan %s: account %s: %s: %w", table, acct.Value, attrBalance, err)
-			}
-			balances[acct.Value] = n
+			accts[acct.Value] = a
 		}
 	}
-	return balances, nil
+	return accts, nil
 }
 
 // ExpectedBalances returns what a correct run ends with: per account, the sum of the

@@ -1,0 +1,99 @@
+package cli_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+// TestRun sends payments with duplicates, then consumes them with `idemctl run` and two
+// consumers until idle: every balance equals the sum of the distinct payments.
+func TestRun(t *testing.T) {
+	e := upStack(t)
+	record := filepath.Join(t.TempDir(), "sent.jsonl")
+	if r := idemctl(t, e, "send", "--count", "40", "--accounts", "4", "--duplicates", "0.3", "--seed", "11", "--record", record); r.code != 0 {
+		t.Fatalf("send: %d\n%s", r.code, r.stderr)
+	}
+	r := idemctl(t, e, "run", "--template", "../../template.yaml", "--consumers", "2", "--until-idle", "2s",
+		"--wait", "1s", "--reaper-every", "1s", "--retry-after", "1s")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "40 deleted") {
+		t.Errorf("run summary: %s", lastLine(r.stderr))
+	}
+	var payments []ledger.Payment
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, record)), "\n") {
+		p, err := ledger.Decode([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		payments = append(payments, p)
+	}
+	got, err := ledger.Balances(context.Background(), awstest.DynamoDB(t), e["LEDGER_TABLE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ledger.ExpectedBalances(payments); !maps.Equal(got, want) || len(payments) != 40 {
+		t.Fatalf("balances %v, want %v (%d payments)", got, want, len(payments))
+	}
+	// stdout carries the consumer's JSON log lines and EMF metrics, as in Lambda.
+	if !strings.Contains(r.stdout, `"outcome":"applied"`) || !strings.Contains(r.stdout, `"CloudWatchMetrics"`) {
+		t.Errorf("run stdout lacks logs or metrics: %.300s", r.stdout)
+	}
+}
+
+func TestRunNeedsEnvironment(t *testing.T) {
+	r := idemctl(t, localEnv(t), "run", "--template", "../../template.yaml")
+	if r.code != 1 || !strings.Contains(r.stderr, "QUEUE_URL is not set") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	r = idemctl(t, env{"QUEUE_URL": "http://127.0.0.1:1/q"}, "run", "--template", "../../template.yaml")
+	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_TABLE is not set") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// TestDemo runs a small `idemctl demo`, with a real idemctl child process killed with
+// SIGKILL mid-batch: the summary says OK and a stale lock was reaped.
+func TestDemo(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "idemctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
+		t.Fatalf("build idemctl: %v\n%s", err, out)
+	}
+	r := idemctl(t, localEnv(t), "demo", "--template", "../../template.yaml", "--payments", "60", "--accounts", "6",
+		"--consumers", "2", "--seed", "5", "--idemctl", bin, "--logs", filepath.Join(t.TempDir(), "demo.log"))
+	if r.code != 0 {
+		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"business effects applied (ledger credits)            60 (distinct valid payments: 60)",
+		"consumers killed mid-batch (SIGKILL)                 1", "ledger check: every balance = sum of distinct payments OK", "demo: OK"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "stale locks reaped                                   0\n") {
+		t.Errorf("no stale lock reaped:\n%s", r.stdout)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
