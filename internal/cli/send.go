@@ -32,8 +32,6 @@ const (
 	maxEntryRetries = 3  // retries of an entry SendMessageBatch reports failed
 	maxConcurrency  = 64
 	maxShownErrors  = 10 // failures and invalid lines printed one by one
-	// KeyPrefix is prepended to a payment id to make its idempotency key.
-	KeyPrefix = "payment:"
 	// currency of generated payments; one per account keeps every account valid for the
 	// ledger, which refuses a second currency on an account.
 	generatedCurrency = "EUR"
@@ -236,7 +234,7 @@ func messages(payments []ledger.Payment, f float64, fifo bool, rng *rand.Rand) (
 		if err != nil {
 			return nil, fmt.Errorf("encode payment %s: %w", p.PaymentID, err)
 		}
-		m := &outgoing{payment: p, body: string(body), key: KeyPrefix + p.PaymentID}
+		m := &outgoing{payment: p, body: string(body), key: ledger.Key(p)}
 		if fifo {
 			// Both must be 1-128 printable ASCII characters; DeduplicationID hashes
 			// anything else, and always the same way.

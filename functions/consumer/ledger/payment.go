@@ -184,3 +184,7 @@ func decodeCurrency(field string, raw json.RawMessage) (string, error) {
 	}
 	return s, nil
 }
+
+// Key is the idempotency key producers give a payment: "payment:" + payment_id. The
+// consumer reads the key from the message, never from here; producers and tools use it.
+func Key(p Payment) string { return "payment:" + p.PaymentID }
