@@ -27,6 +27,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
+	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // SQSAPI is what the demo uses of SQS: sending, the runner's calls, and draining.
@@ -110,6 +111,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	o.Out = syncw.New(o.Out) // the runner reports progress on it from its own goroutine
 	if o.Logs == nil {
 		o.Logs = io.Discard
 	}

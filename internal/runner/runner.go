@@ -24,6 +24,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // SQSAPI is the part of the SQS client the runner uses.
@@ -92,6 +93,9 @@ type Stats struct {
 func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if err := cfg.defaults(); err != nil {
 		return Stats{}, err
+	}
+	if cfg.Progress != nil {
+		cfg.Progress = syncw.New(cfg.Progress)
 	}
 	arn, err := queueARN(ctx, cfg.SQS, cfg.QueueURL)
 	if err != nil {

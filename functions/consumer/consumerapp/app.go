@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // Handler is the consumer's Lambda handler: a partial batch response for an SQS event.
@@ -46,6 +47,9 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if d.Metrics == nil {
 		d.Metrics = os.Stdout
 	}
+	// One writer may serve both, and a handler may be invoked from several goroutines
+	// (idemctl run, tests): writes are serialized.
+	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "consumer")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
 

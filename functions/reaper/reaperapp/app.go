@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
+	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // Config is the reaper's configuration.
@@ -65,6 +66,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if d.Metrics == nil {
 		d.Metrics = os.Stdout
 	}
+	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
 	store, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
