@@ -8,7 +8,7 @@ LOCAL_AWS := localstack/with-local-aws.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean
+.PHONY: help test check unit lint cfn-lint build deploy demo clean bench
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -55,3 +55,9 @@ clean: ## remove build output
 
 demo: ## the main job, locally: LocalStack if Docker answers, else moto on 127.0.0.1:4566; up, traffic, crash, consumers, reaper, ledger check
 	$(LOCAL_AWS) -- $(GO) run ./cmd/idemctl demo $(DEMO_FLAGS)
+
+bench: ## benchmarks: idem overhead per message, DynamoDB round trips, reaper sweep vs a scan (100k records), bootstrap sizes
+	$(GO) test -run '^$$' -bench 'FirstDelivery|Duplicate|BatchFIFO' -benchmem -count 5 ./idem/
+	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 -v -run 'TestRoundTrips' ./idem/
+	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ReaperSweep -benchtime 1x -timeout 30m ./idem/
+	$(MAKE) --no-print-directory build
