@@ -37,6 +37,23 @@ func TestRoundTrips(t *testing.T) {
 		{"duplicate, cache being warmed", warm, "rt-2", true, map[string]int{"PutItem": 1}},
 		{"warm-cache duplicate", warm, "rt-2", true, map[string]int{}},
 	}
+	// A holder crashed on rt-3: its record is IN_PROGRESS with a lease that ended.
+	pk, _ := cold.RecordKey("rt-3")
+	hash, _ := idem.HashPayload([]byte(`{}`))
+	now := e.clock.Now()
+	if _, created, err := e.store.Create(ctx, &idem.Record{
+		Key: pk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: now.Add(-time.Minute),
+		Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1,
+	}, now); err != nil || !created {
+		t.Fatalf("crashed record: %v", err)
+	}
+	cases = append(cases, struct {
+		name   string
+		c      *idem.Client
+		key    string
+		writes bool
+		want   map[string]int
+	}{"takeover after a crash", cold, "rt-3", true, map[string]int{"PutItem": 1, "UpdateItem": 1, "TransactWriteItems": 1}})
 	for _, tc := range cases {
 		e.calls.Reset()
 		h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
@@ -56,8 +73,8 @@ func TestRoundTrips(t *testing.T) {
 		}
 		t.Logf("%-36s %d DynamoDB requests %v", tc.name, e.calls.Total(), got)
 	}
-	if runs.Load() != 2 {
-		t.Errorf("handler ran %d times, want 2", runs.Load())
+	if runs.Load() != 3 {
+		t.Errorf("handler ran %d times, want 3", runs.Load())
 	}
 }
 
