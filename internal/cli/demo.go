@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	consumers := flags.Int("consumers", 4, "local consumer instances")
 	seed := flags.Uint64("seed", uint64(time.Now().UnixNano()), "random seed of the traffic")
 	noCrash := flags.Bool("no-crash", false, "do not kill a consumer mid-batch")
+	kills := flags.Int("kills", 0, "also run consumer processes beside the local ones and kill this many (SIGKILL) at random moments")
+	maxUp := flags.Duration("kill-within", 4*time.Second, "with --kills: each process is killed after a random time up to this")
 	logPath := flags.String("logs", "", "file for the consumers' JSON logs (default: a new file in the temp directory)")
 	self := flags.String("idemctl", "", "idemctl binary to run as the consumer that is killed (default: this program)")
 	pos, code, ok := parseArgs(flags, args)
@@ -37,6 +40,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if len(pos) > 0 {
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
+	if *kills < 0 || *kills > 10_000 || *maxUp < 200*time.Millisecond {
+		return usageError(flags, stderr, "want 0 <= --kills <= 10000 and --kill-within >= 200ms")
+	}
 	if *payments < 10 || *payments > 100_000 || *accounts < 1 || *accounts > *payments || *consumers < 1 || *consumers > 32 {
 		return usageError(flags, stderr, "want 10 <= --payments <= 100000, 1 <= --accounts <= payments, 1 <= --consumers <= 32")
 	}
@@ -45,7 +51,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	}
 	ok, err := demoRun(ctx, demoOptions{
 		template: *template, payments: *payments, accounts: *accounts, consumers: *consumers,
-		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self,
+		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
 	}, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "demo", err)
@@ -63,6 +69,8 @@ type demoOptions struct {
 	crash                         bool
 	logPath                       string
 	self                          string
+	kills                         int
+	maxUp                         time.Duration
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
@@ -103,17 +111,25 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		Env: vars, SQS: sqsClient, DynamoDB: ddb, Payments: o.payments, Accounts: o.accounts,
 		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: &syncWriter{w: logs},
 	}
+	exe := o.self
+	if exe == "" && (o.crash || o.kills > 0) {
+		if exe, err = os.Executable(); err != nil {
+			return false, fmt.Errorf("find idemctl's own binary for the consumer children: %w", err)
+		}
+	}
+	childEnv := append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String())
+	if ep, ok := env("AWS_ENDPOINT_URL"); ok {
+		childEnv = append(childEnv, "AWS_ENDPOINT_URL="+ep)
+	}
+	if o.kills > 0 {
+		rng := rand.New(rand.NewPCG(o.seed, o.seed+1))
+		args := []string{"run", "--template", o.template, "--consumers", "2", "--wait", "1s", "--function-timeout", "3s",
+			"--visibility-timeout", "8s", "--reaper-every", "1s", "--retry-after", "1s"}
+		opts.Chaos = func(ctx context.Context, logs demo.ChildLog) (int, error) {
+			return demo.Chaos(ctx, rng, exe, args, append(childEnv, "LEASE_GRACE=1s"), o.kills, 200*time.Millisecond, o.maxUp, stderr, logs)
+		}
+	}
 	if o.crash {
-		exe := o.self
-		if exe == "" {
-			if exe, err = os.Executable(); err != nil {
-				return false, fmt.Errorf("find idemctl's own binary for the crash child: %w", err)
-			}
-		}
-		childEnv := append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String())
-		if ep, ok := env("AWS_ENDPOINT_URL"); ok {
-			childEnv = append(childEnv, "AWS_ENDPOINT_URL="+ep)
-		}
 		opts.Crash = demo.ChildCrasher(exe, []string{
 			"run", "--template", o.template, "--consumers", "1", "--no-reaper", "--wait", "1s",
 			"--function-timeout", demo.FunctionTimeout.String(), "--visibility-timeout", demo.CrashVisibility.String(),

@@ -57,9 +57,12 @@ type Options struct {
 	Accounts  int // accounts, one FIFO group each (default 50)
 	Consumers int // local consumer instances (default 4)
 	Seed      uint64
-	Crash     Crasher   // nil: no consumer is killed
-	Out       io.Writer // progress and the summary
-	Logs      io.Writer // the consumers' JSON logs (default: discarded)
+	Crash     Crasher // nil: no consumer is killed
+	// Chaos, when set, runs during the consumption and kills consumer processes at
+	// random moments (see Chaos); it returns how many it killed.
+	Chaos func(ctx context.Context, logs ChildLog) (int, error)
+	Out   io.Writer // progress and the summary
+	Logs  io.Writer // the consumers' JSON logs (default: discarded)
 }
 
 // Timing of the local run: short, so crashed leases are reaped and redelivered within
@@ -154,13 +157,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return s, err
 	}
 	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace}
-	var stats runner.Stats
-	var runErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		stats, runErr = runner.Run(ctx, runner.Config{
+	var seenMu sync.Mutex
+	seen := map[string]bool{}
+	var reaped int64
+	consume := func() error {
+		stats, err := runner.Run(ctx, runner.Config{
 			SQS: o.SQS, QueueURL: queueURL, Consumers: o.Consumers, BatchSize: 10,
 			VisibilityTimeout: Visibility, FunctionTimeout: FunctionTimeout, WaitTime: time.Second,
 			RetryAfter: time.Second, UntilIdle: 3 * time.Second, Progress: o.Out, ProgressEvery: 5 * time.Second,
@@ -171,7 +172,45 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 				})
 				return runner.Handler(h), err
 			},
+			OnReceive: func(id string) { seenMu.Lock(); seen[id] = true; seenMu.Unlock() },
 		})
+		seenMu.Lock()
+		reaped += stats.Reaped
+		seenMu.Unlock()
+		return err
+	}
+	type chaosResult struct {
+		n   int
+		err error
+	}
+	chaos := make(chan chaosResult, 1)
+	if o.Chaos != nil {
+		fmt.Fprintln(o.Out, "demo: chaos: consumer processes run beside the local ones and are killed (SIGKILL) at random moments")
+		logs := ChildLog{
+			OnMessage: func(id string) { seenMu.Lock(); seen[id] = true; seenMu.Unlock() },
+			OnReaped:  func(n int) { seenMu.Lock(); reaped += int64(n); seenMu.Unlock() },
+		}
+		go func() { n, err := o.Chaos(ctx, logs); chaos <- chaosResult{n, err} }()
+	}
+	var runErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		runErr = consume()
+		if o.Chaos == nil || runErr != nil {
+			return
+		}
+		// The queue may go idle while the chaos still kills; once it is done, drain what
+		// its last victims left in flight.
+		c := <-chaos
+		s.Killed += c.n
+		if c.err != nil {
+			runErr = c.err
+			return
+		}
+		fmt.Fprintf(o.Out, "demo: chaos done (%d kills); draining what the killed consumers left\n", c.n)
+		runErr = consume()
 	}()
 	n, err = send(ctx, o.SQS, queueURL, second, 4)
 	s.Sent += n
@@ -192,11 +231,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 
 	c := counts.snapshot()
-	s.Delivered = int(stats.Distinct)
+	seenMu.Lock()
+	s.Delivered = len(seen)
+	seenMu.Unlock()
 	s.SuppressedBySQS = s.Sent - s.Delivered
 	s.SuppressedByDynamo = c[idem.MetricDuplicate]
 	s.InProgress = c[idem.MetricInProgress]
-	s.Reaped = int(stats.Reaped)
+	s.Reaped = int(reaped)
 	if s.DeadLettered, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
 		return s, err
 	}
@@ -407,7 +448,7 @@ func (s Summary) Print(w io.Writer) {
 	line("refused while another consumer held the key", s.InProgress)
 	line("business effects applied (ledger credits)", fmt.Sprintf("%d (distinct valid payments: %d)", s.Applied, s.DistinctPayments))
 	if s.AppliedByMetrics != s.Applied {
-		line("  of which acknowledged to their consumer", fmt.Sprintf("%d (the rest committed but answered too late: replayed on redelivery)", s.AppliedByMetrics))
+		line("  of which reported by the local consumers", fmt.Sprintf("%d (the rest: by consumer processes, or committed but answered too late and replayed)", s.AppliedByMetrics))
 	}
 	line("receipts sent", fmt.Sprintf("%d messages for %d payments", s.ReceiptMessages, s.Receipts))
 	dlq := 0
@@ -420,7 +461,7 @@ func (s Summary) Print(w io.Writer) {
 	for _, r := range reasons {
 		fmt.Fprintf(w, "      %d × %s\n", s.DeadLettered[r], r)
 	}
-	line("consumers killed mid-batch (SIGKILL)", s.Killed)
+	line("consumers killed (SIGKILL)", s.Killed)
 	line("stale locks reaped", s.Reaped)
 	verdict := "OK"
 	if !s.LedgerOK {

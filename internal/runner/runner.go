@@ -70,6 +70,8 @@ type Config struct {
 	ProgressEvery time.Duration
 	// FunctionARN names the function in the Lambda context.
 	FunctionARN string
+	// OnReceive, when set, is called with the id of every record received.
+	OnReceive func(messageID string)
 }
 
 // Stats counts what a run did.
@@ -269,6 +271,11 @@ func (r *run) invoke(ctx context.Context, h Handler, msgs []sqstypes.Message) {
 		r.seen[ev.Records[i].MessageId] = true
 	}
 	r.mu.Unlock()
+	if r.cfg.OnReceive != nil {
+		for _, rec := range ev.Records {
+			r.cfg.OnReceive(rec.MessageId)
+		}
+	}
 	r.received.Add(int64(len(msgs)))
 	r.invocations.Add(1)
 
