@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"maps"
 	"os"
@@ -8,9 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
 )
 
 // TestRun sends payments with duplicates, then consumes them with `idemctl run` and two
@@ -97,4 +100,21 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestRunStopsCleanly: cancelling the context (Ctrl-C in main) stops the pollers; the
+// command exits 0 with its summary and leaves nothing half-done.
+func TestRunStopsCleanly(t *testing.T) {
+	e := upStack(t)
+	if r := idemctl(t, e, "send", "--count", "10", "--accounts", "2", "--seed", "3"); r.code != 0 {
+		t.Fatalf("send: %s", r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := cli.Main(ctx, []string{"run", "--template", "../../template.yaml", "--wait", "1s"}, &stdout, &stderr, e.lookup)
+	if code != 0 || time.Since(start) > 15*time.Second || !strings.Contains(stderr.String(), "10 deleted") {
+		t.Fatalf("exit %d after %s:\n%s", code, time.Since(start), stderr.String())
+	}
 }
