@@ -8,7 +8,7 @@ LOCAL_AWS := localstack/with-local-aws.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean bench
+.PHONY: help test check unit lint cfn-lint build deploy demo clean bench fuzz
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -61,3 +61,14 @@ bench: ## benchmarks: idem overhead per message, DynamoDB round trips, reaper sw
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 -v -run 'TestRoundTrips' ./idem/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ReaperSweep -benchtime 1x -timeout 30m ./idem/
 	$(MAKE) --no-print-directory build
+
+# The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
+# awstest.Main from starting moto in the fuzzing process and in each of its workers.
+FUZZTIME ?= 30s
+
+fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another; seeds also run in `make test`
+	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzRecordKey$$' -fuzztime $(FUZZTIME) ./idem/
+	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzMessageKey$$' -fuzztime $(FUZZTIME) ./idem/
+	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzBatchRecord$$' -fuzztime $(FUZZTIME) ./idem/
+	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./functions/consumer/ledger/
+	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./idem/

@@ -60,7 +60,10 @@ func (e *StoredError) Error() string {
 
 // WriteConditionError means a business write's own condition failed inside the
 // completion transaction; nothing was committed. Index is the position of the failed
-// write in Result.Writes.
+// write in Result.Writes. It is permanent: a condition on a business write states a
+// business rule (the account's currency, a balance that may not go negative), and the
+// same message against the same state cannot pass it; the message is dead-lettered with
+// the reason, to be redriven after a fix.
 type WriteConditionError struct {
 	Index  int
 	Reason string
@@ -71,11 +74,13 @@ func (e *WriteConditionError) Error() string {
 }
 
 // IsPermanent reports whether err can never succeed on retry: a PermanentError, a
-// StoredError, a payload mismatch, an invalid key or a response too large to store.
+// StoredError, a WriteConditionError, a payload mismatch, an invalid key or a response
+// too large to store.
 func IsPermanent(err error) bool {
 	var pe *PermanentError
 	var se *StoredError
-	return errors.As(err, &pe) || errors.As(err, &se) ||
+	var we *WriteConditionError
+	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) ||
 		errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrInvalidKey) ||
 		errors.Is(err, ErrResponseTooLarge)
 }

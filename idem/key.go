@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -63,7 +65,8 @@ func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("idem: canonical JSON: %w", err)
 	}
-	if dec.More() {
+	// More() misses a stray '}' or ']'; only io.EOF proves there is nothing after.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("idem: canonical JSON: trailing data after the document")
 	}
 	if len(fields) > 0 {

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -72,6 +73,8 @@ func TestCanonicalJSON(t *testing.T) {
 		{"fields need an object", `[1,2]`, "", []string{"id"}, true},
 		{"invalid", `{"a":`, "", nil, true},
 		{"trailing data", `{"a":1} {"b":2}`, "", nil, true},
+		{"stray closing brace", `{"a":1}}`, "", nil, true}, // found by FuzzCanonicalJSON
+		{"stray closing bracket", `""]`, "", nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,6 +123,7 @@ func TestIsPermanent(t *testing.T) {
 		{idem.Permanent(errors.New("x")), true},
 		{errors.Join(errors.New("ctx"), idem.ErrPayloadMismatch), true},
 		{idem.ErrInvalidKey, true},
+		{fmt.Errorf("complete: %w", &idem.WriteConditionError{Index: 0, Reason: "currency"}), true},
 		{&idem.StoredError{Key: "k", Message: "m"}, true},
 		{idem.ErrInProgress, false},
 		{idem.ErrLeaseLost, false},

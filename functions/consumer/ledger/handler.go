@@ -154,7 +154,8 @@ func (h *handler) sendReceipt(ctx context.Context, key string, p Payment) (strin
 // with the completion of the key, which happens once. The condition keeps an account
 // single-currency: the first payment sets the currency, and a payment in another
 // currency fails the whole transaction (the middleware returns *idem.WriteConditionError
-// and nothing is committed).
+// and nothing is committed; the error is permanent, so the consumer dead-letters the
+// payment with the reason).
 func (h *handler) credit(p Payment) types.TransactWriteItem {
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:           aws.String(h.cfg.LedgerTable),

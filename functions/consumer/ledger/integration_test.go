@@ -8,6 +8,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -241,8 +242,12 @@ func TestIntegrationCurrencyMismatch(t *testing.T) {
 	usd := ledger.Payment{PaymentID: "p-2", AccountID: "acct-1", AmountCents: 700, Currency: "USD"}
 	_, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd)))
 	var wce *idem.WriteConditionError
-	if !errors.As(err, &wce) || wce.Index != 0 {
-		t.Fatalf("payment in another currency: error %v, want *idem.WriteConditionError on write 0", err)
+	if !errors.As(err, &wce) || wce.Index != 0 || !idem.IsPermanent(err) {
+		t.Fatalf("payment in another currency: error %v, want a permanent *idem.WriteConditionError on write 0", err)
+	}
+	// Permanent: a redelivery gets the stored failure without running again.
+	if _, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd))); !strings.Contains(fmt.Sprint(err), "failed permanently earlier") {
+		t.Fatalf("redelivery of the refused payment: %v", err)
 	}
 
 	// A payment to another account in another currency is fine.
