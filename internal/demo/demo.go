@@ -87,7 +87,10 @@ type Summary struct {
 	Applied            int            // business effects committed: credits in the ledger
 	AppliedByMetrics   int            // handler runs the consumers reported as completed
 	DistinctPayments   int            // valid distinct payments sent
-	DeadLettered       map[string]int // DLQ messages by reason
+	DeadLettered       map[string]int // DLQ messages the consumer moved, by reason
+	Redriven           int            // DLQ messages SQS moved after maxReceiveCount receives
+	RedrivenApplied    int            // ... whose payment was applied all the same (a copy)
+	Parked             []string       // payments only in the DLQ, not applied: redrive them
 	BadSent            int            // bad messages sent (each must end in the DLQ)
 	Killed             int            // consumers killed with SIGKILL
 	Reaped             int            // stale locks failed by the reaper
@@ -238,8 +241,31 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.SuppressedByDynamo = c[idem.MetricDuplicate]
 	s.InProgress = c[idem.MetricInProgress]
 	s.Reaped = int(reaped)
-	if s.DeadLettered, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
+	var redriven []string // bodies SQS moved itself
+	if s.DeadLettered, redriven, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
 		return s, err
+	}
+	// A message that consumers kept receiving without finishing (killed each time) is
+	// moved to the DLQ by SQS's redrive policy after maxReceiveCount receives. Nothing is
+	// lost: either its payment was applied through another copy, or it is parked in the
+	// DLQ for a redrive. The idempotency record tells which.
+	parked := map[string]bool{}
+	for _, body := range redriven {
+		s.Redriven++
+		p, err := ledger.Decode([]byte(body))
+		if err != nil {
+			continue
+		}
+		pk, err := idem.RecordKey(cfg.Scope, ledger.Key(p), false)
+		if err != nil {
+			continue
+		}
+		if rec, err := store.Get(ctx, pk, time.Now()); err == nil && rec.Status == idem.StatusCompleted {
+			s.RedrivenApplied++
+		} else if !parked[p.PaymentID] {
+			parked[p.PaymentID] = true
+			s.Parked = append(s.Parked, p.PaymentID)
+		}
 	}
 	if s.Receipts, s.ReceiptMessages, err = receipts(ctx, o.SQS, o.Env["RECEIPTS_QUEUE_URL"]); err != nil {
 		return s, err
@@ -255,7 +281,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		s.Applied += int(a.Payments)
 	}
 	s.AppliedByMetrics = c[idem.MetricAcquired]
-	want := ledger.ExpectedBalances(payments)
+	var applicable []ledger.Payment
+	for _, p := range payments {
+		if !parked[p.PaymentID] {
+			applicable = append(applicable, p)
+		}
+	}
+	want := ledger.ExpectedBalances(applicable)
 	for _, acct := range slices.Sorted(maps.Keys(want)) {
 		if got[acct] != want[acct] {
 			s.LedgerDiffs = append(s.LedgerDiffs, fmt.Sprintf("%s: balance %d, payments sum to %d", acct, got[acct], want[acct]))
@@ -271,8 +303,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	for _, v := range s.DeadLettered {
 		dlq += v
 	}
-	s.OK = s.LedgerOK && s.Applied == s.DistinctPayments && dlq == s.BadSent &&
-		s.Receipts == s.DistinctPayments && s.ReceiptMessages == s.DistinctPayments && (s.Killed == 0 || s.Reaped > 0)
+	// Receipts are sent before the commit, so a parked payment may have one.
+	s.OK = s.LedgerOK && s.Applied == s.DistinctPayments-len(s.Parked) && dlq == s.BadSent &&
+		s.Receipts >= s.DistinctPayments-len(s.Parked) && s.ReceiptMessages == s.Receipts && (s.Killed == 0 || s.Reaped > 0)
 	s.Elapsed = time.Since(start)
 	return s, nil
 }
@@ -397,16 +430,20 @@ func drain(ctx context.Context, api SQSAPI, url string, each func(sqstypes.Messa
 	}
 }
 
-func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, error) {
+// dlqReasons drains the DLQ: the consumer's dead letters by reason, and the bodies of the
+// messages SQS's redrive policy moved (they carry no reason).
+func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []string, error) {
 	reasons := map[string]int{}
+	var redriven []string
 	err := drain(ctx, api, url, func(m sqstypes.Message) {
-		r := "(no reason)"
-		if a, ok := m.MessageAttributes[idem.DLQReasonAttribute]; ok {
-			r = shortReason(aws.ToString(a.StringValue))
+		a, ok := m.MessageAttributes[idem.DLQReasonAttribute]
+		if !ok {
+			redriven = append(redriven, aws.ToString(m.Body))
+			return
 		}
-		reasons[r]++
+		reasons[shortReason(aws.ToString(a.StringValue))]++
 	})
-	return reasons, err
+	return reasons, redriven, err
 }
 
 // shortReason keeps the most telling part of an error chain for the summary.
@@ -455,11 +492,17 @@ func (s Summary) Print(w io.Writer) {
 	for _, n := range s.DeadLettered {
 		dlq += n
 	}
-	line("dead-lettered (bad messages sent)", fmt.Sprintf("%d (%d)", dlq, s.BadSent))
+	line("dead-lettered by the consumer (bad messages sent)", fmt.Sprintf("%d (%d)", dlq, s.BadSent))
 	reasons := slices.Collect(maps.Keys(s.DeadLettered))
 	sort.Strings(reasons)
 	for _, r := range reasons {
 		fmt.Fprintf(w, "      %d × %s\n", s.DeadLettered[r], r)
+	}
+	if s.Redriven > 0 {
+		line("moved to the DLQ by SQS after 5 receives", fmt.Sprintf("%d (payment applied through another copy: %d)", s.Redriven, s.RedrivenApplied))
+	}
+	if len(s.Parked) > 0 {
+		line("payments parked in the DLQ, not applied", fmt.Sprintf("%d: %s (idemctl redrive)", len(s.Parked), strings.Join(s.Parked, ", ")))
 	}
 	line("consumers killed (SIGKILL)", s.Killed)
 	line("stale locks reaped", s.Reaped)
