@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // runDemo is `make demo`: up, the traffic, the crash, the consumers and the reaper, then
@@ -74,6 +75,9 @@ type demoOptions struct {
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
+	// The consumers' progress, the crash child and the chaos loop all report on stderr,
+	// from their own goroutines: one lock for all of them.
+	stderr = syncw.New(stderr)
 	t, err := stack.Load(o.template)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("%w (run from the repository root, or pass --template)", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // runOptions are the flags of `idemctl run`.
@@ -73,6 +74,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 }
 
 func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookupEnv) (runner.Stats, error) {
+	stderr = syncw.New(stderr) // progress and the stall notice come from several goroutines
 	o.queueURL = setting(o.queueURL, env, "QUEUE_URL")
 	if o.queueURL == "" {
 		return runner.Stats{}, errNotSet("QUEUE_URL", "queue-url")
