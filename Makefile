@@ -8,7 +8,7 @@ LOCAL_AWS := localstack/with-local-aws.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean bench fuzz
+.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -72,3 +72,12 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another; see
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzBatchRecord$$' -fuzztime $(FUZZTIME) ./idem/
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./functions/consumer/ledger/
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./idem/
+
+E2E_MESSAGES ?= 1000
+bench-e2e: ## end-to-end throughput and CPU per record of idemctl run against moto, with 1, 2, 4 and 8 consumers
+	$(GO) build -o .aws-sam/idemctl ./cmd/idemctl
+	$(LOCAL_AWS) --free-port -- bash -c 'set -e; for n in 1 2 4 8; do \
+	  eval "$$(.aws-sam/idemctl up --stack e2e$$n-$$RANDOM 2>/dev/null)"; \
+	  .aws-sam/idemctl send --count $(E2E_MESSAGES) --accounts 50 --seed $$n 2>&1 | tail -1; \
+	  echo "consumers=$$n"; .aws-sam/idemctl run --consumers $$n --until-idle 2s --wait 1s 2>&1 >/dev/null | tail -2; \
+	done'

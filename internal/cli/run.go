@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -64,12 +65,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 	if o.consumers < 1 || o.consumers > 100 {
 		return usageError(flags, stderr, "--consumers must be between 1 and 100")
 	}
+	start := time.Now()
 	stats, err := run(ctx, o, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
 	fmt.Fprintf(stderr, "run: %d invocations, %d records (%d distinct messages), %d deleted, %d left for redelivery, %d locks reaped\n",
 		stats.Invocations, stats.Received, stats.Distinct, stats.Succeeded, stats.Failed, stats.Reaped)
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil && stats.Received > 0 {
+		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		fmt.Fprintf(stderr, "run: process cpu %s user + %s sys = %s per record received, max RSS %d MiB, %s elapsed\n",
+			time.Duration(ru.Utime.Nano()).Round(time.Millisecond), time.Duration(ru.Stime.Nano()).Round(time.Millisecond),
+			(cpu / time.Duration(stats.Received)).Round(time.Microsecond), ru.Maxrss/1024, time.Since(start).Round(time.Millisecond))
+	}
 	return exitOK
 }
 
