@@ -113,7 +113,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 
 	opts := demo.Options{
 		Env: vars, SQS: sqsClient, DynamoDB: ddb, Payments: o.payments, Accounts: o.accounts,
-		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: &syncWriter{w: logs},
+		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: syncw.New(logs),
 	}
 	exe := o.self
 	if exe == "" && (o.crash || o.kills > 0) {

@@ -3,22 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// syncWriter serializes writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
 
 // startProgress prints line() to w every period, when it changed, until the returned
 // stop is called; stop may be called more than once.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // Settings of redrive.
@@ -130,7 +131,7 @@ func (r *redriver) batch(done int) int {
 func (r *redriver) move(ctx context.Context) error {
 	var moved, failed atomic.Int64
 	failedIDs := map[string]bool{}
-	stderr := &syncWriter{w: r.stderr} // shared with the progress goroutine
+	stderr := syncw.New(r.stderr) // shared with the progress goroutine
 	stop := startProgress(stderr, time.Second, func() string {
 		return fmt.Sprintf("redrive: %d moved, %d failed", moved.Load(), failed.Load())
 	})

@@ -110,7 +110,7 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 	if o.stallCommit > 0 {
 		ddb = demo.StallCommits(ddb, o.stallCommit, stderr)
 	}
-	logs := &syncWriter{w: stdout}
+	logs := syncw.New(stdout)
 	cfg := runner.Config{
 		SQS: sqsClient, QueueURL: o.queueURL, Region: awsCfg.Region, Consumers: o.consumers, BatchSize: o.batchSize,
 		VisibilityTimeout: o.visibilityTimeout, FunctionTimeout: o.functionTimeout, WaitTime: o.wait,
