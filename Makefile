@@ -14,7 +14,9 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
 
 test: check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
-	$(LOCAL_AWS) --free-port -- $(GO) test -race -count=1 -timeout 20m ./...
+	@# One package at a time: the packages share one moto, whose DynamoDB requests are
+	@# applied one at a time, and idem's 12 800-acquire race would starve the others.
+	$(LOCAL_AWS) --free-port -- $(GO) test -race -count=1 -p 1 -timeout 30m ./...
 
 unit: ## the tests, without -race (faster), against moto_server on a free port
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 ./...
