@@ -11,11 +11,12 @@ import (
 // Its methods are safe for concurrent use. A nil *Attempt (a handler called outside the
 // middleware) returns ErrNoLease from every method that writes.
 type Attempt struct {
-	c      *Client
-	mu     sync.Mutex
-	lease  Lease
-	number int
-	steps  []string
+	c       *Client
+	mu      sync.Mutex
+	lease   Lease
+	number  int
+	steps   []string
+	expired *Record // the expired record this attempt replaced, if it was still stored
 }
 
 // Number is 1 for the first acquisition of the key and grows with each takeover.
@@ -42,6 +43,17 @@ func (a *Attempt) LeaseUntil() time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.lease.Until
+}
+
+// Expired returns the record of an earlier execution of the key that had expired (its
+// TTL passed) but was still stored when this attempt replaced it, with the same payload;
+// nil otherwise. A handler can use it to learn that the key was handled before, beyond
+// the retention.
+func (a *Attempt) Expired() *Record {
+	if a == nil || a.expired == nil {
+		return nil
+	}
+	return a.expired.clone()
 }
 
 // Done reports whether step was completed by this or an earlier attempt.

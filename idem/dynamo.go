@@ -59,15 +59,24 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	if err != nil {
 		return nil, false, err
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.table),
 		Item:                                item,
 		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :now_s"),
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":now_s": avN(now.Unix())},
+		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return nil, true, nil
+		if len(out.Attributes) == 0 {
+			return nil, true, nil
+		}
+		// The put replaced an expired record that DynamoDB's TTL had not deleted yet.
+		replaced, err := unmarshalRecord(out.Attributes)
+		if err != nil {
+			return nil, true, nil //nolint:nilerr // the lease is ours; the old record is only advisory
+		}
+		return replaced, true, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
@@ -79,6 +88,11 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	old, err := unmarshalRecord(ccf.Item)
 	if err != nil {
 		return nil, false, fmt.Errorf("idem: acquire put: %w", err)
+	}
+	if old.LeaseToken == rec.LeaseToken {
+		// Our own put, applied on an attempt whose response was lost (a reset connection,
+		// a 5xx after the write): the SDK's retry then fails the condition on our record.
+		return nil, true, nil
 	}
 	return old, false, nil
 }
@@ -153,16 +167,23 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, response []byte, ex
 		ConditionExpression:       aws.String(fence),
 		ExpressionAttributeNames:  map[string]string{"#status": attrStatus, "#response": attrResponse},
 		ExpressionAttributeValues: vals,
+		// In a transaction, the record comes back in the cancellation reason.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	if len(writes) == 0 {
 		_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 upd.TableName,
-			Key:                       upd.Key,
-			UpdateExpression:          upd.UpdateExpression,
-			ConditionExpression:       upd.ConditionExpression,
-			ExpressionAttributeNames:  upd.ExpressionAttributeNames,
-			ExpressionAttributeValues: upd.ExpressionAttributeValues,
+			TableName:                           upd.TableName,
+			Key:                                 upd.Key,
+			UpdateExpression:                    upd.UpdateExpression,
+			ConditionExpression:                 upd.ConditionExpression,
+			ExpressionAttributeNames:            upd.ExpressionAttributeNames,
+			ExpressionAttributeValues:           upd.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) && s.completedBy(ctx, l, ccf.Item, now) {
+			return nil
+		}
 		return fenceErr("complete", l.Key, err)
 	}
 	if len(writes) > 99 {
@@ -182,12 +203,38 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, response []byte, ex
 				continue
 			}
 			if i == 0 {
+				if s.completedBy(ctx, l, r.Item, now) {
+					return nil
+				}
 				return fmt.Errorf("idem: complete %s: %w", redact(l.Key), ErrLeaseLost)
 			}
 			return fmt.Errorf("idem: complete %s: %w", redact(l.Key), &WriteConditionError{Index: i - 1, Reason: aws.ToString(r.Message)})
 		}
 	}
 	return fmt.Errorf("idem: complete %s: transaction: %w", redact(l.Key), err)
+}
+
+// completedBy reports whether a completion whose fence failed had in fact been committed
+// by the same lease: the first attempt of the write was applied, its response was lost,
+// and the SDK's retry then found the record COMPLETED under this token. item is the
+// record returned with the failed condition; when the emulator or service returned none,
+// a consistent read decides (this path is rare: only after a failed fence).
+func (s *DynamoStore) completedBy(ctx context.Context, l Lease, item map[string]types.AttributeValue, now time.Time) bool {
+	var rec *Record
+	if len(item) > 0 {
+		r, err := unmarshalRecord(item)
+		if err != nil {
+			return false
+		}
+		rec = r
+	} else {
+		r, err := s.Get(ctx, l.Key, now)
+		if err != nil {
+			return false
+		}
+		rec = r
+	}
+	return rec.Status == StatusCompleted && rec.LeaseToken == l.Token
 }
 
 // Fail is one fenced UpdateItem.

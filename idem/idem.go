@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -36,6 +37,16 @@ type Result struct {
 	// Attempt is set by the middleware: which acquisition of the key ran the handler
 	// (1 for the first, more after takeovers). Zero when Replayed.
 	Attempt int
+	// Guards lists the positions in Writes of guard writes: writes whose condition
+	// fails only when the effect is already in place, such as a journal entry put with
+	// attribute_not_exists. They protect the effect beyond the record's TTL, when a very
+	// late redelivery finds no record. When a guard's condition fails at commit, nothing
+	// of Writes is committed; the middleware completes the record with Response alone
+	// and returns with Guarded set.
+	Guards []int
+	// Guarded is set by the middleware when a guard write showed that the effect had
+	// already been applied, so the record was completed without the writes.
+	Guarded bool
 }
 
 // Handler handles a request. The idempotency middleware guarantees that, for one key,
@@ -186,10 +197,11 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 		}
 		return Result{}, herr
 	}
-	if err := c.complete(ctx, att, pk, hash, res); err != nil {
+	guarded, err := c.complete(ctx, att, pk, hash, res)
+	if err != nil {
 		return Result{}, err
 	}
-	return Result{Response: res.Response, Attempt: att.number}, nil
+	return Result{Response: res.Response, Attempt: att.number, Guarded: guarded}, nil
 }
 
 // acquire takes the lease, or returns the stored outcome of the key.
@@ -206,7 +218,16 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	}
 	if created {
 		lease.Until = rec.LeaseUntil
-		return &Attempt{c: c, lease: lease, number: 1}, nil, nil
+		att := &Attempt{c: c, lease: lease, number: 1}
+		if old != nil && old.PayloadHash == hash {
+			// The key was handled before and its record expired, but DynamoDB's TTL had
+			// not deleted it yet. The new attempt is a new execution (the retention is
+			// over), yet the steps the old one completed are still done: a handler does
+			// not repeat them. Business writes need their own guard (Result.Guards).
+			att.steps = append(att.steps, old.Steps...)
+			att.expired = old
+		}
+		return att, nil, nil
 	}
 	if old.PayloadHash != "" && old.PayloadHash != hash {
 		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
@@ -248,31 +269,46 @@ func (c *Client) run(ctx context.Context, next Handler, req *Request, att *Attem
 	return next.Handle(ctx, &r)
 }
 
-func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, res Result) error {
+func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, res Result) (guarded bool, err error) {
 	now := c.cfg.Clock()
 	exp := now.Add(c.cfg.TTL)
-	err := c.cfg.Store.Complete(ctx, att.lease, res.Response, exp, now, res.Writes)
+	err = c.cfg.Store.Complete(ctx, att.lease, res.Response, exp, now, res.Writes)
+	var wce *WriteConditionError
+	if errors.As(err, &wce) && slices.Contains(res.Guards, wce.Index) {
+		// The effect is already in place: complete the record without the writes.
+		guarded = true
+		err = c.cfg.Store.Complete(ctx, att.lease, res.Response, exp, now, nil)
+	}
 	if err == nil {
 		c.cache.put(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})
-		return nil
+		return guarded, nil
 	}
 	if errors.Is(err, ErrLeaseLost) {
-		return err
+		return false, err
 	}
 	// Nothing was committed (or, after an ambiguous network error, maybe it was: then
 	// the fenced fail below finds the record COMPLETED and changes nothing). Failing the
 	// record lets the next delivery take over at once instead of after the lease.
 	retryable := !IsPermanent(err)
 	if ferr := c.fail(ctx, att, err.Error(), retryable); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
-		return errors.Join(err, ferr)
+		return false, errors.Join(err, ferr)
 	}
 	if !retryable {
-		return Permanent(err)
+		return false, Permanent(err)
 	}
-	return err
+	return false, err
 }
 
+// failTimeout bounds the write that releases a lease after a failure.
+const failTimeout = 5 * time.Second
+
+// fail releases the lease with the failure. It runs on a context that ignores the
+// caller's cancellation: the commonest failure is the invocation deadline itself, and a
+// release sent on the expired context would leave the record IN_PROGRESS until its
+// lease ends, making every redelivery wait.
 func (c *Client) fail(ctx context.Context, att *Attempt, reason string, retryable bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
+	defer cancel()
 	now := c.cfg.Clock()
 	if len(reason) > 1024 {
 		reason = reason[:1024]

@@ -64,10 +64,14 @@ func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.recs[rec.Key]; ok && !old.expired(now) {
+	old, ok := m.recs[rec.Key]
+	if ok && !old.expired(now) {
 		return old.clone(), false, nil
 	}
 	m.recs[rec.Key] = rec.clone()
+	if ok {
+		return old.clone(), true, nil // the expired record it replaced
+	}
 	return nil, true, nil
 }
 

@@ -19,6 +19,10 @@ const (
 	MetricAcquired = "Acquired"
 	// MetricDuplicate counts deliveries answered from a stored result (handler not run).
 	MetricDuplicate = "DuplicateSuppressed"
+	// MetricGuarded counts deliveries whose handler ran but whose business writes were
+	// found already applied by a guard write (Result.Guards): a redelivery that came
+	// after its record expired.
+	MetricGuarded = "GuardedDuplicate"
 	// MetricInProgress counts deliveries refused because another holder has the lease.
 	MetricInProgress = "InProgress"
 	// MetricLeaseLost counts writes refused because the lease was taken over or reaped.

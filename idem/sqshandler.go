@@ -69,6 +69,10 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		case err == nil && res.Replayed:
 			outcome = "duplicate"
 			metrics.Add(MetricDuplicate, 1)
+		case err == nil && res.Guarded:
+			outcome = "guarded_duplicate"
+			metrics.Add(MetricGuarded, 1)
+			attrs = append(attrs, slog.Int("attempt", res.Attempt))
 		case err == nil:
 			outcome = "applied"
 			metrics.Add(MetricAcquired, 1)

@@ -13,7 +13,9 @@ import (
 type Store interface {
 	// Create writes rec if no live record exists for rec.Key (none, or ExpiresAt before
 	// now). When a live record exists it writes nothing and returns that record with
-	// created false.
+	// created false. When it replaced an expired record that was still stored, it
+	// returns that record with created true (nil if there was none). A record holding
+	// rec's own lease token counts as created: the write was applied by an earlier try.
 	Create(ctx context.Context, rec *Record, now time.Time) (existing *Record, created bool, err error)
 	// Takeover installs a new lease (token, until, owner, shard) on a record that is
 	// still exactly as seen (same token, status and lease), increments Attempt, keeps

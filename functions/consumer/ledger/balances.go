@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -55,6 +56,9 @@ func Accounts(ctx context.Context, api ScanAPI, table string) (map[string]Accoun
 			acct, ok := item[attrAccountID].(*types.AttributeValueMemberS)
 			if !ok {
 				return nil, fmt.Errorf("ledger: scan %s: item without a string %s", table, attrAccountID)
+			}
+			if strings.HasPrefix(acct.Value, EntryPrefix) {
+				continue // a journal entry, not an account
 			}
 			var a Account
 			for name, dst := range map[string]*int64{attrBalance: &a.BalanceCents, attrCount: &a.Payments} {

@@ -117,7 +117,33 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("ledger: encode response: %w", err)
 	}
-	return idem.Result{Response: resp, Writes: []types.TransactWriteItem{h.credit(p)}}, nil
+	// The journal entry comes first and is the guard: if it already exists, the payment
+	// was applied by an execution the idempotency record no longer remembers (a
+	// redelivery after the record's TTL), and the middleware commits nothing.
+	return idem.Result{Response: resp, Writes: []types.TransactWriteItem{h.entry(req.Key, p), h.credit(p)}, Guards: []int{0}}, nil
+}
+
+// EntryPrefix starts the account_id of the journal entries the handler keeps in the
+// ledger table, one per payment; no account id may begin with it.
+const EntryPrefix = "entry#"
+
+// entry is the payment's journal entry, put only if absent. It makes the credit safe
+// beyond the idempotency record's retention: a payment redelivered after its record
+// expired runs again, but its transaction fails on this condition and the middleware
+// completes the key without crediting twice (idem.Result.Guards).
+func (h *handler) entry(key string, p Payment) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(h.cfg.LedgerTable),
+		Item: map[string]types.AttributeValue{
+			attrAccountID:    &types.AttributeValueMemberS{Value: EntryPrefix + p.PaymentID},
+			attrEntryAccount: &types.AttributeValueMemberS{Value: p.AccountID},
+			attrAmount:       &types.AttributeValueMemberN{Value: strconv.FormatInt(p.AmountCents, 10)},
+			attrCurrency:     &types.AttributeValueMemberS{Value: p.Currency},
+			attrKeyHash:      &types.AttributeValueMemberS{Value: idem.HashKey(key)},
+		},
+		ConditionExpression:      aws.String("attribute_not_exists(#id)"),
+		ExpressionAttributeNames: map[string]string{"#id": attrAccountID},
+	}}
 }
 
 func (h *handler) sendReceipt(ctx context.Context, key string, p Payment) (string, error) {
@@ -181,6 +207,10 @@ const (
 	attrCount       = "payment_count"
 	attrLastPayment = "last_payment_id"
 	attrCurrency    = "currency"
+	// journal entries
+	attrEntryAccount = "entry_account"
+	attrAmount       = "amount_cents"
+	attrKeyHash      = "key_hash"
 )
 
 // DeduplicationID returns s as an SQS MessageDeduplicationId or MessageGroupId: s itself

@@ -95,10 +95,15 @@ func TestHandler(t *testing.T) {
 		checkReceipt(t, calls[0], "key-1", ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR"})
 
 		committed := s.Committed()
-		if len(committed) != 1 || len(committed[0]) != 1 {
-			t.Fatalf("committed %v, want one completion with one write", committed)
+		if len(committed) != 1 || len(committed[0]) != 2 {
+			t.Fatalf("committed %v, want one completion with two writes (journal entry, credit)", committed)
 		}
-		checkCredit(t, committed[0][0], "acct-1", "p-1", "1250", "EUR")
+		entry := committed[0][0].Put
+		if entry == nil || aws.ToString(entry.ConditionExpression) != "attribute_not_exists(#id)" ||
+			entry.Item["account_id"].(*types.AttributeValueMemberS).Value != ledger.EntryPrefix+"p-1" {
+			t.Fatalf("first write %+v, want the journal entry of p-1 put if absent", committed[0][0])
+		}
+		checkCredit(t, committed[0][1], "acct-1", "p-1", "1250", "EUR")
 	})
 
 	t.Run("duplicate deliveries replay without a second receipt", func(t *testing.T) {

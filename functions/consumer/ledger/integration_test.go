@@ -32,6 +32,7 @@ type stack struct {
 	queueURL string
 	handler  idem.Handler // the ledger handler under the idem middleware
 	retries  atomic.Int64 // deliveries that came back, for the log
+	skew     atomic.Int64 // nanoseconds added to the middleware's clock
 }
 
 func newStack(ctx context.Context, t *testing.T) *stack {
@@ -75,7 +76,8 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := idem.New(idem.Config{Store: store, Scope: "test"})
+	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour,
+		Clock: func() time.Time { return time.Now().Add(time.Duration(st.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,8 +244,8 @@ func TestIntegrationCurrencyMismatch(t *testing.T) {
 	usd := ledger.Payment{PaymentID: "p-2", AccountID: "acct-1", AmountCents: 700, Currency: "USD"}
 	_, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd)))
 	var wce *idem.WriteConditionError
-	if !errors.As(err, &wce) || wce.Index != 0 || !idem.IsPermanent(err) {
-		t.Fatalf("payment in another currency: error %v, want a permanent *idem.WriteConditionError on write 0", err)
+	if !errors.As(err, &wce) || wce.Index != 1 || !idem.IsPermanent(err) {
+		t.Fatalf("payment in another currency: error %v, want a permanent *idem.WriteConditionError on write 1 (the credit)", err)
 	}
 	// Permanent: a redelivery gets the stored failure without running again.
 	if _, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd))); !strings.Contains(fmt.Sprint(err), "failed permanently earlier") {
@@ -272,4 +274,38 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestIntegrationRedeliveryAfterTheTTL: a payment redelivered after its idempotency
+// record expired (and before DynamoDB deleted it) runs again by contract; its receipt is
+// not sent again (the step carries over from the expired record) and its journal entry
+// stops the second credit.
+func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := newStack(ctx, t)
+	p := ledger.Payment{PaymentID: "pay-ttl-1", AccountID: "acct-ttl", AmountCents: 1234, Currency: "EUR"}
+	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Guarded {
+		t.Fatalf("first delivery: res=%+v err=%v", res, err)
+	}
+	st.skew.Store(int64(time.Hour + 5*time.Second))
+	res, err := st.deliver(ctx, ledger.Key(p), p)
+	if err != nil || res.Replayed || !res.Guarded {
+		t.Fatalf("after the TTL: res=%+v err=%v; want a run stopped by the journal", res, err)
+	}
+	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(accts) != 1 || accts["acct-ttl"].BalanceCents != 1234 || accts["acct-ttl"].Payments != 1 {
+		t.Fatalf("accounts: %+v, want acct-ttl credited once with 1234", accts)
+	}
+	if rs := st.receipts(ctx, t); len(rs) != 1 {
+		t.Fatalf("%d receipts, want 1", len(rs))
+	}
+	// Within the retention again, the completed record answers.
+	res, err = st.deliver(ctx, ledger.Key(p), p)
+	if err != nil || !res.Replayed {
+		t.Fatalf("third delivery: res=%+v err=%v; want a replay", res, err)
+	}
 }

@@ -85,6 +85,9 @@ func Decode(body []byte) (Payment, error) {
 			p.PaymentID, err = decodeID(name, raw)
 		case "account_id":
 			p.AccountID, err = decodeID(name, raw)
+			if err == nil && strings.HasPrefix(p.AccountID, EntryPrefix) {
+				err = invalid("account_id: must not begin with %q (reserved for journal entries)", EntryPrefix)
+			}
 		case "amount_cents":
 			p.AmountCents, err = decodeAmount(name, raw)
 		case "currency":
