@@ -576,6 +576,10 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 		if res.Reaped != 3 || res.Lost != 0 || res.Truncated {
 			t.Fatalf("sweep: %+v, want 3 reaped", res)
 		}
+		// Their leases ended a minute ago and became reapable 30s (the grace) later.
+		if res.MaxLate != 30*time.Second {
+			t.Errorf("sweep MaxLate = %s, want 30s", res.MaxLate)
+		}
 		for key, want := range map[string]idem.Status{"s1": idem.StatusFailed, "s2": idem.StatusFailed, "s3": idem.StatusFailed, "live": idem.StatusInProgress, "done": idem.StatusCompleted} {
 			pk, _ := c.RecordKey(key)
 			rec, err := e.store.Get(ctx, pk, e.clock.Now())

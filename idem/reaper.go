@@ -36,6 +36,10 @@ type SweepResult struct {
 	Reaped    int  // leases failed
 	Lost      int  // leases that moved on (completed, extended, taken over) after listing
 	Truncated bool // the sweep stopped at its deadline margin before the end
+	// MaxLate is the longest any reaped lease had been reapable (past its end plus
+	// Grace) when this sweep failed it: with a sweep every P, it stays under about P
+	// plus a sweep's duration when the reaper keeps up.
+	MaxLate time.Duration
 }
 
 // Sweep lists every shard's leases that ended before now minus Grace and fails each
@@ -84,10 +88,12 @@ func (r *Reaper) Sweep(ctx context.Context) (SweepResult, error) {
 					res.Truncated = true
 					return res, nil
 				}
-				err := r.Store.Reap(ctx, s, ReasonLeaseExpired, clock())
+				now := clock()
+				err := r.Store.Reap(ctx, s, ReasonLeaseExpired, now)
 				switch {
 				case err == nil:
 					res.Reaped++
+					res.MaxLate = max(res.MaxLate, now.Sub(s.LeaseUntil.Add(grace)))
 				case errors.Is(err, ErrLeaseLost):
 					res.Lost++
 				default:

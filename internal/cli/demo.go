@@ -34,6 +34,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	maxUp := flags.Duration("kill-within", 4*time.Second, "with --kills: each process is killed after a random time up to this")
 	logPath := flags.String("logs", "", "file for the consumers' JSON logs (default: a new file in the temp directory)")
 	self := flags.String("idemctl", "", "idemctl binary to run as the consumer that is killed (default: this program)")
+	phases := flags.Bool("crash-phases", true, "with --kills: every other consumer process kills itself at a chosen phase ("+strings.Join(demo.Phases, ", ")+") instead of at a random moment")
+	storm := flags.Bool("storm", false, "the duplicate storm: every payment delivered 1 to --max-deliveries times, of every kind (same and new dedup id, concurrent, after completion, after the TTL)")
+	maxDeliveries := flags.Int("max-deliveries", 5, "with --storm: most deliveries of one payment")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -44,6 +47,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if *kills < 0 || *kills > 10_000 || *maxUp < 200*time.Millisecond {
 		return usageError(flags, stderr, "want 0 <= --kills <= 10000 and --kill-within >= 200ms")
 	}
+	if *maxDeliveries < 1 || *maxDeliveries > 20 {
+		return usageError(flags, stderr, "want 1 <= --max-deliveries <= 20")
+	}
 	if *payments < 10 || *payments > 100_000 || *accounts < 1 || *accounts > *payments || *consumers < 1 || *consumers > 32 {
 		return usageError(flags, stderr, "want 10 <= --payments <= 100000, 1 <= --accounts <= payments, 1 <= --consumers <= 32")
 	}
@@ -53,6 +59,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	ok, err := demoRun(ctx, demoOptions{
 		template: *template, payments: *payments, accounts: *accounts, consumers: *consumers,
 		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
+		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries,
 	}, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "demo", err)
@@ -72,6 +79,9 @@ type demoOptions struct {
 	self                          string
 	kills                         int
 	maxUp                         time.Duration
+	phases                        bool
+	storm                         bool
+	maxDeliveries                 int
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
@@ -114,6 +124,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	opts := demo.Options{
 		Env: vars, SQS: sqsClient, DynamoDB: ddb, Payments: o.payments, Accounts: o.accounts,
 		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: syncw.New(logs),
+		Storm: o.storm, MaxDeliveries: o.maxDeliveries,
 	}
 	exe := o.self
 	if exe == "" && (o.crash || o.kills > 0) {
@@ -129,8 +140,15 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		rng := rand.New(rand.NewPCG(o.seed, o.seed+1))
 		args := []string{"run", "--template", o.template, "--consumers", "2", "--wait", "1s", "--function-timeout", "3s",
 			"--visibility-timeout", "8s", "--reaper-every", "1s", "--retry-after", "1s"}
-		opts.Chaos = func(ctx context.Context, logs demo.ChildLog) (int, error) {
-			return demo.Chaos(ctx, rng, exe, args, append(childEnv, "LEASE_GRACE=1s"), o.kills, 200*time.Millisecond, o.maxUp, stderr, logs)
+		var phases []string
+		if o.phases {
+			phases = demo.Phases
+		}
+		opts.Chaos = func(ctx context.Context, logs demo.ChildLog) (demo.ChaosResult, error) {
+			return demo.Chaos(ctx, demo.ChaosConfig{
+				Exe: exe, Args: args, Env: append(childEnv, "LEASE_GRACE=1s"), Kills: o.kills,
+				MinUp: 200 * time.Millisecond, MaxUp: o.maxUp, Phases: phases, Out: stderr, Logs: logs, Rand: rng,
+			})
 		}
 	}
 	if o.crash {

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,6 +39,8 @@ type runOptions struct {
 	noReaper          bool
 	retryAfter        time.Duration
 	stallCommit       time.Duration
+	crashAt           string
+	crashAfter        int
 }
 
 // runRun plays the Lambda event source mapping for the consumer, with the handler value
@@ -55,12 +60,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 	flags.BoolVar(&o.noReaper, "no-reaper", false, "do not run the reaper")
 	flags.DurationVar(&o.retryAfter, "retry-after", 0, "make failed records visible again after this long (local shortcut; default: the visibility timeout)")
 	flags.DurationVar(&o.stallCommit, "stall-commit", 0, "fault injection: hold every completion this long before committing, leases held (for crash tests)")
+	flags.StringVar(&o.crashAt, "crash-at", "", "fault injection: kill this process (SIGKILL) right after a phase: "+strings.Join(demo.Phases, ", "))
+	flags.IntVar(&o.crashAfter, "crash-after", 1, "with --crash-at: at the phase's Nth occurrence")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
 	}
 	if len(pos) > 0 {
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
+	}
+	if o.crashAt != "" && (!slices.Contains(demo.Phases, o.crashAt) || o.crashAfter < 1) {
+		return usageError(flags, stderr, "--crash-at must be one of %s, and --crash-after at least 1", strings.Join(demo.Phases, ", "))
 	}
 	if o.consumers < 1 || o.consumers > 100 {
 		return usageError(flags, stderr, "--consumers must be between 1 and 100")
@@ -109,6 +119,15 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 	var ddb idem.DynamoDBAPI = dynamodb.NewFromConfig(awsCfg)
 	if o.stallCommit > 0 {
 		ddb = demo.StallCommits(ddb, o.stallCommit, stderr)
+	}
+	if o.crashAt != "" {
+		if ddb, err = demo.CrashAt(ddb, o.crashAt, o.crashAfter, func() {
+			fmt.Fprintf(stderr, "%s %s\n", demo.CrashMarker, o.crashAt)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; never return into the caller
+		}); err != nil {
+			return runner.Stats{}, err
+		}
 	}
 	logs := syncw.New(stdout)
 	cfg := runner.Config{

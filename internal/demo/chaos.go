@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,49 +16,101 @@ import (
 
 // ChildLog is what Chaos reads from its children's JSON log lines on stdout.
 type ChildLog struct {
-	OnMessage func(messageID string) // a record the child received
-	OnReaped  func(n int)            // locks a child's reaper failed in one sweep
+	OnMessage func(messageID string)             // a record the child received
+	OnReaped  func(n int, maxLate time.Duration) // a child's reaper sweep: locks failed, and how late
 }
 
-// Chaos runs consumer child processes (exe args, with env added) and kills each with
-// SIGKILL after a random time between minUp and maxUp, restarting a new one every time,
-// until it has killed kills of them or ctx ends. Kills land wherever the child is: in a
-// long poll, after an acquire, after a step, after a commit and before the SQS delete,
-// in the middle of a reaper sweep. It returns how many it killed.
-func Chaos(ctx context.Context, rng *rand.Rand, exe string, args, env []string, kills int, minUp, maxUp time.Duration, out io.Writer, logs ChildLog) (int, error) {
-	killed := 0
-	for killed < kills && ctx.Err() == nil {
-		cmd := exec.Command(exe, args...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdout, cmd.Stderr = &lineReader{fn: logs.line}, io.Discard
-		if err := cmd.Start(); err != nil {
-			return killed, fmt.Errorf("demo: start consumer child: %w", err)
+// RandomKill names, in ChaosResult.ByPhase, the kills sent from outside at a random moment.
+const RandomKill = "random moment"
+
+// ChaosConfig configures Chaos.
+type ChaosConfig struct {
+	Exe       string   // the consumer program (idemctl)
+	Args      []string // its arguments (`run ...`)
+	Env       []string // added to the environment
+	Kills     int      // stop after this many kills
+	MinUp     time.Duration
+	MaxUp     time.Duration // a random kill comes after a random time in [MinUp, MaxUp]
+	Phases    []string      // crash phases to cycle through (see CrashAt); empty: random kills only
+	PhaseWait time.Duration // how long a child may take to reach its phase before it is killed from outside (default 30s)
+	Out       io.Writer
+	Logs      ChildLog
+	Rand      *rand.Rand
+}
+
+// ChaosResult counts the kills.
+type ChaosResult struct {
+	Killed  int
+	ByPhase map[string]int // phase (or RandomKill) → kills
+}
+
+// Chaos runs consumer child processes one after another and kills every one of them with
+// SIGKILL, restarting a new one each time, until it has killed c.Kills or ctx ends.
+// Children take turns: one is sent SIGKILL from outside after a random time (it dies
+// wherever it is: in a long poll, after an acquire, between a commit and the SQS delete,
+// in a sweep), and the next one is started with `--crash-at PHASE --crash-after N` and
+// sends SIGKILL to itself at that exact point (see CrashAt), cycling through c.Phases.
+func Chaos(ctx context.Context, c ChaosConfig) (ChaosResult, error) {
+	res := ChaosResult{ByPhase: map[string]int{}}
+	if c.PhaseWait <= 0 {
+		c.PhaseWait = 30 * time.Second
+	}
+	slots := append(append([]string(nil), c.Phases...), RandomKill)
+	for i := 0; res.Killed < c.Kills && ctx.Err() == nil; i++ {
+		slot := slots[i%len(slots)]
+		args := c.Args
+		wait := c.MinUp + time.Duration(c.Rand.Int64N(int64(c.MaxUp-c.MinUp)+1))
+		if slot != RandomKill {
+			n := 1 // the first reap, or the first or second acquire, step or commit
+			if slot != PhaseReap {
+				n += c.Rand.IntN(2)
+			}
+			args = append(append([]string(nil), c.Args...), "--crash-at", slot, "--crash-after", fmt.Sprint(n))
+			wait = c.PhaseWait
 		}
-		up := minUp + time.Duration(rng.Int64N(int64(maxUp-minUp)+1))
+		cmd := exec.Command(c.Exe, args...)
+		cmd.Env = append(os.Environ(), c.Env...)
+		cmd.Stdout, cmd.Stderr = &lineReader{fn: c.Logs.line}, io.Discard
+		if err := cmd.Start(); err != nil {
+			return res, fmt.Errorf("demo: start consumer child: %w", err)
+		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		select {
-		case <-time.After(up):
+		case <-time.After(wait):
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				return killed, fmt.Errorf("demo: kill consumer child: %w", err)
+				return res, fmt.Errorf("demo: kill consumer child: %w", err)
 			}
 			if werr := <-exited; werr == nil {
-				return killed, fmt.Errorf("demo: consumer child exited cleanly instead of being killed")
+				return res, fmt.Errorf("demo: consumer child exited cleanly instead of being killed")
 			}
-			killed++
-			if killed%10 == 0 || killed == kills {
-				fmt.Fprintf(out, "demo: %d consumers killed with SIGKILL so far\n", killed)
-			}
+			res.ByPhase[RandomKill]++
 		case err := <-exited:
-			return killed, fmt.Errorf("demo: consumer child exited by itself within %s: %w", up, err)
+			if slot == RandomKill || !killedBySIGKILL(err) {
+				return res, fmt.Errorf("demo: consumer child exited by itself (crash slot %q): %w", slot, err)
+			}
+			res.ByPhase[slot]++
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
-			if werr := <-exited; werr == nil {
-				return killed, nil
-			}
+			<-exited
+			return res, nil
+		}
+		res.Killed++
+		if res.Killed%10 == 0 || res.Killed == c.Kills {
+			fmt.Fprintf(c.Out, "demo: %d consumers killed with SIGKILL so far\n", res.Killed)
 		}
 	}
-	return killed, nil
+	return res, nil
+}
+
+// killedBySIGKILL reports whether a child's Wait error says SIGKILL ended it.
+func killedBySIGKILL(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // line reads one JSON log line of a child.
@@ -66,6 +119,7 @@ func (l ChildLog) line(b []byte) {
 		Msg       string `json:"msg"`
 		MessageID string `json:"message_id"`
 		Reaped    int    `json:"reaped"`
+		MaxLateMS int64  `json:"max_late_ms"`
 	}
 	if json.Unmarshal(b, &rec) != nil { // a line cut short by the kill
 		return
@@ -74,7 +128,7 @@ func (l ChildLog) line(b []byte) {
 	case rec.Msg == "sqs record" && rec.MessageID != "" && l.OnMessage != nil:
 		l.OnMessage(rec.MessageID)
 	case rec.Msg == "sweep done" && l.OnReaped != nil:
-		l.OnReaped(rec.Reaped)
+		l.OnReaped(rec.Reaped, time.Duration(rec.MaxLateMS)*time.Millisecond)
 	}
 }
 

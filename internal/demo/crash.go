@@ -8,11 +8,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -105,4 +108,72 @@ func ChildCrasher(exe string, args, env []string, out io.Writer) Crasher {
 			return 0, errors.New("child consumer did not reach a commit within 60s")
 		}
 	}
+}
+
+// Crash phases: where a consumer process kills itself with CrashAt.
+const (
+	PhaseAcquire = "acquire" // right after a lease is acquired (the conditional PutItem)
+	PhaseStep    = "step"    // right after a step (the receipt) is recorded
+	PhaseCommit  = "commit"  // right after the completion transaction, before the SQS delete
+	PhaseReap    = "reap"    // in a reaper sweep, right after its first reap
+)
+
+// Phases lists the crash phases in the order Chaos cycles through them: a reap crash
+// comes right after an acquire crash, whose abandoned locks it has to reap.
+var Phases = []string{PhaseAcquire, PhaseReap, PhaseStep, PhaseCommit}
+
+// CrashMarker starts the line a consumer prints just before it kills itself.
+const CrashMarker = "crashing at"
+
+// CrashAt wraps a DynamoDB client so that die is called right after the n-th successful
+// call of the phase: the process is then expected to be gone (idemctl run --crash-at
+// sends itself SIGKILL), leaving whatever that moment leaves behind.
+func CrashAt(api idem.DynamoDBAPI, phase string, n int, die func()) (idem.DynamoDBAPI, error) {
+	if !slices.Contains(Phases, phase) {
+		return nil, fmt.Errorf("demo: unknown crash phase %q (want one of %s)", phase, strings.Join(Phases, ", "))
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("demo: crash after %d calls: must be at least 1", n)
+	}
+	return &crashAt{DynamoDBAPI: api, phase: phase, n: int64(n), die: die}, nil
+}
+
+type crashAt struct {
+	idem.DynamoDBAPI
+	phase string
+	n     int64
+	seen  atomic.Int64
+	die   func()
+}
+
+func (c *crashAt) hit(phase string, err error) {
+	if err == nil && phase == c.phase && c.seen.Add(1) == c.n {
+		c.die()
+	}
+}
+
+func (c *crashAt) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := c.DynamoDBAPI.PutItem(ctx, in, o...)
+	if strings.HasPrefix(aws.ToString(in.ConditionExpression), "attribute_not_exists(pk)") {
+		c.hit(PhaseAcquire, err)
+	}
+	return out, err
+}
+
+func (c *crashAt) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := c.DynamoDBAPI.UpdateItem(ctx, in, o...)
+	upd, cond := aws.ToString(in.UpdateExpression), aws.ToString(in.ConditionExpression)
+	switch {
+	case strings.Contains(upd, "ADD steps"):
+		c.hit(PhaseStep, err)
+	case strings.HasPrefix(upd, "SET #status = :failed") && strings.Contains(cond, "lease_until = :lu"):
+		c.hit(PhaseReap, err)
+	}
+	return out, err
+}
+
+func (c *crashAt) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := c.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
+	c.hit(PhaseCommit, err)
+	return out, err
 }

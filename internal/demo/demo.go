@@ -59,11 +59,31 @@ type Options struct {
 	Seed      uint64
 	Crash     Crasher // nil: no consumer is killed
 	// Chaos, when set, runs during the consumption and kills consumer processes at
-	// random moments (see Chaos); it returns how many it killed.
-	Chaos func(ctx context.Context, logs ChildLog) (int, error)
+	// random moments and at chosen phases (see Chaos).
+	Chaos func(ctx context.Context, logs ChildLog) (ChaosResult, error)
 	Out   io.Writer // progress and the summary
 	Logs  io.Writer // the consumers' JSON logs (default: discarded)
+	// Storm switches to the duplicate storm: every payment is delivered 1 to
+	// MaxDeliveries times (default 5), each extra delivery of one kind (see StormKinds),
+	// the last two kinds after the rest is consumed.
+	Storm         bool
+	MaxDeliveries int
+	// ConsumerDynamoDB, when set, is the client the local consumers use (for instance
+	// through a fault-injecting proxy); the reaper and the final check use DynamoDB.
+	ConsumerDynamoDB idem.DynamoDBAPI
 }
+
+// Kinds of extra deliveries in the duplicate storm.
+const (
+	KindSameDedupID    = "same dedup id"            // SQS drops it within its 5-minute window
+	KindNewDedupID     = "new dedup id"             // reaches a consumer; the record answers
+	KindConcurrent     = "concurrent"               // another FIFO group: two consumers at once
+	KindAfterCompleted = "after completion"         // sent once everything before is consumed
+	KindAfterTTL       = "after TTL, before delete" // consumed with the clock past the record's TTL
+)
+
+// StormKinds lists the kinds of extra deliveries, in the order they are sent.
+var StormKinds = []string{KindSameDedupID, KindNewDedupID, KindConcurrent, KindAfterCompleted, KindAfterTTL}
 
 // Timing of the local run: short, so crashed leases are reaped and redelivered within
 // seconds rather than the deployed minutes. The crashed consumer's messages stay
@@ -93,7 +113,15 @@ type Summary struct {
 	Parked             []string       // payments only in the DLQ, not applied: redrive them
 	BadSent            int            // bad messages sent (each must end in the DLQ)
 	Killed             int            // consumers killed with SIGKILL
+	KilledByPhase      map[string]int // ... by where they died (see Phases, RandomKill)
 	Reaped             int            // stale locks failed by the reaper
+	ReapLate           time.Duration  // the in-process reaper's latest reap past lease end + grace (period ReapEvery)
+	ReapLateChildren   time.Duration  // the same for the consumer processes' reapers
+	Guarded            int            // runs stopped by the ledger's journal entry (a redelivery past the TTL)
+	LeaseLost          int            // commits refused because the lease had moved on
+	Deliveries         map[string]int // storm: extra deliveries sent, by kind
+	GuardedExpected    int            // storm: the most guarded runs there may be (after-TTL deliveries)
+	LastProgress       time.Time      // when a local consumer last applied or answered a record
 	Receipts           int            // distinct payments with a receipt
 	ReceiptMessages    int            // receipt messages (one per payment expected)
 	LedgerOK           bool
@@ -135,9 +163,28 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	run := fmt.Sprintf("%d", time.Now().Unix())
 	payments := Generate(rng, run, o.Payments, o.Accounts)
-	first, second, extra, bad := stream(rng, payments)
 	var s Summary
+	var first, second, extra, bad, afterDone, afterTTL []Message
+	if o.Storm {
+		if o.MaxDeliveries <= 0 {
+			o.MaxDeliveries = 5
+		}
+		st := stormStream(rng, payments, o.MaxDeliveries)
+		bad = badMessages(payments)
+		first, second, afterDone, afterTTL, s.Deliveries = st.first, append(st.second, bad...), st.afterDone, st.afterTTL, st.kinds
+		rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
+		if len(first) > stormHead { // the rest waits for the consumers (see sendPaced)
+			first, second = first[:stormHead], append(first[stormHead:], second...)
+		}
+		s.GuardedExpected = len(afterTTL)
+	} else {
+		first, second, extra, bad = stream(rng, payments)
+	}
 	s.DistinctPayments, s.BadSent = len(payments), len(bad)
+	consumerDDB := o.ConsumerDynamoDB
+	if consumerDDB == nil {
+		consumerDDB = o.DynamoDB
+	}
 
 	fmt.Fprintf(o.Out, "demo: %d payments over %d accounts; %d consumers; %d bad messages\n", len(payments), o.Accounts, o.Consumers, len(bad))
 	n, err := send(ctx, o.SQS, queueURL, first, 4)
@@ -163,15 +210,24 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	var seenMu sync.Mutex
 	seen := map[string]bool{}
 	var reaped int64
+	sweep := func(ctx context.Context) (idem.SweepResult, error) {
+		res, err := reaper.Sweep(ctx)
+		seenMu.Lock()
+		s.ReapLate = max(s.ReapLate, res.MaxLate)
+		seenMu.Unlock()
+		return res, err
+	}
+	var clock func() time.Time // the consumers' clock; nil: time.Now
 	consume := func() error {
 		stats, err := runner.Run(ctx, runner.Config{
 			SQS: o.SQS, QueueURL: queueURL, Consumers: o.Consumers, BatchSize: 10,
 			VisibilityTimeout: Visibility, FunctionTimeout: FunctionTimeout, WaitTime: time.Second,
 			RetryAfter: time.Second, UntilIdle: 3 * time.Second, Progress: o.Out, ProgressEvery: 5 * time.Second,
-			Reap: reaper.Sweep, ReapEvery: ReapEvery,
+			Reap: sweep, ReapEvery: ReapEvery,
 			NewHandler: func(i int) (runner.Handler, error) {
 				h, err := consumerapp.New(cfg, consumerapp.Deps{
-					DynamoDB: o.DynamoDB, SQS: o.SQS, Logs: o.Logs, Metrics: counts, Owner: fmt.Sprintf("demo-consumer-%d", i),
+					DynamoDB: consumerDDB, SQS: o.SQS, Logs: o.Logs, Metrics: counts, Owner: fmt.Sprintf("demo-consumer-%d", i),
+					Clock: clock,
 				})
 				return runner.Handler(h), err
 			},
@@ -183,17 +239,22 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return err
 	}
 	type chaosResult struct {
-		n   int
+		res ChaosResult
 		err error
 	}
 	chaos := make(chan chaosResult, 1)
 	if o.Chaos != nil {
-		fmt.Fprintln(o.Out, "demo: chaos: consumer processes run beside the local ones and are killed (SIGKILL) at random moments")
+		fmt.Fprintln(o.Out, "demo: chaos: consumer processes run beside the local ones and are killed (SIGKILL) at random moments and chosen phases")
 		logs := ChildLog{
 			OnMessage: func(id string) { seenMu.Lock(); seen[id] = true; seenMu.Unlock() },
-			OnReaped:  func(n int) { seenMu.Lock(); reaped += int64(n); seenMu.Unlock() },
+			OnReaped: func(n int, late time.Duration) {
+				seenMu.Lock()
+				reaped += int64(n)
+				s.ReapLateChildren = max(s.ReapLateChildren, late)
+				seenMu.Unlock()
+			},
 		}
-		go func() { n, err := o.Chaos(ctx, logs); chaos <- chaosResult{n, err} }()
+		go func() { r, err := o.Chaos(ctx, logs); chaos <- chaosResult{r, err} }()
 	}
 	var runErr error
 	var wg sync.WaitGroup
@@ -207,17 +268,24 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		// The queue may go idle while the chaos still kills; once it is done, drain what
 		// its last victims left in flight.
 		c := <-chaos
-		s.Killed += c.n
+		s.Killed += c.res.Killed
+		s.KilledByPhase = c.res.ByPhase
 		if c.err != nil {
 			runErr = c.err
 			return
 		}
-		fmt.Fprintf(o.Out, "demo: chaos done (%d kills); draining what the killed consumers left\n", c.n)
+		fmt.Fprintf(o.Out, "demo: chaos done (%d kills); draining what the killed consumers left\n", c.res.Killed)
 		runErr = consume()
 	}()
-	n, err = send(ctx, o.SQS, queueURL, second, 4)
+	if o.Storm {
+		n, err = sendPaced(ctx, o.SQS, queueURL, second, stormDepth)
+	} else {
+		n, err = send(ctx, o.SQS, queueURL, second, 4)
+	}
 	s.Sent += n
-	if err == nil {
+	if err == nil && o.Storm {
+		fmt.Fprintf(o.Out, "demo: sent %d messages (second half, duplicates with the same and new dedup ids, concurrent copies, bad input)\n", n)
+	} else if err == nil {
 		fmt.Fprintf(o.Out, "demo: sent %d messages (second half, in-window duplicates, concurrent redeliveries, bad input)\n", n)
 		// After-window duplicates: same keys, new dedup ids, once the originals are done.
 		time.Sleep(2 * time.Second)
@@ -232,6 +300,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if runErr != nil {
 		return s, runErr
 	}
+	if o.Storm {
+		n, err := latePhases(ctx, o, queueURL, afterDone, afterTTL, cfg.TTL, &clock, consume)
+		s.Sent += n
+		if err != nil {
+			return s, err
+		}
+	}
 
 	c := counts.snapshot()
 	seenMu.Lock()
@@ -240,6 +315,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.SuppressedBySQS = s.Sent - s.Delivered
 	s.SuppressedByDynamo = c[idem.MetricDuplicate]
 	s.InProgress = c[idem.MetricInProgress]
+	s.Guarded = c[idem.MetricGuarded]
+	s.LeaseLost = c[idem.MetricLeaseLost]
+	s.LastProgress = counts.lastProgress()
 	s.Reaped = int(reaped)
 	var redriven []string // bodies SQS moved itself
 	if s.DeadLettered, redriven, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
@@ -304,8 +382,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		dlq += v
 	}
 	// Receipts are sent before the commit, so a parked payment may have one.
+	// A run stopped by the journal is a second execution of a payment: expected after the
+	// record's TTL (the storm plays those), a bug anywhere else.
 	s.OK = s.LedgerOK && s.Applied == s.DistinctPayments-len(s.Parked) && dlq == s.BadSent &&
-		s.Receipts >= s.DistinctPayments-len(s.Parked) && s.ReceiptMessages == s.Receipts && (s.Killed == 0 || s.Reaped > 0)
+		s.Receipts >= s.DistinctPayments-len(s.Parked) && s.ReceiptMessages == s.Receipts && (s.Killed == 0 || s.Reaped > 0) &&
+		s.Guarded <= s.GuardedExpected
 	s.Elapsed = time.Since(start)
 	return s, nil
 }
@@ -354,8 +435,17 @@ func stream(rng *rand.Rand, ps []ledger.Payment) (first, second, late, bad []Mes
 		p := ps[rng.IntN(len(ps))]
 		late = append(late, message(p, p.AccountID, "late-"+p.PaymentID))
 	}
+	bad = badMessages(ps)
+	second = append(second, bad...)
+	rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
+	return first, second, late, bad
+}
+
+// badMessages are the bad input every run sends: each must end in the DLQ with its reason.
+func badMessages(ps []ledger.Payment) []Message {
+	half := len(ps) / 2
 	g := "acct-bad"
-	bad = []Message{
+	bad := []Message{
 		{Body: `{"payment_id":"pay-bad-1","account_id":`, Key: "payment:pay-bad-1", Group: g, DedupID: "bad-1"},
 		{Body: `{"payment_id":"pay-bad-2","account_id":"acct-bad","amount_cents":-500,"currency":"EUR"}`, Key: "payment:pay-bad-2", Group: g, DedupID: "bad-2"},
 		{Body: `{"payment_id":"pay-bad-3","account_id":"acct-bad","amount_cents":500,"currency":"XXX"}`, Key: "payment:pay-bad-3", Group: g, DedupID: "bad-3"},
@@ -368,15 +458,14 @@ func stream(rng *rand.Rand, ps []ledger.Payment) (first, second, late, bad []Mes
 		m := message(p, ps[0].AccountID, "conflict-"+p.PaymentID)
 		bad = append(bad, m)
 	}
-	second = append(second, bad...)
-	rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
-	return first, second, late, bad
+	return bad
 }
 
 // emfCounts sums the counters of the consumers' EMF lines.
 type emfCounts struct {
-	mu sync.Mutex
-	c  map[string]int
+	mu   sync.Mutex
+	c    map[string]int
+	last time.Time // when a record was last applied or answered
 }
 
 func (e *emfCounts) Write(p []byte) (int, error) {
@@ -391,13 +480,22 @@ func (e *emfCounts) Write(p []byte) (int, error) {
 			continue
 		}
 		for _, name := range []string{idem.MetricAcquired, idem.MetricDuplicate, idem.MetricInProgress, idem.MetricLeaseLost,
-			idem.MetricPermanentFailure, idem.MetricDeadLettered, idem.MetricRetry} {
+			idem.MetricPermanentFailure, idem.MetricDeadLettered, idem.MetricRetry, idem.MetricGuarded} {
 			if v, ok := doc[name].(float64); ok {
 				e.c[name] += int(v)
+				if v > 0 && (name == idem.MetricAcquired || name == idem.MetricDuplicate || name == idem.MetricGuarded) {
+					e.last = time.Now()
+				}
 			}
 		}
 	}
 	return len(p), nil
+}
+
+func (e *emfCounts) lastProgress() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last
 }
 
 func (e *emfCounts) snapshot() map[string]int {
@@ -504,8 +602,25 @@ func (s Summary) Print(w io.Writer) {
 	if len(s.Parked) > 0 {
 		line("payments parked in the DLQ, not applied", fmt.Sprintf("%d: %s (idemctl redrive)", len(s.Parked), strings.Join(s.Parked, ", ")))
 	}
+	if len(s.Deliveries) > 0 {
+		line("storm: extra deliveries sent, by kind", "")
+		for _, k := range StormKinds {
+			fmt.Fprintf(w, "      %d × %s\n", s.Deliveries[k], k)
+		}
+	}
+	line("runs stopped by the ledger journal (after the TTL)", fmt.Sprintf("%d (at most %d expected)", s.Guarded, s.GuardedExpected))
+	line("commits refused: lease lost", s.LeaseLost)
 	line("consumers killed (SIGKILL)", s.Killed)
+	if len(s.KilledByPhase) > 0 {
+		for _, p := range append(slices.Clone(Phases), RandomKill) {
+			fmt.Fprintf(w, "      %d × %s\n", s.KilledByPhase[p], p)
+		}
+	}
 	line("stale locks reaped", s.Reaped)
+	if s.Reaped > 0 {
+		line("  latest reap past lease end + grace", fmt.Sprintf("%s in-process (every %s), %s in the consumer processes",
+			s.ReapLate.Round(time.Millisecond), ReapEvery, s.ReapLateChildren.Round(time.Millisecond)))
+	}
 	verdict := "OK"
 	if !s.LedgerOK {
 		verdict = "FAIL"

@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 )
 
 // Message is one message the demo's producer sends to the FIFO input queue.
@@ -93,4 +95,41 @@ func sendBatch(ctx context.Context, api Sender, url string, batch []Message) (in
 		}
 	}
 	return accepted, nil
+}
+
+// DepthAPI is what sendPaced reads the queue's depth with.
+type DepthAPI interface {
+	Sender
+	runner.SQSAPI
+}
+
+// sendPaced sends msgs in chunks, each once the queue holds at most maxDepth messages
+// (visible and in flight): a producer that keeps up with the consumers instead of
+// burying the emulator under its whole backlog at once (moto's receives slow down with
+// the queue's length).
+func sendPaced(ctx context.Context, api DepthAPI, url string, msgs []Message, maxDepth int) (int, error) {
+	const chunk = 100
+	sent := 0
+	for start := 0; start < len(msgs); start += chunk {
+		for {
+			visible, inflight, err := runner.Depth(ctx, api, url)
+			if err != nil {
+				return sent, err
+			}
+			if visible+inflight <= maxDepth {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return sent, fmt.Errorf("demo: paced send: %w", ctx.Err())
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		n, err := send(ctx, api, url, msgs[start:min(start+chunk, len(msgs))], 4)
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
 }

@@ -464,3 +464,12 @@ func requestID() string {
 	h := hex.EncodeToString(b[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
+
+// Event builds the Lambda event of received messages, as the event source mapping does.
+func Event(msgs []sqstypes.Message, queueARN, region string) events.SQSEvent {
+	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
+	for i, m := range msgs {
+		ev.Records[i] = toRecord(m, queueARN, region)
+	}
+	return ev
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -33,6 +34,9 @@ type Deps struct {
 	Logs     io.Writer
 	Metrics  io.Writer
 	Owner    string // names this process in records when there is no Lambda request id
+	// Clock is the idempotency layer's clock (default time.Now). Tests move it forward
+	// to play deliveries that come after a record's TTL.
+	Clock func() time.Time
 }
 
 // New builds the handler. Build it once per process, outside the handler, so the
@@ -59,7 +63,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	client, err := idem.New(idem.Config{
 		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
-		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner,
+		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)

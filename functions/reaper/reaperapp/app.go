@@ -82,7 +82,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 			log.Warn("metrics flush failed", "error", ferr.Error())
 		}
 		attrs := []any{"event_id", ev.ID, "scanned", res.Scanned, "reaped", res.Reaped, "lost_race", res.Lost,
-			"truncated", res.Truncated, "duration_ms", time.Since(start).Milliseconds()}
+			"truncated", res.Truncated, "max_late_ms", res.MaxLate.Milliseconds(), "duration_ms", time.Since(start).Milliseconds()}
 		if err != nil {
 			log.Error("sweep failed", append(attrs, "error", err.Error())...)
 			return res, fmt.Errorf("reaper: %w", err)

@@ -1,0 +1,91 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+)
+
+// The storm sends stormHead messages before the consumers start, then keeps the queue
+// at most stormDepth deep.
+const (
+	stormHead  = 500
+	stormDepth = 600
+)
+
+// storm is the traffic of the duplicate storm, by sending phase.
+type storm struct {
+	first     []Message      // sent before the consumers start: the first half and its concurrent copies
+	second    []Message      // sent while they run: the second half and the in-run duplicates
+	afterDone []Message      // sent once everything before has been consumed
+	afterTTL  []Message      // consumed with the consumers' clock past the records' TTL
+	kinds     map[string]int // extra deliveries by kind
+}
+
+// stormStream delivers every payment 1 to maxDeliveries times: the original (dedup id
+// derived from the key, as a producer sets it) and 0 to maxDeliveries-1 extra
+// deliveries, each of a kind drawn from StormKinds.
+func stormStream(rng *rand.Rand, ps []ledger.Payment, maxDeliveries int) storm {
+	st := storm{kinds: map[string]int{}}
+	half := len(ps) / 2
+	for i, p := range ps {
+		phase := &st.second
+		if i < half {
+			phase = &st.first
+		}
+		key := ledger.Key(p)
+		*phase = append(*phase, message(p, p.AccountID, ledger.DeduplicationID(key)))
+		for j := range rng.IntN(maxDeliveries) {
+			kind := StormKinds[rng.IntN(len(StormKinds))]
+			st.kinds[kind]++
+			id := fmt.Sprintf("%d-%s", j, p.PaymentID)
+			switch kind {
+			case KindSameDedupID:
+				st.second = append(st.second, message(p, p.AccountID, ledger.DeduplicationID(key)))
+			case KindNewDedupID:
+				st.second = append(st.second, message(p, p.AccountID, "dup"+id))
+			case KindConcurrent:
+				// Another group, in the same phase as the original: another consumer may
+				// receive it while the original's lease is held.
+				*phase = append(*phase, message(p, p.AccountID+"-copy", "copy"+id))
+			case KindAfterCompleted:
+				st.afterDone = append(st.afterDone, message(p, p.AccountID, "done"+id))
+			case KindAfterTTL:
+				st.afterTTL = append(st.afterTTL, message(p, p.AccountID, "ttl"+id))
+			}
+		}
+	}
+	return st
+}
+
+// latePhases plays the storm's last two kinds once the rest is consumed: duplicates of
+// completed payments, then duplicates consumed with the consumers' clock moved past the
+// records' TTL (DynamoDB has not deleted them: TTL deletion takes up to days), which the
+// consumers must treat as absent and the ledger's journal must stop. It returns how many
+// messages SQS accepted.
+func latePhases(ctx context.Context, o Options, queueURL string, afterDone, afterTTL []Message, ttl time.Duration,
+	clock *func() time.Time, consume func() error) (int, error) {
+	sent := 0
+	n, err := sendPaced(ctx, o.SQS, queueURL, afterDone, stormDepth)
+	sent += n
+	if err != nil {
+		return sent, err
+	}
+	fmt.Fprintf(o.Out, "demo: sent %d duplicates of completed payments\n", n)
+	if err := consume(); err != nil {
+		return sent, err
+	}
+	skew := ttl + time.Minute
+	n, err = sendPaced(ctx, o.SQS, queueURL, afterTTL, stormDepth)
+	sent += n
+	if err != nil {
+		return sent, err
+	}
+	fmt.Fprintf(o.Out, "demo: sent %d duplicates to consume after the TTL (consumers' clock +%s)\n", n, skew)
+	*clock = func() time.Time { return time.Now().Add(skew) }
+	defer func() { *clock = nil }()
+	return sent, consume()
+}

@@ -1,0 +1,86 @@
+package reliability_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+)
+
+// TestCrashInjection kills consumer processes (idemctl run) with SIGKILL, again and
+// again, restarting one each time: one is stalled before its commits with leases held,
+// then they take turns dying at a random moment and killing themselves at a chosen
+// phase (right after an acquire, after the receipt step is recorded, after the business
+// commit and before the SQS delete, in a reaper sweep). Expected: the ledger exact,
+// every message applied or in the DLQ, every stale lock reaped within two reaper
+// periods of becoming reapable.
+func TestCrashInjection(t *testing.T) {
+	payments, accounts, kills := size(200, 2000), size(10, 50), size(10, 60)
+	bin, err := idemctlBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t)
+	childEnv := append(w.env.Environ(), "AWS_ENDPOINT_URL="+awsEndpoint(t), "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+	const childReapEvery, childGrace = time.Second, time.Second
+	args := []string{"run", "--template", "../../template.yaml", "--consumers", "2", "--wait", "1s", "--function-timeout", "3s",
+		"--visibility-timeout", "8s", "--reaper-every", childReapEvery.String(), "--retry-after", "1s"}
+	rng := rand.New(rand.NewPCG(11, 12))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(size(5, 30))*time.Minute)
+	defer cancel()
+	out := &progress{t: t}
+	s, err := demo.Run(ctx, demo.Options{
+		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Payments: payments, Accounts: accounts, Consumers: 1, Seed: 11, Out: out,
+		Crash: demo.ChildCrasher(bin, []string{
+			"run", "--template", "../../template.yaml", "--consumers", "1", "--no-reaper", "--wait", "1s",
+			"--function-timeout", demo.FunctionTimeout.String(), "--visibility-timeout", demo.CrashVisibility.String(),
+			"--stall-commit", "2m",
+		}, append(childEnv, "LEASE_GRACE="+demo.LeaseGrace.String()), out),
+		Chaos: func(ctx context.Context, logs demo.ChildLog) (demo.ChaosResult, error) {
+			return demo.Chaos(ctx, demo.ChaosConfig{
+				Exe: bin, Args: args, Env: append(childEnv, "LEASE_GRACE="+childGrace.String()), Kills: kills,
+				MinUp: 200 * time.Millisecond, MaxUp: 4 * time.Second, Phases: demo.Phases, PhaseWait: 15 * time.Second,
+				Out: out, Logs: logs, Rand: rng,
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSummary(t, s)
+	if s.Killed < kills {
+		t.Errorf("%d kills, want at least %d", s.Killed, kills)
+	}
+	for _, p := range append(demo.Phases, demo.RandomKill) {
+		if s.KilledByPhase[p] == 0 {
+			t.Errorf("no consumer died at %q", p)
+		}
+	}
+	if s.Reaped == 0 {
+		t.Error("no stale lock was reaped")
+	}
+	// The in-process reaper (every ReapEvery, grace LeaseGrace) runs all along; the
+	// processes' reapers (every second, grace 1s) come and go with the kills. Whoever
+	// reaped a lock, it must not have waited longer than two of the scheduled reaper's
+	// periods past the moment that reaper could take it (lease end + its grace).
+	afterEnd := max(s.ReapLate+demo.LeaseGrace, s.ReapLateChildren+childGrace)
+	limit := demo.LeaseGrace + 2*demo.ReapEvery
+	if afterEnd > limit {
+		t.Errorf("a stale lock was reaped %s after its lease ended, more than grace %s + two periods of %s",
+			afterEnd, demo.LeaseGrace, demo.ReapEvery)
+	}
+	report(t, "crash injection",
+		"payments / accounts", fmtInts(payments, accounts),
+		"messages accepted by SQS", s.Sent,
+		"consumers killed with SIGKILL", s.Killed,
+		"... by phase", phases(s.KilledByPhase),
+		"stale locks reaped", s.Reaped,
+		"latest reap after its lease ended (limit: grace + 2 periods)", elapsed(afterEnd)+" ("+limit.String()+")",
+		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
+		"double credits / missing", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked)),
+		"DLQ: bad (sent) / moved by SQS after 5 receives (applied through a copy)", fmtInts(dlq(s), s.BadSent, s.Redriven, s.RedrivenApplied),
+		"time", elapsed(s.Elapsed))
+}

@@ -1,0 +1,120 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+// full reports whether the full sizes were asked for (make reliability).
+func full() bool { return os.Getenv("RELIABILITY") == "full" }
+
+// size picks the fast or the full size of a scenario.
+func size(fast, big int) int {
+	if full() {
+		return big
+	}
+	return fast
+}
+
+// world is one scenario's own stack (queues and tables from template.yaml) on moto.
+type world struct {
+	env  *stack.Env
+	vars map[string]string
+	sqs  *sqs.Client
+	ddb  *dynamodb.Client
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	tpl, err := stack.Load("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{sqs: awstest.SQS(t), ddb: awstest.DynamoDB(t), vars: map[string]string{}}
+	name := strings.ReplaceAll(awstest.Name(t, "rel"), "_", "-")
+	w.env, err = stack.Up(context.Background(), tpl, stack.Clients{SQS: w.sqs, DynamoDB: w.ddb, Region: awstest.Region}, name, nil)
+	if err != nil {
+		t.Fatalf("stack up: %v", err)
+	}
+	for _, v := range w.env.Vars {
+		w.vars[v.Name] = v.Value
+	}
+	return w
+}
+
+// progress is where a scenario's progress lines go: the test log.
+type progress struct {
+	t  *testing.T
+	mu sync.Mutex
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		p.t.Log(l)
+	}
+	return len(b), nil
+}
+
+// idemctlBinary builds cmd/idemctl once per test binary: the consumer processes that
+// the crash scenario kills.
+var idemctlBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "reliability-idemctl")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "idemctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build idemctl: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// report logs a scenario's figures as a two-column table, for RELIABILITY.md.
+func report(t *testing.T, title string, rows ...any) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| %s | |\n|---|---|\n", title)
+	for i := 0; i+1 < len(rows); i += 2 {
+		fmt.Fprintf(&b, "| %v | %v |\n", rows[i], rows[i+1])
+	}
+	t.Log(b.String())
+}
+
+// checkSummary fails the test unless the outside check passed: every balance the sum of
+// the distinct payments, every payment credited once, every bad message in the DLQ with
+// its reason, every payment not applied parked in the DLQ.
+func checkSummary(t *testing.T, s demo.Summary) {
+	t.Helper()
+	var out strings.Builder
+	s.Print(&out)
+	t.Log(out.String())
+	if !s.OK {
+		t.Fatalf("the ledger or DLQ check failed (see the summary above)")
+	}
+	if len(s.Parked) > 0 {
+		t.Errorf("%d payments ended in the DLQ unapplied: %v", len(s.Parked), s.Parked)
+	}
+}
+
+func elapsed(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
+
+// awsEndpoint is the local endpoint the consumer processes must use too.
+func awsEndpoint(t *testing.T) string { return awstest.Endpoint(t) }

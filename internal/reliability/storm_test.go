@@ -1,0 +1,51 @@
+package reliability_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+)
+
+// TestDuplicateStorm delivers every payment 1 to 5 times: duplicates with the same dedup
+// id (SQS drops them), with a new dedup id, concurrently from another FIFO group, after
+// completion, and after the record's TTL (before DynamoDB deletes it), to several
+// consumers at once. Expected: 0 double credits, 0 missing, the bad messages in the DLQ.
+func TestDuplicateStorm(t *testing.T) {
+	payments, accounts, consumers := size(150, 10_000), size(6, 100), size(4, 8)
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(size(5, 75))*time.Minute)
+	defer cancel()
+	s, err := demo.Run(ctx, demo.Options{
+		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Payments: payments, Accounts: accounts, Consumers: consumers,
+		Seed: 7, Storm: true, MaxDeliveries: 5, Out: &progress{t: t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSummary(t, s)
+	for _, k := range demo.StormKinds {
+		if s.Deliveries[k] == 0 {
+			t.Errorf("no extra delivery of kind %q was sent", k)
+		}
+	}
+	if s.Deliveries[demo.KindAfterTTL] > 0 && s.Guarded == 0 {
+		t.Errorf("no delivery after the TTL was stopped by the journal: the TTL phase did not run as a new execution")
+	}
+	extra := 0
+	for _, n := range s.Deliveries {
+		extra += n
+	}
+	report(t, "duplicate storm",
+		"payments / accounts / consumers", fmtInts(payments, accounts, consumers),
+		"deliveries sent (originals + extra)", fmtInts(payments, extra),
+		"extra, by kind", kinds(s.Deliveries),
+		"messages accepted by SQS", s.Sent,
+		"suppressed by SQS / by the record / refused in progress", fmtInts(s.SuppressedBySQS, s.SuppressedByDynamo, s.InProgress),
+		"after-TTL runs stopped by the journal", s.Guarded,
+		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
+		"double credits / missing", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked)),
+		"DLQ (bad messages sent)", fmtInts(dlq(s), s.BadSent),
+		"time", elapsed(s.Elapsed))
+}
