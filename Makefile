@@ -8,7 +8,7 @@ LOCAL_AWS := localstack/with-local-aws.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz
+.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -63,6 +63,10 @@ bench: ## benchmarks: idem overhead per message, DynamoDB round trips, reaper sw
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 -v -run 'TestRoundTrips' ./idem/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ReaperSweep -benchtime 1x -timeout 30m ./idem/
 	$(MAKE) --no-print-directory build
+
+# make test runs the same scenarios at small sizes.
+reliability: ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about an hour)
+	$(LOCAL_AWS) --free-port -- env RELIABILITY=full $(GO) test -count=1 -v -timeout 150m ./internal/reliability/
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
 # awstest.Main from starting moto in the fuzzing process and in each of its workers.

@@ -58,7 +58,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 	flags.DurationVar(&o.wait, "wait", 2*time.Second, "long-poll wait of each receive")
 	flags.DurationVar(&o.reaperEvery, "reaper-every", 0, "reaper period (default: the template's ReaperSchedule)")
 	flags.BoolVar(&o.noReaper, "no-reaper", false, "do not run the reaper")
-	flags.DurationVar(&o.retryAfter, "retry-after", 0, "make failed records visible again after this long (local shortcut; default: the visibility timeout)")
+	flags.DurationVar(&o.retryAfter, "retry-after", 0, "make failed records visible again after this long, doubling with each receive (local shortcut; default: the visibility timeout)")
 	flags.DurationVar(&o.stallCommit, "stall-commit", 0, "fault injection: hold every completion this long before committing, leases held (for crash tests)")
 	flags.StringVar(&o.crashAt, "crash-at", "", "fault injection: kill this process (SIGKILL) right after a phase: "+strings.Join(demo.Phases, ", "))
 	flags.IntVar(&o.crashAfter, "crash-after", 1, "with --crash-at: at the phase's Nth occurrence")

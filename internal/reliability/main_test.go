@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -111,6 +113,42 @@ func checkSummary(t *testing.T, s demo.Summary) {
 	}
 	if len(s.Parked) > 0 {
 		t.Errorf("%d payments ended in the DLQ unapplied: %v", len(s.Parked), s.Parked)
+		showLogs(t, s.Parked)
+	}
+}
+
+// consumerLog is a file for the consumers' JSON lines; checkSummary shows the lines of
+// any payment that did not end as expected.
+func consumerLog(t *testing.T) io.Writer {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "consumers.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	logFiles.Store(t.Name(), f.Name())
+	return f
+}
+
+var logFiles sync.Map // test name → consumer log path
+
+// showLogs logs the consumer lines about the keys of payment ids.
+func showLogs(t *testing.T, paymentIDs []string) {
+	path, ok := logFiles.Load(t.Name())
+	if !ok {
+		return
+	}
+	b, err := os.ReadFile(path.(string))
+	if err != nil {
+		return
+	}
+	for _, id := range paymentIDs {
+		h := idem.HashKey("payment:" + id)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, h) {
+				t.Logf("%s: %s", id, l)
+			}
+		}
 	}
 }
 

@@ -56,8 +56,9 @@ type Config struct {
 	FunctionTimeout time.Duration
 	// WaitTime is the long-poll wait of each receive (default 2s).
 	WaitTime time.Duration
-	// RetryAfter, when set, makes failed records visible again after this long instead
-	// of after the visibility timeout: a local shortcut, Lambda does not do it.
+	// RetryAfter, when set, makes failed records visible again after this long, doubled
+	// with each earlier receive of the record (capped by VisibilityTimeout), instead of
+	// after the visibility timeout: a local shortcut, Lambda does not do it.
 	RetryAfter time.Duration
 	// Reap runs the reaper once; it is called every ReapEvery (both or neither).
 	Reap      func(ctx context.Context) (idem.SweepResult, error)
@@ -346,12 +347,25 @@ func (r *run) delete(ctx context.Context, msgs []sqstypes.Message) {
 	r.deleteErrors.Add(int64(len(out.Failed)))
 }
 
+// retryDelay is RetryAfter doubled with every receive of the message so far, capped
+// by the visibility timeout when one is set: deployed, a failed record comes back after
+// the visibility timeout (minutes), long enough for a lease held elsewhere to end; a
+// fixed short delay would burn maxReceiveCount on a key in progress in seconds.
+func (r *run) retryDelay(m sqstypes.Message) time.Duration {
+	n, _ := strconv.Atoi(m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)])
+	d := r.cfg.RetryAfter << min(max(n-1, 0), 10)
+	if r.cfg.VisibilityTimeout > 0 {
+		d = min(d, r.cfg.VisibilityTimeout)
+	}
+	return d
+}
+
 func (r *run) retrySoon(ctx context.Context, msgs []sqstypes.Message) {
 	entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
 	for i, m := range msgs {
 		entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
 			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle,
-			VisibilityTimeout: int32(max(r.cfg.RetryAfter/time.Second, 1)),
+			VisibilityTimeout: int32(max(r.retryDelay(m)/time.Second, 1)),
 		}
 	}
 	if _, err := r.cfg.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{

@@ -150,3 +150,50 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSQSCallsPerBatch counts the SQS requests of a run, as Lambda's event source
+// mapping makes them: one receive per batch of up to 10 and one DeleteMessageBatch per
+// batch, never a delete per message; the idle polls at the end come on top.
+func TestSQSCallsPerBatch(t *testing.T) {
+	calls := awstest.NewCalls()
+	api := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	url := fifoQueue(t, api)
+	const n = 100
+	var entries []sqstypes.SendMessageBatchRequestEntry
+	for i := range n {
+		entries = append(entries, sqstypes.SendMessageBatchRequestEntry{
+			Id: aws.String(fmt.Sprint(i % 10)), MessageBody: aws.String(fmt.Sprintf(`{"n":%d}`, i)),
+			MessageGroupId: aws.String(fmt.Sprintf("g%d", i%10)), MessageDeduplicationId: aws.String(fmt.Sprintf("d%d", i)),
+		})
+		if len(entries) == 10 {
+			if _, err := api.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries}); err != nil {
+				t.Fatal(err)
+			}
+			entries = nil
+		}
+	}
+	calls.Reset()
+	h := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		return events.SQSEventResponse{}, nil
+	}
+	stats, err := runner.Run(context.Background(), runner.Config{
+		SQS: api, QueueURL: url, Consumers: 1, BatchSize: 10, FunctionTimeout: 5 * time.Second,
+		WaitTime: time.Second, UntilIdle: 2 * time.Second,
+		NewHandler: func(int) (runner.Handler, error) { return h, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := calls.Ops()
+	batches := int(stats.Invocations)
+	t.Logf("%d messages in %d batches: %v", stats.Received, batches, ops)
+	if stats.Succeeded != n || batches > n/5 {
+		t.Fatalf("stats %+v: want %d messages in full batches", stats, n)
+	}
+	if ops["DeleteMessageBatch"] != batches || ops["DeleteMessage"] != 0 {
+		t.Errorf("deletes: %v, want one DeleteMessageBatch per batch (%d)", ops, batches)
+	}
+	if got := ops["ReceiveMessage"]; got < batches || got > batches+5 {
+		t.Errorf("%d receives for %d batches, want one per batch plus the idle polls (at most 5)", got, batches)
+	}
+}
