@@ -83,7 +83,8 @@ var launcher string
 // StartMoto starts moto on a free loopback port and waits until it answers. It runs
 // moto through motoserver.py, which serializes DynamoDB requests (moto's own threaded
 // server lets concurrent conditional writes to one item both succeed; real DynamoDB
-// does not), and falls back to plain moto_server when python3 cannot import moto.
+// does not) and SQS message operations (concurrent receives and deletes could leave a
+// FIFO group blocked for good), and falls back to plain moto_server when python3 cannot import moto.
 func StartMoto() (string, *exec.Cmd, error) {
 	argv, err := motoCommand()
 	if err != nil {

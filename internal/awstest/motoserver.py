@@ -23,6 +23,14 @@ what the rollback needs; with DynamoDB requests serialized, nothing else can cha
 in between. The tests that cancel transactions (a lost lease, a failed business condition)
 check that nothing of a cancelled transaction remains.
 
+Its SQS backend has no locking either: a delete rebuilds the queue's message list while
+receives mark messages in flight and sends append to it. Found here in a 10 000-payment
+run: a receive marked a message in flight while a delete (with an older receipt handle of
+the same message) removed it, so the message's FIFO group stayed "in flight" for good and
+340 messages of the queue could no longer be received; a send that lands during the
+rebuild can be dropped the same way. The patch applies SQS's message operations one at a
+time too, and runs a long poll as short receives under the lock with pauses outside it.
+
 usage: python3 motoserver.py [-H HOST] [-p PORT]
 """
 import argparse
@@ -101,6 +109,41 @@ def item_level_transaction_rollback():
     models.DynamoDBBackend.transact_write_items = transact_write_items
 
 
+def serialize_sqs():
+    from moto.sqs import models
+
+    lock = threading.RLock()
+    backend = models.SQSBackend
+
+    def locked(name):
+        orig = getattr(backend, name)
+
+        def wrapped(self, *args, **kwargs):
+            with lock:
+                return orig(self, *args, **kwargs)
+
+        setattr(backend, name, wrapped)
+
+    for name in ("send_message", "send_message_batch", "delete_message", "delete_message_batch",
+                 "change_message_visibility", "change_message_visibility_batch", "purge_queue",
+                 "get_queue_attributes", "delete_queue"):
+        locked(name)
+
+    orig_receive = backend.receive_message
+
+    def receive_message(self, queue_name, count, wait_seconds_timeout, visibility_timeout,
+                        message_attribute_names=None):
+        deadline = time.time() + (wait_seconds_timeout or 0)
+        while True:
+            with lock:
+                got = orig_receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+            if got or time.time() >= deadline:
+                return got
+            time.sleep(0.05)
+
+    backend.receive_message = receive_message
+
+
 def serialize_dynamodb(app):
     lock = threading.Lock()
 
@@ -122,6 +165,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # stack dump for debugging
     cheaper_sqs_clock()
+    serialize_sqs()
     item_level_transaction_rollback()
     app = DomainDispatcherApplication(create_backend_app)
     run_simple(args.host, args.port, serialize_dynamodb(app), threaded=True)

@@ -13,9 +13,15 @@
 //   - The DynamoDB effect is not written by the handler: it is returned in
 //     idem.Result.Writes and committed by the idem middleware in one transaction with
 //     the completion of the key. That is why a plain, non-idempotent ADD is correct here.
+//   - A guard write protects the effect beyond the idempotency record's retention: each
+//     payment's journal entry is put only if absent, first in the same transaction and
+//     listed in idem.Result.Guards. A payment redelivered after its record expired runs
+//     again, fails on its entry, and is completed without a second credit.
 //
-// The ledger table has partition key account_id (S); each item holds balance_cents (N),
-// payment_count (N), currency (S) and last_payment_id (S). Amounts are in minor units of
+// The ledger table has partition key account_id (S); each account item holds
+// balance_cents (N), payment_count (N), currency (S) and last_payment_id (S), and each
+// journal entry has account_id "entry#<payment_id>" (EntryPrefix; no account id may start
+// with it) with entry_account, amount_cents, currency and key_hash. Amounts are in minor units of
 // the currency (cents; for JPY, yen). An account is single-currency: its first payment
 // sets its currency, and a payment in another currency fails the write's condition, so
 // "every balance equals the sum of the distinct payments sent" stays checkable from
