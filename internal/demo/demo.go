@@ -71,6 +71,10 @@ type Options struct {
 	// ConsumerDynamoDB, when set, is the client the local consumers use (for instance
 	// through a fault-injecting proxy); the reaper and the final check use DynamoDB.
 	ConsumerDynamoDB idem.DynamoDBAPI
+	// RedriveParked sends the payments SQS parked in the DLQ (maxReceiveCount reached
+	// while consumers kept dying) back to the input queue and consumes them, as an
+	// operator's `idemctl redrive` would, before the check.
+	RedriveParked bool
 }
 
 // Kinds of extra deliveries in the duplicate storm.
@@ -111,6 +115,8 @@ type Summary struct {
 	Redriven           int            // DLQ messages SQS moved after maxReceiveCount receives
 	RedrivenApplied    int            // ... whose payment was applied all the same (a copy)
 	Parked             []string       // payments only in the DLQ, not applied: redrive them
+	RedriveSent        int            // with RedriveParked: parked payments sent back to the input queue
+	RedriveApplied     int            // ... and applied then
 	BadSent            int            // bad messages sent (each must end in the DLQ)
 	Killed             int            // consumers killed with SIGKILL
 	KilledByPhase      map[string]int // ... by where they died (see Phases, RandomKill)
@@ -328,6 +334,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	// lost: either its payment was applied through another copy, or it is parked in the
 	// DLQ for a redrive. The idempotency record tells which.
 	parked := map[string]bool{}
+	var parkedMsgs []Message
 	for _, body := range redriven {
 		s.Redriven++
 		p, err := ledger.Decode([]byte(body))
@@ -343,7 +350,47 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		} else if !parked[p.PaymentID] {
 			parked[p.PaymentID] = true
 			s.Parked = append(s.Parked, p.PaymentID)
+			parkedMsgs = append(parkedMsgs, message(p, p.AccountID, "redrive-"+p.PaymentID))
 		}
+	}
+	if o.RedriveParked && len(parkedMsgs) > 0 {
+		// What an operator does with `idemctl redrive`: the parked messages go back to the
+		// input queue (same body, key and group) and are consumed once more.
+		n, err := send(ctx, o.SQS, queueURL, parkedMsgs, 4)
+		s.RedriveSent = n
+		if err != nil {
+			return s, err
+		}
+		fmt.Fprintf(o.Out, "demo: redrove %d parked payments to the input queue\n", n)
+		if err := consume(); err != nil {
+			return s, err
+		}
+		var still []string
+		for _, m := range parkedMsgs {
+			pk, err := idem.RecordKey(cfg.Scope, m.Key, false)
+			if err != nil {
+				return s, err
+			}
+			if rec, err := store.Get(ctx, pk, time.Now()); err == nil && rec.Status == idem.StatusCompleted {
+				s.RedriveApplied++
+				continue
+			}
+			p, _ := ledger.Decode([]byte(m.Body))
+			still = append(still, p.PaymentID)
+		}
+		s.Parked = still
+		parked = map[string]bool{}
+		for _, id := range still {
+			parked[id] = true
+		}
+		more, again, err := dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"])
+		if err != nil {
+			return s, err
+		}
+		for r, n := range more {
+			s.DeadLettered[r] += n
+		}
+		s.Redriven += len(again)
 	}
 	if s.Receipts, s.ReceiptMessages, err = receipts(ctx, o.SQS, o.Env["RECEIPTS_QUEUE_URL"]); err != nil {
 		return s, err
@@ -598,6 +645,9 @@ func (s Summary) Print(w io.Writer) {
 	}
 	if s.Redriven > 0 {
 		line("moved to the DLQ by SQS after 5 receives", fmt.Sprintf("%d (payment applied through another copy: %d)", s.Redriven, s.RedrivenApplied))
+	}
+	if s.RedriveSent > 0 {
+		line("parked payments redriven from the DLQ / then applied", fmt.Sprintf("%d / %d", s.RedriveSent, s.RedriveApplied))
 	}
 	if len(s.Parked) > 0 {
 		line("payments parked in the DLQ, not applied", fmt.Sprintf("%d: %s (idemctl redrive)", len(s.Parked), strings.Join(s.Parked, ", ")))

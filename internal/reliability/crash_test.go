@@ -34,6 +34,7 @@ func TestCrashInjection(t *testing.T) {
 	out := &progress{t: t}
 	s, err := demo.Run(ctx, demo.Options{
 		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Payments: payments, Accounts: accounts, Consumers: 1, Seed: 11, Out: out,
+		RedriveParked: true, Logs: consumerLog(t),
 		Crash: demo.ChildCrasher(bin, []string{
 			"run", "--template", "../../template.yaml", "--consumers", "1", "--no-reaper", "--wait", "1s",
 			"--function-timeout", demo.FunctionTimeout.String(), "--visibility-timeout", demo.CrashVisibility.String(),
@@ -82,5 +83,6 @@ func TestCrashInjection(t *testing.T) {
 		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
 		"double credits / missing", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked)),
 		"DLQ: bad (sent) / moved by SQS after 5 receives (applied through a copy)", fmtInts(dlq(s), s.BadSent, s.Redriven, s.RedrivenApplied),
+		"parked payments redriven from the DLQ / then applied", fmtInts(s.RedriveSent, s.RedriveApplied),
 		"time", elapsed(s.Elapsed))
 }
