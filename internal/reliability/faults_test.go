@@ -157,10 +157,10 @@ func TestStoreFaults(t *testing.T) {
 		"fault schedule", fmt.Sprintf("%d × %d steps of %s: %s", cycles, len(schedule), step, strings.Join(played[:len(schedule)], "; ")),
 		"AWS error answers injected", strings.Join(injected, ", "),
 		"DynamoDB calls / HTTP attempts / retries by the SDK", fmt.Sprintf("%d / %d / %d", ops.n.Load(), attempts.Total(), retries),
-		"deliveries refused in progress / left for redelivery", fmtInts(s.InProgress, s.LeaseLost),
+		"deliveries refused in progress / commits refused (lease lost)", fmtInts(s.InProgress, s.LeaseLost),
 		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
 		"double credits / missing / runs stopped by the journal", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked), s.Guarded),
 		"DLQ: bad (sent) / moved by SQS (applied through a copy)", fmtInts(dlq(s), s.BadSent, s.Redriven, s.RedrivenApplied),
-		"time to converge after the faults stopped", elapsed(converge),
+		"from the last fault to the last record done (backlog included)", elapsed(converge),
 		"time", elapsed(s.Elapsed))
 }
