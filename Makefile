@@ -82,10 +82,11 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another; see
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./functions/consumer/ledger/
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./idem/
 
-E2E_MESSAGES ?= 1000
-bench-e2e: ## end-to-end throughput and CPU per record of idemctl run against moto, with 1, 2, 4 and 8 consumers
+E2E_MESSAGES ?= 5000
+E2E_CONSUMERS ?= 1 2 4 8
+bench-e2e: ## end-to-end throughput, CPU per record and peak RSS of idemctl run against moto, with E2E_CONSUMERS consumers (1 2 4 8)
 	$(GO) build -o .aws-sam/idemctl ./cmd/idemctl
-	$(LOCAL_AWS) --free-port -- bash -c 'set -e; for n in 1 2 4 8; do \
+	$(LOCAL_AWS) --free-port -- bash -c 'set -e; for n in $(E2E_CONSUMERS); do \
 	  eval "$$(.aws-sam/idemctl up --stack e2e$$n-$$RANDOM 2>/dev/null)"; \
 	  .aws-sam/idemctl send --count $(E2E_MESSAGES) --accounts 50 --seed $$n 2>&1 | tail -1; \
 	  echo "consumers=$$n"; .aws-sam/idemctl run --consumers $$n --until-idle 2s --wait 1s 2>&1 >/dev/null | tail -2; \

@@ -31,6 +31,11 @@ the same message) removed it, so the message's FIFO group stayed "in flight" for
 rebuild can be dropped the same way. The patch applies SQS's message operations one at a
 time too, and runs a long poll as short receives under the lock with pauses outside it.
 
+And moto forgets a FIFO deduplication id as soon as its message is deleted, where SQS
+remembers it for 5 minutes: a receipt resent by a consumer that took over a crashed one's
+key reached the receipts queue twice once the first copy had been read. The patch keeps
+each id for the 5 minutes.
+
 usage: python3 motoserver.py [-H HOST] [-p PORT]
 """
 import argparse
@@ -144,6 +149,33 @@ def serialize_sqs():
     backend.receive_message = receive_message
 
 
+def fifo_dedup_window():
+    """SQS drops a FIFO message whose deduplication id was seen in the last 5 minutes, even
+    when the first message was received and deleted meanwhile. moto only compares with the
+    messages still in the queue, so a message deleted quickly (a consumer that keeps up)
+    lets its duplicate through. Remember each id for the 5 minutes, as SQS does."""
+    from moto.sqs import models
+
+    orig = models.Queue.add_message
+    window_ms = 5 * 60 * 1000
+
+    def add_message(self, message):
+        dedup = message.deduplication_id
+        if self.fifo_queue and dedup:
+            seen = self.__dict__.setdefault("_dedup_window", {})
+            now = message.sent_timestamp or time.time() * 1000
+            first = seen.get(dedup)
+            if first is not None and now - first < window_ms:
+                return
+            if len(seen) > 10000:  # forget what is out of the window
+                for k in [k for k, t in seen.items() if now - t >= window_ms]:
+                    del seen[k]
+            seen[dedup] = now
+        return orig(self, message)
+
+    models.Queue.add_message = add_message
+
+
 def serialize_dynamodb(app):
     lock = threading.Lock()
 
@@ -166,6 +198,7 @@ def main():
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # stack dump for debugging
     cheaper_sqs_clock()
     serialize_sqs()
+    fifo_dedup_window()
     item_level_transaction_rollback()
     app = DomainDispatcherApplication(create_backend_app)
     run_simple(args.host, args.port, serialize_dynamodb(app), threaded=True)

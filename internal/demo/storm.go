@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -64,28 +65,27 @@ func stormStream(rng *rand.Rand, ps []ledger.Payment, maxDeliveries int) storm {
 // latePhases plays the storm's last two kinds once the rest is consumed: duplicates of
 // completed payments, then duplicates consumed with the consumers' clock moved past the
 // records' TTL (DynamoDB has not deleted them: TTL deletion takes up to days), which the
-// consumers must treat as absent and the ledger's journal must stop. It returns how many
-// messages SQS accepted.
+// consumers must treat as absent and the ledger's journal must stop. Each phase is sent
+// while its consumers run (the paced send waits for them). It returns how many messages
+// SQS accepted.
 func latePhases(ctx context.Context, o Options, queueURL string, afterDone, afterTTL []Message, ttl time.Duration,
 	clock *func() time.Time, consume func() error) (int, error) {
 	sent := 0
-	n, err := sendPaced(ctx, o.SQS, queueURL, afterDone, stormDepth)
-	sent += n
-	if err != nil {
-		return sent, err
+	phase := func(msgs []Message, what string) error {
+		done := make(chan error, 1)
+		pctx, cancel := context.WithCancel(ctx) // a send waiting for consumers that stopped would wait for ever
+		defer cancel()
+		go func() { err := consume(); cancel(); done <- err }()
+		n, err := sendPaced(pctx, o.SQS, queueURL, msgs, stormDepth)
+		sent += n
+		fmt.Fprintf(o.Out, "demo: sent %d %s\n", n, what)
+		return errors.Join(err, <-done)
 	}
-	fmt.Fprintf(o.Out, "demo: sent %d duplicates of completed payments\n", n)
-	if err := consume(); err != nil {
+	if err := phase(afterDone, "duplicates of completed payments"); err != nil {
 		return sent, err
 	}
 	skew := ttl + time.Minute
-	n, err = sendPaced(ctx, o.SQS, queueURL, afterTTL, stormDepth)
-	sent += n
-	if err != nil {
-		return sent, err
-	}
-	fmt.Fprintf(o.Out, "demo: sent %d duplicates to consume after the TTL (consumers' clock +%s)\n", n, skew)
 	*clock = func() time.Time { return time.Now().Add(skew) }
 	defer func() { *clock = nil }()
-	return sent, consume()
+	return sent, phase(afterTTL, fmt.Sprintf("duplicates to consume after the TTL (consumers' clock +%s)", skew))
 }
