@@ -77,7 +77,9 @@ start_moto() { # start_moto PORT
   if ! wait_for "http://127.0.0.1:$1" 30; then
     log "moto did not answer on port $1 within 30s; its log:"
     tail -20 "$logfile" >&2
-    exit 1
+    kill "$started_pid" 2>/dev/null
+    started_pid=
+    return 1
   fi
   log "moto (pid $started_pid) on http://127.0.0.1:$1, log in $logfile"
 }
@@ -85,11 +87,12 @@ start_moto() { # start_moto PORT
 if [[ -n ${AWS_ENDPOINT_URL:-} ]]; then
   log "using AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"
 elif [[ $free_port == 1 ]]; then
-  for _ in 1 2 3; do
-    port=$(( (RANDOM % 20000) + 30000 ))
+  # Below Linux's ephemeral range (32768-60999), where outgoing connections take their
+  # ports: a port free a moment ago there may be taken by the time moto binds it.
+  for _ in 1 2 3 4 5; do
+    port=$(( (RANDOM % 12000) + 20000 ))
     (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue # taken
-    start_moto "$port"
-    break
+    start_moto "$port" && break
   done
   [[ -n $started_pid ]] || { log "no free port found"; exit 1; }
   export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
@@ -105,7 +108,7 @@ else
     wait_for "$AWS_ENDPOINT_URL/_localstack/health" 120 || { log "LocalStack did not become healthy"; exit 1; }
   else
     log "no Docker engine: starting moto_server"
-    start_moto "$port"
+    start_moto "$port" || exit 1
   fi
 fi
 
