@@ -26,18 +26,15 @@ type fault struct {
 // completion targets: the writes of a commit and of a release.
 var completion = []string{"DynamoDB_20120810.TransactWriteItems", "DynamoDB_20120810.UpdateItem"}
 
+// schedule lists the faults in the order they are played: the ones that matter most
+// (answers lost after the write, throttling, 5xx) first, while the traffic is heaviest.
 var schedule = []fault{
-	{"latency spikes (+300ms ±200ms on a third of the connections)", func(p *faults.TCP, _ *faults.HTTPErrors) error {
-		return p.Latency("spike", faults.Downstream, 300*time.Millisecond, 200*time.Millisecond, 0.33)
+	{"lost responses during completion (30% of commits applied, answered 500 or cut)", func(_ *faults.TCP, e *faults.HTTPErrors) error {
+		return e.Set(faults.Rule{Kind: faults.LostResponse, Share: 0.15, Targets: completion},
+			faults.Rule{Kind: faults.LostConnection, Share: 0.15, Targets: completion})
 	}},
-	{"connection resets (10%)", func(p *faults.TCP, _ *faults.HTTPErrors) error {
-		return p.ResetPeer("reset", faults.Upstream, 0, 0.1)
-	}},
-	{"timeouts: requests that never get an answer (3%)", func(p *faults.TCP, _ *faults.HTTPErrors) error {
-		return p.Timeout("timeout", faults.Upstream, 0, 0.03)
-	}},
-	{"bandwidth stalls (1 KB/s on 20% of the connections)", func(p *faults.TCP, _ *faults.HTTPErrors) error {
-		return p.Bandwidth("stall", faults.Downstream, 1, 0.2)
+	{"lost acquires (20% of PutItem applied, answered 500)", func(_ *faults.TCP, e *faults.HTTPErrors) error {
+		return e.Set(faults.Rule{Kind: faults.LostResponse, Share: 0.2, Targets: []string{"DynamoDB_20120810.PutItem"}})
 	}},
 	{"throttling (20% ThrottlingException, 10% ProvisionedThroughputExceeded)", func(_ *faults.TCP, e *faults.HTTPErrors) error {
 		return e.Set(faults.Rule{Kind: faults.Throttling, Share: 0.2}, faults.Rule{Kind: faults.ThroughputExceeded, Share: 0.1})
@@ -45,12 +42,17 @@ var schedule = []fault{
 	{"5xx (10% InternalServerError, 10% ServiceUnavailable)", func(_ *faults.TCP, e *faults.HTTPErrors) error {
 		return e.Set(faults.Rule{Kind: faults.InternalError, Share: 0.1}, faults.Rule{Kind: faults.Unavailable, Share: 0.1})
 	}},
-	{"lost responses during completion (30% of commits applied, answered 500 or cut)", func(_ *faults.TCP, e *faults.HTTPErrors) error {
-		return e.Set(faults.Rule{Kind: faults.LostResponse, Share: 0.15, Targets: completion},
-			faults.Rule{Kind: faults.LostConnection, Share: 0.15, Targets: completion})
+	{"connection resets (10%)", func(p *faults.TCP, _ *faults.HTTPErrors) error {
+		return p.ResetPeer("reset", faults.Upstream, 0, 0.1)
 	}},
-	{"lost acquires (20% of PutItem applied, answered 500)", func(_ *faults.TCP, e *faults.HTTPErrors) error {
-		return e.Set(faults.Rule{Kind: faults.LostResponse, Share: 0.2, Targets: []string{"DynamoDB_20120810.PutItem"}})
+	{"latency spikes (+300ms ±200ms on a third of the connections)", func(p *faults.TCP, _ *faults.HTTPErrors) error {
+		return p.Latency("spike", faults.Downstream, 300*time.Millisecond, 200*time.Millisecond, 0.33)
+	}},
+	{"timeouts: requests that never get an answer (3%)", func(p *faults.TCP, _ *faults.HTTPErrors) error {
+		return p.Timeout("timeout", faults.Upstream, 0, 0.03)
+	}},
+	{"bandwidth stalls (1 KB/s on 20% of the connections)", func(p *faults.TCP, _ *faults.HTTPErrors) error {
+		return p.Bandwidth("stall", faults.Downstream, 1, 0.2)
 	}},
 }
 
@@ -73,7 +75,7 @@ func (c *opCounter) option(stack *middleware.Stack) error {
 // completion. Expected: the ledger exact, nothing lost, no run stopped by the journal
 // (which would mean a second execution), and the run converges once the faults stop.
 func TestStoreFaults(t *testing.T) {
-	payments, accounts, step, cycles := size(200, 2000), size(10, 50), time.Duration(size(2, 5))*time.Second, size(1, 3)
+	payments, accounts, step, cycles := size(300, 2000), size(10, 50), time.Duration(size(1, 5))*time.Second, size(1, 3)
 	w := newWorld(t)
 	tcp, err := faults.NewTCP(awstest.Endpoint(t))
 	if err != nil {
@@ -101,7 +103,7 @@ func TestStoreFaults(t *testing.T) {
 	schedDone := make(chan error, 1)
 	go func() {
 		// Let the first messages arrive, then play the schedule.
-		time.Sleep(3 * time.Second)
+		time.Sleep(time.Second)
 		for range cycles {
 			for _, f := range schedule {
 				if err := f.start(tcp, errs); err != nil {
