@@ -68,7 +68,7 @@ bench: ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch laten
 	$(MAKE) --no-print-directory build
 
 # make test runs the same scenarios at small sizes.
-reliability: ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about an hour)
+reliability: ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes)
 	$(LOCAL_AWS) --free-port -- env RELIABILITY=full $(GO) test -count=1 -v -timeout 150m ./internal/reliability/
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
