@@ -337,30 +337,39 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	// moved to the DLQ by SQS's redrive policy after maxReceiveCount receives. Nothing is
 	// lost: either its payment was applied through another copy, or it is parked in the
 	// DLQ for a redrive. The idempotency record tells which.
+	// applied tells from the payment's idempotency record whether it was committed.
+	applied := func(p ledger.Payment) bool {
+		pk, err := idem.RecordKey(cfg.Scope, ledger.Key(p), false)
+		if err != nil {
+			return false
+		}
+		rec, err := store.Get(ctx, pk, time.Now())
+		return err == nil && rec.Status == idem.StatusCompleted
+	}
 	parked := map[string]bool{}
-	var parkedMsgs []Message
+	var parkedPayments []ledger.Payment
 	for _, body := range redriven {
 		s.Redriven++
 		p, err := ledger.Decode([]byte(body))
 		if err != nil {
 			continue
 		}
-		pk, err := idem.RecordKey(cfg.Scope, ledger.Key(p), false)
-		if err != nil {
-			continue
-		}
-		if rec, err := store.Get(ctx, pk, time.Now()); err == nil && rec.Status == idem.StatusCompleted {
+		if applied(p) {
 			s.RedrivenApplied++
 		} else if !parked[p.PaymentID] {
 			parked[p.PaymentID] = true
 			s.Parked = append(s.Parked, p.PaymentID)
-			parkedMsgs = append(parkedMsgs, message(p, p.AccountID, "redrive-"+p.PaymentID))
+			parkedPayments = append(parkedPayments, p)
 		}
 	}
-	if o.RedriveParked && len(parkedMsgs) > 0 {
+	if o.RedriveParked && len(parkedPayments) > 0 {
 		// What an operator does with `idemctl redrive`: the parked messages go back to the
 		// input queue (same body, key and group) and are consumed once more.
-		n, err := send(ctx, o.SQS, queueURL, parkedMsgs, 4)
+		msgs := make([]Message, len(parkedPayments))
+		for i, p := range parkedPayments {
+			msgs[i] = message(p, p.AccountID, "redrive-"+p.PaymentID)
+		}
+		n, err := send(ctx, o.SQS, queueURL, msgs, 4)
 		s.RedriveSent = n
 		if err != nil {
 			return s, err
@@ -369,23 +378,14 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		if err := consume(); err != nil {
 			return s, err
 		}
-		var still []string
-		for _, m := range parkedMsgs {
-			pk, err := idem.RecordKey(cfg.Scope, m.Key, false)
-			if err != nil {
-				return s, err
-			}
-			if rec, err := store.Get(ctx, pk, time.Now()); err == nil && rec.Status == idem.StatusCompleted {
+		s.Parked, parked = nil, map[string]bool{}
+		for _, p := range parkedPayments {
+			if applied(p) {
 				s.RedriveApplied++
 				continue
 			}
-			p, _ := ledger.Decode([]byte(m.Body))
-			still = append(still, p.PaymentID)
-		}
-		s.Parked = still
-		parked = map[string]bool{}
-		for _, id := range still {
-			parked[id] = true
+			s.Parked = append(s.Parked, p.PaymentID)
+			parked[p.PaymentID] = true
 		}
 		more, again, err := dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"])
 		if err != nil {
