@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Attempt is a handler's hold on its key: one acquisition, fenced by its lease token.
@@ -17,6 +19,7 @@ type Attempt struct {
 	number  int
 	steps   []string
 	expired *Record // the expired record this attempt replaced, if it was still stored
+	hash    string  // the payload's fingerprint
 }
 
 // Number is 1 for the first acquisition of the key and grows with each takeover.
@@ -132,3 +135,40 @@ func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
 	a.mu.Unlock()
 	return nil
 }
+
+// Applied reads a guard item (strongly consistent) before the handler runs its steps,
+// for a handler whose steps call systems outside DynamoDB: it reports whether the effect
+// the guard proves is already in place for this payload. Then the key was handled
+// before, beyond the record's retention (the record was deleted by its TTL), and the
+// handler returns Result{Response: ..., Guarded: true} without repeating its steps.
+// It returns ErrPayloadMismatch when the guard holds another payload's fingerprint, and
+// false when the item is absent. table and key locate the guard Put the handler returns
+// in Result.Writes (listed in Result.Guards). The store must implement GuardReader
+// (DynamoStore and MemoryStore do).
+func (a *Attempt) Applied(ctx context.Context, table string, key map[string]types.AttributeValue) (bool, error) {
+	if a == nil {
+		return false, ErrNoLease
+	}
+	gr, ok := a.c.cfg.Store.(GuardReader)
+	if !ok {
+		return false, fmt.Errorf("idem: applied: the store (%T) cannot read guards", a.c.cfg.Store)
+	}
+	item, err := gr.ReadGuard(ctx, table, key)
+	if err != nil || len(item) == 0 {
+		return false, err
+	}
+	if v, ok := item[attrGuardHash].(*types.AttributeValueMemberS); ok && v.Value != a.hash {
+		return false, &guardMismatchError{applied: v.Value}
+	}
+	return true, nil
+}
+
+// guardMismatchError is ErrPayloadMismatch found by a guard: the effect is in place for
+// the payload whose fingerprint is applied.
+type guardMismatchError struct{ applied string }
+
+func (e *guardMismatchError) Error() string {
+	return ErrPayloadMismatch.Error() + " (a guard holds the effect of another payload)"
+}
+
+func (e *guardMismatchError) Is(target error) bool { return target == ErrPayloadMismatch }

@@ -46,6 +46,17 @@ type BatchConfig struct {
 	// Metrics counts records by outcome (optional). The processor does not flush it: the
 	// caller flushes once per invocation, after Process.
 	Metrics *Metrics
+	// Outbox sends the outbound messages that the records' handlers committed (the
+	// *Client whose middleware Handle runs). With it, the messages of the whole batch go
+	// out together once every record has run, with SendMessageBatch, and a record is
+	// acknowledged only once its messages were sent. Without it, the middleware sends
+	// each record's messages as soon as its commit succeeded.
+	Outbox Deliverer
+}
+
+// Deliverer sends committed outbound messages; *Client implements it.
+type Deliverer interface {
+	Deliver(ctx context.Context, pendings []*Pending) []error
 }
 
 // BatchProcessor runs the records of an SQS event through a RecordFunc and returns a
@@ -64,6 +75,7 @@ type BatchProcessor struct {
 	margin      time.Duration
 	log         *slog.Logger
 	metrics     *Metrics
+	outbox      Deliverer
 }
 
 // NewBatchProcessor validates cfg and returns a BatchProcessor.
@@ -79,7 +91,7 @@ func NewBatchProcessor(cfg BatchConfig) (*BatchProcessor, error) {
 	}
 	p := &BatchProcessor{
 		handle: cfg.Handle, deadLetter: cfg.DeadLetter, concurrency: cfg.Concurrency,
-		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics,
+		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics, outbox: cfg.Outbox,
 	}
 	if p.concurrency == 0 {
 		p.concurrency = 10
@@ -139,6 +151,11 @@ func (o outcome) failed() bool { return o != outcomeOK && o != outcomeDeadLetter
 // not started are reported as failures without running; running records finish.
 func (p *BatchProcessor) Process(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	outcomes := make([]outcome, len(ev.Records))
+	var slots []pendingSlot
+	if p.outbox != nil {
+		slots = make([]pendingSlot, len(ev.Records))
+		ctx = withBatchPendings(ctx)
+	}
 	sem := make(chan struct{}, p.concurrency)
 	var wg sync.WaitGroup
 	units := plan(ev.Records)
@@ -151,15 +168,62 @@ func (p *BatchProcessor) Process(ctx context.Context, ev events.SQSEvent) (event
 				p.skip(ctx, ev.Records, u, outcomes, outcomeSkippedDeadline, p.lateErr(ctx))
 			}
 			wg.Wait()
+			p.flush(ctx, ev.Records, units, outcomes, slots)
 			return p.response(ev.Records, outcomes)
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			p.runUnit(ctx, ev.Records, unit, outcomes)
+			p.runUnit(ctx, ev.Records, unit, outcomes, slots)
 		})
 	}
 	wg.Wait()
+	p.flush(ctx, ev.Records, units, outcomes, slots)
 	return p.response(ev.Records, outcomes)
+}
+
+// flush sends the outbound messages the batch's records committed, in one go, and turns
+// each record whose messages were not sent into a failure, so SQS delivers it again and
+// the redelivery sends what is pending. In a FIFO group, the records after such a record
+// are failed too, so the group's order holds.
+func (p *BatchProcessor) flush(ctx context.Context, recs []events.SQSMessage, units [][]int, outcomes []outcome, slots []pendingSlot) {
+	var idx []int
+	var pendings []*Pending
+	for i := range slots {
+		if slots[i].p != nil && outcomes[i] == outcomeOK {
+			idx = append(idx, i)
+			pendings = append(pendings, slots[i].p)
+		}
+	}
+	if len(pendings) == 0 {
+		return
+	}
+	errs := p.outbox.Deliver(ctx, pendings)
+	failed := map[int]error{}
+	for n, err := range errs {
+		if err != nil {
+			failed[idx[n]] = err
+			p.metrics.Add(MetricOutboundUnsent, 1)
+		} else {
+			p.metrics.Add(MetricOutboundSent, len(pendings[n].Messages))
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	for _, unit := range units {
+		var cause error
+		for _, i := range unit {
+			switch {
+			case failed[i] != nil:
+				outcomes[i] = outcomeRetry
+				cause = fmt.Errorf("idem: not acknowledged: %w", failed[i])
+				p.logRecord(ctx, recs[i], outcomeRetry, 0, cause, false)
+			case cause != nil && outcomes[i] == outcomeOK && recs[i].Attributes["MessageGroupId"] != "":
+				outcomes[i] = outcomeSkippedGroup
+				p.logRecord(ctx, recs[i], outcomeSkippedGroup, 0, fmt.Errorf("idem: not acknowledged: the outbound messages of an earlier record of group %s were not sent", recs[i].Attributes["MessageGroupId"]), false)
+			}
+		}
+	}
 }
 
 // plan splits the records into units that run one after another: one unit per FIFO
@@ -185,7 +249,7 @@ func plan(recs []events.SQSMessage) [][]int {
 
 // runUnit runs a unit's records in order until one fails; the rest are skipped.
 // Each index of outcomes is written by exactly one unit.
-func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, unit []int, outcomes []outcome) {
+func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, unit []int, outcomes []outcome, slots []pendingSlot) {
 	for n, i := range unit {
 		msg := recs[i]
 		if err := p.lateErr(ctx); err != nil {
@@ -197,7 +261,11 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 			p.metrics.Add(MetricSkipped, 1)
 			p.logRecord(ctx, msg, outcomeInvalid, 0, errors.New("idem: record has no messageId"), false)
 		} else {
-			outcomes[i] = p.runRecord(ctx, msg)
+			rctx := ctx
+			if slots != nil {
+				rctx = withPendingSlot(ctx, &slots[i])
+			}
+			outcomes[i] = p.runRecord(rctx, msg)
 		}
 		if outcomes[i].failed() {
 			cause := fmt.Errorf("idem: not run: message %q earlier in group %s failed", msg.MessageId, msg.Attributes["MessageGroupId"])

@@ -27,6 +27,11 @@ const (
 	attrAttempt     = "attempt"
 	attrSteps       = "steps"
 	attrOwner       = "owner"
+	attrOutbox      = "outbox"
+	attrOutboxEnc   = "outbox_enc"
+	attrSent        = "sent"
+	// attrGuardHash is the payload fingerprint the middleware adds to guard Puts.
+	attrGuardHash = "idem_payload_hash"
 	attrCreatedAt   = "created_at"
 	attrUpdatedAt   = "updated_at"
 )
@@ -45,22 +50,28 @@ const (
 // encodeResponse returns the stored form of a response: gzip when that pays, refused
 // with ErrResponseTooLarge when it would not fit in the item.
 func encodeResponse(resp []byte) (data []byte, enc string, err error) {
+	return encodeBlob(resp, "response")
+}
+
+// encodeBlob compresses a stored attribute (a response, an outbox) when that pays and
+// refuses it with ErrResponseTooLarge when it would not fit in the item.
+func encodeBlob(resp []byte, what string) (data []byte, enc string, err error) {
 	data = resp
 	if len(resp) > compressAbove {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
 		if _, err := zw.Write(resp); err != nil {
-			return nil, "", fmt.Errorf("idem: compress response: %w", err)
+			return nil, "", fmt.Errorf("idem: compress %s: %w", what, err)
 		}
 		if err := zw.Close(); err != nil {
-			return nil, "", fmt.Errorf("idem: compress response: %w", err)
+			return nil, "", fmt.Errorf("idem: compress %s: %w", what, err)
 		}
 		if buf.Len() < len(resp) {
 			data, enc = buf.Bytes(), "gzip"
 		}
 	}
 	if len(data) > MaxStoredResponse {
-		return nil, "", fmt.Errorf("%w: %d bytes stored (%d raw), limit %d", ErrResponseTooLarge, len(data), len(resp), MaxStoredResponse)
+		return nil, "", fmt.Errorf("%w: %s of %d bytes stored (%d raw), limit %d", ErrResponseTooLarge, what, len(data), len(resp), MaxStoredResponse)
 	}
 	return data, enc, nil
 }
@@ -134,6 +145,16 @@ func marshalRecord(r *Record) (map[string]types.AttributeValue, error) {
 	if len(r.Steps) > 0 {
 		item[attrSteps] = &types.AttributeValueMemberSS{Value: r.Steps}
 	}
+	if len(r.Outbox) > 0 {
+		data, enc, err := encodeOutbox(r.Outbox)
+		if err != nil {
+			return nil, err
+		}
+		item[attrOutbox] = &types.AttributeValueMemberB{Value: data}
+		if enc != "" {
+			item[attrOutboxEnc] = avS(enc)
+		}
+	}
 	return item, nil
 }
 
@@ -190,7 +211,9 @@ func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
 	r.Owner = str(attrOwner)
 	r.CreatedAt = fromMillis(num(attrCreatedAt))
 	r.UpdatedAt = fromMillis(num(attrUpdatedAt))
+	r.Sent = int(num(attrSent))
 	enc := str(attrResponseEnc)
+	outboxEnc := str(attrOutboxEnc)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +225,11 @@ func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
 	}
 	if v, ok := item[attrResponse].(*types.AttributeValueMemberB); ok {
 		if r.Response, err = decodeResponse(v.Value, enc); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := item[attrOutbox].(*types.AttributeValueMemberB); ok {
+		if r.Outbox, err = decodeOutbox(v.Value, outboxEnc); err != nil {
 			return nil, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -121,7 +122,16 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 		ExpressionAttributeNames:  map[string]string{"#status": attrStatus, "#owner": attrOwner, "#error": attrError},
 		ExpressionAttributeValues: vals,
 		ReturnValues:              types.ReturnValueAllNew,
+		// A takeover applied on an attempt whose answer was lost fails the SDK's retry:
+		// the record then comes back holding our own token.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
+		if rec, uerr := unmarshalRecord(ccf.Item); uerr == nil && rec.LeaseToken == next.Token {
+			return rec, nil
+		}
+	}
 	if err != nil {
 		return nil, fenceErr("takeover", seen.Key, err)
 	}
@@ -134,43 +144,74 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 
 // Complete is one fenced UpdateItem, or one TransactWriteItems holding that update first
 // and the business writes after it.
-func (s *DynamoStore) Complete(ctx context.Context, l Lease, response []byte, expiresAt, now time.Time, writes []types.TransactWriteItem) error {
-	data, enc, err := encodeResponse(response)
+func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now time.Time) error {
+	data, enc, err := encodeResponse(c.Response)
 	if err != nil {
 		return err
 	}
-	set := "SET #status = :completed, expires_at = :exp, updated_at = :now"
-	remove := " REMOVE inflight"
+	outbox, outboxEnc, err := encodeOutbox(c.Outbox)
+	if err != nil {
+		return err
+	}
+	if len(data)+len(outbox) > MaxStoredResponse {
+		return fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", ErrResponseTooLarge, len(data)+len(outbox), MaxStoredResponse)
+	}
+	set := []string{"#status = :completed", "expires_at = :exp", "updated_at = :now"}
+	var remove []string
+	names := map[string]string{"#status": attrStatus}
 	vals := map[string]types.AttributeValue{
 		":tok":        avS(l.Token),
 		":inprogress": avS(string(StatusInProgress)),
 		":completed":  avS(string(StatusCompleted)),
-		":exp":        avN(expiresAt.Unix()),
+		":exp":        avN(c.ExpiresAt.Unix()),
 		":now":        avN(epochMillis(now)),
 	}
+	names["#response"] = attrResponse
 	if len(data) > 0 {
-		set += ", #response = :resp"
+		set = append(set, "#response = :resp")
 		vals[":resp"] = &types.AttributeValueMemberB{Value: data}
 	} else {
-		remove += ", #response"
+		remove = append(remove, "#response")
 	}
 	if enc != "" {
-		set += ", response_enc = :enc"
+		set = append(set, "response_enc = :enc")
 		vals[":enc"] = avS(enc)
 	} else {
-		remove += ", response_enc"
+		remove = append(remove, "response_enc")
+	}
+	if len(outbox) > 0 {
+		// The record stays in the in-flight index until MarkSent, so the reaper finds
+		// messages a crash left unsent.
+		set = append(set, "outbox = :outbox")
+		vals[":outbox"] = &types.AttributeValueMemberB{Value: outbox}
+	} else {
+		remove = append(remove, "inflight", "outbox")
+	}
+	if outboxEnc != "" {
+		set = append(set, "outbox_enc = :oenc")
+		vals[":oenc"] = avS(outboxEnc)
+	} else {
+		remove = append(remove, "outbox_enc")
+	}
+	if c.PayloadHash != "" {
+		set = append(set, "payload_hash = :ph")
+		vals[":ph"] = avS(c.PayloadHash)
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
 	}
 	upd := &types.Update{
 		TableName:                 aws.String(s.table),
 		Key:                       map[string]types.AttributeValue{attrPK: avS(l.Key)},
-		UpdateExpression:          aws.String(set + remove),
+		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String(fence),
-		ExpressionAttributeNames:  map[string]string{"#status": attrStatus, "#response": attrResponse},
+		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 		// In a transaction, the record comes back in the cancellation reason.
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	if len(writes) == 0 {
+	if len(c.Writes) == 0 {
 		_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                           upd.TableName,
 			Key:                                 upd.Key,
@@ -184,34 +225,118 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, response []byte, ex
 		if errors.As(err, &ccf) && s.completedBy(ctx, l, ccf.Item, now) {
 			return nil
 		}
-		return fenceErr("complete", l.Key, err)
+		return requestErr("complete", l.Key, err)
 	}
-	if len(writes) > 99 {
-		return fmt.Errorf("idem: complete %s: %d business writes, a transaction holds at most 99 besides the completion", redact(l.Key), len(writes))
+	if len(c.Writes) > MaxWrites {
+		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", redact(l.Key), ErrInvalidRequest, len(c.Writes), MaxWrites)
 	}
-	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	items := make([]types.TransactWriteItem, 0, len(c.Writes)+1)
 	items = append(items, types.TransactWriteItem{Update: upd})
-	items = append(items, writes...)
+	items = append(items, c.Writes...)
 	_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
 		return nil
 	}
 	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		for i, r := range tce.CancellationReasons {
-			if aws.ToString(r.Code) != "ConditionalCheckFailed" {
-				continue
-			}
+	if !errors.As(err, &tce) {
+		return requestErr("complete", l.Key, err)
+	}
+	var wce *WriteConditionError
+	var invalid []string
+	for i, r := range tce.CancellationReasons {
+		switch code := aws.ToString(r.Code); code {
+		case "", "None":
+		case "ConditionalCheckFailed":
 			if i == 0 {
 				if s.completedBy(ctx, l, r.Item, now) {
 					return nil
 				}
 				return fmt.Errorf("idem: complete %s: %w", redact(l.Key), ErrLeaseLost)
 			}
-			return fmt.Errorf("idem: complete %s: %w", redact(l.Key), &WriteConditionError{Index: i - 1, Reason: aws.ToString(r.Message)})
+			if wce == nil {
+				wce = &WriteConditionError{Index: i - 1, Reason: aws.ToString(r.Message)}
+			}
+			wce.Failed = append(wce.Failed, FailedWrite{Index: i - 1, Item: r.Item})
+		case "ValidationError", "ItemCollectionSizeLimitExceeded":
+			invalid = append(invalid, fmt.Sprintf("write %d: %s: %s", i-1, code, aws.ToString(r.Message)))
 		}
 	}
+	switch {
+	case wce != nil:
+		return fmt.Errorf("idem: complete %s: %w", redact(l.Key), wce)
+	case len(invalid) > 0:
+		return fmt.Errorf("idem: complete %s: %w: %s", redact(l.Key), ErrInvalidRequest, strings.Join(invalid, "; "))
+	}
 	return fmt.Errorf("idem: complete %s: transaction: %w", redact(l.Key), err)
+}
+
+// MaxWrites is the most business writes Result.Writes may hold: DynamoDB's 100 actions a
+// transaction, less the completion.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html
+const MaxWrites = 99
+
+// requestErr wraps a store error, telling a request DynamoDB refused as invalid (which
+// no retry can fix) from the rest.
+func requestErr(op, key string, err error) error {
+	var apiErr interface{ ErrorCode() string }
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" {
+		return fmt.Errorf("idem: %s %s: %w: %w", op, redact(key), ErrInvalidRequest, err)
+	}
+	return fenceErr(op, key, err)
+}
+
+// MarkSent is one UpdateItem conditioned on the completion's token and a pending outbox.
+func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int, now time.Time) error {
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      map[string]types.AttributeValue{attrPK: avS(key)},
+		UpdateExpression:         aws.String("SET sent = :sent, updated_at = :now REMOVE outbox, outbox_enc, inflight"),
+		ConditionExpression:      aws.String("lease_token = :tok AND #status = :completed AND attribute_exists(outbox)"),
+		ExpressionAttributeNames: map[string]string{"#status": attrStatus},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok":       avS(token),
+			":completed": avS(string(StatusCompleted)),
+			":sent":      avN(int64(sent)),
+			":now":       avN(epochMillis(now)),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil // sent and marked by another delivery or the reaper, or gone
+	}
+	if err != nil {
+		return fmt.Errorf("idem: mark sent %s: %w", redact(key), err)
+	}
+	return nil
+}
+
+// Retry is one UpdateItem conditioned on the token and a FAILED, not retryable record.
+func (s *DynamoStore) Retry(ctx context.Context, key, token, reason string, now time.Time) error {
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      map[string]types.AttributeValue{attrPK: avS(key)},
+		UpdateExpression:         aws.String("SET retryable = :true, #error = :reason, updated_at = :now"),
+		ConditionExpression:      aws.String("lease_token = :tok AND #status = :failed AND retryable = :false"),
+		ExpressionAttributeNames: map[string]string{"#status": attrStatus, "#error": attrError},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok":    avS(token),
+			":failed": avS(string(StatusFailed)),
+			":true":   avBool(true),
+			":false":  avBool(false),
+			":reason": avS(nonEmpty(reason)),
+			":now":    avN(epochMillis(now)),
+		},
+	})
+	return fenceErr("retry", key, err)
+}
+
+// ReadGuard is a strongly consistent GetItem of a guard item.
+func (s *DynamoStore) ReadGuard(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("idem: read guard in %s: %w", table, err)
+	}
+	return out.Item, nil
 }
 
 // completedBy reports whether a completion whose fence failed had in fact been committed

@@ -3,6 +3,8 @@ package idem
 import (
 	"errors"
 	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Errors returned by the package. Check them with errors.Is.
@@ -25,6 +27,12 @@ var (
 	// ErrNoLease is returned by Lease methods called on a nil Lease (a handler run
 	// outside the middleware).
 	ErrNoLease = errors.New("idem: no lease in this request")
+	// ErrInvalidRequest means DynamoDB refused a request as invalid (a ValidationException,
+	// or a transaction item cancelled with ValidationError): an item over 400 KB, two
+	// actions on one item, a transaction over 4 MB, a malformed expression. The same
+	// request can never pass, so it is permanent; it usually needs a code fix, after
+	// which the dead-lettered message can be redriven.
+	ErrInvalidRequest = errors.New("idem: DynamoDB refused the request as invalid")
 )
 
 // PermanentError marks an error that retrying cannot fix (bad input, a business rule).
@@ -59,28 +67,57 @@ func (e *StoredError) Error() string {
 }
 
 // WriteConditionError means a business write's own condition failed inside the
-// completion transaction; nothing was committed. Index is the position of the failed
-// write in Result.Writes. It is permanent: a condition on a business write states a
-// business rule (the account's currency, a balance that may not go negative), and the
-// same message against the same state cannot pass it; the message is dead-lettered with
-// the reason, to be redriven after a fix.
+// completion transaction; nothing was committed. Index is the position of the first
+// failed write in Result.Writes. It is permanent for this delivery: a condition on a
+// business write states a business rule (the account's currency, stock that may not go
+// below zero), and the same message against the same state cannot pass it, so the
+// message is dead-lettered with the reason. The record is left FAILED and retryable, so
+// the message redriven after the cause was removed runs again.
 type WriteConditionError struct {
-	Index  int
+	Index int
+	// Reason is the handler's explanation (Result.Explain) when it gave one, else
+	// DynamoDB's cancellation message.
 	Reason string
+	// Explained is set when Reason comes from the handler.
+	Explained bool
+	// Failed lists every write whose condition failed, with the item as it was when
+	// DynamoDB returned it (nil when it did not).
+	Failed []FailedWrite
+}
+
+// FailedWrite is one business write whose condition failed at commit.
+type FailedWrite struct {
+	Index int                             // position in Result.Writes
+	Item  map[string]types.AttributeValue // the item as it was, when returned
 }
 
 func (e *WriteConditionError) Error() string {
+	if e.Explained {
+		return "idem: refused by a business rule: " + e.Reason
+	}
 	return fmt.Sprintf("idem: business write %d condition failed: %s", e.Index, e.Reason)
 }
 
 // IsPermanent reports whether err can never succeed on retry: a PermanentError, a
-// StoredError, a WriteConditionError, a payload mismatch, an invalid key or a response
-// too large to store.
+// StoredError, a WriteConditionError, a payload mismatch, an invalid key, an invalid
+// outbound message, a request DynamoDB refused as invalid, or a response too large to
+// store.
 func IsPermanent(err error) bool {
 	var pe *PermanentError
 	var se *StoredError
 	var we *WriteConditionError
 	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) ||
 		errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrInvalidKey) ||
-		errors.Is(err, ErrResponseTooLarge)
+		errors.Is(err, ErrResponseTooLarge) || errors.Is(err, ErrInvalidMessage) ||
+		errors.Is(err, ErrInvalidRequest)
+}
+
+// redrivable reports whether a permanent failure may pass once its cause is removed
+// outside the message: a business rule's refusal (the state changes), or a request
+// DynamoDB refused (the code changes). Its record is left retryable, so the message
+// redriven from the dead-letter queue runs again; other permanent failures (invalid
+// input, a payload mismatch) replay their stored error.
+func redrivable(err error) bool {
+	var we *WriteConditionError
+	return errors.As(err, &we) || errors.Is(err, ErrInvalidRequest)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -29,7 +30,8 @@ type Result struct {
 	// Response is stored and replayed to later deliveries of the key.
 	Response []byte
 	// Writes are business writes committed in one DynamoDB transaction with the
-	// completion, or not at all (at most 99). With MemoryStore they are only logged.
+	// completion, or not at all (at most MaxWrites). With MemoryStore they are only
+	// logged, and only guard conditions are evaluated.
 	Writes []types.TransactWriteItem
 	// Replayed is set by the middleware when the response comes from the store or the
 	// cache and the handler did not run.
@@ -40,13 +42,29 @@ type Result struct {
 	// Guards lists the positions in Writes of guard writes: writes whose condition
 	// fails only when the effect is already in place, such as a journal entry put with
 	// attribute_not_exists. They protect the effect beyond the record's TTL, when a very
-	// late redelivery finds no record. When a guard's condition fails at commit, nothing
-	// of Writes is committed; the middleware completes the record with Response alone
-	// and returns with Guarded set.
+	// late redelivery finds no record. The middleware adds the payload's fingerprint to
+	// each guard Put (attribute idem_payload_hash). When a guard's condition fails at
+	// commit, nothing of Writes is committed and no message is sent: if the guard item
+	// holds the same fingerprint (or none), the middleware completes the record with
+	// Response alone and returns with Guarded set; if it holds another payload's, the
+	// delivery fails with ErrPayloadMismatch.
 	Guards []int
 	// Guarded is set by the middleware when a guard write showed that the effect had
-	// already been applied, so the record was completed without the writes.
+	// already been applied, so the record was completed without the writes and without
+	// the messages. A handler may set it itself, with no Writes and no Messages, when
+	// Attempt.Applied showed the same before it ran its steps.
 	Guarded bool
+	// Messages are outbound SQS messages, stored in the record by the completion's
+	// transaction and sent only after it committed (see Message). A refused or guarded
+	// commit sends nothing. They need Config.Sender.
+	Messages []Message
+	// Explain, when set, turns a business write's failed condition into the reason a
+	// person reads in the dead-letter queue, e.g. "currency EUR does not match the
+	// account's USD". It gets the write's position in Writes and the item as it was when
+	// the condition failed (nil if DynamoDB did not return it); "" keeps DynamoDB's text.
+	Explain func(index int, item map[string]types.AttributeValue) string
+
+	pending *Pending // outbound messages to send once the caller is done with the record
 }
 
 // Handler handles a request. The idempotency middleware guarantees that, for one key,
@@ -90,6 +108,9 @@ type Config struct {
 	Owner string
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
+	// Sender sends the outbound messages of Result.Messages (an *sqs.Client). A handler
+	// that returns messages while it is nil fails permanently before anything commits.
+	Sender SQSBatchSender
 }
 
 // Client runs handlers idempotently. It is safe for concurrent use; create one per
@@ -183,25 +204,53 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 		return Result{Response: e.response, Replayed: true}, nil
 	}
 	att, replay, err := c.acquire(ctx, pk, hash, now)
-	if err != nil || replay != nil {
-		if replay != nil {
-			return *replay, nil
-		}
+	if err != nil {
 		return Result{}, err
 	}
+	if replay != nil {
+		// A completed record whose messages a crash left unsent: send them now.
+		if err := c.hand(ctx, replay.pending); err != nil {
+			return Result{}, err
+		}
+		return *replay, nil
+	}
 	res, herr := c.run(ctx, next, req, att)
+	if herr == nil {
+		res.Messages, herr = c.prepare(pk, req.Key, res)
+	}
+	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
+		return Result{}, c.refuseMismatch(ctx, att, pk, gm.applied)
+	}
 	if herr != nil {
-		retryable := !IsPermanent(herr)
+		retryable := !IsPermanent(herr) || redrivable(herr)
 		if ferr := c.fail(ctx, att, herr.Error(), retryable); ferr != nil {
 			return Result{}, errors.Join(herr, ferr)
 		}
 		return Result{}, herr
 	}
-	guarded, err := c.complete(ctx, att, pk, hash, res)
+	out, err := c.complete(ctx, att, pk, hash, res)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Response: res.Response, Attempt: att.number, Guarded: guarded}, nil
+	if err := c.hand(ctx, out.pending); err != nil {
+		return Result{}, err
+	}
+	return out, nil
+}
+
+// prepare checks what the handler returned before anything is committed.
+func (c *Client) prepare(pk, key string, res Result) ([]Message, error) {
+	if res.Guarded && (len(res.Writes) > 0 || len(res.Messages) > 0) {
+		return nil, Permanent(errors.New("idem: a handler result with Guarded set must have no Writes and no Messages"))
+	}
+	msgs, err := prepareMessages(pk, key, res.Messages)
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) > 0 && c.cfg.Sender == nil {
+		return nil, Permanent(errors.New("idem: the handler returned outbound messages but Config.Sender is nil"))
+	}
+	return msgs, nil
 }
 
 // acquire takes the lease, or returns the stored outcome of the key.
@@ -218,7 +267,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	}
 	if created {
 		lease.Until = rec.LeaseUntil
-		att := &Attempt{c: c, lease: lease, number: 1}
+		att := &Attempt{c: c, lease: lease, number: 1, hash: hash}
 		if old != nil && old.PayloadHash == hash {
 			// The key was handled before and its record expired, but DynamoDB's TTL had
 			// not deleted it yet. The new attempt is a new execution (the retention is
@@ -233,6 +282,15 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
 	}
 	switch {
+	case old.Status == StatusCompleted && len(old.Outbox) > 0 && sentByThisBatch(ctx, old.LeaseToken):
+		// A duplicate in the batch that committed the key: the batch sends at its end.
+		return nil, &Result{Response: old.Response, Replayed: true}, nil
+	case old.Status == StatusCompleted && len(old.Outbox) > 0 && now.Before(old.LeaseUntil):
+		// The holder committed and is sending its messages: let it, rather than send them
+		// twice. After its lease, any delivery (or the reaper) sends what is left.
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w (outbound messages of the commit are being sent by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
+	case old.Status == StatusCompleted && len(old.Outbox) > 0:
+		return nil, &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox}}, nil
 	case old.Status == StatusCompleted:
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
 		return nil, &Result{Response: old.Response, Replayed: true}, nil
@@ -251,7 +309,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 		if err != nil {
 			return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
 		}
-		return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps}, nil, nil
+		return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash}, nil, nil
 	default:
 		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", redact(pk), old.Status)
 	}
@@ -269,34 +327,135 @@ func (c *Client) run(ctx context.Context, next Handler, req *Request, att *Attem
 	return next.Handle(ctx, &r)
 }
 
-func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, res Result) (guarded bool, err error) {
+// complete commits the handler's result. It returns the result for the caller, with the
+// messages to send once the caller is done when there are any.
+func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, res Result) (Result, error) {
 	now := c.cfg.Clock()
 	exp := now.Add(c.cfg.TTL)
-	err = c.cfg.Store.Complete(ctx, att.lease, res.Response, exp, now, res.Writes)
+	out := Result{Response: res.Response, Attempt: att.number, Guarded: res.Guarded}
+	writes := guardWrites(res.Writes, res.Guards, hash)
+	err := c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages}, now)
 	var wce *WriteConditionError
-	if errors.As(err, &wce) && slices.Contains(res.Guards, wce.Index) {
-		// The effect is already in place: complete the record without the writes.
-		guarded = true
-		err = c.cfg.Store.Complete(ctx, att.lease, res.Response, exp, now, nil)
+	if errors.As(err, &wce) {
+		guarded, appliedHash := guardFired(wce, res.Guards)
+		switch {
+		case guarded && appliedHash != "" && appliedHash != hash:
+			return Result{}, c.refuseMismatch(ctx, att, pk, appliedHash)
+		case guarded:
+			// The effect is already in place: complete the record without the writes and
+			// without the messages, which went out with the effect.
+			out.Guarded = true
+			err = c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp}, now)
+		case res.Explain != nil:
+			if wce.Index >= 0 && wce.Index < len(res.Writes) {
+				var item map[string]types.AttributeValue
+				if len(wce.Failed) > 0 {
+					item = wce.Failed[0].Item
+				}
+				if reason := res.Explain(wce.Index, item); reason != "" {
+					explained := *wce
+					explained.Reason, explained.Explained = reason, true
+					err = fmt.Errorf("idem: complete %s: %w", redact(pk), &explained)
+				}
+			}
+		}
 	}
 	if err == nil {
-		c.cache.put(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})
-		return guarded, nil
+		if len(res.Messages) > 0 && !out.Guarded {
+			out.pending = &Pending{Key: pk, Token: att.lease.Token, Messages: res.Messages}
+		} else {
+			c.cache.put(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})
+		}
+		return out, nil
 	}
 	if errors.Is(err, ErrLeaseLost) {
-		return false, err
+		return Result{}, err
 	}
 	// Nothing was committed (or, after an ambiguous network error, maybe it was: then
 	// the fenced fail below finds the record COMPLETED and changes nothing). Failing the
-	// record lets the next delivery take over at once instead of after the lease.
-	retryable := !IsPermanent(err)
-	if ferr := c.fail(ctx, att, err.Error(), retryable); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
-		return false, errors.Join(err, ferr)
+	// record lets the next delivery take over at once instead of after the lease. A
+	// business rule's refusal is failed retryable: the message is dead-lettered, and
+	// redriven after a fix it runs again.
+	permanent := IsPermanent(err)
+	if ferr := c.fail(ctx, att, err.Error(), !permanent || redrivable(err)); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
+		return Result{}, errors.Join(err, ferr)
 	}
-	if !retryable {
-		return false, Permanent(err)
+	if permanent {
+		return Result{}, Permanent(err)
 	}
-	return false, err
+	return Result{}, err
+}
+
+// refuseMismatch ends an attempt whose guard holds the effect of another payload under
+// this key: it completes the record for that payload, with no response, so the
+// payload's late duplicates are replayed and this payload is refused within the TTL as
+// well, and returns ErrPayloadMismatch (permanent: the message is dead-lettered).
+func (c *Client) refuseMismatch(ctx context.Context, att *Attempt, pk, applied string) error {
+	now := c.cfg.Clock()
+	err := c.cfg.Store.Complete(ctx, att.lease, Completion{ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: applied}, now)
+	if err != nil {
+		return errors.Join(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch), err)
+	}
+	return fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
+}
+
+// guardWrites returns writes with the payload's fingerprint added to each guard Put, and
+// every write set to return the item as it was when its condition fails (for guards and
+// Result.Explain). The handler's values are not modified.
+func guardWrites(writes []types.TransactWriteItem, guards []int, hash string) []types.TransactWriteItem {
+	if len(writes) == 0 {
+		return nil
+	}
+	out := make([]types.TransactWriteItem, len(writes))
+	for i, w := range writes {
+		switch {
+		case w.Put != nil:
+			p := *w.Put
+			if slices.Contains(guards, i) {
+				p.Item = maps.Clone(p.Item)
+				p.Item[attrGuardHash] = avS(hash)
+			}
+			if p.ReturnValuesOnConditionCheckFailure == "" {
+				p.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+			}
+			w.Put = &p
+		case w.Update != nil:
+			u := *w.Update
+			if u.ReturnValuesOnConditionCheckFailure == "" {
+				u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+			}
+			w.Update = &u
+		case w.Delete != nil:
+			d := *w.Delete
+			if d.ReturnValuesOnConditionCheckFailure == "" {
+				d.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+			}
+			w.Delete = &d
+		case w.ConditionCheck != nil:
+			cc := *w.ConditionCheck
+			if cc.ReturnValuesOnConditionCheckFailure == "" {
+				cc.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+			}
+			w.ConditionCheck = &cc
+		}
+		out[i] = w
+	}
+	return out
+}
+
+// guardFired reports whether any guard's condition failed, at whatever position, and
+// the payload fingerprint its item holds ("" when none was stored or returned).
+func guardFired(wce *WriteConditionError, guards []int) (bool, string) {
+	for _, f := range wce.Failed {
+		if !slices.Contains(guards, f.Index) {
+			continue
+		}
+		if v, ok := f.Item[attrGuardHash].(*types.AttributeValueMemberS); ok {
+			return true, v.Value
+		}
+		return true, ""
+	}
+	return false, ""
 }
 
 // failTimeout bounds the write that releases a lease after a failure.

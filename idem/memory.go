@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -21,13 +22,14 @@ type MemoryStore struct {
 	mu        sync.Mutex
 	recs      map[string]*Record
 	committed [][]types.TransactWriteItem
+	guards    map[string]map[string]types.AttributeValue // guard identity -> item
 }
 
 var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{recs: make(map[string]*Record)}
+	return &MemoryStore{recs: make(map[string]*Record), guards: make(map[string]map[string]types.AttributeValue)}
 }
 
 // Committed returns the business writes of every completion so far, one slice per
@@ -103,16 +105,26 @@ func (m *MemoryStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	return r.clone(), nil
 }
 
-// Complete mirrors the fenced update or transaction.
-func (m *MemoryStore) Complete(ctx context.Context, l Lease, response []byte, expiresAt, now time.Time, writes []types.TransactWriteItem) error {
+// Complete mirrors the fenced update or transaction. Of the business writes' conditions
+// it evaluates one kind, the guard's: a Put conditioned on attribute_not_exists(<attr>)
+// fails when a Put committed earlier to the same table had the same value of <attr>.
+func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now time.Time) error {
 	if err := ctxErr(ctx, "complete"); err != nil {
 		return err
 	}
-	if _, _, err := encodeResponse(response); err != nil {
+	data, _, err := encodeResponse(c.Response)
+	if err != nil {
 		return err
 	}
-	if len(writes) > 99 {
-		return fmt.Errorf("idem: complete %s: %d business writes, a transaction holds at most 99 besides the completion", redact(l.Key), len(writes))
+	outbox, _, err := encodeOutbox(c.Outbox)
+	if err != nil {
+		return err
+	}
+	if len(data)+len(outbox) > MaxStoredResponse {
+		return fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", ErrResponseTooLarge, len(data)+len(outbox), MaxStoredResponse)
+	}
+	if len(c.Writes) > MaxWrites {
+		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", redact(l.Key), ErrInvalidRequest, len(c.Writes), MaxWrites)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -120,12 +132,112 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, response []byte, ex
 	if err != nil {
 		return err
 	}
-	r.Status, r.Response, r.Inflight = StatusCompleted, append([]byte{}, response...), ""
-	r.ExpiresAt, r.UpdatedAt = expiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
-	if len(writes) > 0 {
-		m.committed = append(m.committed, append([]types.TransactWriteItem(nil), writes...))
+	var wce *WriteConditionError
+	for i, w := range c.Writes {
+		id, ok := guardIdentity(w)
+		if !ok {
+			continue
+		}
+		if old, taken := m.guards[id]; taken {
+			if wce == nil {
+				wce = &WriteConditionError{Index: i, Reason: "The conditional request failed"}
+			}
+			wce.Failed = append(wce.Failed, FailedWrite{Index: i, Item: old})
+		}
+	}
+	if wce != nil {
+		return fmt.Errorf("idem: complete %s: %w", redact(l.Key), wce)
+	}
+	for _, w := range c.Writes {
+		if id, ok := guardIdentity(w); ok {
+			m.guards[id] = w.Put.Item
+		}
+	}
+	r.Status, r.Response = StatusCompleted, append([]byte{}, c.Response...)
+	r.Outbox = append([]Message(nil), c.Outbox...)
+	if len(c.Outbox) == 0 {
+		r.Inflight = ""
+	}
+	if c.PayloadHash != "" {
+		r.PayloadHash = c.PayloadHash
+	}
+	r.ExpiresAt, r.UpdatedAt = c.ExpiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
+	if len(c.Writes) > 0 {
+		m.committed = append(m.committed, append([]types.TransactWriteItem(nil), c.Writes...))
 	}
 	return nil
+}
+
+// guardIdentity names the item a guard Put writes: table, the attribute its
+// attribute_not_exists condition names, and that attribute's value.
+func guardIdentity(w types.TransactWriteItem) (string, bool) {
+	if w.Put == nil || w.Put.ConditionExpression == nil {
+		return "", false
+	}
+	cond := strings.TrimSpace(*w.Put.ConditionExpression)
+	attr, ok := strings.CutPrefix(cond, "attribute_not_exists(")
+	if !ok || !strings.HasSuffix(attr, ")") {
+		return "", false
+	}
+	attr = strings.TrimSpace(strings.TrimSuffix(attr, ")"))
+	if name, ok := w.Put.ExpressionAttributeNames[attr]; ok {
+		attr = name
+	}
+	v, ok := w.Put.Item[attr].(*types.AttributeValueMemberS)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("%s\x00%s\x00%s", aws.ToString(w.Put.TableName), attr, v.Value), true
+}
+
+// MarkSent mirrors the conditioned update.
+func (m *MemoryStore) MarkSent(ctx context.Context, key, token string, sent int, now time.Time) error {
+	if err := ctxErr(ctx, "mark sent"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[key]
+	if !ok || r.LeaseToken != token || r.Status != StatusCompleted || len(r.Outbox) == 0 {
+		return nil
+	}
+	r.Outbox, r.Sent, r.Inflight, r.UpdatedAt = nil, sent, "", now.Truncate(time.Millisecond)
+	return nil
+}
+
+// Retry mirrors the conditioned update.
+func (m *MemoryStore) Retry(ctx context.Context, key, token, reason string, now time.Time) error {
+	if err := ctxErr(ctx, "retry"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[key]
+	if !ok || r.LeaseToken != token || r.Status != StatusFailed || r.Retryable {
+		return fmt.Errorf("idem: retry %s: %w", redact(key), ErrLeaseLost)
+	}
+	r.Retryable, r.Error, r.UpdatedAt = true, nonEmpty(reason), now.Truncate(time.Millisecond)
+	return nil
+}
+
+// ReadGuard returns the item a committed guard Put wrote at key (one attribute).
+func (m *MemoryStore) ReadGuard(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	if err := ctxErr(ctx, "read guard"); err != nil {
+		return nil, err
+	}
+	if len(key) != 1 {
+		return nil, fmt.Errorf("idem: read guard: the memory store reads guards by a one-attribute key, got %d", len(key))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for attr, v := range key {
+		s, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			return nil, nil
+		}
+		return m.guards[fmt.Sprintf("%s\x00%s\x00%s", table, attr, s.Value)], nil
+	}
+	return nil, nil
 }
 
 // Fail mirrors the fenced update.
@@ -199,7 +311,7 @@ func (m *MemoryStore) Stale(ctx context.Context, shard string, before time.Time,
 	m.mu.Lock()
 	var all []StaleLease
 	for _, r := range m.recs {
-		if r.Status == StatusInProgress && r.Inflight == shard && r.LeaseUntil.Before(before) {
+		if r.Inflight == shard && r.LeaseUntil.Before(before) {
 			all = append(all, StaleLease{Key: r.Key, Token: r.LeaseToken, LeaseUntil: r.LeaseUntil, Owner: r.Owner, Attempt: r.Attempt})
 		}
 	}

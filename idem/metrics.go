@@ -45,6 +45,13 @@ const (
 	MetricHandlerDuration = "HandlerDuration"
 	// MetricReaped counts stale leases failed by the reaper.
 	MetricReaped = "StaleLocksReaped"
+	// MetricOutboundSent counts outbound messages sent after their commit.
+	MetricOutboundSent = "OutboundSent"
+	// MetricOutboundUnsent counts records whose committed outbound messages could not be
+	// sent; they are sent by the record's redelivery or by the reaper.
+	MetricOutboundUnsent = "OutboundUnsent"
+	// MetricOutboundByReaper counts records whose outbound messages the reaper sent.
+	MetricOutboundByReaper = "OutboundSentByReaper"
 )
 
 // Limits of CloudWatch Embedded Metric Format: metric definitions per directive and

@@ -28,6 +28,10 @@ type Reaper struct {
 	Margin time.Duration
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
+	// Sender sends outbound messages that a consumer committed but did not send (it
+	// crashed between its commit and its send, and no delivery of the key came back).
+	// When nil, such records are counted in SweepResult.Unsent and left in place.
+	Sender SQSBatchSender
 }
 
 // SweepResult counts what a sweep did.
@@ -40,6 +44,11 @@ type SweepResult struct {
 	// Grace) when this sweep failed it: with a sweep every P, it stays under about P
 	// plus a sweep's duration when the reaper keeps up.
 	MaxLate time.Duration
+	// Sent counts completed records whose pending outbound messages this sweep sent.
+	Sent int
+	// Unsent counts completed records with pending outbound messages that this sweep
+	// could not send (no Sender, or SQS refused); the next sweep tries again.
+	Unsent int
 }
 
 // Sweep lists every shard's leases that ended before now minus Grace and fails each
@@ -47,8 +56,7 @@ type SweepResult struct {
 // completes or extends at the same moment wins. It stops before the context deadline
 // minus Margin and reports Truncated; a store error stops it and is returned with the
 // counts so far.
-func (r *Reaper) Sweep(ctx context.Context) (SweepResult, error) {
-	var res SweepResult
+func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	if r.Store == nil {
 		return res, errors.New("idem: Reaper.Store is nil")
 	}
@@ -71,6 +79,17 @@ func (r *Reaper) Sweep(ctx context.Context) (SweepResult, error) {
 	deadline, hasDeadline := ctx.Deadline()
 	late := func() bool { return hasDeadline && time.Until(deadline) < margin }
 	before := clock().Add(-grace)
+	var pendings []*Pending
+	defer func() {
+		// Send what was found, even when the sweep stopped early.
+		for _, err := range deliver(ctx, r.Sender, r.Store, clock, pendings) {
+			if err == nil {
+				res.Sent++
+			} else {
+				res.Unsent++
+			}
+		}
+	}()
 	for shard := 0; shard < shards; shard++ {
 		cursor := ""
 		for {
@@ -95,6 +114,10 @@ func (r *Reaper) Sweep(ctx context.Context) (SweepResult, error) {
 					res.Reaped++
 					res.MaxLate = max(res.MaxLate, now.Sub(s.LeaseUntil.Add(grace)))
 				case errors.Is(err, ErrLeaseLost):
+					if p := r.pendingOf(ctx, s, now); p != nil {
+						pendings = append(pendings, p)
+						continue
+					}
 					res.Lost++
 				default:
 					return res, fmt.Errorf("idem: sweep: %w", err)
@@ -109,16 +132,36 @@ func (r *Reaper) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
+// pendingOf returns the pending outbound messages of a listed record that was not
+// reapable because it is COMPLETED with an outbox still stored, or nil.
+func (r *Reaper) pendingOf(ctx context.Context, s StaleLease, now time.Time) *Pending {
+	rec, err := r.Store.Get(ctx, s.Key, now)
+	if err != nil || rec.Status != StatusCompleted || len(rec.Outbox) == 0 || rec.LeaseToken != s.Token {
+		return nil
+	}
+	return &Pending{Key: rec.Key, Token: rec.LeaseToken, Messages: rec.Outbox}
+}
+
 // Unlock is the operator's version of a reap: it fails the key's IN_PROGRESS record
 // (retryable, with reason) whatever its lease, fenced on the token and lease end it
-// read, so a holder that completes meanwhile wins. It returns the record as it was.
+// read, so a holder that completes meanwhile wins. A FAILED record that is not
+// retryable (a permanent failure whose stored error would be replayed) is made
+// retryable, fenced on its token, so the next delivery of the key runs the handler
+// again: the operator's way out when a fix cannot reach the stored error. It returns the
+// record as it was.
 func Unlock(ctx context.Context, s Store, pk, reason string, now time.Time) (*Record, error) {
 	rec, err := s.Get(ctx, pk, now)
 	if err != nil {
 		return nil, fmt.Errorf("idem: unlock: %w", err)
 	}
+	if rec.Status == StatusFailed && !rec.Retryable {
+		if err := s.Retry(ctx, pk, rec.LeaseToken, reason, now); err != nil {
+			return rec, fmt.Errorf("idem: unlock: %w", err)
+		}
+		return rec, nil
+	}
 	if rec.Status != StatusInProgress {
-		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s", redact(pk), rec.Status, StatusInProgress)
+		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s or %s and not retryable", redact(pk), rec.Status, StatusInProgress, StatusFailed)
 	}
 	sl := StaleLease{Key: rec.Key, Token: rec.LeaseToken, LeaseUntil: rec.LeaseUntil, Owner: rec.Owner, Attempt: rec.Attempt}
 	if err := s.Reap(ctx, sl, reason, now); err != nil {

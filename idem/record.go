@@ -31,6 +31,8 @@ type Record struct {
 	Retryable   bool   // FAILED: whether the next delivery may take over
 	Attempt     int    // acquisitions so far, takeovers included
 	Steps       []string
+	Outbox      []Message // COMPLETED: outbound messages committed but not yet known to be sent
+	Sent        int       // COMPLETED: how many outbound messages were sent
 	Owner       string // diagnostics: who holds or held the lease (Lambda request id)
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
@@ -56,6 +58,7 @@ func (r *Record) clone() *Record {
 	c := *r
 	c.Response = append([]byte(nil), r.Response...)
 	c.Steps = append([]string(nil), r.Steps...)
+	c.Outbox = append([]Message(nil), r.Outbox...)
 	return &c
 }
 

@@ -22,10 +22,20 @@ type Store interface {
 	// Steps, sets the TTL to expiresAt and returns the updated record. A record that
 	// changed since it was seen gives ErrLeaseLost.
 	Takeover(ctx context.Context, seen *Record, next Lease, expiresAt, now time.Time) (*Record, error)
-	// Complete marks the record COMPLETED with response and expiresAt and removes it from
-	// the in-flight index, fenced on the lease; writes commit in the same transaction or
-	// not at all. A lost fence gives ErrLeaseLost.
-	Complete(ctx context.Context, l Lease, response []byte, expiresAt, now time.Time, writes []types.TransactWriteItem) error
+	// Complete marks the record COMPLETED with c.Response, c.ExpiresAt and c.Outbox,
+	// fenced on the lease; c.Writes commit in the same transaction or not at all. Without
+	// an outbox the record leaves the in-flight index; with one it stays there (lease end
+	// unchanged) until MarkSent, so the reaper finds messages a crash left unsent. A lost
+	// fence gives ErrLeaseLost; a failed business write condition *WriteConditionError;
+	// a request refused as invalid ErrInvalidRequest.
+	Complete(ctx context.Context, l Lease, c Completion, now time.Time) error
+	// MarkSent records that the outbox stored by the completion under token was sent:
+	// it removes the outbox (and the record from the in-flight index) and keeps the
+	// count. A record whose outbox is already gone, or that changed, is left as it is.
+	MarkSent(ctx context.Context, key, token string, sent int, now time.Time) error
+	// Retry makes a FAILED record that is not retryable retryable (the operator's
+	// "clear"), if it still holds token; otherwise ErrLeaseLost.
+	Retry(ctx context.Context, key, token, reason string, now time.Time) error
 	// Fail marks the record FAILED with reason and retryable, fenced on the lease.
 	Fail(ctx context.Context, l Lease, reason string, retryable bool, expiresAt, now time.Time) error
 	// AddStep records a completed step, fenced on the lease.
@@ -41,6 +51,26 @@ type Store interface {
 	// Reap marks the lease FAILED (retryable, with reason) if the record still holds the
 	// token and lease end it was listed with; otherwise ErrLeaseLost.
 	Reap(ctx context.Context, s StaleLease, reason string, now time.Time) error
+}
+
+// Completion is what a lease holder commits.
+type Completion struct {
+	Response  []byte
+	ExpiresAt time.Time
+	// Writes are the business writes committed with the record, or not at all.
+	Writes []types.TransactWriteItem
+	// Outbox holds outbound messages to send once the commit succeeded.
+	Outbox []Message
+	// PayloadHash, when set, replaces the record's payload hash (a guarded completion
+	// that found the effect in place for another payload records the payload it was
+	// applied for).
+	PayloadHash string
+}
+
+// GuardReader is implemented by stores that can read a guard item, for Attempt.Applied.
+type GuardReader interface {
+	// ReadGuard returns the item at key in table (strongly consistent), or nil.
+	ReadGuard(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error)
 }
 
 // Lease identifies one acquisition of a key: the fencing token every later write is

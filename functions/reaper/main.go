@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 )
@@ -25,7 +26,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "reaper: load AWS configuration:", err)
 		os.Exit(1)
 	}
-	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg)})
+	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
@@ -202,7 +201,7 @@ func (r *redriver) redriveInput(m types.Message) (*sqs.SendMessageInput, error) 
 	if r.fifo {
 		group := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
 		if group == "" { // from a standard dead-letter queue: one group per key
-			group = ledger.DeduplicationID(key)
+			group = idem.DeduplicationID(key)
 			if key == "" {
 				group = "redrive"
 			}

@@ -142,7 +142,7 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 		},
 	}
 	if !o.noReaper {
-		h, err := reaperapp.New(reaperCfg, reaperapp.Deps{DynamoDB: ddb, Logs: logs, Metrics: logs})
+		h, err := reaperapp.New(reaperCfg, reaperapp.Deps{DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs})
 		if err != nil {
 			return runner.Stats{}, err
 		}

@@ -238,8 +238,8 @@ func messages(payments []ledger.Payment, f float64, fifo bool, rng *rand.Rand) (
 		if fifo {
 			// Both must be 1-128 printable ASCII characters; DeduplicationID hashes
 			// anything else, and always the same way.
-			m.group = ledger.DeduplicationID(p.AccountID)
-			m.dedup = ledger.DeduplicationID(m.key)
+			m.group = idem.DeduplicationID(p.AccountID)
+			m.dedup = idem.DeduplicationID(m.key)
 		}
 		out = append(out, m)
 	}

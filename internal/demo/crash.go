@@ -27,7 +27,7 @@ const StallMarker = "stalled before commit"
 
 // StallCommits wraps a DynamoDB client so that every completion transaction waits d
 // first, announcing the first stall on w with StallMarker: a consumer that has acquired
-// its leases, sent its receipts and is about to commit, frozen in place to be killed.
+// its leases and is about to commit, frozen in place to be killed.
 func StallCommits(api idem.DynamoDBAPI, d time.Duration, w io.Writer) idem.DynamoDBAPI {
 	return &stall{DynamoDBAPI: api, d: d, w: w}
 }
@@ -113,14 +113,14 @@ func ChildCrasher(exe string, args, env []string, out io.Writer) Crasher {
 // Crash phases: where a consumer process kills itself with CrashAt.
 const (
 	PhaseAcquire = "acquire" // right after a lease is acquired (the conditional PutItem)
-	PhaseStep    = "step"    // right after a step (the receipt) is recorded
-	PhaseCommit  = "commit"  // right after the completion transaction, before the SQS delete
+	PhaseCommit  = "commit"  // right after the completion transaction: the receipt committed, not sent
+	PhaseSent    = "sent"    // right after a record's receipt was sent and marked sent, before the SQS delete
 	PhaseReap    = "reap"    // in a reaper sweep, right after its first reap
 )
 
 // Phases lists the crash phases in the order Chaos cycles through them: a reap crash
 // comes right after an acquire crash, whose abandoned locks it has to reap.
-var Phases = []string{PhaseAcquire, PhaseReap, PhaseStep, PhaseCommit}
+var Phases = []string{PhaseAcquire, PhaseReap, PhaseCommit, PhaseSent}
 
 // CrashMarker starts the line a consumer prints just before it kills itself.
 const CrashMarker = "crashing at"
@@ -164,8 +164,8 @@ func (c *crashAt) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 	out, err := c.DynamoDBAPI.UpdateItem(ctx, in, o...)
 	upd, cond := aws.ToString(in.UpdateExpression), aws.ToString(in.ConditionExpression)
 	switch {
-	case strings.Contains(upd, "ADD steps"):
-		c.hit(PhaseStep, err)
+	case strings.HasPrefix(upd, "SET sent = :sent"):
+		c.hit(PhaseSent, err)
 	case strings.HasPrefix(upd, "SET #status = :failed") && strings.Contains(cond, "lease_until = :lu"):
 		c.hit(PhaseReap, err)
 	}

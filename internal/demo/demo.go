@@ -471,17 +471,17 @@ func message(p ledger.Payment, group, dedup string) Message {
 func stream(rng *rand.Rand, ps []ledger.Payment) (first, second, late, bad []Message) {
 	half := len(ps) / 2
 	for _, p := range ps[:half] {
-		first = append(first, message(p, p.AccountID, ledger.DeduplicationID(ledger.Key(p))))
+		first = append(first, message(p, p.AccountID, idem.DeduplicationID(ledger.Key(p))))
 	}
 	for _, p := range ps[half:] {
-		second = append(second, message(p, p.AccountID, ledger.DeduplicationID(ledger.Key(p))))
+		second = append(second, message(p, p.AccountID, idem.DeduplicationID(ledger.Key(p))))
 		if rng.IntN(10) == 0 { // concurrent redelivery
 			second = append(second, message(p, p.AccountID+"-replay", "replay-"+p.PaymentID))
 		}
 	}
 	for i := 0; i < len(ps)/10; i++ { // in-window duplicates of the first half
 		p := ps[rng.IntN(max(half, 1))]
-		second = append(second, message(p, p.AccountID, ledger.DeduplicationID(ledger.Key(p))))
+		second = append(second, message(p, p.AccountID, idem.DeduplicationID(ledger.Key(p))))
 	}
 	for i := 0; i < len(ps)/13; i++ {
 		p := ps[rng.IntN(len(ps))]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"math/rand/v2"
 	"time"
 
@@ -38,14 +39,14 @@ func stormStream(rng *rand.Rand, ps []ledger.Payment, maxDeliveries int) storm {
 			phase = &st.first
 		}
 		key := ledger.Key(p)
-		*phase = append(*phase, message(p, p.AccountID, ledger.DeduplicationID(key)))
+		*phase = append(*phase, message(p, p.AccountID, idem.DeduplicationID(key)))
 		for j := range rng.IntN(maxDeliveries) {
 			kind := StormKinds[rng.IntN(len(StormKinds))]
 			st.kinds[kind]++
 			id := fmt.Sprintf("%d-%s", j, p.PaymentID)
 			switch kind {
 			case KindSameDedupID:
-				st.second = append(st.second, message(p, p.AccountID, ledger.DeduplicationID(key)))
+				st.second = append(st.second, message(p, p.AccountID, idem.DeduplicationID(key)))
 			case KindNewDedupID:
 				st.second = append(st.second, message(p, p.AccountID, "dup"+id))
 			case KindConcurrent:

@@ -21,9 +21,11 @@ import (
 // Handler is the consumer's Lambda handler: a partial batch response for an SQS event.
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
-// SQSAPI is the part of the SQS client the consumer uses: receipts and dead letters.
+// SQSAPI is the part of the SQS client the consumer uses: outbound messages (the
+// receipts) and dead letters.
 type SQSAPI interface {
-	ledger.Sender
+	idem.SQSSender
+	idem.SQSBatchSender
 }
 
 // Deps are the consumer's outside connections. Logs and Metrics default to os.Stdout,
@@ -63,13 +65,13 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	client, err := idem.New(idem.Config{
 		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
-		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock,
+		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock, Sender: d.SQS,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	business, err := ledger.NewHandler(ledger.Config{
-		LedgerTable: cfg.LedgerTable, ReceiptsQueueURL: cfg.ReceiptsQueueURL, Receipts: d.SQS,
+		LedgerTable: cfg.LedgerTable, ReceiptsQueueURL: cfg.ReceiptsQueueURL,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -87,6 +89,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 		DeadlineMargin: cfg.DeadlineMargin,
 		Logger:         log,
 		Metrics:        metrics,
+		Outbox:         client,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)

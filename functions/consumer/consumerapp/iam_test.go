@@ -75,6 +75,13 @@ func (r *recorder) SendMessage(ctx context.Context, in *sqs.SendMessageInput, o 
 	return r.sqs.SendMessage(ctx, in, o...)
 }
 
+// SendMessageBatch is authorised by the sqs:SendMessage action.
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-api-permissions-reference.html
+func (r *recorder) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	r.note("sqs:SendMessage", aws.ToString(in.QueueUrl))
+	return r.sqs.SendMessageBatch(ctx, in, o...)
+}
+
 // grants reads the ConsumerFunction's inline policies in template.yaml: logical id of the
 // resource (a `!GetAtt X.Arn`) → the actions allowed on it.
 func grants(t *testing.T) map[string][]string {

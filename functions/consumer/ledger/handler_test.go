@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -21,43 +23,61 @@ import (
 
 const receiptsURL = "https://sqs.us-east-1.amazonaws.com/123456789012/receipts.fifo"
 
-// fakeSender records every SendMessage call; the first failures calls fail.
+// fakeSender records every message of every SendMessageBatch call; the first failures
+// calls fail. It stands in for SQS in these unit tests; the integration tests use moto.
 type fakeSender struct {
 	mu       sync.Mutex
-	calls    []*sqs.SendMessageInput
+	calls    []sqstypes.SendMessageBatchRequestEntry
+	queues   []string
 	failures int
 }
 
-func (f *fakeSender) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+func (f *fakeSender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, in)
 	if f.failures > 0 {
 		f.failures--
 		return nil, errors.New("throttled")
 	}
-	return &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("msg-%d", len(f.calls)))}, nil
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		f.calls = append(f.calls, e)
+		f.queues = append(f.queues, aws.ToString(in.QueueUrl))
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(fmt.Sprintf("msg-%d", len(f.calls)))})
+	}
+	return out, nil
 }
 
-func (f *fakeSender) sent() []*sqs.SendMessageInput {
+func (f *fakeSender) sent() []sqstypes.SendMessageBatchRequestEntry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]*sqs.SendMessageInput(nil), f.calls...)
+	return append([]sqstypes.SendMessageBatchRequestEntry(nil), f.calls...)
 }
+
+// clock is the middleware's clock in these tests; it moves only when told.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
 
 // setup returns the ledger handler wrapped in the idem middleware on a MemoryStore.
 func setup(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *idem.MemoryStore) {
+	h, mw, s, _ := setupClock(t, sender)
+	return h, mw, s
+}
+
+func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *idem.MemoryStore, *clock) {
 	t.Helper()
-	h, err := ledger.NewHandler(ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL, Receipts: sender})
+	h, err := ledger.NewHandler(ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL})
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
 	s := idem.NewMemoryStore()
-	c, err := idem.New(idem.Config{Store: s, Scope: "test"})
+	clk := &clock{t: time.Now()}
+	c, err := idem.New(idem.Config{Store: s, Scope: "test", Sender: sender, Clock: clk.now})
 	if err != nil {
 		t.Fatalf("idem.New: %v", err)
 	}
-	return h, c.Middleware(h), s
+	return h, c.Middleware(h), s, clk
 }
 
 func request(key, body string) *idem.Request {
@@ -83,7 +103,7 @@ func TestHandler(t *testing.T) {
 		if err := json.Unmarshal(res.Response, &resp); err != nil {
 			t.Fatalf("response %s: %v", res.Response, err)
 		}
-		want := ledger.Response{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR", ReceiptMessageID: "msg-1"}
+		want := ledger.Response{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR"}
 		if resp != want {
 			t.Fatalf("response = %+v, want %+v", resp, want)
 		}
@@ -153,43 +173,47 @@ func TestHandler(t *testing.T) {
 		}
 	})
 
-	t.Run("failed receipt is retried and then completes", func(t *testing.T) {
+	t.Run("a failed send after the commit is sent by the redelivery, once", func(t *testing.T) {
 		sender := &fakeSender{failures: 1}
-		_, mw, s := setup(t, sender)
+		_, mw, s, clk := setupClock(t, sender)
 		_, err := mw.Handle(ctx, request("key-1", paymentBody))
 		if err == nil || idem.IsPermanent(err) {
-			t.Fatalf("Handle error = %v, want a retryable error", err)
+			t.Fatalf("Handle error = %v, want a retryable error (the receipt is not sent yet)", err)
 		}
-		if n := len(s.Committed()); n != 0 {
-			t.Fatalf("%d completions committed after a failed receipt, want 0", n)
+		if n := len(s.Committed()); n != 1 {
+			t.Fatalf("%d completions committed, want 1: the receipt goes out after the commit", n)
 		}
+		// While the holder's lease lasts, a redelivery leaves the send to it.
+		if _, err := mw.Handle(ctx, request("key-1", paymentBody)); !errors.Is(err, idem.ErrInProgress) {
+			t.Fatalf("redelivery inside the lease: %v, want ErrInProgress", err)
+		}
+		clk.t = clk.t.Add(16 * time.Minute)
 		res, err := mw.Handle(ctx, request("key-1", paymentBody))
-		if err != nil {
-			t.Fatalf("retry: %v", err)
+		if err != nil || !res.Replayed {
+			t.Fatalf("redelivery after the lease: %+v, %v; want the replay that sends the pending receipt", res, err)
 		}
-		if res.Replayed || res.Attempt != 2 {
-			t.Fatalf("retry: Replayed=%v Attempt=%d, want a second attempt", res.Replayed, res.Attempt)
+		if _, err := mw.Handle(ctx, request("key-1", paymentBody)); err != nil {
+			t.Fatalf("third delivery: %v", err)
 		}
 		calls := sender.sent()
-		if len(calls) != 2 {
-			t.Fatalf("%d SendMessage calls, want 2 (failed, then sent)", len(calls))
+		if len(calls) != 1 {
+			t.Fatalf("%d receipts sent, want 1", len(calls))
 		}
-		if a, b := aws.ToString(calls[0].MessageDeduplicationId), aws.ToString(calls[1].MessageDeduplicationId); a != b {
-			t.Fatalf("dedup ids differ between attempts: %q, %q", a, b)
-		}
+		checkReceipt(t, calls[0], "key-1", ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR"})
 		if n := len(s.Committed()); n != 1 {
 			t.Fatalf("%d completions committed, want 1", n)
 		}
 	})
 
-	t.Run("attempt after the recorded receipt does not resend", func(t *testing.T) {
+	t.Run("a crash before the commit sends nothing", func(t *testing.T) {
 		sender := &fakeSender{}
 		h, _, s := setup(t, sender)
-		c, err := idem.New(idem.Config{Store: s, Scope: "test"})
+		c, err := idem.New(idem.Config{Store: s, Scope: "test", Sender: sender})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The first attempt dies after its receipt step: as if the Lambda timed out.
+		// The first attempt dies after the handler ran, before the commit: as if the
+		// Lambda timed out.
 		crash := true
 		mw := c.Middleware(idem.HandlerFunc(func(ctx context.Context, req *idem.Request) (idem.Result, error) {
 			res, err := h.Handle(ctx, req)
@@ -202,22 +226,46 @@ func TestHandler(t *testing.T) {
 		if _, err := mw.Handle(ctx, request("key-1", paymentBody)); err == nil {
 			t.Fatal("first attempt succeeded, want the simulated crash")
 		}
-		res, err := mw.Handle(ctx, request("key-1", paymentBody))
-		if err != nil {
+		if n := len(sender.sent()); n != 0 {
+			t.Fatalf("%d receipts sent by the crashed attempt, want 0", n)
+		}
+		if _, err := mw.Handle(ctx, request("key-1", paymentBody)); err != nil {
 			t.Fatalf("second attempt: %v", err)
-		}
-		var resp ledger.Response
-		if err := json.Unmarshal(res.Response, &resp); err != nil {
-			t.Fatal(err)
-		}
-		if resp.ReceiptMessageID != "" {
-			t.Fatalf("receipt_message_id = %q, want empty (sent by the first attempt)", resp.ReceiptMessageID)
 		}
 		if n := len(sender.sent()); n != 1 {
 			t.Fatalf("%d receipts sent, want 1", n)
 		}
 		if n := len(s.Committed()); n != 1 {
 			t.Fatalf("%d completions committed, want 1", n)
+		}
+	})
+
+	t.Run("a redelivery after the record was deleted sends no second receipt", func(t *testing.T) {
+		sender := &fakeSender{}
+		_, mw, s, clk := setupClock(t, sender)
+		if _, err := mw.Handle(ctx, request("key-1", paymentBody)); err != nil {
+			t.Fatal(err)
+		}
+		// Past the record's TTL: a new execution, which the journal entry stops.
+		clk.t = clk.t.Add(8 * 24 * time.Hour)
+		res, err := mw.Handle(ctx, request("key-1", paymentBody))
+		if err != nil || !res.Guarded {
+			t.Fatalf("after the TTL: %+v, %v; want a guarded duplicate", res, err)
+		}
+		if n := len(sender.sent()); n != 1 {
+			t.Fatalf("%d receipts sent, want 1", n)
+		}
+		if n := len(s.Committed()); n != 1 {
+			t.Fatalf("%d completions committed, want 1", n)
+		}
+		// Another amount under the same payment id is refused, not acknowledged.
+		clk.t = clk.t.Add(8 * 24 * time.Hour)
+		changed := strings.Replace(paymentBody, "1250", "999", 1)
+		if _, err := mw.Handle(ctx, request("key-1", changed)); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+			t.Fatalf("changed payload after the TTL: %v, want a permanent ErrPayloadMismatch", err)
+		}
+		if n := len(sender.sent()); n != 1 {
+			t.Fatalf("%d receipts sent, want 1", n)
 		}
 	})
 
@@ -255,16 +303,13 @@ func TestHandler(t *testing.T) {
 	})
 }
 
-// checkReceipt checks the SendMessage input of the receipt of p sent under key.
-func checkReceipt(t *testing.T, in *sqs.SendMessageInput, key string, p ledger.Payment) {
+// checkReceipt checks the SendMessageBatch entry of the receipt of p sent under key.
+func checkReceipt(t *testing.T, in sqstypes.SendMessageBatchRequestEntry, key string, p ledger.Payment) {
 	t.Helper()
-	if got := aws.ToString(in.QueueUrl); got != receiptsURL {
-		t.Errorf("QueueUrl = %q, want %q", got, receiptsURL)
-	}
-	if got, want := aws.ToString(in.MessageDeduplicationId), ledger.DeduplicationID(key); got != want {
+	if got, want := aws.ToString(in.MessageDeduplicationId), idem.DeduplicationID(key); got != want {
 		t.Errorf("MessageDeduplicationId = %q, want %q", got, want)
 	}
-	if got, want := aws.ToString(in.MessageGroupId), ledger.DeduplicationID(p.AccountID); got != want {
+	if got, want := aws.ToString(in.MessageGroupId), idem.DeduplicationID(p.AccountID); got != want {
 		t.Errorf("MessageGroupId = %q, want %q", got, want)
 	}
 	if got := aws.ToString(in.MessageAttributes["idempotency-key"].StringValue); got != key {
@@ -324,47 +369,18 @@ func sha256ID(s string) string {
 	return "sha256-" + hex.EncodeToString(sum[:])
 }
 
-func TestDeduplicationID(t *testing.T) {
-	punct := "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
-	tests := []struct {
-		name, in, want string
-	}{
-		{name: "plain key kept", in: "order-42", want: "order-42"},
-		{name: "all punctuation kept", in: punct + "azAZ09", want: punct + "azAZ09"},
-		{name: "128 characters kept", in: strings.Repeat("a", 128), want: strings.Repeat("a", 128)},
-		{name: "129 characters hashed", in: strings.Repeat("a", 129), want: sha256ID(strings.Repeat("a", 129))},
-		{name: "space hashed", in: "order 42", want: sha256ID("order 42")},
-		{name: "non-ASCII hashed", in: "bestellung-ü", want: sha256ID("bestellung-ü")},
-		{name: "control character hashed", in: "a\tb", want: sha256ID("a\tb")},
-		{name: "empty hashed", in: "", want: sha256ID("")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := ledger.DeduplicationID(tt.in)
-			if got != tt.want {
-				t.Fatalf("DeduplicationID(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-			if len(got) > 128 || len(got) == 0 {
-				t.Fatalf("DeduplicationID(%q) has length %d", tt.in, len(got))
-			}
-		})
-	}
-}
-
 func TestNewHandler(t *testing.T) {
-	sender := &fakeSender{}
 	tests := []struct {
 		name    string
 		cfg     ledger.Config
 		wantErr string
 	}{
-		{name: "valid", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL, Receipts: sender}},
-		{name: "local endpoint", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "http://127.0.0.1:4566/000000000000/r.fifo", Receipts: sender}},
-		{name: "no table", cfg: ledger.Config{ReceiptsQueueURL: receiptsURL, Receipts: sender}, wantErr: "LedgerTable"},
-		{name: "no sender", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL}, wantErr: "Receipts"},
-		{name: "no queue", cfg: ledger.Config{LedgerTable: "ledger", Receipts: sender}, wantErr: "ReceiptsQueueURL"},
-		{name: "queue name instead of URL", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "receipts.fifo", Receipts: sender}, wantErr: "ReceiptsQueueURL"},
-		{name: "standard queue", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: strings.TrimSuffix(receiptsURL, ".fifo"), Receipts: sender}, wantErr: "not a FIFO queue"},
+		{name: "valid", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL}},
+		{name: "local endpoint", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "http://127.0.0.1:4566/000000000000/r.fifo"}},
+		{name: "no table", cfg: ledger.Config{ReceiptsQueueURL: receiptsURL}, wantErr: "LedgerTable"},
+		{name: "no queue", cfg: ledger.Config{LedgerTable: "ledger"}, wantErr: "ReceiptsQueueURL"},
+		{name: "queue name instead of URL", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "receipts.fifo"}, wantErr: "ReceiptsQueueURL"},
+		{name: "standard queue", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: strings.TrimSuffix(receiptsURL, ".fifo")}, wantErr: "not a FIFO queue"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -33,6 +33,26 @@ type stack struct {
 	handler  idem.Handler // the ledger handler under the idem middleware
 	retries  atomic.Int64 // deliveries that came back, for the log
 	skew     atomic.Int64 // nanoseconds added to the middleware's clock
+	client   *idem.Client
+	// idemTable is the idempotency table.
+	idemTable string
+}
+
+// forget deletes the key's idempotency record, as DynamoDB's TTL does within days of
+// its expiry (moto never deletes expired items, so the tests do it).
+func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
+	t.Helper()
+	pk, err := st.client.RecordKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := st.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(st.idemTable), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
+		ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil || len(out.Attributes) == 0 {
+		t.Fatalf("delete the record of %s: %v (found: %v)", key, err, len(out.Attributes) > 0)
+	}
 }
 
 func newStack(ctx context.Context, t *testing.T) *stack {
@@ -76,12 +96,14 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour,
+	st.idemTable = idemTable
+	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.sqs,
 		Clock: func() time.Time { return time.Now().Add(time.Duration(st.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ledger.NewHandler(ledger.Config{LedgerTable: st.table, ReceiptsQueueURL: st.queueURL, Receipts: st.sqs})
+	st.client = client
+	h, err := ledger.NewHandler(ledger.Config{LedgerTable: st.table, ReceiptsQueueURL: st.queueURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,8 +254,11 @@ func TestIntegrationExactlyOnce(t *testing.T) {
 	}
 }
 
+// TestIntegrationCurrencyMismatch: a payment the ledger refuses is dead-lettered with the
+// ledger's own reason, gets no receipt, and once the account is corrected the same
+// message, redriven, is applied once.
 func TestIntegrationCurrencyMismatch(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st := newStack(ctx, t)
 
@@ -247,9 +272,8 @@ func TestIntegrationCurrencyMismatch(t *testing.T) {
 	if !errors.As(err, &wce) || wce.Index != 1 || !idem.IsPermanent(err) {
 		t.Fatalf("payment in another currency: error %v, want a permanent *idem.WriteConditionError on write 1 (the credit)", err)
 	}
-	// Permanent: a redelivery gets the stored failure without running again.
-	if _, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd))); !strings.Contains(fmt.Sprint(err), "failed permanently earlier") {
-		t.Fatalf("redelivery of the refused payment: %v", err)
+	if want := "currency USD does not match the account's EUR"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("refusal %q does not carry the ledger's reason %q", err, want)
 	}
 
 	// A payment to another account in another currency is fine.
@@ -257,14 +281,89 @@ func TestIntegrationCurrencyMismatch(t *testing.T) {
 	if _, err := st.handler.Handle(ctx, request("p-3", mustJSON(t, gbp))); err != nil {
 		t.Fatalf("payment to another account: %v", err)
 	}
+	if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"p-1": 1, "p-3": 1}) {
+		t.Fatalf("receipts %v, want one each for p-1 and p-3 and none for the refused p-2", got)
+	}
 
+	// The operator fixes the cause (acct-1 was opened in the wrong currency and is empty
+	// once p-1 is refunded elsewhere; here: its currency is corrected), then redrives p-2:
+	// it runs again and is applied once, with one receipt.
+	_, err = st.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(st.table),
+		Key:                       map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: "acct-1"}},
+		UpdateExpression:          aws.String("SET currency = :usd, balance_cents = :zero"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":usd": &types.AttributeValueMemberS{Value: "USD"}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		res, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd)))
+		if err != nil || res.Replayed != (i == 1) {
+			t.Fatalf("redrive %d after the fix: %+v, %v; want applied, then replayed", i, res, err)
+		}
+	}
 	got, err := ledger.Balances(ctx, st.ddb, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]int64{"acct-1": 500, "acct-2": 9}; !maps.Equal(got, want) {
+	if want := map[string]int64{"acct-1": 700, "acct-2": 9}; !maps.Equal(got, want) {
 		t.Fatalf("balances = %v, want %v", got, want)
 	}
+	if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"p-2": 1}) {
+		t.Fatalf("receipts after the redrive %v, want one for p-2", got)
+	}
+}
+
+// TestIntegrationAfterDeletion: once DynamoDB's TTL has deleted a payment's record, a
+// redelivery repeats nothing (no credit, no receipt), and the same payment id with
+// another amount is refused as a payload mismatch instead of being acknowledged.
+func TestIntegrationAfterDeletion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := newStack(ctx, t)
+	p := ledger.Payment{PaymentID: "pay-1", AccountID: "acct-del", AmountCents: 700, Currency: "EUR"}
+	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Replayed || res.Guarded {
+		t.Fatalf("first delivery: %+v, %v", res, err)
+	}
+	st.forget(ctx, t, ledger.Key(p))
+	res, err := st.deliver(ctx, ledger.Key(p), p)
+	if err != nil || !res.Guarded {
+		t.Fatalf("redelivery after deletion: %+v, %v; want a guarded duplicate", res, err)
+	}
+	st.forget(ctx, t, ledger.Key(p))
+	changed := p
+	changed.AmountCents = 999
+	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+		t.Fatalf("changed payload after deletion: %v, want a permanent ErrPayloadMismatch", err)
+	}
+	// The record now says the key was applied for the first payload: its duplicates are
+	// replayed, and the changed one is refused again.
+	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || !res.Replayed {
+		t.Fatalf("original payload after the mismatch: %+v, %v; want a replay", res, err)
+	}
+	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) {
+		t.Fatalf("changed payload again: %v, want ErrPayloadMismatch", err)
+	}
+	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := accts["acct-del"]; a.BalanceCents != 700 || a.Payments != 1 {
+		t.Fatalf("account %+v, want 700 from one payment", a)
+	}
+	rs := st.receipts(ctx, t)
+	if len(rs) != 1 || rs[0].AmountCents != 700 {
+		t.Fatalf("receipts %+v, want exactly one, for 700", rs)
+	}
+}
+
+func receiptIDs(rs []ledger.Receipt) map[string]int {
+	n := map[string]int{}
+	for _, r := range rs {
+		n[r.PaymentID]++
+	}
+	return n
 }
 
 func mustJSON(t *testing.T, v any) string {
@@ -277,9 +376,8 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // TestIntegrationRedeliveryAfterTheTTL: a payment redelivered after its idempotency
-// record expired (and before DynamoDB deleted it) runs again by contract; its receipt is
-// not sent again (the step carries over from the expired record) and its journal entry
-// stops the second credit.
+// record expired (and before DynamoDB deleted it) runs again by contract; its journal
+// entry stops the second credit, and with it the second receipt.
 func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

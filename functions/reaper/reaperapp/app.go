@@ -49,9 +49,12 @@ type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepRe
 // Deps are the reaper's outside connections; Logs and Metrics default to os.Stdout.
 type Deps struct {
 	DynamoDB idem.DynamoDBAPI
-	Logs     io.Writer
-	Metrics  io.Writer
-	Clock    func() time.Time
+	// SQS sends outbound messages that a consumer committed and could not send (it
+	// crashed in between). Without it such records are only counted (unsent).
+	SQS     idem.SQSBatchSender
+	Logs    io.Writer
+	Metrics io.Writer
+	Clock   func() time.Time
 }
 
 // New builds the handler. Each call sweeps every shard once, logs one summary line and
@@ -73,15 +76,17 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
-	r := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, Clock: d.Clock}
+	r := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, Clock: d.Clock, Sender: d.SQS}
 	return func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
 		start := time.Now()
 		res, err := r.Sweep(ctx)
 		metrics.Add(idem.MetricReaped, res.Reaped)
+		metrics.Add(idem.MetricOutboundByReaper, res.Sent)
 		if ferr := metrics.Flush(); ferr != nil {
 			log.Warn("metrics flush failed", "error", ferr.Error())
 		}
 		attrs := []any{"event_id", ev.ID, "scanned", res.Scanned, "reaped", res.Reaped, "lost_race", res.Lost,
+			"outbound_sent", res.Sent, "outbound_unsent", res.Unsent,
 			"truncated", res.Truncated, "max_late_ms", res.MaxLate.Milliseconds(), "duration_ms", time.Since(start).Milliseconds()}
 		if err != nil {
 			log.Error("sweep failed", append(attrs, "error", err.Error())...)
