@@ -32,8 +32,8 @@ const (
 	attrSent        = "sent"
 	// attrGuardHash is the payload fingerprint the middleware adds to guard Puts.
 	attrGuardHash = "idem_payload_hash"
-	attrCreatedAt   = "created_at"
-	attrUpdatedAt   = "updated_at"
+	attrCreatedAt = "created_at"
+	attrUpdatedAt = "updated_at"
 )
 
 // Response storage bounds. DynamoDB items are limited to 400 KB including attribute

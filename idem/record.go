@@ -33,7 +33,7 @@ type Record struct {
 	Steps       []string
 	Outbox      []Message // COMPLETED: outbound messages committed but not yet known to be sent
 	Sent        int       // COMPLETED: how many outbound messages were sent
-	Owner       string // diagnostics: who holds or held the lease (Lambda request id)
+	Owner       string    // diagnostics: who holds or held the lease (Lambda request id)
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
