@@ -81,6 +81,9 @@ func newMemoryEnv(t *testing.T) *env {
 			n := 0
 			for _, ws := range s.Committed() {
 				for _, w := range ws {
+					if w.Update == nil {
+						continue
+					}
 					if v, ok := w.Update.Key["id"].(*types.AttributeValueMemberS); ok && v.Value == id {
 						n++
 					}

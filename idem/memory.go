@@ -361,3 +361,11 @@ func (m *MemoryStore) Reap(ctx context.Context, sl StaleLease, reason string, no
 	r.UpdatedAt = now.Truncate(time.Millisecond)
 	return nil
 }
+
+// Forget deletes the record of key, as DynamoDB's TTL deletes an expired item (within
+// days of its expiry): for tests of what happens after the record is gone.
+func (m *MemoryStore) Forget(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.recs, key)
+}

@@ -1,0 +1,628 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+// outbox is a FIFO queue on the emulator that handlers send to, and an SQS client that
+// counts its requests.
+type outbox struct {
+	sqs   *sqs.Client
+	calls *awstest.Calls
+	url   string
+}
+
+func newOutbox(t *testing.T) *outbox {
+	t.Helper()
+	calls := awstest.NewCalls()
+	client := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	q, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+		QueueName:  aws.String(awstest.Name(t, "out") + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true"},
+	})
+	if err != nil {
+		t.Fatalf("create queue: %v", err)
+	}
+	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	calls.Reset()
+	return &outbox{sqs: client, calls: calls, url: aws.ToString(q.QueueUrl)}
+}
+
+// drain receives and deletes everything in the queue.
+func (o *outbox) drain(t *testing.T) []sqstypes.Message {
+	t.Helper()
+	ctx := context.Background()
+	var all []sqstypes.Message
+	for {
+		out, err := o.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(o.url), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
+		})
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		if len(out.Messages) == 0 {
+			return all
+		}
+		for _, m := range out.Messages {
+			all = append(all, m)
+			if _, err := o.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(o.url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+		}
+	}
+}
+
+func (o *outbox) msg(body, group string) idem.Message {
+	return idem.Message{QueueURL: o.url, Body: body, GroupID: group}
+}
+
+func bodies(ms []sqstypes.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, aws.ToString(m.Body))
+	}
+	return out
+}
+
+// failingSender refuses every SendMessageBatch: a consumer that dies, or loses SQS,
+// between its commit and its send.
+type failingSender struct{ calls atomic.Int64 }
+
+func (f *failingSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	f.calls.Add(1)
+	return nil, errors.New("connection reset")
+}
+
+// journalEffect commits the counted effect of id, a guard entry and one outbound message.
+func journalEffect(e *env, o *outbox, runs *atomic.Int64, id string) idem.HandlerFunc {
+	return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+		runs.Add(1)
+		return idem.Result{
+			Response: []byte("done " + id),
+			Writes:   []types.TransactWriteItem{journal(e, id), e.bizWrite(id)},
+			Guards:   []int{0},
+			Messages: []idem.Message{o.msg("receipt "+id+" "+string(r.Payload), "g-"+id)},
+		}, nil
+	}
+}
+
+func journal(e *env, id string) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName:           e.bizWrite(id).Update.TableName,
+		Item:                map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "journal-" + id}},
+		ConditionExpression: aws.String("attribute_not_exists(id)"),
+	}}
+}
+
+// forget deletes the key's record as DynamoDB's TTL does (moto never does).
+func (e *env) forget(t *testing.T, c *idem.Client, key string) {
+	t.Helper()
+	pk, err := c.RecordKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := e.store.(*idem.MemoryStore); ok {
+		m.Forget(pk)
+		return
+	}
+	if _, err := e.ddb.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: aws.String(e.table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
+	}); err != nil {
+		t.Fatalf("delete record: %v", err)
+	}
+}
+
+func (e *env) record(t *testing.T, c *idem.Client, key string) *idem.Record {
+	t.Helper()
+	pk, _ := c.RecordKey(key)
+	rec, err := e.store.Get(context.Background(), pk, e.clock.Now())
+	if err != nil {
+		t.Fatalf("record of %s: %v", key, err)
+	}
+	return rec
+}
+
+// TestOutboxSendsOnceAfterTheCommit: the messages go out once, after the commit, with
+// the key attribute and a deduplication id; duplicates send nothing.
+func TestOutboxSendsOnceAfterTheCommit(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		o := newOutbox(t)
+		c := e.client(t, func(cfg *idem.Config) { cfg.Sender = o.sqs })
+		var runs atomic.Int64
+		for i := range 3 {
+			res, err := c.Do(context.Background(), req("k1", `{"a":1}`), journalEffect(e, o, &runs, "k1"))
+			if err != nil || res.Replayed != (i > 0) {
+				t.Fatalf("delivery %d: %+v, %v", i, res, err)
+			}
+		}
+		got := o.drain(t)
+		if len(got) != 1 || aws.ToString(got[0].Body) != `receipt k1 {"a":1}` {
+			t.Fatalf("queue holds %v, want the one receipt", bodies(got))
+		}
+		m := got[0]
+		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != "k1" {
+			t.Errorf("key attribute %q, want k1", v)
+		}
+		if g := m.Attributes["MessageGroupId"]; g != "g-k1" {
+			t.Errorf("group %q, want g-k1", g)
+		}
+		if d := m.Attributes["MessageDeduplicationId"]; d != "contract#k1#0" {
+			t.Errorf("deduplication id %q, want the record key and position", d)
+		}
+		if n := o.calls.Ops()["SendMessageBatch"]; n != 1 {
+			t.Errorf("%d SendMessageBatch requests, want 1", n)
+		}
+		if rec := e.record(t, c, "k1"); len(rec.Outbox) != 0 || rec.Sent != 1 || rec.Inflight != "" {
+			t.Errorf("record after the send: outbox %d, sent %d, inflight %q; want none pending, 1 sent, out of the index", len(rec.Outbox), rec.Sent, rec.Inflight)
+		}
+		if runs.Load() != 1 || e.bizCount(t, "k1") != 1 && e.ddb != nil {
+			t.Errorf("handler ran %d times, effects %d", runs.Load(), e.bizCount(t, "k1"))
+		}
+	})
+}
+
+// TestOutboxCrashBetweenCommitAndSend: the commit holds the messages; a delivery after
+// the holder's lease sends them, once, and the reaper does when no delivery comes.
+func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		dead := &failingSender{}
+		crashed := e.client(t, func(cfg *idem.Config) { cfg.Sender = dead })
+		live := e.client(t, func(cfg *idem.Config) { cfg.Sender = o.sqs })
+		var runs atomic.Int64
+		for _, key := range []string{"redelivered", "reaped"} {
+			if _, err := crashed.Do(ctx, req(key, `{}`), journalEffect(e, o, &runs, key)); err == nil || idem.IsPermanent(err) {
+				t.Fatalf("%s: send failure gave %v, want a retryable error", key, err)
+			}
+		}
+		if n := len(o.drain(t)); n != 0 {
+			t.Fatalf("%d messages sent before any send succeeded", n)
+		}
+		if rec := e.record(t, live, "redelivered"); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 1 || rec.Inflight == "" {
+			t.Fatalf("record after the failed send: %s, outbox %d, inflight %q; want COMPLETED with the message pending, in the index", rec.Status, len(rec.Outbox), rec.Inflight)
+		}
+		// Inside the holder's lease, a redelivery leaves the send to the holder.
+		if _, err := live.Do(ctx, req("redelivered", `{}`), journalEffect(e, o, &runs, "redelivered")); !errors.Is(err, idem.ErrInProgress) {
+			t.Fatalf("redelivery inside the lease: %v, want ErrInProgress", err)
+		}
+		e.clock.Advance(6 * time.Minute) // past the lease (no deadline: 5 minutes)
+		res, err := live.Do(ctx, req("redelivered", `{}`), journalEffect(e, o, &runs, "redelivered"))
+		if err != nil || !res.Replayed {
+			t.Fatalf("redelivery after the lease: %+v, %v; want a replay that sends", res, err)
+		}
+		if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt redelivered {}" {
+			t.Fatalf("after the redelivery the queue holds %v, want its one receipt", got)
+		}
+		// No delivery of "reaped" comes back: the reaper sends its message.
+		r := &idem.Reaper{Store: e.store, Grace: time.Second, Clock: e.clock.Now, Sender: o.sqs}
+		sw, err := r.Sweep(ctx)
+		if err != nil || sw.Sent != 1 || sw.Reaped != 0 || sw.Unsent != 0 {
+			t.Fatalf("sweep: %+v, %v; want one record's messages sent and nothing reaped", sw, err)
+		}
+		if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt reaped {}" {
+			t.Fatalf("after the sweep the queue holds %v, want the reaped key's receipt", got)
+		}
+		if sw, err := r.Sweep(ctx); err != nil || sw.Sent != 0 || sw.Scanned != 0 {
+			t.Fatalf("second sweep: %+v, %v; want nothing left", sw, err)
+		}
+		for _, key := range []string{"redelivered", "reaped"} {
+			if res, err := live.Do(ctx, req(key, `{}`), journalEffect(e, o, &runs, key)); err != nil || !res.Replayed {
+				t.Fatalf("%s later: %+v, %v", key, res, err)
+			}
+		}
+		if n := len(o.drain(t)); n != 0 {
+			t.Fatalf("%d more messages sent by later duplicates", n)
+		}
+		if runs.Load() != 2 {
+			t.Fatalf("handler ran %d times, want 2 (once per key)", runs.Load())
+		}
+	})
+}
+
+// TestOutboxNotSentWhenGuardedOrRefused: past the record's life the guard stops the
+// commit and its messages; a changed payload is a mismatch; a refused commit sends nothing.
+func TestOutboxNotSentWhenGuardedOrRefused(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		c := e.client(t, func(cfg *idem.Config) { cfg.Sender = o.sqs; cfg.TTL = time.Hour })
+		var runs atomic.Int64
+		h := journalEffect(e, o, &runs, "pay")
+		if _, err := c.Do(ctx, req("pay", `{"amount":700}`), h); err != nil {
+			t.Fatal(err)
+		}
+		// Expired but still stored, then deleted as TTL does: both run again, both guarded.
+		e.clock.Advance(time.Hour + 2*time.Second)
+		if res, err := c.Do(ctx, req("pay", `{"amount":700}`), h); err != nil || !res.Guarded {
+			t.Fatalf("after expiry: %+v, %v; want guarded", res, err)
+		}
+		e.forget(t, c, "pay")
+		if res, err := c.Do(ctx, req("pay", `{"amount":700}`), h); err != nil || !res.Guarded {
+			t.Fatalf("after deletion: %+v, %v; want guarded", res, err)
+		}
+		e.forget(t, c, "pay")
+		_, err := c.Do(ctx, req("pay", `{"amount":999}`), h)
+		if !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+			t.Fatalf("changed payload after deletion: %v, want a permanent ErrPayloadMismatch", err)
+		}
+		// The record now holds the applied payload: its duplicates replay, the other is refused.
+		if res, err := c.Do(ctx, req("pay", `{"amount":700}`), h); err != nil || !res.Replayed {
+			t.Fatalf("applied payload after the mismatch: %+v, %v; want a replay", res, err)
+		}
+		if _, err := c.Do(ctx, req("pay", `{"amount":999}`), h); !errors.Is(err, idem.ErrPayloadMismatch) {
+			t.Fatalf("changed payload within the TTL: %v, want ErrPayloadMismatch", err)
+		}
+		if got := bodies(o.drain(t)); len(got) != 1 || got[0] != `receipt pay {"amount":700}` {
+			t.Fatalf("queue holds %v, want one receipt, for 700", got)
+		}
+		if e.ddb == nil {
+			return // the memory store evaluates guard conditions only
+		}
+		if n := e.bizCount(t, "pay"); n != 1 {
+			t.Fatalf("%d effects, want 1", n)
+		}
+		// A business write whose condition fails: nothing committed, nothing sent.
+		refused := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			w := e.bizWrite("closed")
+			w.Update.ConditionExpression = aws.String("attribute_exists(open_since)")
+			return idem.Result{Writes: []types.TransactWriteItem{w}, Messages: []idem.Message{o.msg("never", "g")}}, nil
+		}
+		_, err = c.Do(ctx, req("closed", `{}`), refused)
+		var wce *idem.WriteConditionError
+		if !errors.As(err, &wce) || !idem.IsPermanent(err) {
+			t.Fatalf("refused write: %v, want a permanent WriteConditionError", err)
+		}
+		if n := len(o.drain(t)); n != 0 {
+			t.Fatalf("%d messages sent for a refused commit", n)
+		}
+	})
+}
+
+// TestGuardRecognisedAtAnyIndex: a guard is recognised even when a business write before
+// it fails too (the redo of an effect whose own condition no longer holds).
+func TestGuardRecognisedAtAnyIndex(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			once := e.bizWrite("late")
+			once.Update.UpdateExpression = aws.String("ADD n :one SET done = :one")
+			once.Update.ConditionExpression = aws.String("attribute_not_exists(done)")
+			if e.ddb == nil {
+				once.Update.ExpressionAttributeValues = map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}
+			}
+			return idem.Result{Response: []byte("ok"), Writes: []types.TransactWriteItem{once, journal(e, "late")}, Guards: []int{1}}, nil
+		}
+		if _, err := c.Do(ctx, req("late", `{}`), h); err != nil {
+			t.Fatal(err)
+		}
+		e.forget(t, c, "late")
+		res, err := c.Do(ctx, req("late", `{}`), h)
+		if err != nil || !res.Guarded {
+			t.Fatalf("after deletion: %+v, %v; want guarded although write 0 failed first", res, err)
+		}
+	})
+}
+
+// TestRedriveAfterAFix: a business rule's refusal is dead-lettered with the handler's
+// reason, and the same message runs again (once) after the cause was removed.
+func TestRedriveAfterAFix(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	c := e.client(t)
+	var runs atomic.Int64
+	h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+		runs.Add(1)
+		w := e.bizWrite("acct")
+		w.Update.ConditionExpression = aws.String("attribute_exists(open_since)")
+		return idem.Result{Writes: []types.TransactWriteItem{w}, Explain: func(i int, item map[string]types.AttributeValue) string {
+			if item == nil {
+				return "account acct does not exist"
+			}
+			return "account acct is closed"
+		}}, nil
+	}
+	for i := range 2 {
+		_, err := c.Do(ctx, req("pay-1", `{}`), h)
+		var wce *idem.WriteConditionError
+		if !errors.As(err, &wce) || !idem.IsPermanent(err) || !strings.Contains(err.Error(), "refused by a business rule: account acct does not exist") {
+			t.Fatalf("delivery %d: %v, want the handler's reason, permanent", i, err)
+		}
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("handler ran %d times, want 2: a refused record stays retryable for the redrive", runs.Load())
+	}
+	if rec := e.record(t, c, "pay-1"); rec.Status != idem.StatusFailed || !rec.Retryable {
+		t.Fatalf("record after the refusal: %+v, want FAILED and retryable", rec)
+	}
+	// The operator opens the account, then redrives the message.
+	if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: e.bizWrite("acct").Update.TableName, Item: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: "acct"}, "open_since": &types.AttributeValueMemberN{Value: "1"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if res, err := c.Do(ctx, req("pay-1", `{}`), h); err != nil || res.Replayed != (i == 1) {
+			t.Fatalf("redrive %d: %+v, %v; want applied, then replayed", i, res, err)
+		}
+	}
+	if n := e.bizCount(t, "acct"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+// TestUnlockClearsAPermanentFailure: a stored permanent failure replays until the
+// operator clears it; then the next delivery runs the handler.
+func TestUnlockClearsAPermanentFailure(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		fail := true
+		h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			if fail {
+				return idem.Result{}, idem.Permanent(errors.New("currency XAU not accepted"))
+			}
+			return idem.Result{Response: []byte("ok")}, nil
+		}
+		if _, err := c.Do(ctx, req("k", `{}`), h); !idem.IsPermanent(err) {
+			t.Fatalf("first: %v", err)
+		}
+		fail = false // the fix is deployed
+		var stored *idem.StoredError
+		if _, err := c.Do(ctx, req("k", `{}`), h); !errors.As(err, &stored) {
+			t.Fatalf("before the clear: %v, want the stored error", err)
+		}
+		pk, _ := c.RecordKey("k")
+		if _, err := idem.Unlock(ctx, e.store, pk, "cleared by the operator", e.clock.Now()); err != nil {
+			t.Fatalf("unlock: %v", err)
+		}
+		if res, err := c.Do(ctx, req("k", `{}`), h); err != nil || res.Replayed || string(res.Response) != "ok" {
+			t.Fatalf("after the clear: %+v, %v; want a run", res, err)
+		}
+		if _, err := idem.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
+			t.Fatal("unlock of a COMPLETED record succeeded")
+		}
+	})
+}
+
+// TestLostTakeoverAnswerIsRecognised: the takeover's compare-and-swap is applied, its
+// answer lost, and the SDK's retry fails on the new token: still ours.
+func TestLostTakeoverAnswerIsRecognised(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	c := e.client(t)
+	if _, err := c.Do(ctx, req("k", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{}, errors.New("gateway timeout")
+	}); err == nil {
+		t.Fatal("first attempt succeeded")
+	}
+	api := &resend{DynamoDBAPI: e.ddb}
+	store, err := idem.NewDynamoStore(api, e.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := idem.New(idem.Config{Store: store, Scope: "contract", Clock: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	res, err := c2.Do(ctx, req("k", `{}`), effect(e, &runs, "k", "ok"))
+	if err != nil || res.Attempt != 2 || runs.Load() != 1 {
+		t.Fatalf("takeover with its answer lost: %+v, %v, runs %d; want attempt 2 run once", res, err, runs.Load())
+	}
+	if api.resent.Load() == 0 {
+		t.Fatal("no request was resent")
+	}
+}
+
+// TestInvalidRequestsArePermanent: what DynamoDB refuses as invalid fails for good, with
+// DynamoDB's reason, and leaves the record retryable for a redrive after the code fix;
+// outbound messages SQS would refuse are found before the commit.
+func TestInvalidRequestsArePermanent(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	o := newOutbox(t)
+	c := e.client(t, func(cfg *idem.Config) { cfg.Sender = o.sqs })
+	big := strings.Repeat("x", 410*1024)
+	for name, writes := range map[string][]types.TransactWriteItem{
+		"two actions on one item": {e.bizWrite("same"), e.bizWrite("same")},
+		"item over 400 KB": {{Put: &types.Put{TableName: e.bizWrite("x").Update.TableName, Item: map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: "big"}, "blob": &types.AttributeValueMemberS{Value: big},
+		}}}},
+	} {
+		_, err := c.Do(ctx, req(name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Writes: writes}, nil
+		})
+		if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) {
+			t.Errorf("%s: %v, want a permanent ErrInvalidRequest", name, err)
+			continue
+		}
+		if rec := e.record(t, c, name); rec.Status != idem.StatusFailed || !rec.Retryable {
+			t.Errorf("%s: record %s retryable=%v, want FAILED retryable (redrivable after the fix)", name, rec.Status, rec.Retryable)
+		}
+	}
+	for name, m := range map[string]idem.Message{
+		"no group on a FIFO queue": {QueueURL: o.url, Body: "x"},
+		"empty body":               {QueueURL: o.url, Body: "", GroupID: "g"},
+		"control character":        {QueueURL: o.url, Body: "a\x00b", GroupID: "g"},
+		"not a URL":                {QueueURL: "receipts", Body: "x"},
+		"too large":                {QueueURL: o.url, Body: strings.Repeat("x", idem.MaxOutboundMessageBytes), GroupID: "g"},
+	} {
+		var runs atomic.Int64
+		_, err := c.Do(ctx, req("msg "+name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite("msg " + name)}, Messages: []idem.Message{m}}, nil
+		})
+		if !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
+			t.Errorf("%s: %v, want a permanent ErrInvalidMessage", name, err)
+		}
+		if n := e.bizCount(t, "msg "+name); n != 0 {
+			t.Errorf("%s: %d effects committed, want 0", name, n)
+		}
+	}
+	if n := len(o.drain(t)); n != 0 {
+		t.Fatalf("%d messages sent", n)
+	}
+}
+
+// TestAppliedSkipsStepsAfterDeletion: a handler with a step outside DynamoDB asks the
+// guard first, so a redelivery after the record is gone repeats nothing.
+func TestAppliedSkipsStepsAfterDeletion(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		var charges atomic.Int64
+		h := func(id string) idem.HandlerFunc {
+			return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				g := journal(e, id)
+				applied, err := r.Attempt.Applied(ctx, aws.ToString(g.Put.TableName), map[string]types.AttributeValue{"id": g.Put.Item["id"]})
+				if err != nil {
+					return idem.Result{}, err
+				}
+				if applied {
+					return idem.Result{Response: []byte("charged"), Guarded: true}, nil
+				}
+				if err := r.Attempt.Step(ctx, "charge", func(context.Context) error { charges.Add(1); return nil }); err != nil {
+					return idem.Result{}, err
+				}
+				return idem.Result{Response: []byte("charged"), Writes: []types.TransactWriteItem{g, e.bizWrite(id)}, Guards: []int{0}}, nil
+			}
+		}
+		if _, err := c.Do(ctx, req("order-1", `{"v":1}`), h("order-1")); err != nil {
+			t.Fatal(err)
+		}
+		e.forget(t, c, "order-1")
+		res, err := c.Do(ctx, req("order-1", `{"v":1}`), h("order-1"))
+		if err != nil || !res.Guarded {
+			t.Fatalf("after deletion: %+v, %v; want guarded", res, err)
+		}
+		e.forget(t, c, "order-1")
+		if _, err := c.Do(ctx, req("order-1", `{"v":2}`), h("order-1")); !errors.Is(err, idem.ErrPayloadMismatch) {
+			t.Fatalf("another payload after deletion: %v, want ErrPayloadMismatch", err)
+		}
+		if res, err := c.Do(ctx, req("order-1", `{"v":1}`), h("order-1")); err != nil || !res.Replayed {
+			t.Fatalf("applied payload after the mismatch: %+v, %v; want a replay", res, err)
+		}
+		if n := charges.Load(); n != 1 {
+			t.Fatalf("the charge step ran %d times, want 1", n)
+		}
+	})
+}
+
+// partialSender forwards SendMessageBatch to SQS but reports the entries whose body
+// contains "refuse" as failed, as SQS does for an entry it rejects.
+type partialSender struct{ api *sqs.Client }
+
+func (p *partialSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	keep := *in
+	keep.Entries = nil
+	var failed []sqstypes.BatchResultErrorEntry
+	for _, e := range in.Entries {
+		if strings.Contains(aws.ToString(e.MessageBody), "refuse") {
+			failed = append(failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), SenderFault: false, Message: aws.String("try again")})
+			continue
+		}
+		keep.Entries = append(keep.Entries, e)
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	if len(keep.Entries) > 0 {
+		var err error
+		if out, err = p.api.SendMessageBatch(ctx, &keep, o...); err != nil {
+			return nil, err
+		}
+	}
+	out.Failed = append(out.Failed, failed...)
+	return out, nil
+}
+
+// TestBatchSendsTheOutboxOnce: a batch's messages go out in one request; a record whose
+// message is refused is redelivered, and so are the later records of its FIFO group.
+func TestBatchSendsTheOutboxOnce(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	o := newOutbox(t)
+	run := func(c *idem.Client, ev events.SQSEvent) events.SQSEventResponse {
+		t.Helper()
+		var mu sync.Mutex
+		h := idem.HandlerFunc(func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite(r.Key)}, Messages: []idem.Message{o.msg(r.Key, "g-"+r.Key)}}, nil
+		})
+		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: c})
+		resp, err := p.Process(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	c := e.client(t, func(cfg *idem.Config) { cfg.Sender = o.sqs })
+	var ev events.SQSEvent
+	for i := range 10 {
+		m := keyedMsg(fmt.Sprintf("m%d", i), fmt.Sprintf("k%d", i), "{}")
+		m.Attributes = map[string]string{"MessageGroupId": fmt.Sprintf("g%d", i)}
+		ev.Records = append(ev.Records, m)
+	}
+	if resp := run(c, ev); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", failureIDs(resp))
+	}
+	if n := o.calls.Ops()["SendMessageBatch"]; n != 1 {
+		t.Fatalf("%d SendMessageBatch requests for 10 records, want 1", n)
+	}
+	if n := len(o.drain(t)); n != 10 {
+		t.Fatalf("%d messages, want 10", n)
+	}
+
+	// Group A: a1's message is refused, a2's goes out; group B is fine.
+	c2 := e.client(t, func(cfg *idem.Config) { cfg.Sender = &partialSender{api: o.sqs} })
+	msg := func(id, key, group string) events.SQSMessage {
+		m := keyedMsg(id, key, "{}")
+		m.Attributes = map[string]string{"MessageGroupId": group}
+		return m
+	}
+	ev2 := events.SQSEvent{Records: []events.SQSMessage{msg("a1", "refuse-a1", "A"), msg("a2", "a2", "A"), msg("b1", "b1", "B")}}
+	resp := run(c2, ev2)
+	if got := failureIDs(resp); fmt.Sprint(got) != "[a1 a2]" {
+		t.Fatalf("failures %v, want a1 (its message refused) and a2 (after it in group A)", got)
+	}
+	if got := bodies(o.drain(t)); len(got) != 2 {
+		t.Fatalf("sent %v, want a2's and b1's", got)
+	}
+	// SQS redelivers a1 and a2 after the lease; a1's message goes out, a2 is a replay.
+	e.clock.Advance(6 * time.Minute)
+	resp = run(c, events.SQSEvent{Records: ev2.Records[:2]})
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("redelivery failures %v", failureIDs(resp))
+	}
+	if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "refuse-a1" {
+		t.Fatalf("redelivery sent %v, want a1's message only", got)
+	}
+	for _, k := range []string{"refuse-a1", "a2", "b1"} {
+		if n := e.bizCount(t, k); n != 1 {
+			t.Errorf("%s: %d effects, want 1", k, n)
+		}
+	}
+}
