@@ -160,8 +160,12 @@ func Unlock(ctx context.Context, s Store, pk, reason string, now time.Time) (*Re
 		}
 		return rec, nil
 	}
-	if rec.Status != StatusInProgress {
-		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s or %s and not retryable", redact(pk), rec.Status, StatusInProgress, StatusFailed)
+	switch rec.Status {
+	case StatusInProgress:
+	case StatusFailed:
+		return rec, fmt.Errorf("idem: unlock %s: record is %s and already retryable: the next delivery takes it over", redact(pk), rec.Status)
+	default:
+		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s or %s", redact(pk), rec.Status, StatusInProgress, StatusFailed)
 	}
 	sl := StaleLease{Key: rec.Key, Token: rec.LeaseToken, LeaseUntil: rec.LeaseUntil, Owner: rec.Owner, Attempt: rec.Attempt}
 	if err := s.Reap(ctx, sl, reason, now); err != nil {

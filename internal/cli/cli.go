@@ -48,7 +48,7 @@ func init() {
 		{"inspect", "KEY [--scope payments] [--json]",
 			"show the idempotency record of a key", runInspect},
 		{"unlock", "KEY [--scope payments] [--reason \"operator unlock\"]",
-			"fail a stuck IN_PROGRESS record (retryable), fenced like the reaper", runUnlock},
+			"fail a stuck IN_PROGRESS record (retryable), or clear a permanent failure so the next delivery runs again; fenced like the reaper", runUnlock},
 		{"redrive", "[--dlq-url URL] [--queue-url URL] [--max N] [--dry-run]",
 			"move messages from the dead-letter queue back to the input queue", runRedrive},
 	}, commands...)

@@ -16,7 +16,9 @@ const defaultUnlockReason = "operator unlock"
 // runUnlock fails a key's IN_PROGRESS record, retryable, whatever its lease: for a key
 // stuck behind a holder the operator knows is gone, without waiting for the lease to end
 // and the reaper to run. The write is fenced on the token and lease end it read, as the
-// reaper's is, so a holder that completes meanwhile wins.
+// reaper's is, so a holder that completes meanwhile wins. On a FAILED record that is not
+// retryable (a permanent failure, replayed to every delivery) it clears the failure:
+// the record becomes retryable, fenced on its token, and the next delivery runs again.
 func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	flags := newFlags("unlock", stderr)
 	rf := addRecordFlags(flags)
@@ -43,9 +45,14 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	case errors.Is(err, idem.ErrLeaseLost):
 		return fail(stderr, "unlock", fmt.Errorf("record %s changed while unlocking (its holder completed, extended its lease or was taken over): nothing changed; see idemctl inspect %s", ref.pk, ref.key))
 	case err != nil && rec != nil && rec.Status != idem.StatusInProgress:
-		return fail(stderr, "unlock", fmt.Errorf("refusing to unlock %s: it is %s, not %s; only a record in progress holds a lock (nothing changed)", ref.pk, rec.Status, idem.StatusInProgress))
+		return fail(stderr, "unlock", fmt.Errorf("refusing to unlock %s: it is %s%s; only a record in progress, or one failed for good, can be unlocked (nothing changed)", ref.pk, rec.Status, map[bool]string{true: " and already retryable"}[rec.Retryable]))
 	case err != nil:
 		return fail(stderr, "unlock", tableError(ref.table, err))
+	}
+	if rec.Status == idem.StatusFailed {
+		fmt.Fprintf(stdout, "cleared %s: was %s for good (attempt %d, error %q)\n", ref.pk, rec.Status, rec.Attempt, rec.Error)
+		fmt.Fprintf(stdout, "now retryable, error %q: the next delivery of the message (idemctl redrive) runs the handler again (attempt %d)\n", *reason, rec.Attempt+1)
+		return exitOK
 	}
 	fmt.Fprintf(stdout, "unlocked %s: was %s (attempt %d, owner %s, lease %s, lease until %s, %s)\n",
 		ref.pk, rec.Status, rec.Attempt, orDash(rec.Owner), shortToken(rec.LeaseToken), stamp(rec.LeaseUntil), relative(rec.LeaseUntil, now))
