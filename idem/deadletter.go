@@ -45,6 +45,24 @@ const maxMessageAttributes = 10
 // maxDeduplicationID is SQS's limit on a MessageDeduplicationId.
 const maxDeduplicationID = 128
 
+// MaxSQSMessageBytes is the largest message SQS accepts, and the default and greatest
+// MaximumMessageSize of a queue: 1 MiB since AWS raised it from 256 KiB in 2025
+// (https://aws.amazon.com/blogs/compute/more-room-to-build-serverless-services-now-support-payloads-up-to-1-mb).
+// A queue's MaximumMessageSize can be set anywhere from 1,024 bytes to this
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html).
+// SQS counts the body and every part of every message attribute, its name, its data
+// type and its value, against the limit
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-message-metadata.html,
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_MessageAttributeValue.html).
+const MaxSQSMessageBytes = 1 << 20
+
+// MinDLQReasonBytes is the shortest SQSDeadLetter cuts DLQReasonAttribute to when a
+// message would otherwise exceed the dead-letter queue's size limit.
+const MinDLQReasonBytes = 128
+
+// reasonCut marks a reason shortened to fit the message size limit.
+const reasonCut = "…"
+
 // SQSDeadLetter is a DeadLetterer that sends a message that failed permanently to a
 // dead-letter queue: the original body unchanged, the original message attributes, and
 // attributes saying why, from where and when (see the DLQ*Attribute constants). A FIFO
@@ -58,6 +76,19 @@ const maxDeduplicationID = 128
 // MessageDeduplicationId, that id is added as KeyAttribute, so a message redriven from
 // the dead-letter queue keeps its idempotency key.
 //
+// SQS also counts the attributes (names, data types and values) with the body against
+// the queue's maximum message size, so a message near that size would be refused once
+// the dlq-* attributes are added. The body is never changed; when body and attributes
+// exceed MaxMessageBytes, SQSDeadLetter drops, until the message fits: the copied
+// original attributes (last in name order first; KeyAttribute stays, redrive needs
+// it), then shortens dlq-reason down to MinDLQReasonBytes (cut at a rune boundary and
+// ending in "…"), then drops dlq-source, dlq-failed-at, dlq-source-queue, and last
+// dlq-source-message-id and dlq-reason. If the body and KeyAttribute alone exceed
+// MaxMessageBytes, DeadLetter returns an error and sends nothing: SQS cannot have
+// delivered such a message unless the dead-letter queue's limit is lower than the
+// source queue's, or the key was added from the MessageDeduplicationId to a body at
+// the limit.
+//
 // The zero value is not usable: API and QueueURL are required. Its methods are safe for
 // concurrent use when API is.
 type SQSDeadLetter struct {
@@ -69,6 +100,10 @@ type SQSDeadLetter struct {
 	Source string
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
+	// MaxMessageBytes is the size SQS allows a message on the dead-letter queue,
+	// counted as SQS does: body plus attribute names, data types and values (default
+	// MaxSQSMessageBytes). Set it to the queue's MaximumMessageSize when that is lower.
+	MaxMessageBytes int
 }
 
 var _ DeadLetterer = (*SQSDeadLetter)(nil)
@@ -94,6 +129,12 @@ func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMess
 		return nil, errors.New("SQSDeadLetter.QueueURL is empty")
 	case msg.MessageId == "":
 		return nil, errors.New("message has no id")
+	case d.MaxMessageBytes < 0:
+		return nil, fmt.Errorf("SQSDeadLetter.MaxMessageBytes is negative (%d)", d.MaxMessageBytes)
+	}
+	limit := d.MaxMessageBytes
+	if limit == 0 {
+		limit = MaxSQSMessageBytes
 	}
 	now := time.Now
 	if d.Clock != nil {
@@ -129,13 +170,18 @@ func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMess
 		}
 	}
 	slices.Sort(names)
+	copied := make([]string, 0, len(names))
 	for _, name := range names {
 		if len(attrs) == maxMessageAttributes {
 			break
 		}
 		if v, ok := copyAttribute(msg.MessageAttributes[name]); ok {
 			attrs[name] = v
+			copied = append(copied, name)
 		}
+	}
+	if err := fitMessage(msg.Body, attrs, copied, limit); err != nil {
+		return nil, err
 	}
 
 	in := &sqs.SendMessageInput{
@@ -152,6 +198,71 @@ func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMess
 		in.MessageDeduplicationId = aws.String(dlqDeduplicationID(msg.MessageId))
 	}
 	return in, nil
+}
+
+// fitMessage removes or shortens attributes, in place, until body and attrs fit in
+// limit bytes as SQS counts them: first the copied original attributes (copied, in the
+// order they were added: the last goes first), then the reason is cut down to
+// MinDLQReasonBytes, then the dlq-* attributes go, the optional ones first. Only
+// KeyAttribute is never dropped; if body and key alone exceed limit, fitMessage fails.
+func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copied []string, limit int) error {
+	size := messageSize(body, attrs)
+	for i := len(copied) - 1; i >= 0 && size > limit; i-- {
+		size -= attributeSize(copied[i], attrs[copied[i]])
+		delete(attrs, copied[i])
+	}
+	if v, ok := attrs[DLQReasonAttribute]; ok && size > limit {
+		reason := aws.ToString(v.StringValue)
+		short := shortenText(reason, max(len(reason)-(size-limit), MinDLQReasonBytes))
+		attrs[DLQReasonAttribute] = types.MessageAttributeValue{DataType: v.DataType, StringValue: aws.String(short)}
+		size -= len(reason) - len(short)
+	}
+	for _, name := range []string{DLQSourceAttribute, DLQFailedAtAttribute, DLQSourceQueueAttribute, DLQSourceMessageIDAttribute, DLQReasonAttribute} {
+		if size <= limit {
+			break
+		}
+		if v, ok := attrs[name]; ok {
+			size -= attributeSize(name, v)
+			delete(attrs, name)
+		}
+	}
+	if size > limit {
+		return fmt.Errorf("the body (%d bytes) and the %s attribute (%d bytes) alone exceed the dead-letter queue's message size limit of %d bytes (SQSDeadLetter.MaxMessageBytes)",
+			len(body), KeyAttribute, size-len(body), limit)
+	}
+	return nil
+}
+
+// messageSize is the size of a message as SQS counts it against the maximum message
+// size: the body's bytes plus, for each message attribute, the bytes of its name, its
+// data type and its value (see MaxSQSMessageBytes).
+func messageSize(body string, attrs map[string]types.MessageAttributeValue) int {
+	n := len(body)
+	for name, v := range attrs {
+		n += attributeSize(name, v)
+	}
+	return n
+}
+
+// attributeSize is what one message attribute adds to a message's size.
+func attributeSize(name string, v types.MessageAttributeValue) int {
+	return len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+}
+
+// shortenText cuts s to at most limit bytes, at a rune boundary, ending it with
+// reasonCut to show it was cut. s is returned unchanged when it fits.
+func shortenText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	n, mark := limit-len(reasonCut), reasonCut
+	if n < 0 {
+		n, mark = max(limit, 0), ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + mark
 }
 
 // isDLQAttribute reports whether name is one of the attributes DeadLetter sets: the
