@@ -479,6 +479,26 @@ func TestUnlock(t *testing.T) {
 	if r := idemctl(t, e, "unlock", "payment:never-sent"); r.code != 1 || !strings.Contains(r.stderr, "no record for key") {
 		t.Errorf("missing key: exit %d: %s", r.code, r.stderr)
 	}
+
+	// A permanent failure replays its stored error until the operator clears it.
+	bad := "payment:pay-u-2"
+	fails := func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{}, idem.Permanent(errors.New("currency XAU not accepted"))
+	}
+	if _, err := c.Do(ctx, &idem.Request{Key: bad, Payload: []byte(`{}`)}, fails); !idem.IsPermanent(err) {
+		t.Fatalf("permanent failure: %v", err)
+	}
+	r = idemctl(t, e, "unlock", bad, "--reason", "XAU accepted since v2")
+	if r.code != 0 || !strings.Contains(r.stdout, "cleared payments#"+bad) || !strings.Contains(r.stdout, "currency XAU not accepted") {
+		t.Fatalf("clear: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	ran = 0
+	if _, err := c.Do(ctx, &idem.Request{Key: bad, Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		ran++
+		return idem.Result{}, nil
+	}); err != nil || ran != 1 {
+		t.Errorf("delivery after the clear: ran %d, err %v", ran, err)
+	}
 }
 
 func TestRedrive(t *testing.T) {
