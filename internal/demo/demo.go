@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -42,6 +43,8 @@ type SQSAPI interface {
 type DynamoDBAPI interface {
 	idem.DynamoDBAPI
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	// DeleteItem plays DynamoDB's TTL deletion of idempotency records in the storm.
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 // Crasher starts a consumer in another process, waits until it holds leases in the
@@ -84,10 +87,11 @@ const (
 	KindConcurrent     = "concurrent"               // another FIFO group: two consumers at once
 	KindAfterCompleted = "after completion"         // sent once everything before is consumed
 	KindAfterTTL       = "after TTL, before delete" // consumed with the clock past the record's TTL
+	KindAfterDelete    = "after deletion"           // consumed once the record was deleted, as TTL does
 )
 
 // StormKinds lists the kinds of extra deliveries, in the order they are sent.
-var StormKinds = []string{KindSameDedupID, KindNewDedupID, KindConcurrent, KindAfterCompleted, KindAfterTTL}
+var StormKinds = []string{KindSameDedupID, KindNewDedupID, KindConcurrent, KindAfterCompleted, KindAfterTTL, KindAfterDelete}
 
 // Timing of the local run: short, so crashed leases are reaped and redelivered within
 // seconds rather than the deployed minutes. The crashed consumer's messages stay
@@ -129,7 +133,8 @@ type Summary struct {
 	GuardedExpected    int            // storm: the most guarded runs there may be (after-TTL deliveries)
 	LastProgress       time.Time      // when a local consumer last applied or answered a record
 	Receipts           int            // distinct payments with a receipt
-	ReceiptMessages    int            // receipt messages (one per payment expected)
+	ReceiptMessages    int            // receipt messages (one per applied payment expected)
+	ReceiptsNotApplied int            // receipt messages for payments that were not applied (0 expected)
 	LedgerOK           bool
 	LedgerDiffs        []string
 	OK                 bool
@@ -170,19 +175,19 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	run := fmt.Sprintf("%d", time.Now().Unix())
 	payments := Generate(rng, run, o.Payments, o.Accounts)
 	var s Summary
-	var first, second, extra, bad, afterDone, afterTTL []Message
+	var first, second, extra, bad, afterDone, afterTTL, afterDelete []Message
 	if o.Storm {
 		if o.MaxDeliveries <= 0 {
 			o.MaxDeliveries = 5
 		}
 		st := stormStream(rng, payments, o.MaxDeliveries)
 		bad = badMessages(payments)
-		first, second, afterDone, afterTTL, s.Deliveries = st.first, append(st.second, bad...), st.afterDone, st.afterTTL, st.kinds
+		first, second, afterDone, afterTTL, afterDelete, s.Deliveries = st.first, append(st.second, bad...), st.afterDone, st.afterTTL, st.afterDelete, st.kinds
 		rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
 		if len(first) > stormHead { // the rest waits for the consumers (see sendPaced)
 			first, second = first[:stormHead], append(first[stormHead:], second...)
 		}
-		s.GuardedExpected = len(afterTTL)
+		s.GuardedExpected = len(afterTTL) + len(afterDelete)
 	} else {
 		first, second, extra, bad = stream(rng, payments)
 	}
@@ -208,7 +213,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 
 	counts := &emfCounts{}
-	rr := &receiptReader{api: o.SQS, url: o.Env["RECEIPTS_QUEUE_URL"], seen: map[string]bool{}}
+	rr := &receiptReader{api: o.SQS, url: o.Env["RECEIPTS_QUEUE_URL"], seen: map[string]int{}}
 	rctx, stopReceipts := context.WithCancel(ctx)
 	defer stopReceipts()
 	go rr.every(rctx, 5*time.Second)
@@ -216,7 +221,8 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err != nil {
 		return s, err
 	}
-	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace}
+	// The reaper also sends receipts that a killed consumer committed but never sent.
+	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace, Sender: o.SQS}
 	var seenMu sync.Mutex
 	seen := map[string]bool{}
 	var reaped int64
@@ -311,7 +317,17 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return s, runErr
 	}
 	if o.Storm {
-		n, err := latePhases(ctx, o, queueURL, afterDone, afterTTL, cfg.TTL, &clock, consume)
+		forget := func(ctx context.Context, key string) error {
+			pk, err := idem.RecordKey(cfg.Scope, key, false)
+			if err != nil {
+				return err
+			}
+			_, err = o.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName: aws.String(cfg.IdempotencyTable), Key: map[string]dynamotypes.AttributeValue{"pk": &dynamotypes.AttributeValueMemberS{Value: pk}},
+			})
+			return err
+		}
+		n, err := latePhases(ctx, o, queueURL, afterDone, afterTTL, afterDelete, cfg.TTL, &clock, forget, consume)
 		s.Sent += n
 		if err != nil {
 			return s, err
@@ -397,7 +413,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		s.Redriven += len(again)
 	}
 	stopReceipts()
-	if s.Receipts, s.ReceiptMessages, err = rr.counts(ctx); err != nil {
+	if err := rr.drain(ctx); err != nil {
 		return s, err
 	}
 	accts, err := ledger.Accounts(ctx, o.DynamoDB, cfg.LedgerTable)
@@ -417,6 +433,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			applicable = append(applicable, p)
 		}
 	}
+	s.Receipts, s.ReceiptMessages, s.ReceiptsNotApplied = rr.counts(applicable)
 	want := ledger.ExpectedBalances(applicable)
 	for _, acct := range slices.Sorted(maps.Keys(want)) {
 		if got[acct] != want[acct] {
@@ -433,11 +450,12 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	for _, v := range s.DeadLettered {
 		dlq += v
 	}
-	// Receipts are sent before the commit, so a parked payment may have one.
-	// A run stopped by the journal is a second execution of a payment: expected after the
-	// record's TTL (the storm plays those), a bug anywhere else.
+	// Receipts go out after the commit: exactly one per applied payment, none for a
+	// payment that was refused or not applied. A run stopped by the journal is a second
+	// execution of a payment: expected after the record's TTL or its deletion (the storm
+	// plays those), a bug anywhere else.
 	s.OK = s.LedgerOK && s.Applied == s.DistinctPayments-len(s.Parked) && dlq == s.BadSent &&
-		s.Receipts >= s.DistinctPayments-len(s.Parked) && s.ReceiptMessages == s.Receipts && (s.Killed == 0 || s.Reaped > 0) &&
+		s.Receipts == s.Applied && s.ReceiptMessages == s.Receipts && s.ReceiptsNotApplied == 0 && (s.Killed == 0 || s.Reaped > 0) &&
 		s.Guarded <= s.GuardedExpected
 	s.Elapsed = time.Since(start)
 	return s, nil
@@ -502,6 +520,16 @@ func badMessages(ps []ledger.Payment) []Message {
 		{Body: `{"payment_id":"pay-bad-2","account_id":"acct-bad","amount_cents":-500,"currency":"EUR"}`, Key: "payment:pay-bad-2", Group: g, DedupID: "bad-2"},
 		{Body: `{"payment_id":"pay-bad-3","account_id":"acct-bad","amount_cents":500,"currency":"XXX"}`, Key: "payment:pay-bad-3", Group: g, DedupID: "bad-3"},
 		{Body: `{"account_id":"acct-bad","amount_cents":500,"currency":"EUR"}`, Group: g, DedupID: "bad-4"}, // no key anywhere
+	}
+	// A payment the ledger refuses: another currency than its account's, after a payment
+	// of the first half in the same FIFO group set the account's currency. It must get no
+	// receipt.
+	if half > 0 {
+		p := ledger.Payment{PaymentID: "pay-bad-6", AccountID: ps[0].AccountID, AmountCents: 500, Currency: ledger.Currencies[0]}
+		if p.Currency == ps[0].Currency {
+			p.Currency = ledger.Currencies[1]
+		}
+		bad = append(bad, message(p, p.AccountID, "bad-6"))
 	}
 	// The same key as a payment of the first half with another amount: a producer bug.
 	if half > 0 {
@@ -619,7 +647,7 @@ type receiptReader struct {
 	api   SQSAPI
 	url   string
 	mu    sync.Mutex
-	seen  map[string]bool
+	seen  map[string]int // payment id -> receipt messages
 	total int
 }
 
@@ -630,7 +658,7 @@ func (r *receiptReader) drain(ctx context.Context) error {
 		r.total++
 		var rc ledger.Receipt
 		if json.Unmarshal([]byte(aws.ToString(m.Body)), &rc) == nil {
-			r.seen[rc.PaymentID] = true
+			r.seen[rc.PaymentID]++
 		}
 	})
 }
@@ -650,13 +678,21 @@ func (r *receiptReader) every(ctx context.Context, d time.Duration) {
 	}
 }
 
-// counts drains what is left and returns the distinct payments with a receipt and the
-// receipt messages.
-func (r *receiptReader) counts(ctx context.Context) (distinct, total int, err error) {
-	err = r.drain(ctx)
+// counts returns the distinct payments with a receipt, the receipt messages, and the
+// receipt messages of payments not among applied.
+func (r *receiptReader) counts(applied []ledger.Payment) (distinct, total, notApplied int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.seen), r.total, err
+	ok := make(map[string]bool, len(applied))
+	for _, p := range applied {
+		ok[p.PaymentID] = true
+	}
+	for id, n := range r.seen {
+		if !ok[id] {
+			notApplied += n
+		}
+	}
+	return len(r.seen), r.total, notApplied
 }
 
 // Print writes the summary a person reads at the end of `make demo`.
@@ -672,7 +708,7 @@ func (s Summary) Print(w io.Writer) {
 	if s.AppliedByMetrics != s.Applied {
 		line("  of which reported by the local consumers", fmt.Sprintf("%d (the rest: by consumer processes, or committed but answered too late and replayed)", s.AppliedByMetrics))
 	}
-	line("receipts sent", fmt.Sprintf("%d messages for %d payments", s.ReceiptMessages, s.Receipts))
+	line("receipts received downstream", fmt.Sprintf("%d messages for %d payments (%d for payments not applied)", s.ReceiptMessages, s.Receipts, s.ReceiptsNotApplied))
 	dlq := 0
 	for _, n := range s.DeadLettered {
 		dlq += n
@@ -698,7 +734,7 @@ func (s Summary) Print(w io.Writer) {
 			fmt.Fprintf(w, "      %d × %s\n", s.Deliveries[k], k)
 		}
 	}
-	line("runs stopped by the ledger journal (after the TTL)", fmt.Sprintf("%d (at most %d expected)", s.Guarded, s.GuardedExpected))
+	line("runs stopped by the ledger journal (record expired or deleted)", fmt.Sprintf("%d (at most %d expected)", s.Guarded, s.GuardedExpected))
 	line("commits refused: lease lost", s.LeaseLost)
 	line("consumers killed (SIGKILL)", s.Killed)
 	if len(s.KilledByPhase) > 0 {

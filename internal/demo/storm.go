@@ -24,7 +24,10 @@ type storm struct {
 	second    []Message      // sent while they run: the second half and the in-run duplicates
 	afterDone []Message      // sent once everything before has been consumed
 	afterTTL  []Message      // consumed with the consumers' clock past the records' TTL
-	kinds     map[string]int // extra deliveries by kind
+	// afterDelete is consumed once the records of its keys were deleted, as DynamoDB's
+	// TTL deletes them (moto never does).
+	afterDelete []Message
+	kinds       map[string]int // extra deliveries by kind
 }
 
 // stormStream delivers every payment 1 to maxDeliveries times: the original (dedup id
@@ -57,20 +60,23 @@ func stormStream(rng *rand.Rand, ps []ledger.Payment, maxDeliveries int) storm {
 				st.afterDone = append(st.afterDone, message(p, p.AccountID, "done"+id))
 			case KindAfterTTL:
 				st.afterTTL = append(st.afterTTL, message(p, p.AccountID, "ttl"+id))
+			case KindAfterDelete:
+				st.afterDelete = append(st.afterDelete, message(p, p.AccountID, "del"+id))
 			}
 		}
 	}
 	return st
 }
 
-// latePhases plays the storm's last two kinds once the rest is consumed: duplicates of
-// completed payments, then duplicates consumed with the consumers' clock moved past the
+// latePhases plays the storm's last three kinds once the rest is consumed: duplicates of
+// completed payments; duplicates consumed with the consumers' clock moved past the
 // records' TTL (DynamoDB has not deleted them: TTL deletion takes up to days), which the
-// consumers must treat as absent and the ledger's journal must stop. Each phase is sent
-// while its consumers run (the paced send waits for them). It returns how many messages
-// SQS accepted.
-func latePhases(ctx context.Context, o Options, queueURL string, afterDone, afterTTL []Message, ttl time.Duration,
-	clock *func() time.Time, consume func() error) (int, error) {
+// consumers must treat as absent and the ledger's journal must stop; and duplicates
+// consumed after their records were deleted (forget), as the TTL does in the end, which
+// the journal must stop too, receipt included. Each phase is sent while its consumers
+// run (the paced send waits for them). It returns how many messages SQS accepted.
+func latePhases(ctx context.Context, o Options, queueURL string, afterDone, afterTTL, afterDelete []Message, ttl time.Duration,
+	clock *func() time.Time, forget func(ctx context.Context, key string) error, consume func() error) (int, error) {
 	sent := 0
 	phase := func(msgs []Message, what string) error {
 		done := make(chan error, 1)
@@ -87,6 +93,21 @@ func latePhases(ctx context.Context, o Options, queueURL string, afterDone, afte
 	}
 	skew := ttl + time.Minute
 	*clock = func() time.Time { return time.Now().Add(skew) }
-	defer func() { *clock = nil }()
-	return sent, phase(afterTTL, fmt.Sprintf("duplicates to consume after the TTL (consumers' clock +%s)", skew))
+	err := phase(afterTTL, fmt.Sprintf("duplicates to consume after the TTL (consumers' clock +%s)", skew))
+	*clock = nil
+	if err != nil {
+		return sent, err
+	}
+	forgotten := map[string]bool{}
+	for _, m := range afterDelete {
+		if forgotten[m.Key] {
+			continue
+		}
+		forgotten[m.Key] = true
+		if err := forget(ctx, m.Key); err != nil {
+			return sent, fmt.Errorf("demo: delete the record of %s: %w", m.Key, err)
+		}
+	}
+	fmt.Fprintf(o.Out, "demo: deleted the idempotency records of %d payments (as DynamoDB's TTL does)\n", len(forgotten))
+	return sent, phase(afterDelete, "duplicates to consume after their records were deleted")
 }

@@ -12,10 +12,11 @@ import (
 // TestCrashInjection kills consumer processes (idemctl run) with SIGKILL, again and
 // again, restarting one each time: one is stalled before its commits with leases held,
 // then they take turns dying at a random moment and killing themselves at a chosen
-// phase (right after an acquire, after the receipt step is recorded, after the business
-// commit and before the SQS delete, in a reaper sweep). Expected: the ledger exact,
-// every message applied or in the DLQ, every stale lock reaped within two reaper
-// periods of becoming reapable.
+// phase (right after an acquire, after the business commit and before its receipt is
+// sent, after the receipt is sent and before the SQS delete, in a reaper sweep).
+// Expected: the ledger exact, exactly one receipt per applied payment, every message
+// applied or in the DLQ, every stale lock reaped within two reaper periods of becoming
+// reapable.
 func TestCrashInjection(t *testing.T) {
 	payments, accounts, kills := size(200, 2000), size(10, 50), size(10, 60)
 	bin, err := idemctlBinary()
@@ -82,6 +83,7 @@ func TestCrashInjection(t *testing.T) {
 		"latest reap after its lease ended (limit: grace + 2 periods)", elapsed(afterEnd)+" ("+limit.String()+")",
 		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
 		"double credits / missing", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked)),
+		"receipts: messages / payments / for payments not applied", fmtInts(s.ReceiptMessages, s.Receipts, s.ReceiptsNotApplied),
 		"DLQ: bad (sent) / moved by SQS after 5 receives (applied through a copy)", fmtInts(dlq(s), s.BadSent, s.Redriven, s.RedrivenApplied),
 		"parked payments redriven from the DLQ / then applied", fmtInts(s.RedriveSent, s.RedriveApplied),
 		"time", elapsed(s.Elapsed))

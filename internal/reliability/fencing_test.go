@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -62,11 +63,12 @@ func (s *stalledPastLease) UpdateItem(ctx context.Context, in *dynamodb.UpdateIt
 	return out, err
 }
 
-// TestFencingUnderRealTiming: consumer A receives a batch, acquires every key, sends the
-// receipts and stalls before its commits, past its lease. The reaper fails its locks,
-// the messages come back, consumer B takes the keys over and commits. Then A wakes up
-// and sends its commits: every one must be refused by the fence. Counted: commits of A
-// that went through (overwrites), 0 expected, and the ledger.
+// TestFencingUnderRealTiming: consumer A receives a batch, acquires every key and
+// stalls before its commits, past its lease. The reaper fails its locks, the messages
+// come back, consumer B takes the keys over and commits. Then A wakes up and sends its
+// commits: every one must be refused by the fence, and with them their receipts.
+// Counted: commits of A that went through (overwrites), 0 expected, the ledger, and the
+// receipts (one per payment).
 func TestFencingUnderRealTiming(t *testing.T) {
 	rounds := size(1, 5)
 	w := newWorld(t)
@@ -189,12 +191,43 @@ func TestFencingUnderRealTiming(t *testing.T) {
 	if reaped == 0 {
 		t.Errorf("the reaper failed no lock: the takeovers did not go through the reaper")
 	}
+	receipts := map[string]int{}
+	for {
+		out, err := w.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(w.vars["RECEIPTS_QUEUE_URL"]), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			break
+		}
+		for _, m := range out.Messages {
+			var r ledger.Receipt
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &r); err != nil {
+				t.Fatalf("receipt %q: %v", aws.ToString(m.Body), err)
+			}
+			receipts[r.PaymentID]++
+			if _, err := w.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(w.vars["RECEIPTS_QUEUE_URL"]), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range all {
+		if receipts[p.PaymentID] != 1 {
+			t.Errorf("payment %s: %d receipts, want 1", p.PaymentID, receipts[p.PaymentID])
+		}
+	}
+	if len(receipts) != len(all) {
+		t.Errorf("receipts for %d payments, want %d", len(receipts), len(all))
+	}
 	report(t, "fencing under real timing",
 		"rounds × payments", fmtInts(rounds, 10),
 		"invocation / lease grace / stall / visibility", fmt.Sprintf("%s / %s / %s / %s", functionTimeout, cfg.LeaseGrace, stall, visibility),
 		"locks failed by the reaper (every 500ms, grace 500ms)", reaped,
 		"records completed by consumer B after the takeover", takenOver,
 		"stalled commits refused by the fence", refused,
+		"receipts (one per payment expected)", fmt.Sprintf("%d for %d payments", len(receipts), len(all)),
 		"writes of the stalled holder that went through (overwrites)", overwrites,
 		"ledger", fmt.Sprintf("%d accounts, each balance the sum of its payments: %v", len(want), len(diffs) == 0),
 		"time", elapsed(time.Since(start)))

@@ -10,8 +10,10 @@ import (
 
 // TestDuplicateStorm delivers every payment 1 to 5 times: duplicates with the same dedup
 // id (SQS drops them), with a new dedup id, concurrently from another FIFO group, after
-// completion, and after the record's TTL (before DynamoDB deletes it), to several
-// consumers at once. Expected: 0 double credits, 0 missing, the bad messages in the DLQ.
+// completion, after the record's TTL (before DynamoDB deletes it), and after the record
+// was deleted, to several consumers at once. Expected: 0 double credits, 0 missing,
+// exactly one receipt per applied payment and none for a refused one, the bad messages
+// in the DLQ.
 func TestDuplicateStorm(t *testing.T) {
 	payments, accounts, consumers := size(150, 10_000), size(6, 100), size(4, 8)
 	w := newWorld(t)
@@ -30,8 +32,8 @@ func TestDuplicateStorm(t *testing.T) {
 			t.Errorf("no extra delivery of kind %q was sent", k)
 		}
 	}
-	if s.Deliveries[demo.KindAfterTTL] > 0 && s.Guarded == 0 {
-		t.Errorf("no delivery after the TTL was stopped by the journal: the TTL phase did not run as a new execution")
+	if s.Deliveries[demo.KindAfterTTL]+s.Deliveries[demo.KindAfterDelete] > 0 && s.Guarded == 0 {
+		t.Errorf("no delivery after the TTL or the deletion was stopped by the journal: those phases did not run as new executions")
 	}
 	extra := 0
 	for _, n := range s.Deliveries {
@@ -43,8 +45,9 @@ func TestDuplicateStorm(t *testing.T) {
 		"extra, by kind", kinds(s.Deliveries),
 		"messages accepted by SQS", s.Sent,
 		"suppressed by SQS / by the record / refused in progress", fmtInts(s.SuppressedBySQS, s.SuppressedByDynamo, s.InProgress),
-		"after-TTL runs stopped by the journal", s.Guarded,
+		"after-TTL and after-deletion runs stopped by the journal", s.Guarded,
 		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
+		"receipts: messages / payments / for payments not applied", fmtInts(s.ReceiptMessages, s.Receipts, s.ReceiptsNotApplied),
 		"double credits / missing", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked)),
 		"DLQ (bad messages sent)", fmtInts(dlq(s), s.BadSent),
 		"time", elapsed(s.Elapsed))
