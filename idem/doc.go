@@ -7,6 +7,23 @@
 // own lease token, so a holder whose lease was taken over can no longer commit anything,
 // not even the business writes it hands back to be committed with the completion.
 //
+// A handler's effects are its business writes (Result.Writes) and its outbound SQS
+// messages (Result.Messages). The writes commit in one transaction with the completion;
+// the messages are stored by that transaction and sent after it (the outbox), batched
+// across the records of an SQS batch, then marked sent. A refused commit sends nothing,
+// and a crash between the commit and the send loses nothing: the next delivery of the
+// key, or the Reaper, sends what is pending. Guard writes (Result.Guards) carry the
+// payload's fingerprint and keep the effect single past the record's retention: a
+// redelivery after the record was deleted commits and sends nothing, and another
+// payload under the same key is ErrPayloadMismatch. Steps (Attempt.Step) are for calls
+// that must happen before the commit; Attempt.Applied lets such a handler check its
+// guard first.
+//
+// A business rule's refusal (a write's condition, explained by Result.Explain) and a
+// request DynamoDB refuses as invalid are permanent for the delivery, which is
+// dead-lettered, but leave the record retryable, so the message redriven after the fix
+// runs once. Other permanent failures are stored and replayed until Unlock clears them.
+//
 // The record lives in a Store: DynamoStore keeps it in a DynamoDB table (see CreateTable
 // for the schema), MemoryStore keeps it in memory with the same semantics for unit tests.
 // A Reaper sweeps the sparse "inflight" index and fails leases whose holder vanished.
