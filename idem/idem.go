@@ -353,9 +353,11 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 					item = wce.Failed[0].Item
 				}
 				if reason := res.Explain(wce.Index, item); reason != "" {
+					// The handler's reason stands alone: it is what a person reads in
+					// the dead-letter queue.
 					explained := *wce
 					explained.Reason, explained.Explained = reason, true
-					err = fmt.Errorf("idem: complete %s: %w", redact(pk), &explained)
+					err = &explained
 				}
 			}
 		}
@@ -380,10 +382,10 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	if ferr := c.fail(ctx, att, err.Error(), !permanent || redrivable(err)); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
 		return Result{}, errors.Join(err, ferr)
 	}
-	if permanent {
-		return Result{}, Permanent(err)
+	if _, ok := errors.AsType[*WriteConditionError](err); ok || !permanent {
+		return Result{}, err // a WriteConditionError is permanent in itself
 	}
-	return Result{}, err
+	return Result{}, Permanent(err)
 }
 
 // refuseMismatch ends an attempt whose guard holds the effect of another payload under

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
@@ -116,5 +120,64 @@ func TestRunStopsCleanly(t *testing.T) {
 	code := cli.Main(ctx, []string{"run", "--template", "../../template.yaml", "--wait", "1s"}, &stdout, &stderr, e.lookup)
 	if code != 0 || time.Since(start) > 15*time.Second || !strings.Contains(stderr.String(), "10 deleted") {
 		t.Fatalf("exit %d after %s:\n%s", code, time.Since(start), stderr.String())
+	}
+}
+
+// TestRedriveAfterAFix plays the operator's path for a business rule's refusal: a
+// payment to an account opened in the wrong currency is dead-lettered with the ledger's
+// reason and gets no receipt; once the account is corrected, `idemctl redrive` and the
+// next `idemctl run` apply it once, with one receipt, and nothing else is needed.
+func TestRedriveAfterAFix(t *testing.T) {
+	ctx := context.Background()
+	e := upStack(t)
+	ddb := awstest.DynamoDB(t)
+	account := func(currency string) {
+		t.Helper()
+		if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e["LEDGER_TABLE"]), Item: map[string]types.AttributeValue{
+			"account_id": &types.AttributeValueMemberS{Value: "acct-fix"}, "currency": &types.AttributeValueMemberS{Value: currency},
+			"balance_cents": &types.AttributeValueMemberN{Value: "0"}, "payment_count": &types.AttributeValueMemberN{Value: "0"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	account("EUR") // opened in the wrong currency
+	file := filepath.Join(t.TempDir(), "payments.jsonl")
+	if err := os.WriteFile(file, []byte(`{"payment_id":"fix-1","account_id":"acct-fix","amount_cents":700,"currency":"USD"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := idemctl(t, e, "send", "--from-file", file); r.code != 0 {
+		t.Fatalf("send: %d\n%s", r.code, r.stderr)
+	}
+	run := func() {
+		t.Helper()
+		if r := idemctl(t, e, "run", "--template", "../../template.yaml", "--consumers", "1", "--until-idle", "2s", "--wait", "1s"); r.code != 0 {
+			t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+		}
+	}
+	run()
+	dry := idemctl(t, e, "redrive", "--dry-run")
+	if !strings.Contains(dry.stdout, "currency USD does not match the account's EUR") {
+		t.Fatalf("the DLQ message does not carry the ledger's reason:\n%s%s", dry.stdout, dry.stderr)
+	}
+	if n := len(receiveAll(t, e["RECEIPTS_QUEUE_URL"])); n != 0 {
+		t.Fatalf("%d receipts for a refused payment", n)
+	}
+	account("USD") // the fix
+	if r := idemctl(t, e, "redrive"); r.code != 0 || !strings.Contains(r.stdout, "moved 1 messages") {
+		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	run()
+	accts, err := ledger.Accounts(ctx, ddb, e["LEDGER_TABLE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := accts["acct-fix"]; a.BalanceCents != 700 || a.Payments != 1 {
+		t.Fatalf("account after the redrive: %+v, want 700 from one payment", a)
+	}
+	if n := len(receiveAll(t, e["RECEIPTS_QUEUE_URL"])); n != 1 {
+		t.Fatalf("%d receipts after the redrive, want 1", n)
+	}
+	if r := idemctl(t, e, "redrive", "--dry-run"); !strings.Contains(r.stdout, "0 messages would move") {
+		t.Fatalf("DLQ after the redrive:\n%s", r.stdout)
 	}
 }
