@@ -103,7 +103,7 @@ func prepareMessages(pk, key string, msgs []Message) ([]Message, error) {
 			m.DeduplicationID = DeduplicationID(pk + "#" + strconv.Itoa(i))
 		}
 		if err := m.validate(); err != nil {
-			return nil, fmt.Errorf("%w: message %d: %s", ErrInvalidMessage, i, err)
+			return nil, fmt.Errorf("%w: message %d: %w", ErrInvalidMessage, i, err)
 		}
 		out[i] = m
 	}

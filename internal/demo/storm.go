@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"math/rand/v2"
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
 // The storm sends stormHead messages before the consumers start, then keeps the queue
@@ -20,10 +20,10 @@ const (
 
 // storm is the traffic of the duplicate storm, by sending phase.
 type storm struct {
-	first     []Message      // sent before the consumers start: the first half and its concurrent copies
-	second    []Message      // sent while they run: the second half and the in-run duplicates
-	afterDone []Message      // sent once everything before has been consumed
-	afterTTL  []Message      // consumed with the consumers' clock past the records' TTL
+	first     []Message // sent before the consumers start: the first half and its concurrent copies
+	second    []Message // sent while they run: the second half and the in-run duplicates
+	afterDone []Message // sent once everything before has been consumed
+	afterTTL  []Message // consumed with the consumers' clock past the records' TTL
 	// afterDelete is consumed once the records of its keys were deleted, as DynamoDB's
 	// TTL deletes them (moto never does).
 	afterDelete []Message

@@ -78,7 +78,7 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	if err != nil {
 		return idem.Result{}, idem.Permanent(err)
 	}
-	resp, err := json.Marshal(Response{PaymentID: p.PaymentID, AccountID: p.AccountID, AmountCents: p.AmountCents, Currency: p.Currency})
+	resp, err := json.Marshal(Response(p))
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("ledger: encode response: %w", err)
 	}
