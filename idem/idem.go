@@ -408,6 +408,11 @@ func guardWrites(writes []types.TransactWriteItem, guards []int, hash string) []
 	if len(writes) == 0 {
 		return nil
 	}
+	allOld := func(v *types.ReturnValuesOnConditionCheckFailure) {
+		if *v == "" {
+			*v = types.ReturnValuesOnConditionCheckFailureAllOld
+		}
+	}
 	out := make([]types.TransactWriteItem, len(writes))
 	for i, w := range writes {
 		switch {
@@ -417,27 +422,19 @@ func guardWrites(writes []types.TransactWriteItem, guards []int, hash string) []
 				p.Item = maps.Clone(p.Item)
 				p.Item[attrGuardHash] = avS(hash)
 			}
-			if p.ReturnValuesOnConditionCheckFailure == "" {
-				p.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-			}
+			allOld(&p.ReturnValuesOnConditionCheckFailure)
 			w.Put = &p
 		case w.Update != nil:
 			u := *w.Update
-			if u.ReturnValuesOnConditionCheckFailure == "" {
-				u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-			}
+			allOld(&u.ReturnValuesOnConditionCheckFailure)
 			w.Update = &u
 		case w.Delete != nil:
 			d := *w.Delete
-			if d.ReturnValuesOnConditionCheckFailure == "" {
-				d.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-			}
+			allOld(&d.ReturnValuesOnConditionCheckFailure)
 			w.Delete = &d
 		case w.ConditionCheck != nil:
 			cc := *w.ConditionCheck
-			if cc.ReturnValuesOnConditionCheckFailure == "" {
-				cc.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-			}
+			allOld(&cc.ReturnValuesOnConditionCheckFailure)
 			w.ConditionCheck = &cc
 		}
 		out[i] = w
