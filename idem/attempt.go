@@ -20,6 +20,7 @@ type Attempt struct {
 	steps   []string
 	expired *Record // the expired record this attempt replaced, if it was still stored
 	hash    string  // the payload's fingerprint
+	single  bool    // ModeSingleTransaction: no lease, no steps
 }
 
 // Number is 1 for the first acquisition of the key and grows with each takeover.
@@ -83,6 +84,9 @@ func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Con
 	if a == nil {
 		return ErrNoLease
 	}
+	if a.single {
+		return fmt.Errorf("idem: step %s: %w", name, ErrNotInThisMode)
+	}
 	if name == "" {
 		return fmt.Errorf("idem: step name is empty")
 	}
@@ -118,6 +122,9 @@ func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Con
 func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
 	if a == nil {
 		return ErrNoLease
+	}
+	if a.single {
+		return fmt.Errorf("idem: extend: %w", ErrNotInThisMode)
 	}
 	if d <= 0 {
 		return fmt.Errorf("idem: extend by %s: must be positive", d)

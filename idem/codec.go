@@ -150,6 +150,9 @@ func marshalRecord(r *Record) (map[string]types.AttributeValue, error) {
 		if err != nil {
 			return nil, err
 		}
+		if resp, ok := item[attrResponse].(*types.AttributeValueMemberB); ok && len(resp.Value)+len(data) > MaxStoredResponse {
+			return nil, fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", ErrResponseTooLarge, len(resp.Value)+len(data), MaxStoredResponse)
+		}
 		item[attrOutbox] = &types.AttributeValueMemberB{Value: data}
 		if enc != "" {
 			item[attrOutboxEnc] = avS(enc)

@@ -241,18 +241,28 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	if !errors.As(err, &tce) {
 		return requestErr("complete", l.Key, err)
 	}
+	if r := tce.CancellationReasons; len(r) > 0 && aws.ToString(r[0].Code) == "ConditionalCheckFailed" {
+		if s.completedBy(ctx, l, r[0].Item, now) {
+			return nil
+		}
+		return fmt.Errorf("idem: complete %s: %w", redact(l.Key), ErrLeaseLost)
+	}
+	return writesRefused("complete", l.Key, tce, err)
+}
+
+// writesRefused turns the cancellation of a transaction whose first item (the record)
+// passed into the error of its business writes: a *WriteConditionError listing every
+// write whose condition failed, ErrInvalidRequest for writes DynamoDB refused as invalid,
+// else the transaction's error (a conflict, throttling: retryable).
+func writesRefused(op, key string, tce *types.TransactionCanceledException, err error) error {
 	var wce *WriteConditionError
 	var invalid []string
 	for i, r := range tce.CancellationReasons {
+		if i == 0 {
+			continue
+		}
 		switch code := aws.ToString(r.Code); code {
-		case "", "None":
 		case "ConditionalCheckFailed":
-			if i == 0 {
-				if s.completedBy(ctx, l, r.Item, now) {
-					return nil
-				}
-				return fmt.Errorf("idem: complete %s: %w", redact(l.Key), ErrLeaseLost)
-			}
 			if wce == nil {
 				wce = &WriteConditionError{Index: i - 1, Reason: aws.ToString(r.Message)}
 			}
@@ -263,11 +273,89 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	}
 	switch {
 	case wce != nil:
-		return fmt.Errorf("idem: complete %s: %w", redact(l.Key), wce)
+		return fmt.Errorf("idem: %s %s: %w", op, redact(key), wce)
 	case len(invalid) > 0:
-		return fmt.Errorf("idem: complete %s: %w: %s", redact(l.Key), ErrInvalidRequest, strings.Join(invalid, "; "))
+		return fmt.Errorf("idem: %s %s: %w: %s", op, redact(key), ErrInvalidRequest, strings.Join(invalid, "; "))
 	}
-	return fmt.Errorf("idem: complete %s: transaction: %w", redact(l.Key), err)
+	return fmt.Errorf("idem: %s %s: transaction: %w", op, redact(key), err)
+}
+
+// Put is one conditional PutItem, or one TransactWriteItems holding that put first and
+// the business writes after it; a failed condition on the record returns the record
+// from the failure (ReturnValuesOnConditionCheckFailure=ALL_OLD).
+func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.TransactWriteItem, seen *Record, now time.Time) (*Record, error) {
+	item, err := marshalRecord(rec)
+	if err != nil {
+		return nil, err
+	}
+	if len(writes) > MaxWrites {
+		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
+	}
+	cond := "attribute_not_exists(pk) OR expires_at < :now_s"
+	vals := map[string]types.AttributeValue{":now_s": avN(now.Unix())}
+	var names map[string]string
+	if seen != nil {
+		cond = "lease_token = :oldtok AND #status = :oldstatus AND lease_until = :oldlu"
+		vals = map[string]types.AttributeValue{
+			":oldtok": avS(seen.LeaseToken), ":oldstatus": avS(string(seen.Status)), ":oldlu": avN(epochMillis(seen.LeaseUntil)),
+		}
+		names = map[string]string{"#status": attrStatus}
+	}
+	// existing decides a failed condition on the record: the record as it is, or nil
+	// when it holds our own token (a try applied earlier whose answer was lost).
+	existing := func(item map[string]types.AttributeValue) (*Record, error) {
+		old, err := s.recordOf(ctx, rec.Key, item, now)
+		if err != nil {
+			return nil, fmt.Errorf("idem: put %s: %w", redact(rec.Key), err)
+		}
+		if old.LeaseToken == rec.LeaseToken {
+			return nil, nil
+		}
+		return old, nil
+	}
+	if len(writes) == 0 {
+		_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return existing(ccf.Item)
+		}
+		if err != nil {
+			return nil, requestErr("put", rec.Key, err)
+		}
+		return nil, nil
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	items = append(items, types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}})
+	items = append(items, writes...)
+	_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return nil, nil
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil, requestErr("put", rec.Key, err)
+	}
+	if r := tce.CancellationReasons; len(r) > 0 && aws.ToString(r[0].Code) == "ConditionalCheckFailed" {
+		return existing(r[0].Item)
+	}
+	return nil, writesRefused("put", rec.Key, tce, err)
+}
+
+// recordOf decodes the record a failed condition returned, or reads it (consistently)
+// when the service returned none.
+func (s *DynamoStore) recordOf(ctx context.Context, key string, item map[string]types.AttributeValue, now time.Time) (*Record, error) {
+	if len(item) > 0 {
+		return unmarshalRecord(item)
+	}
+	return s.Get(ctx, key, now)
 }
 
 // MaxWrites is the most business writes Result.Writes may hold: DynamoDB's 100 actions a

@@ -33,6 +33,10 @@ var (
 	// request can never pass, so it is permanent; it usually needs a code fix, after
 	// which the dead-lettered message can be redriven.
 	ErrInvalidRequest = errors.New("idem: DynamoDB refused the request as invalid")
+	// ErrNotInThisMode is returned by Attempt.Step and Attempt.Extend under
+	// ModeSingleTransaction, where the handler may run more than once for a key and has
+	// no lease to extend.
+	ErrNotInThisMode = errors.New("idem: not available in single-transaction mode (Config.Mode): the handler may run on two deliveries at once and only its Writes and Messages commit; use ModeLease for calls outside DynamoDB")
 )
 
 // PermanentError marks an error that retrying cannot fix (bad input, a business rule).

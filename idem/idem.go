@@ -111,6 +111,43 @@ type Config struct {
 	// Sender sends the outbound messages of Result.Messages (an *sqs.Client). A handler
 	// that returns messages while it is nil fails permanently before anything commits.
 	Sender SQSBatchSender
+	// Mode chooses how a first delivery is committed: ModeLease (the default) or
+	// ModeSingleTransaction. See Mode.
+	Mode Mode
+}
+
+// Mode is how the middleware runs a handler.
+type Mode int
+
+const (
+	// ModeLease takes a lease with one conditional PutItem, runs the handler under it
+	// (steps, extensions, fencing), and commits with a second request; the reaper fails
+	// the leases of holders that vanished. Every handler qualifies.
+	ModeLease Mode = iota
+	// ModeSingleTransaction runs the handler first and commits its result with one
+	// request: the COMPLETED record, put on the condition the acquire uses, in the same
+	// TransactWriteItems as the business writes (a plain PutItem when there are none),
+	// with the outbound messages stored in the record. A duplicate finds the record in
+	// the condition's failure and is answered from it, as in ModeLease; two concurrent
+	// deliveries both run the handler, one commits, the other is answered from its
+	// record. Nothing is ever in progress, so there is no lease to reap.
+	//
+	// Only a handler whose effects are its Writes and Messages qualifies: it may read
+	// anything, but must call nothing outside DynamoDB that has an effect, since it may
+	// run more than once for one key. Attempt.Step and Attempt.Extend return
+	// ErrNotInThisMode. A retryable failure stores nothing (the next delivery runs
+	// again); a permanent one is stored and replayed as in ModeLease.
+	ModeSingleTransaction
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeLease:
+		return "lease"
+	case ModeSingleTransaction:
+		return "single-transaction"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
 // Client runs handlers idempotently. It is safe for concurrent use; create one per
@@ -138,6 +175,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.CacheSize < 0 {
 		return nil, fmt.Errorf("idem: Config.CacheSize is negative (%d)", cfg.CacheSize)
+	}
+	if cfg.Mode != ModeLease && cfg.Mode != ModeSingleTransaction {
+		return nil, fmt.Errorf("idem: Config.Mode %s is not a mode", cfg.Mode)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -202,6 +242,9 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 			return Result{}, fmt.Errorf("idem: %s: %w", redact(pk), ErrPayloadMismatch)
 		}
 		return Result{Response: e.response, Replayed: true}, nil
+	}
+	if c.cfg.Mode == ModeSingleTransaction {
+		return c.handleSingle(ctx, req, next, pk, hash, now)
 	}
 	att, replay, err := c.acquire(ctx, pk, hash, now)
 	if err != nil {
@@ -278,40 +321,56 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 		}
 		return att, nil, nil
 	}
+	replay, takeover, err := c.verdict(ctx, pk, hash, old, now)
+	if err != nil || replay != nil {
+		return nil, replay, err
+	}
+	if !takeover {
+		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", redact(pk), old.Status)
+	}
+	lease.Until = lease.Until.Truncate(time.Millisecond)
+	rec, err = c.cfg.Store.Takeover(ctx, old, lease, now.Add(c.cfg.TTL), now)
+	if errors.Is(err, ErrLeaseLost) {
+		// Someone else moved the record first (took it over or completed it): this
+		// delivery retries later and will see their outcome.
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w (lost the takeover race)", redact(pk), ErrInProgress)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
+	}
+	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash}, nil, nil
+}
+
+// verdict decides what a delivery does about the live record old that it found under its
+// key: answer with the stored outcome (replay, with the messages of the commit still to
+// send when a crash left them pending), refuse (in progress elsewhere, another payload, a
+// stored permanent failure), or take the record over (its holder's lease ended, or it
+// failed retryably).
+func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now time.Time) (replay *Result, takeover bool, err error) {
 	if old.PayloadHash != "" && old.PayloadHash != hash {
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
+		return nil, false, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
 	}
 	switch {
 	case old.Status == StatusCompleted && len(old.Outbox) > 0 && sentByThisBatch(ctx, old.LeaseToken):
 		// A duplicate in the batch that committed the key: the batch sends at its end.
-		return nil, &Result{Response: old.Response, Replayed: true}, nil
+		return &Result{Response: old.Response, Replayed: true}, false, nil
 	case old.Status == StatusCompleted && len(old.Outbox) > 0 && now.Before(old.LeaseUntil):
 		// The holder committed and is sending its messages: let it, rather than send them
 		// twice. After its lease, any delivery (or the reaper) sends what is left.
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w (outbound messages of the commit are being sent by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
+		return nil, false, fmt.Errorf("idem: acquire %s: %w (outbound messages of the commit are being sent by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
 	case old.Status == StatusCompleted && len(old.Outbox) > 0:
-		return nil, &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox}}, nil
+		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox}}, false, nil
 	case old.Status == StatusCompleted:
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
-		return nil, &Result{Response: old.Response, Replayed: true}, nil
+		return &Result{Response: old.Response, Replayed: true}, false, nil
 	case old.Status == StatusInProgress && now.Before(old.LeaseUntil):
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w (lease held by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
+		return nil, false, fmt.Errorf("idem: acquire %s: %w (lease held by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
 	case old.Status == StatusFailed && !old.Retryable:
-		return nil, nil, &StoredError{Key: pk, Message: old.Error}
+		return nil, false, &StoredError{Key: pk, Message: old.Error}
 	case old.Status == StatusInProgress, old.Status == StatusFailed:
-		lease.Until = lease.Until.Truncate(time.Millisecond)
-		rec, err := c.cfg.Store.Takeover(ctx, old, lease, now.Add(c.cfg.TTL), now)
-		if errors.Is(err, ErrLeaseLost) {
-			// Someone else moved the record first (took it over or completed it): this
-			// delivery retries later and will see their outcome.
-			return nil, nil, fmt.Errorf("idem: acquire %s: %w (lost the takeover race)", redact(pk), ErrInProgress)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
-		}
-		return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash}, nil, nil
+		return nil, true, nil
 	default:
-		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", redact(pk), old.Status)
+		return nil, false, nil
 	}
 }
 
@@ -346,19 +405,11 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 			// without the messages, which went out with the effect.
 			out.Guarded = true
 			err = c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp}, now)
-		case res.Explain != nil:
-			if wce.Index >= 0 && wce.Index < len(res.Writes) {
-				var item map[string]types.AttributeValue
-				if len(wce.Failed) > 0 {
-					item = wce.Failed[0].Item
-				}
-				if reason := res.Explain(wce.Index, item); reason != "" {
-					// The handler's reason stands alone: it is what a person reads in
-					// the dead-letter queue.
-					explained := *wce
-					explained.Reason, explained.Explained = reason, true
-					err = &explained
-				}
+		default:
+			// The handler's reason stands alone: it is what a person reads in the
+			// dead-letter queue.
+			if explained, ok := explain(wce, res); ok {
+				err = explained
 			}
 		}
 	}
@@ -468,10 +519,7 @@ func (c *Client) fail(ctx context.Context, att *Attempt, reason string, retryabl
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
 	defer cancel()
 	now := c.cfg.Clock()
-	if len(reason) > 1024 {
-		reason = reason[:1024]
-	}
-	return c.cfg.Store.Fail(ctx, att.lease, reason, retryable, now.Add(c.cfg.TTL), now)
+	return c.cfg.Store.Fail(ctx, att.lease, truncate(reason, 1024), retryable, now.Add(c.cfg.TTL), now)
 }
 
 // leaseUntil is the invocation deadline plus the grace, capped by MaxLease.

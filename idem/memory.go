@@ -132,8 +132,26 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	if err != nil {
 		return err
 	}
+	if err := m.commitWrites(l.Key, "complete", c.Writes); err != nil {
+		return err
+	}
+	r.Status, r.Response = StatusCompleted, append([]byte{}, c.Response...)
+	r.Outbox = append([]Message(nil), c.Outbox...)
+	if len(c.Outbox) == 0 {
+		r.Inflight = ""
+	}
+	if c.PayloadHash != "" {
+		r.PayloadHash = c.PayloadHash
+	}
+	r.ExpiresAt, r.UpdatedAt = c.ExpiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
+	return nil
+}
+
+// commitWrites evaluates the guards among writes and, when none fails, logs the writes
+// as committed. The caller holds m.mu.
+func (m *MemoryStore) commitWrites(key, op string, writes []types.TransactWriteItem) error {
 	var wce *WriteConditionError
-	for i, w := range c.Writes {
+	for i, w := range writes {
 		id, ok := guardIdentity(w)
 		if !ok {
 			continue
@@ -146,26 +164,56 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now t
 		}
 	}
 	if wce != nil {
-		return fmt.Errorf("idem: complete %s: %w", redact(l.Key), wce)
+		return fmt.Errorf("idem: %s %s: %w", op, redact(key), wce)
 	}
-	for _, w := range c.Writes {
+	for _, w := range writes {
 		if id, ok := guardIdentity(w); ok {
 			m.guards[id] = w.Put.Item
 		}
 	}
-	r.Status, r.Response = StatusCompleted, append([]byte{}, c.Response...)
-	r.Outbox = append([]Message(nil), c.Outbox...)
-	if len(c.Outbox) == 0 {
-		r.Inflight = ""
-	}
-	if c.PayloadHash != "" {
-		r.PayloadHash = c.PayloadHash
-	}
-	r.ExpiresAt, r.UpdatedAt = c.ExpiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
-	if len(c.Writes) > 0 {
-		m.committed = append(m.committed, append([]types.TransactWriteItem(nil), c.Writes...))
+	if len(writes) > 0 {
+		m.committed = append(m.committed, append([]types.TransactWriteItem(nil), writes...))
 	}
 	return nil
+}
+
+// Put mirrors the conditional put or transaction of ModeSingleTransaction.
+func (m *MemoryStore) Put(ctx context.Context, rec *Record, writes []types.TransactWriteItem, seen *Record, now time.Time) (*Record, error) {
+	if err := ctxErr(ctx, "put"); err != nil {
+		return nil, err
+	}
+	if _, err := marshalRecord(rec); err != nil {
+		return nil, err
+	}
+	if len(writes) > MaxWrites {
+		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.recs[rec.Key]
+	var pass bool
+	if seen == nil {
+		pass = !ok || old.expired(now)
+	} else {
+		pass = ok && old.LeaseToken == seen.LeaseToken && old.Status == seen.Status && old.LeaseUntil.Equal(seen.LeaseUntil)
+	}
+	if !pass {
+		if ok && old.LeaseToken == rec.LeaseToken {
+			return nil, nil
+		}
+		if !ok {
+			return nil, fmt.Errorf("idem: put %s: %w", redact(rec.Key), ErrNotFound)
+		}
+		return old.clone(), nil
+	}
+	if err := m.commitWrites(rec.Key, "put", writes); err != nil {
+		return nil, err
+	}
+	c := rec.clone()
+	c.LeaseUntil, c.ExpiresAt = c.LeaseUntil.Truncate(time.Millisecond), c.ExpiresAt.Truncate(time.Second)
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.Truncate(time.Millisecond), c.UpdatedAt.Truncate(time.Millisecond)
+	m.recs[rec.Key] = c
+	return nil, nil
 }
 
 // guardIdentity names the item a guard Put writes: table, the attribute its

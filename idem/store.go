@@ -33,6 +33,14 @@ type Store interface {
 	// it removes the outbox (and the record from the in-flight index) and keeps the
 	// count. A record whose outbox is already gone, or that changed, is left as it is.
 	MarkSent(ctx context.Context, key, token string, sent int, now time.Time) error
+	// Put writes rec (ModeSingleTransaction's commit), with writes in the same
+	// transaction, on a condition on the record as it is: when seen is nil, that there is
+	// no live record (as Create); otherwise that the record still has seen's token,
+	// status and lease end (as Takeover). When the record's condition fails nothing is
+	// written and the record as it is comes back (nil error); a record already holding
+	// rec's token counts as written (an earlier try was applied and its answer lost).
+	// Business write failures are as in Complete.
+	Put(ctx context.Context, rec *Record, writes []types.TransactWriteItem, seen *Record, now time.Time) (existing *Record, err error)
 	// Retry makes a FAILED record that is not retryable retryable (the operator's
 	// "clear"), if it still holds token; otherwise ErrLeaseLost.
 	Retry(ctx context.Context, key, token, reason string, now time.Time) error

@@ -1,0 +1,161 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// handleSingle is ModeSingleTransaction: run the handler, then commit its result with
+// one request whose condition on the record decides, as the acquire's does.
+func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, pk, hash string, now time.Time) (Result, error) {
+	att := &Attempt{
+		c: c, number: 1, hash: hash, single: true,
+		lease: Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now).Truncate(time.Millisecond), Owner: c.owner(ctx), Shard: shardOf(pk, c.cfg.Shards)},
+	}
+	res, herr := c.run(ctx, next, req, att)
+	if herr == nil {
+		res.Messages, herr = c.prepare(pk, req.Key, res)
+	}
+	rec := &Record{
+		Key: pk, Status: StatusCompleted, LeaseToken: att.lease.Token, LeaseUntil: att.lease.Until,
+		ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: hash, Attempt: 1, Owner: att.lease.Owner, CreatedAt: now, UpdatedAt: now,
+	}
+	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
+		rec.PayloadHash = gm.applied
+		if _, err := c.putSingle(ctx, rec, nil, hash); err != nil {
+			return Result{}, errors.Join(herr, err)
+		}
+		return Result{}, herr
+	}
+	if herr != nil {
+		if !IsPermanent(herr) || redrivable(herr) {
+			return Result{}, herr // nothing stored: the next delivery runs again
+		}
+		// A permanent failure is stored and replayed, as in ModeLease.
+		rec.Status, rec.Error = StatusFailed, truncate(herr.Error(), 1024)
+		out, err := c.putSingle(ctx, rec, nil, hash)
+		if err != nil || out != nil {
+			if err == nil {
+				return *out, nil
+			}
+			if errors.Is(err, ErrInProgress) || IsPermanent(err) {
+				return Result{}, err
+			}
+			return Result{}, errors.Join(herr, err)
+		}
+		return Result{}, herr
+	}
+	rec.Response, rec.Outbox = res.Response, res.Messages
+	writes := guardWrites(res.Writes, res.Guards, hash)
+	if res.Guarded {
+		writes, rec.Outbox = nil, nil
+	}
+	if len(rec.Outbox) > 0 {
+		// A crash between the commit and the send leaves the messages pending; the
+		// redelivery sends them, and the in-flight index lets the reaper find them too.
+		rec.Inflight = att.lease.Shard
+	}
+	out, err := c.putSingle(ctx, rec, writes, hash)
+	var wce *WriteConditionError
+	if errors.As(err, &wce) {
+		guarded, applied := guardFired(wce, res.Guards)
+		switch {
+		case guarded && applied != "" && applied != hash:
+			rec.PayloadHash, rec.Response, rec.Outbox, rec.Inflight = applied, nil, nil, ""
+			if _, err := c.putSingle(ctx, rec, nil, hash); err != nil {
+				return Result{}, err
+			}
+			return Result{}, fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
+		case guarded:
+			rec.Outbox, rec.Inflight, res.Guarded = nil, "", true
+			out, err = c.putSingle(ctx, rec, nil, hash)
+		default:
+			// Nothing is stored: the message is dead-lettered with the reason, and runs
+			// again when redriven after the fix.
+			if explained, ok := explain(wce, res); ok {
+				return Result{}, explained
+			}
+			return Result{}, err
+		}
+	}
+	if err != nil {
+		if IsPermanent(err) {
+			return Result{}, Permanent(err)
+		}
+		return Result{}, err
+	}
+	if out != nil { // the key was committed by another delivery: its outcome
+		if err := c.hand(ctx, out.pending); err != nil {
+			return Result{}, err
+		}
+		return *out, nil
+	}
+	result := Result{Response: res.Response, Attempt: rec.Attempt, Guarded: res.Guarded}
+	if len(rec.Outbox) > 0 {
+		if err := c.hand(ctx, &Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox}); err != nil {
+			return Result{}, err
+		}
+		return result, nil
+	}
+	c.cache.put(cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)})
+	return result, nil
+}
+
+// putSingle writes rec and writes on the condition that no live record exists; when one
+// does, it decides as the acquire does: the record's outcome (returned), a refusal (the
+// error), or a takeover, which puts rec again conditioned on the record as it was seen.
+func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.TransactWriteItem, hash string) (*Result, error) {
+	var seen *Record
+	for {
+		old, err := c.cfg.Store.Put(ctx, rec, writes, seen, c.cfg.Clock())
+		if err != nil || old == nil {
+			return nil, err
+		}
+		replay, takeover, err := c.verdict(ctx, rec.Key, hash, old, c.cfg.Clock())
+		switch {
+		case err != nil:
+			return nil, err
+		case replay != nil:
+			return replay, nil
+		case !takeover:
+			return nil, fmt.Errorf("idem: put %s: record has unknown status %q", redact(rec.Key), old.Status)
+		case seen != nil:
+			// Someone else moved the record between our two tries.
+			return nil, fmt.Errorf("idem: put %s: %w (lost the takeover race)", redact(rec.Key), ErrInProgress)
+		}
+		seen = old
+		rec.Attempt = old.Attempt + 1
+		rec.Steps = old.Steps
+	}
+}
+
+// explain returns a business rule's refusal in the handler's words (Result.Explain),
+// standing alone: it is what a person reads in the dead-letter queue. ok is false when
+// the handler gave none.
+func explain(wce *WriteConditionError, res Result) (*WriteConditionError, bool) {
+	if res.Explain == nil || wce.Index < 0 || wce.Index >= len(res.Writes) {
+		return nil, false
+	}
+	var item map[string]types.AttributeValue
+	if len(wce.Failed) > 0 {
+		item = wce.Failed[0].Item
+	}
+	reason := res.Explain(wce.Index, item)
+	if reason == "" {
+		return nil, false
+	}
+	explained := *wce
+	explained.Reason, explained.Explained = reason, true
+	return &explained, true
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -1,0 +1,279 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// forEachMode runs fn for both modes against both stores: the outcomes a caller sees
+// must be the same whichever way the first delivery is committed.
+func forEachMode(t *testing.T, fn func(t *testing.T, e *env, mode idem.Mode)) {
+	t.Helper()
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			forEachStore(t, func(t *testing.T, e *env) { fn(t, e, mode) })
+		})
+	}
+}
+
+func withMode(mode idem.Mode) func(*idem.Config) { return func(c *idem.Config) { c.Mode = mode } }
+
+func TestModesDuplicateAndConcurrentDuplicate(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		var runs atomic.Int64
+		first, err := c.Do(ctx, req("dup", `{"a":1}`), effect(e, &runs, "dup", "first"))
+		if err != nil || first.Replayed || first.Attempt != 1 {
+			t.Fatalf("first: %+v, %v", first, err)
+		}
+		res, err := c.Do(ctx, req("dup", `{"a":1}`), effect(e, &runs, "dup", "second"))
+		if err != nil || !res.Replayed || string(res.Response) != "first" {
+			t.Fatalf("duplicate: %+v, %v; want the stored response", res, err)
+		}
+		// 16 deliveries of one key at once, each from its own container.
+		var wg sync.WaitGroup
+		var applied, replayed, inProgress atomic.Int64
+		for i := range 16 {
+			cc := e.client(t, withMode(mode))
+			wg.Go(func() {
+				res, err := cc.Do(ctx, req("race", `{}`), effect(e, &runs, "race", fmt.Sprint(i)))
+				switch {
+				case errors.Is(err, idem.ErrInProgress):
+					inProgress.Add(1)
+				case err != nil:
+					t.Errorf("delivery %d: %v", i, err)
+				case res.Replayed:
+					replayed.Add(1)
+				default:
+					applied.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if applied.Load() != 1 || applied.Load()+replayed.Load()+inProgress.Load() != 16 {
+			t.Fatalf("applied %d, replayed %d, in progress %d; want exactly one applied", applied.Load(), replayed.Load(), inProgress.Load())
+		}
+		if mode == idem.ModeSingleTransaction && inProgress.Load() != 0 {
+			t.Errorf("%d deliveries in progress: nothing is ever in progress in single-transaction mode", inProgress.Load())
+		}
+		if e.ddb != nil {
+			if n := e.bizCount(t, "dup") + e.bizCount(t, "race"); n != 2 {
+				t.Fatalf("%d effects, want 2 (one per key)", n)
+			}
+		}
+	})
+}
+
+func TestModesPayloadMismatch(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		var runs atomic.Int64
+		guarded := func(id string) idem.HandlerFunc {
+			return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				runs.Add(1)
+				return idem.Result{Response: []byte("ok"), Writes: []types.TransactWriteItem{journal(e, id), e.bizWrite(id)}, Guards: []int{0}}, nil
+			}
+		}
+		if _, err := c.Do(ctx, req("mm", `{"v":1}`), guarded("mm")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Do(ctx, req("mm", `{"v":2}`), guarded("mm")); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+			t.Fatalf("within the TTL: %v, want a permanent ErrPayloadMismatch", err)
+		}
+		e.forget(t, c, "mm")
+		if _, err := c.Do(ctx, req("mm", `{"v":2}`), guarded("mm")); !errors.Is(err, idem.ErrPayloadMismatch) {
+			t.Fatalf("after deletion: %v, want ErrPayloadMismatch", err)
+		}
+		if res, err := c.Do(ctx, req("mm", `{"v":1}`), guarded("mm")); err != nil || !res.Replayed {
+			t.Fatalf("the applied payload after the mismatch: %+v, %v; want a replay", res, err)
+		}
+		e.forget(t, c, "mm")
+		if res, err := c.Do(ctx, req("mm", `{"v":1}`), guarded("mm")); err != nil || !res.Guarded {
+			t.Fatalf("the applied payload after deletion: %+v, %v; want guarded", res, err)
+		}
+		if e.ddb != nil && e.bizCount(t, "mm") != 1 {
+			t.Fatalf("%d effects, want 1", e.bizCount(t, "mm"))
+		}
+	})
+}
+
+func TestModesFailures(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		var runs atomic.Int64
+		failing := func(err error) idem.HandlerFunc {
+			return func(context.Context, *idem.Request) (idem.Result, error) { runs.Add(1); return idem.Result{}, err }
+		}
+		// Retryable: the next delivery runs again and commits once.
+		if _, err := c.Do(ctx, req("r", `{}`), failing(errors.New("gateway timeout"))); err == nil || idem.IsPermanent(err) {
+			t.Fatalf("retryable: %v", err)
+		}
+		if res, err := c.Do(ctx, req("r", `{}`), effect(e, &runs, "r", "ok")); err != nil || res.Replayed {
+			t.Fatalf("after a retryable failure: %+v, %v; want a run", res, err)
+		}
+		// Permanent: stored and replayed without running.
+		if _, err := c.Do(ctx, req("p", `{}`), failing(idem.Permanent(errors.New("bad input")))); !idem.IsPermanent(err) {
+			t.Fatalf("permanent: %v", err)
+		}
+		before := runs.Load()
+		var stored *idem.StoredError
+		if _, err := c.Do(ctx, req("p", `{}`), failing(nil)); !errors.As(err, &stored) {
+			t.Fatalf("after a permanent failure: %v; want the stored error", err)
+		}
+		// The lease mode answers before running the handler; the single-transaction mode
+		// runs it and learns the outcome from its commit's condition.
+		if mode == idem.ModeLease && runs.Load() != before {
+			t.Fatalf("the handler ran after its permanent failure")
+		}
+		// Too many writes for one transaction: refused before anything commits.
+		many := func(context.Context, *idem.Request) (idem.Result, error) {
+			ws := make([]types.TransactWriteItem, idem.MaxWrites+1)
+			for i := range ws {
+				ws[i] = e.bizWrite(fmt.Sprintf("w%d", i))
+			}
+			return idem.Result{Writes: ws}, nil
+		}
+		if _, err := c.Do(ctx, req("many", `{}`), many); !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) {
+			t.Fatalf("%d writes: %v, want a permanent ErrInvalidRequest", idem.MaxWrites+1, err)
+		}
+		if e.ddb != nil && e.bizCount(t, "w0") != 0 {
+			t.Fatal("a write of the refused transaction was committed")
+		}
+	})
+}
+
+// TestModesAfterTheOtherMode: a record IN_PROGRESS under the lease mode (a deployment
+// that switches modes while a holder runs) is in progress while its lease lasts and is
+// taken over after it, in either mode.
+func TestModesAfterTheOtherMode(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		pk, _ := c.RecordKey("switch")
+		hash, _ := idem.HashPayload([]byte(`{}`))
+		now := e.clock.Now()
+		if _, created, err := e.store.Create(ctx, &idem.Record{
+			Key: pk, Status: idem.StatusInProgress, LeaseToken: "lease-holder", LeaseUntil: now.Add(time.Minute),
+			Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1,
+		}, now); err != nil || !created {
+			t.Fatalf("lease-mode record: %v", err)
+		}
+		var runs atomic.Int64
+		if _, err := c.Do(ctx, req("switch", `{}`), effect(e, &runs, "switch", "ok")); !errors.Is(err, idem.ErrInProgress) {
+			t.Fatalf("inside the lease: %v, want ErrInProgress", err)
+		}
+		e.clock.Advance(2 * time.Minute)
+		res, err := c.Do(ctx, req("switch", `{}`), effect(e, &runs, "switch", "ok"))
+		if err != nil || res.Replayed || res.Attempt != 2 {
+			t.Fatalf("after the lease: %+v, %v; want a takeover (attempt 2)", res, err)
+		}
+		rec := e.record(t, c, "switch")
+		if rec.Status != idem.StatusCompleted || rec.Inflight != "" {
+			t.Fatalf("record %s inflight %q, want COMPLETED and out of the index", rec.Status, rec.Inflight)
+		}
+	})
+}
+
+// TestModeSingleRefusesStepsAndExtend: a handler that needs a lease says so at once.
+func TestModeSingleRefusesStepsAndExtend(t *testing.T) {
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s", Mode: idem.ModeSingleTransaction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stepErr, extendErr error
+	_, err = c.Do(context.Background(), req("k", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+		stepErr = r.Attempt.Step(ctx, "charge", func(context.Context) error { t.Error("the step ran"); return nil })
+		extendErr = r.Attempt.Extend(ctx, time.Minute)
+		return idem.Result{}, stepErr
+	})
+	if !errors.Is(stepErr, idem.ErrNotInThisMode) || !errors.Is(extendErr, idem.ErrNotInThisMode) || !errors.Is(err, idem.ErrNotInThisMode) {
+		t.Fatalf("step %v, extend %v, Do %v; want ErrNotInThisMode", stepErr, extendErr, err)
+	}
+	if _, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s", Mode: 7}); err == nil {
+		t.Fatal("idem.New accepted an unknown mode")
+	}
+}
+
+// TestModeSingleLostAnswers: the one request is applied and its answer lost; the SDK's
+// retry finds the record under our own token: committed, once.
+func TestModeSingleLostAnswers(t *testing.T) {
+	e := newDynamoEnv(t)
+	api := &resend{DynamoDBAPI: e.ddb}
+	store, err := idem.NewDynamoStore(api, e.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idem.New(idem.Config{Store: store, Scope: "contract", Clock: e.clock.Now, Mode: idem.ModeSingleTransaction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	for _, key := range []string{"with-writes", "alone"} {
+		h := effect(e, &runs, key, "ok")
+		if key == "alone" {
+			h = func(context.Context, *idem.Request) (idem.Result, error) { runs.Add(1); return idem.Result{Response: []byte("ok")}, nil }
+		}
+		res, err := c.Do(context.Background(), req(key, `{}`), h)
+		if err != nil || res.Replayed {
+			t.Fatalf("%s: %+v, %v; want applied", key, res, err)
+		}
+	}
+	if api.resent.Load() != 2 || e.bizCount(t, "with-writes") != 1 {
+		t.Fatalf("resent %d, effects %d; want 2 resent requests and one effect", api.resent.Load(), e.bizCount(t, "with-writes"))
+	}
+}
+
+// TestRoundTripsSingleTransaction counts the DynamoDB requests of the single-transaction
+// mode: a first delivery 1, a duplicate 1, a warm duplicate 0.
+func TestRoundTripsSingleTransaction(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	cold := e.client(t, withMode(idem.ModeSingleTransaction))
+	warm := e.client(t, withMode(idem.ModeSingleTransaction), func(c *idem.Config) { c.CacheSize = 100 })
+	var runs atomic.Int64
+	for _, tc := range []struct {
+		name string
+		c    *idem.Client
+		key  string
+		want map[string]int
+	}{
+		{"first delivery, no business write", cold, "st-1", map[string]int{"PutItem": 1}},
+		{"first delivery with business write", cold, "st-2", map[string]int{"TransactWriteItems": 1}},
+		{"duplicate of a completed key", cold, "st-2", map[string]int{"TransactWriteItems": 1}},
+		{"duplicate, cache being warmed", warm, "st-2", map[string]int{"TransactWriteItems": 1}},
+		{"warm-cache duplicate", warm, "st-2", map[string]int{}},
+	} {
+		e.calls.Reset()
+		h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			res := idem.Result{Response: []byte("ok")}
+			if tc.key != "st-1" {
+				res.Writes = []types.TransactWriteItem{e.bizWrite(tc.key)}
+			}
+			return res, nil
+		})
+		if _, err := tc.c.Do(ctx, req(tc.key, `{}`), h); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := e.calls.Ops(); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: DynamoDB calls %v, want %v", tc.name, got, tc.want)
+		}
+		t.Logf("%-36s %d DynamoDB requests %v", tc.name, e.calls.Total(), e.calls.Ops())
+	}
+	if n := e.bizCount(t, "st-2"); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
