@@ -224,7 +224,10 @@ func TestModeSingleLostAnswers(t *testing.T) {
 	for _, key := range []string{"with-writes", "alone"} {
 		h := effect(e, &runs, key, "ok")
 		if key == "alone" {
-			h = func(context.Context, *idem.Request) (idem.Result, error) { runs.Add(1); return idem.Result{Response: []byte("ok")}, nil }
+			h = func(context.Context, *idem.Request) (idem.Result, error) {
+				runs.Add(1)
+				return idem.Result{Response: []byte("ok")}, nil
+			}
 		}
 		res, err := c.Do(context.Background(), req(key, `{}`), h)
 		if err != nil || res.Replayed {
