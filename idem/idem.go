@@ -140,6 +140,17 @@ const (
 	ModeSingleTransaction
 )
 
+// ParseMode returns the Mode named s ("lease" or "single-transaction", as Mode.String
+// writes them).
+func ParseMode(s string) (Mode, error) {
+	for _, m := range []Mode{ModeLease, ModeSingleTransaction} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("idem: mode %q is not %q or %q", s, ModeLease, ModeSingleTransaction)
+}
+
 func (m Mode) String() string {
 	switch m {
 	case ModeLease:

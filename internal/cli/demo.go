@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -37,6 +38,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	phases := flags.Bool("crash-phases", true, "with --kills: every other consumer process kills itself at a chosen phase ("+strings.Join(demo.Phases, ", ")+") instead of at a random moment")
 	storm := flags.Bool("storm", false, "the duplicate storm: every payment delivered 1 to --max-deliveries times, of every kind (same and new dedup id, concurrent, after completion, after the TTL)")
 	maxDeliveries := flags.Int("max-deliveries", 5, "with --storm: most deliveries of one payment")
+	mode := flags.String("mode", idem.ModeLease.String(), "how the consumers commit a first delivery: "+idem.ModeLease.String()+" or "+idem.ModeSingleTransaction.String()+" (IDEMPOTENCY_MODE)")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -53,13 +55,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if *payments < 10 || *payments > 100_000 || *accounts < 1 || *accounts > *payments || *consumers < 1 || *consumers > 32 {
 		return usageError(flags, stderr, "want 10 <= --payments <= 100000, 1 <= --accounts <= payments, 1 <= --consumers <= 32")
 	}
+	if _, err := idem.ParseMode(*mode); err != nil {
+		return usageError(flags, stderr, "--mode: %v", err)
+	}
 	if v, _ := env("AWS_ENDPOINT_URL"); strings.TrimSpace(v) == "" {
 		return fail(stderr, "demo", errors.New("AWS_ENDPOINT_URL is not set: the demo runs on a local endpoint only (make demo starts one)"))
 	}
 	ok, err := demoRun(ctx, demoOptions{
 		template: *template, payments: *payments, accounts: *accounts, consumers: *consumers,
 		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
-		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries,
+		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries, mode: *mode,
 	}, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "demo", err)
@@ -82,6 +87,7 @@ type demoOptions struct {
 	phases                        bool
 	storm                         bool
 	maxDeliveries                 int
+	mode                          string
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
@@ -110,6 +116,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	for _, v := range e.Vars {
 		vars[v.Name] = v.Value
 	}
+	vars["IDEMPOTENCY_MODE"] = o.mode
 	logPath := o.logPath
 	if logPath == "" {
 		logPath = filepath.Join(os.TempDir(), "idemctl-"+stackName+".log")
@@ -132,7 +139,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 			return false, fmt.Errorf("find idemctl's own binary for the consumer children: %w", err)
 		}
 	}
-	childEnv := append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String())
+	childEnv := append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String(), "IDEMPOTENCY_MODE="+o.mode)
 	if ep, ok := env("AWS_ENDPOINT_URL"); ok {
 		childEnv = append(childEnv, "AWS_ENDPOINT_URL="+ep)
 	}
@@ -142,7 +149,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 			"--visibility-timeout", "8s", "--reaper-every", "1s", "--retry-after", "1s"}
 		var phases []string
 		if o.phases {
-			phases = demo.Phases
+			phases = demo.PhasesOf(o.mode)
 		}
 		opts.Chaos = func(ctx context.Context, logs demo.ChildLog) (demo.ChaosResult, error) {
 			return demo.Chaos(ctx, demo.ChaosConfig{

@@ -61,7 +61,7 @@ func Chaos(ctx context.Context, c ChaosConfig) (ChaosResult, error) {
 		args := c.Args
 		wait := c.MinUp + time.Duration(c.Rand.Int64N(int64(c.MaxUp-c.MinUp)+1))
 		if slot != RandomKill {
-			n := 1 // the first reap, or the first or second acquire, step or commit
+			n := 1 // the first reap, or the first or second acquire, commit or send
 			if slot != PhaseReap {
 				n += c.Rand.IntN(2)
 			}

@@ -122,6 +122,15 @@ const (
 // comes right after an acquire crash, whose abandoned locks it has to reap.
 var Phases = []string{PhaseAcquire, PhaseReap, PhaseCommit, PhaseSent}
 
+// PhasesOf returns the crash phases a consumer in mode goes through: the
+// single-transaction mode takes no lease, so it has no acquire and leaves nothing to reap.
+func PhasesOf(mode string) []string {
+	if mode == idem.ModeSingleTransaction.String() {
+		return []string{PhaseCommit, PhaseSent}
+	}
+	return Phases
+}
+
 // CrashMarker starts the line a consumer prints just before it kills itself.
 const CrashMarker = "crashing at"
 

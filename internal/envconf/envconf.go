@@ -70,6 +70,22 @@ func (e *Reader) Int(name string, def, lo, hi int) int {
 	return n
 }
 
+// OneOf returns the value of name when it is one of allowed, def when it is unset, and
+// records an error otherwise.
+func (e *Reader) OneOf(name, def string, allowed ...string) string {
+	v, ok := e.get(name)
+	if !ok {
+		return def
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	e.errs = append(e.errs, fmt.Sprintf("%s=%q is not one of %s", name, v, strings.Join(allowed, ", ")))
+	return def
+}
+
 // Err returns every problem found so far, joined, or nil.
 func (e *Reader) Err() error {
 	if len(e.errs) == 0 {

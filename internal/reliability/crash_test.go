@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 )
 
@@ -17,15 +18,25 @@ import (
 // Expected: the ledger exact, exactly one receipt per applied payment, every message
 // applied or in the DLQ, every stale lock reaped within two reaper periods of becoming
 // reapable.
-func TestCrashInjection(t *testing.T) {
-	payments, accounts, kills := size(200, 2000), size(10, 50), size(10, 60)
+func TestCrashInjection(t *testing.T) { crashInjection(t, idem.ModeLease, size(10, 60)) }
+
+// TestCrashInjectionSingleTransaction kills consumers that commit in one request per
+// first delivery: they take no lease, so they die at their commit, after a send, or at a
+// random moment, and there is nothing to reap.
+func TestCrashInjectionSingleTransaction(t *testing.T) {
+	crashInjection(t, idem.ModeSingleTransaction, size(6, 30))
+}
+
+func crashInjection(t *testing.T, mode idem.Mode, kills int) {
+	payments, accounts := size(200, 2000), size(10, 50)
 	bin, err := idemctlBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := newWorld(t)
+	w.vars["IDEMPOTENCY_MODE"] = mode.String()
 	childEnv := append(w.env.Environ(), "AWS_ENDPOINT_URL="+awsEndpoint(t), "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "IDEMPOTENCY_MODE="+mode.String())
 	const childReapEvery, childGrace = time.Second, time.Second
 	args := []string{"run", "--template", "../../template.yaml", "--consumers", "2", "--wait", "1s", "--function-timeout", "3s",
 		"--visibility-timeout", "8s", "--reaper-every", childReapEvery.String(), "--retry-after", "1s"}
@@ -44,7 +55,7 @@ func TestCrashInjection(t *testing.T) {
 		Chaos: func(ctx context.Context, logs demo.ChildLog) (demo.ChaosResult, error) {
 			return demo.Chaos(ctx, demo.ChaosConfig{
 				Exe: bin, Args: args, Env: append(childEnv, "LEASE_GRACE="+childGrace.String()), Kills: kills,
-				MinUp: 200 * time.Millisecond, MaxUp: 4 * time.Second, Phases: demo.Phases, PhaseWait: 15 * time.Second,
+				MinUp: 200 * time.Millisecond, MaxUp: 4 * time.Second, Phases: demo.PhasesOf(mode.String()), PhaseWait: 15 * time.Second,
 				Out: out, Logs: logs, Rand: rng,
 			})
 		},
@@ -56,12 +67,12 @@ func TestCrashInjection(t *testing.T) {
 	if s.Killed < kills {
 		t.Errorf("%d kills, want at least %d", s.Killed, kills)
 	}
-	for _, p := range append(demo.Phases, demo.RandomKill) {
+	for _, p := range append(demo.PhasesOf(mode.String()), demo.RandomKill) {
 		if s.KilledByPhase[p] == 0 {
 			t.Errorf("no consumer died at %q", p)
 		}
 	}
-	if s.Reaped == 0 {
+	if mode == idem.ModeLease && s.Reaped == 0 {
 		t.Error("no stale lock was reaped")
 	}
 	// The in-process reaper (every ReapEvery, grace LeaseGrace) runs all along; the
@@ -74,7 +85,7 @@ func TestCrashInjection(t *testing.T) {
 		t.Errorf("a stale lock was reaped %s after its lease ended, more than grace %s + two periods of %s",
 			afterEnd, demo.LeaseGrace, demo.ReapEvery)
 	}
-	report(t, "crash injection",
+	report(t, "crash injection ("+mode.String()+")",
 		"payments / accounts", fmtInts(payments, accounts),
 		"messages accepted by SQS", s.Sent,
 		"consumers killed with SIGKILL", s.Killed,

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 )
 
@@ -14,9 +15,18 @@ import (
 // was deleted, to several consumers at once. Expected: 0 double credits, 0 missing,
 // exactly one receipt per applied payment and none for a refused one, the bad messages
 // in the DLQ.
-func TestDuplicateStorm(t *testing.T) {
+func TestDuplicateStorm(t *testing.T) { duplicateStorm(t, idem.ModeLease) }
+
+// TestDuplicateStormSingleTransaction is the storm with the consumers committing in one
+// request per first delivery (IDEMPOTENCY_MODE=single-transaction).
+func TestDuplicateStormSingleTransaction(t *testing.T) {
+	duplicateStorm(t, idem.ModeSingleTransaction)
+}
+
+func duplicateStorm(t *testing.T, mode idem.Mode) {
 	payments, accounts, consumers := size(150, 10_000), size(6, 100), size(4, 8)
 	w := newWorld(t)
+	w.vars["IDEMPOTENCY_MODE"] = mode.String()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(size(5, 75))*time.Minute)
 	defer cancel()
 	s, err := demo.Run(ctx, demo.Options{
@@ -39,7 +49,7 @@ func TestDuplicateStorm(t *testing.T) {
 	for _, n := range s.Deliveries {
 		extra += n
 	}
-	report(t, "duplicate storm",
+	report(t, "duplicate storm ("+mode.String()+")",
 		"payments / accounts / consumers", fmtInts(payments, accounts, consumers),
 		"deliveries sent (originals + extra)", fmtInts(payments, extra),
 		"extra, by kind", kinds(s.Deliveries),

@@ -66,6 +66,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	client, err := idem.New(idem.Config{
 		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
 		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock, Sender: d.SQS,
+		Mode: cfg.Mode,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)

@@ -360,11 +360,15 @@ func TestFromEnv(t *testing.T) {
 		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 	}
 	cfg, err := consumerapp.FromEnv(lookup(env))
-	if err != nil || cfg.TTL != 2*time.Hour || cfg.Shards != 8 || cfg.Scope != "payments" || cfg.LeaseGrace != 30*time.Second {
+	if err != nil || cfg.TTL != 2*time.Hour || cfg.Shards != 8 || cfg.Scope != "payments" || cfg.LeaseGrace != 30*time.Second || cfg.Mode != idem.ModeLease {
 		t.Fatalf("cfg=%+v err=%v", cfg, err)
 	}
-	_, err = consumerapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TTL": "soon", "INFLIGHT_SHARDS": "0"}))
-	for _, want := range []string{"IDEMPOTENCY_TABLE is not set", "LEDGER_TABLE", "DLQ_URL", "RECEIPTS_QUEUE_URL", `IDEMPOTENCY_TTL="soon"`, `INFLIGHT_SHARDS="0"`} {
+	env["IDEMPOTENCY_MODE"] = "single-transaction"
+	if cfg, err := consumerapp.FromEnv(lookup(env)); err != nil || cfg.Mode != idem.ModeSingleTransaction {
+		t.Fatalf("IDEMPOTENCY_MODE=single-transaction: cfg=%+v err=%v", cfg, err)
+	}
+	_, err = consumerapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TTL": "soon", "INFLIGHT_SHARDS": "0", "IDEMPOTENCY_MODE": "fast"}))
+	for _, want := range []string{"IDEMPOTENCY_TABLE is not set", "LEDGER_TABLE", "DLQ_URL", "RECEIPTS_QUEUE_URL", `IDEMPOTENCY_TTL="soon"`, `INFLIGHT_SHARDS="0"`, `IDEMPOTENCY_MODE="fast" is not one of lease, single-transaction`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %s", err, want)
 		}

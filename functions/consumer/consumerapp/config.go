@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -25,6 +26,7 @@ type Config struct {
 	CacheSize        int           // CACHE_SIZE (default 10000): warm-container cache of completed keys
 	KeyField         string        // KEY_FIELD (default "payment_id"): JSON fallback for the key
 	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
+	Mode             idem.Mode     // IDEMPOTENCY_MODE (default "lease"; or "single-transaction")
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
@@ -46,7 +48,14 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		KeyField:         e.String("KEY_FIELD", "payment_id"),
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
+	// The payments handler qualifies for the single-transaction mode: its effects are its
+	// writes and its receipt, an outbound message.
+	mode := e.OneOf("IDEMPOTENCY_MODE", idem.ModeLease.String(), idem.ModeLease.String(), idem.ModeSingleTransaction.String())
 	if err := e.Err(); err != nil {
+		return Config{}, fmt.Errorf("consumer configuration: %w", err)
+	}
+	var err error
+	if cfg.Mode, err = idem.ParseMode(mode); err != nil {
 		return Config{}, fmt.Errorf("consumer configuration: %w", err)
 	}
 	return cfg, nil

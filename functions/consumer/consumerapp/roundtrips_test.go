@@ -20,10 +20,18 @@ import (
 // TestExampleRoundTrips counts the requests the payments consumer sends for a 10-record
 // FIFO batch over 10 groups, as SDK middleware sees them (after the retry step): a first
 // delivery, a duplicate reaching a cold container, a duplicate reaching a warm one.
-// The receipts of a batch go out in one SendMessageBatch after the commits; each record
-// costs an acquire, its commit and the mark that its receipt was sent.
+// The receipts of a batch go out in one SendMessageBatch after the commits. Under the
+// lease mode each record costs an acquire, its commit and the mark that its receipt was
+// sent; under the single-transaction mode its commit and the mark.
 func TestExampleRoundTrips(t *testing.T) {
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		t.Run(mode.String(), func(t *testing.T) { exampleRoundTrips(t, mode) })
+	}
+}
+
+func exampleRoundTrips(t *testing.T, mode idem.Mode) {
 	f := newFixture(t)
+	f.cfg.Mode = mode
 	ddbCalls, sqsCalls := awstest.NewCalls(), awstest.NewCalls()
 	ddb := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, ddbCalls.APIOption) })
 	q := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, sqsCalls.APIOption) })
@@ -59,6 +67,10 @@ func TestExampleRoundTrips(t *testing.T) {
 		{"first delivery", cold, map[string]int{"PutItem": 10, "TransactWriteItems": 10, "UpdateItem": 10}, map[string]int{"SendMessageBatch": 1}},
 		{"duplicate, cold container", warm, map[string]int{"PutItem": 10}, map[string]int{}},
 		{"duplicate, warm container", warm, map[string]int{}, map[string]int{}},
+	}
+	if mode == idem.ModeSingleTransaction {
+		cases[0].wantDDB = map[string]int{"TransactWriteItems": 10, "UpdateItem": 10}
+		cases[1].wantDDB = map[string]int{"TransactWriteItems": 10} // refused by the record's condition: the stored outcome
 	}
 	for i, tc := range cases {
 		ddbCalls.Reset()
