@@ -32,7 +32,9 @@ const cpuGroups = 10
 // BenchmarkConsumerCPU pushes 10-record FIFO events (10 groups, fresh keys every
 // iteration) through the consumer handler built as main.go builds it, against the local
 // endpoint, as the Lambda runtime does (raw JSON in, raw JSON out). Each record is a
-// first delivery: acquire, receipt (SendMessage and its step), completion transaction.
+// first delivery: under mode=lease an acquire, the completion transaction and the mark
+// that its receipt was sent; under mode=single-transaction the transaction and the mark;
+// in both, the batch's receipts in one SendMessageBatch.
 //
 // Besides ns/op (one op = one 10-record invocation) it reports cpu-ns/msg: the user+sys
 // CPU of this process (getrusage) per record, sys-ns/msg, the system part of it, and
@@ -42,7 +44,14 @@ const cpuGroups = 10
 //
 //	go test -run '^$' -bench ConsumerCPU -count 5 ./functions/consumer/consumerapp/
 func BenchmarkConsumerCPU(b *testing.B) {
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		b.Run("mode="+mode.String(), func(b *testing.B) { consumerCPU(b, mode) })
+	}
+}
+
+func consumerCPU(b *testing.B, mode idem.Mode) {
 	cfg := cpuResources(b)
+	cfg.Mode = mode
 	calls := awstest.NewCalls()
 	h, err := consumerapp.New(cfg, consumerapp.Deps{
 		DynamoDB: awstest.DynamoDB(b, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) }),

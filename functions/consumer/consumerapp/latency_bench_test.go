@@ -38,7 +38,8 @@ import (
 //   - sequential: the 10-group batch with Concurrency 1, the baseline;
 //   - 1msg:       one message alone: the critical path of one record.
 //
-// The benchmark (ms/batch) runs with -bench; TestBatchLatencyTable prints the table
+// The benchmark runs every shape in both modes (mode=lease, mode=single-transaction),
+// each with an environment of its own. The benchmark (ms/batch) runs with -bench; TestBatchLatencyTable prints the table
 // when BATCH_LATENCY_TABLE=1 (BATCH_LATENCY_ITERS, default 10).
 //
 //	go test -run '^$' -bench BatchLatency -benchtime 20x ./functions/consumer/consumerapp/
@@ -166,10 +167,10 @@ func (e *latencyEnv) setLatency(tb testing.TB, d time.Duration) {
 
 // handler builds the consumer as main.go does, with its own receipts queue (so queues
 // do not grow across cases) and the given concurrency.
-func (e *latencyEnv) handler(tb testing.TB, concurrency int) consumerapp.Handler {
+func (e *latencyEnv) handler(tb testing.TB, concurrency int, mode idem.Mode) consumerapp.Handler {
 	tb.Helper()
 	cfg := e.cfg
-	cfg.Concurrency = concurrency
+	cfg.Concurrency, cfg.Mode = concurrency, mode
 	cfg.ReceiptsQueueURL = fifoQueue(tb, "rcpt")
 	h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: e.ddb, SQS: e.sqs, Logs: io.Discard, Metrics: io.Discard, Owner: "latency-bench"})
 	if err != nil {
@@ -253,6 +254,12 @@ var batchCases = []batchCase{
 }
 
 func BenchmarkBatchLatency(b *testing.B) {
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		b.Run("mode="+mode.String(), func(b *testing.B) { batchLatency(b, mode) })
+	}
+}
+
+func batchLatency(b *testing.B, mode idem.Mode) {
 	e := newLatencyEnv(b)
 	for _, lat := range []time.Duration{batchLatencyDelay, 0} {
 		b.Run("lat="+lat.String(), func(b *testing.B) {
@@ -265,7 +272,7 @@ func BenchmarkBatchLatency(b *testing.B) {
 			})
 			for _, c := range batchCases {
 				b.Run(c.name, func(b *testing.B) {
-					h := e.handler(b, c.concurrency)
+					h := e.handler(b, c.concurrency, mode)
 					timeBatch(b, h, e.event(c.groups, c.n)) // warm up: connections, first writes
 					evs := make([]events.SQSEvent, b.N)
 					for i := range evs {
@@ -305,7 +312,7 @@ func TestBatchLatencyTable(t *testing.T) {
 	e := newLatencyEnv(t)
 	handlers := make([]consumerapp.Handler, len(batchCases))
 	for i, c := range batchCases {
-		handlers[i] = e.handler(t, c.concurrency)
+		handlers[i] = e.handler(t, c.concurrency, idem.ModeLease)
 		timeBatch(t, handlers[i], e.event(c.groups, c.n)) // warm up
 	}
 	type result struct {
