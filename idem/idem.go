@@ -362,13 +362,13 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 		return nil, false, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
 	}
 	switch {
-	case old.Status == StatusCompleted && len(old.Outbox) > 0 && sentByThisBatch(ctx, old.LeaseToken):
-		// A duplicate in the batch that committed the key: the batch sends at its end.
+	case old.Status == StatusCompleted && len(old.Outbox) > 0 && (now.Before(old.LeaseUntil) || sentByThisBatch(ctx, old.LeaseToken)):
+		// The holder committed and is sending its messages (at the end of its batch, this
+		// one's included): a duplicate is answered and acknowledged without sending them
+		// twice. They stay covered: the holder's own message is acknowledged only once
+		// they are sent, and after the holder's lease any delivery, or the reaper, sends
+		// what is left.
 		return &Result{Response: old.Response, Replayed: true}, false, nil
-	case old.Status == StatusCompleted && len(old.Outbox) > 0 && now.Before(old.LeaseUntil):
-		// The holder committed and is sending its messages: let it, rather than send them
-		// twice. After its lease, any delivery (or the reaper) sends what is left.
-		return nil, false, fmt.Errorf("idem: acquire %s: %w (outbound messages of the commit are being sent by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
 	case old.Status == StatusCompleted && len(old.Outbox) > 0:
 		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox}}, false, nil
 	case old.Status == StatusCompleted:
