@@ -273,11 +273,14 @@ func deliver(ctx context.Context, api SQSBatchSender, store Store, clock func() 
 		})
 	}
 	wg.Wait()
+	sem := make(chan struct{}, maxMarks)
 	for i, p := range pendings {
 		if errs[i] != nil {
 			continue
 		}
+		sem <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-sem }()
 			if err := store.MarkSent(ctx, p.Key, p.Token, len(p.Messages), clock()); err != nil {
 				fail(i, err)
 			}
@@ -286,6 +289,10 @@ func deliver(ctx context.Context, api SQSBatchSender, store Store, clock func() 
 	wg.Wait()
 	return errs
 }
+
+// maxMarks bounds the MarkSent requests of one Deliver in flight at once (a batch has
+// 10 records; a reaper after an outage may have many more).
+const maxMarks = 16
 
 // splitBatches cuts a queue's entries into SendMessageBatch requests.
 func splitBatches(entries []sendEntry) [][]sendEntry {
