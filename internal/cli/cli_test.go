@@ -396,6 +396,28 @@ func TestInspect(t *testing.T) {
 		t.Errorf("inspect --json: %+v", v)
 	}
 
+	// A commit whose receipt could not be sent shows it pending, then sent.
+	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sender := range []idem.SQSBatchSender{refusingSender{}, awstest.SQS(t)} {
+		c, err := idem.New(idem.Config{Store: store, Scope: "payments", TTL: time.Hour, Sender: sender, Clock: func() time.Time { return time.Now().Add(time.Duration(i) * time.Hour) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Do(ctx, &idem.Request{Key: "payment:pay-i-2", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{{QueueURL: e["RECEIPTS_QUEUE_URL"], Body: "receipt", GroupID: "g"}}}, nil
+		})
+		if (i == 0) == (err == nil) {
+			t.Fatalf("delivery %d: %v", i, err)
+		}
+		want := map[int]string{0: "1 committed, not sent yet (to " + e["RECEIPTS_QUEUE_URL"], 1: "1 sent"}[i]
+		if r := idemctl(t, e, "inspect", "payment:pay-i-2"); !strings.Contains(r.stdout, want) {
+			t.Errorf("inspect after delivery %d does not say %q:\n%s", i, want, r.stdout)
+		}
+	}
+
 	r = idemctl(t, e, "inspect", "payment:never-sent")
 	if r.code != 1 || !strings.Contains(r.stderr, `no record for key "payment:never-sent" (scope payments)`) {
 		t.Errorf("missing key: exit %d: %s", r.code, r.stderr)
@@ -617,4 +639,11 @@ func TestUsage(t *testing.T) {
 			t.Errorf("idemctl %v: exit %d, want %d and %q in\n%s%s", tt.args, r.code, tt.code, tt.out, r.stdout, r.stderr)
 		}
 	}
+}
+
+// refusingSender refuses every SendMessageBatch, as SQS out of reach would.
+type refusingSender struct{}
+
+func (refusingSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return nil, errors.New("connection refused")
 }

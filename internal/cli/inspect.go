@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -130,6 +131,10 @@ type recordView struct {
 	Error         string     `json:"error,omitempty"`
 	Retryable     *bool      `json:"retryable,omitempty"`
 	ResponseBytes int        `json:"response_bytes"`
+	// OutboxPending lists the queues of outbound messages committed but not yet sent;
+	// OutboxSent counts those sent.
+	OutboxPending []string   `json:"outbox_pending,omitempty"`
+	OutboxSent    int        `json:"outbox_sent"`
 	PayloadHash   string     `json:"payload_hash,omitempty"`
 	CreatedAt     *time.Time `json:"created_at,omitempty"`
 	UpdatedAt     *time.Time `json:"updated_at,omitempty"`
@@ -156,6 +161,10 @@ func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView 
 	if rec.Status == idem.StatusFailed {
 		v.Retryable = &rec.Retryable
 	}
+	for _, m := range rec.Outbox {
+		v.OutboxPending = append(v.OutboxPending, m.QueueURL)
+	}
+	v.OutboxSent = rec.Sent
 	return v
 }
 
@@ -205,6 +214,11 @@ func (v *recordView) print(w io.Writer) {
 		row("retryable", "%s", retry)
 	}
 	row("response", "%d bytes", v.ResponseBytes)
+	if len(v.OutboxPending) > 0 {
+		row("outbound messages", "%d committed, not sent yet (to %s): the next delivery after the lease, or the reaper, sends them", len(v.OutboxPending), strings.Join(slices.Compact(slices.Sorted(slices.Values(v.OutboxPending))), ", "))
+	} else if v.OutboxSent > 0 {
+		row("outbound messages", "%d sent", v.OutboxSent)
+	}
 	row("payload hash", "%s", orDash(shortToken(v.PayloadHash)))
 	if v.CreatedAt != nil {
 		row("created at", "%s", stamp(*v.CreatedAt))
