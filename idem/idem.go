@@ -237,7 +237,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
 		return nil, &Result{Response: old.Response, Replayed: true}, nil
 	case old.Status == StatusInProgress && now.Before(old.LeaseUntil):
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w (lease held by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
+		return nil, nil, &LeaseHeldError{Key: redact(pk), Owner: old.Owner, Until: old.LeaseUntil}
 	case old.Status == StatusFailed && !old.Retryable:
 		return nil, nil, &StoredError{Key: pk, Message: old.Error}
 	case old.Status == StatusInProgress, old.Status == StatusFailed:

@@ -57,7 +57,7 @@ func Transform(ctx context.Context, path string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("samtemplate: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	script := filepath.Join(dir, "transform.py")
 	if err := os.WriteFile(script, transformScript, 0o600); err != nil {
 		return nil, fmt.Errorf("samtemplate: %w", err)

@@ -21,9 +21,11 @@ import (
 // Handler is the consumer's Lambda handler: a partial batch response for an SQS event.
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
-// SQSAPI is the part of the SQS client the consumer uses: receipts and dead letters.
+// SQSAPI is the part of the SQS client the consumer uses: receipts and dead letters,
+// and the visibility of a message that waits on a lease.
 type SQSAPI interface {
 	ledger.Sender
+	idem.VisibilityAPI
 }
 
 // Deps are the consumer's outside connections. Logs and Metrics default to os.Stdout,
@@ -76,6 +78,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	record, err := idem.NewSQSHandler(idem.SQSConfig{
 		Client: client, Handler: business, KeyField: cfg.KeyField, Logger: log, Metrics: metrics,
+		Visibility: &idem.Visibility{API: d.SQS, Clock: d.Clock, Logger: log},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
