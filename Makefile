@@ -8,7 +8,7 @@ LOCAL_AWS := localstack/with-local-aws.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability
+.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -66,6 +66,9 @@ bench: ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch laten
 	$(LOCAL_AWS) --free-port -- env IDEM_COLDSTART=1 $(GO) test -count=1 -v -run TestColdStart ./internal/coldstart/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ReaperSweep -benchtime 1x -timeout 30m ./idem/
 	$(MAKE) --no-print-directory build
+
+scale: ## the scale model of SCALING.md: ceilings and what to raise at 100 to 100 000 msg/s
+	@SCALE_TABLE=1 $(GO) test -count=1 -v -run TestScaleTable ./internal/scale/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'
 
 # make test runs the same scenarios at small sizes.
 reliability: ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes)
