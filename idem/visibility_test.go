@@ -28,6 +28,7 @@ type visQueue struct {
 	url, dlq string
 	arn      string
 	receives atomic.Int32
+	batches  sync.WaitGroup // the invocations poll started
 }
 
 func newVisQueue(t *testing.T, visibility, maxReceives int) *visQueue {
@@ -98,7 +99,7 @@ func (q *visQueue) poll(p *idem.BatchProcessor, timeout time.Duration) int {
 		}
 		ev.Records = append(ev.Records, rec)
 	}
-	go func() {
+	q.batches.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		resp, err := p.Process(ctx, ev)
@@ -115,7 +116,7 @@ func (q *visQueue) poll(p *idem.BatchProcessor, timeout time.Duration) int {
 				_, _ = q.api.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: aws.String(r.ReceiptHandle)})
 			}
 		}
-	}()
+	})
 	return len(out.Messages)
 }
 
@@ -153,13 +154,11 @@ func crashScenario(t *testing.T, visibility, maxReceives int, timeout, grace tim
 		t.Fatal(err)
 	}
 	hang := make(chan struct{})
-	var hung sync.WaitGroup
-	t.Cleanup(func() { close(hang); hung.Wait() })
+	// The hung invocation ends with the test, before the test's last word.
+	t.Cleanup(func() { close(hang); q.batches.Wait() })
 	var calls, done atomic.Int32
 	handler := idem.HandlerFunc(func(ctx context.Context, req *idem.Request) (idem.Result, error) {
 		if calls.Add(1) == 1 {
-			hung.Add(1)
-			defer hung.Done()
 			<-hang // the first invocation never finishes
 			return idem.Result{}, errors.New("crashed")
 		}
