@@ -153,7 +153,9 @@ func (m *Meter) get(ctx context.Context, table string, key map[string]types.Attr
 
 // charge adds the units of one request. A single write is charged whether or not its
 // condition held (DynamoDB charges a failed conditional write); a transaction that was
-// cancelled is not charged here (the cases metered here never cancel one).
+// cancelled is not charged here (the cases metered here never cancel one). Writes cost a
+// unit per KB, twice in a transaction; eventually consistent reads half a unit per 4 KB.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html
 func (m *Meter) charge(ctx context.Context, writes []write, before []map[string]types.AttributeValue, read *readReq, result any, err error) {
 	var u Units
 	var cancelled *types.TransactionCanceledException
@@ -218,6 +220,7 @@ func reported(result any) float64 {
 // index: an entry added or removed is one write, an entry whose key changed is two (a
 // delete and a put), an entry whose projected attributes changed is one. Index entries
 // here are under 1 KB.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.Writes
 func indexWrites(ix Index, before, after map[string]types.AttributeValue) float64 {
 	in := func(item map[string]types.AttributeValue) bool {
 		for _, k := range ix.Keys {
