@@ -204,13 +204,8 @@ func TestCrashWithLargestGraceIsApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q struct {
-		VisibilityTimeout float64 `json:"VisibilityTimeout"`
-		RedrivePolicy     struct {
-			MaxReceiveCount float64 `json:"maxReceiveCount"`
-		} `json:"RedrivePolicy"`
-	}
-	if err := tpl.Props("InputQueue", &q); err != nil {
+	q, err := tpl.Queue("InputQueue")
+	if err != nil {
 		t.Fatal(err)
 	}
 	// 180 s of visibility become 6 s (moto counts whole seconds).

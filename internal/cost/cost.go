@@ -275,23 +275,11 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range x.Value {
-			n += len(s)
-		}
-		return n
+		return sum(x.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range x.Value {
-			n += numberSize(s)
-		}
-		return n
+		return sum(x.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range x.Value {
-			n += len(b)
-		}
-		return n
+		return sum(x.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range x.Value {
@@ -306,6 +294,15 @@ func valueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// sum is the total of size over a set's elements.
+func sum[T any](set []T, size func(T) int) int {
+	n := 0
+	for _, e := range set {
+		n += size(e)
+	}
+	return n
 }
 
 // numberSize: 1 byte per two significant digits, plus 1.

@@ -191,6 +191,33 @@ func (t *Template) Statements(role string) ([]Statement, error) {
 	return out, nil
 }
 
+// FunctionAllowed is Allowed for the role of the function fn.
+func (t *Template) FunctionAllowed(fn string) (map[string][]string, error) {
+	role, err := t.FunctionRole(fn)
+	if err != nil {
+		return nil, err
+	}
+	return t.Allowed(role)
+}
+
+// Queue is what the tests read of an AWS::SQS::Queue.
+type Queue struct {
+	FifoQueue           bool    `json:"FifoQueue"`
+	FifoThroughputLimit string  `json:"FifoThroughputLimit"`
+	DeduplicationScope  string  `json:"DeduplicationScope"`
+	VisibilityTimeout   float64 `json:"VisibilityTimeout"`
+	RedrivePolicy       struct {
+		MaxReceiveCount float64 `json:"maxReceiveCount"`
+	} `json:"RedrivePolicy"`
+}
+
+// Queue returns the properties of the queue id.
+func (t *Template) Queue(id string) (Queue, error) {
+	var q Queue
+	err := t.Props(id, &q)
+	return q, err
+}
+
 // Allowed returns, for role, each resource (as Statement names it) with the actions
 // its Allow statements grant on it.
 func (t *Template) Allowed(role string) (map[string][]string, error) {

@@ -166,12 +166,7 @@ func TestFunctionsCanLog(t *testing.T) {
 // shard of the inflight index, an UpdateItem per expired lease, and (the outbox) the
 // outbound messages that a crashed consumer committed but did not send.
 func TestReaperGrants(t *testing.T) {
-	tpl := load(t)
-	role, err := tpl.FunctionRole("ReaperFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	allowed, err := tpl.Allowed(role)
+	allowed, err := load(t).FunctionAllowed("ReaperFunction")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,12 +212,8 @@ func TestFIFOQueuesHighThroughput(t *testing.T) {
 	tpl := load(t)
 	fifo := 0
 	for _, id := range tpl.OfType("AWS::SQS::Queue") {
-		var p struct {
-			FifoQueue           bool   `json:"FifoQueue"`
-			FifoThroughputLimit string `json:"FifoThroughputLimit"`
-			DeduplicationScope  string `json:"DeduplicationScope"`
-		}
-		if err := tpl.Props(id, &p); err != nil {
+		p, err := tpl.Queue(id)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if !p.FifoQueue {
@@ -250,13 +241,8 @@ func TestLeaseEndsBeforeRedelivery(t *testing.T) {
 	if timeout.MaxValue == nil || grace.MaxValue == nil {
 		t.Fatal("FunctionTimeout and LeaseGraceSeconds must have a MaxValue")
 	}
-	var q struct {
-		VisibilityTimeout float64 `json:"VisibilityTimeout"`
-		RedrivePolicy     struct {
-			MaxReceiveCount float64 `json:"maxReceiveCount"`
-		} `json:"RedrivePolicy"`
-	}
-	if err := tpl.Props("InputQueue", &q); err != nil {
+	q, err := tpl.Queue("InputQueue")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if *timeout.MaxValue+*grace.MaxValue >= q.VisibilityTimeout {
