@@ -24,6 +24,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cost"
+	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
 // Prices (us-east-1, on-demand, first tier) used by the cost table; BENCHMARKS.md gives
@@ -49,7 +50,8 @@ type costRow struct {
 	ms           float64 // function time per message, measured against moto
 }
 
-func (r costRow) dollarsPerMillion() float64 {
+// dollarsPerMillion prices the row with the function's memory in GB.
+func (r costRow) dollarsPerMillion(memoryGB float64) float64 {
 	perMsg := (r.units.Write+r.units.IndexWrite)*priceWRU + r.units.Read*priceRRU +
 		(r.sqs+pollerPerMsg)*priceSQS + r.ms/1000*memoryGB*priceGBSecond + invokesPerMsg*priceInvoke
 	return perMsg * 1e6
@@ -159,12 +161,21 @@ func (p *powertools) handle(ctx context.Context, msg events.SQSMessage) error {
 
 // TestCostPerMillion meters the four cases (first delivery, duplicate, warm duplicate,
 // takeover after a crash) of this consumer and of the Powertools-style baseline, and
-// prints the cost table of BENCHMARKS.md with COST_TABLE=1 (make cost). Units come from
+// prints the cost table of BENCHMARKS.md with COST_TABLE=1 (make cost), at the MemorySize the transformed template gives the consumer. Units come from
 // the requests by DynamoDB's rules (package cost); SQS requests are counted by a
 // middleware; function time is measured in a second pass without the meter's reads.
 func TestCostPerMillion(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
+	tpl, err := samtemplate.Transform(ctx, "../../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fn struct{ MemorySize float64 }
+	if err := tpl.Props("ConsumerFunction", &fn); err != nil || fn.MemorySize == 0 {
+		t.Fatalf("ConsumerFunction MemorySize %v: %v", fn.MemorySize, err)
+	}
+	memoryGB := fn.MemorySize / 1024
 	ptTable := awstest.Name(t, "pt")
 	if _, err := f.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName: aws.String(ptTable), BillingMode: types.BillingModePayPerRequest,
@@ -299,7 +310,7 @@ func TestCostPerMillion(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("| design | case | table WRU | index WRU | RRU | moto reported | SQS requests (function + poller) | function ms | $ per million |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f + %.2f | %.1f | %.2f |\n", r.design, r.name, r.units.Write, r.units.IndexWrite, r.units.Read, r.units.Reported, r.sqs, pollerPerMsg, r.ms, r.dollarsPerMillion())
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f + %.2f | %.1f | %.2f |\n", r.design, r.name, r.units.Write, r.units.IndexWrite, r.units.Read, r.units.Reported, r.sqs, pollerPerMsg, r.ms, r.dollarsPerMillion(memoryGB))
 		if w := want[r.design+"/"+r.name]; r.units.Write != w[0] || r.units.IndexWrite != w[1] {
 			t.Errorf("%s %s: %.2f table and %.2f index write units per message, want %v and %v", r.design, r.name, r.units.Write, r.units.IndexWrite, w[0], w[1])
 		}
