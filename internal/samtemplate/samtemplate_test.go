@@ -163,8 +163,9 @@ func TestFunctionsCanLog(t *testing.T) {
 }
 
 // TestReaperGrants checks the reaper's role against the calls it makes: a Query on each
-// shard of the inflight index, an UpdateItem per expired lease, and (the outbox) the
-// outbound messages that a crashed consumer committed but did not send.
+// shard of the inflight index, an UpdateItem per expired lease, and (the outbox) a
+// GetItem and the outbound messages that a crashed consumer committed but did not send.
+// reaperapp's TestTemplateGrantsEveryCall checks the calls the reaper makes today.
 func TestReaperGrants(t *testing.T) {
 	allowed, err := load(t).FunctionAllowed("ReaperFunction")
 	if err != nil {
@@ -172,7 +173,7 @@ func TestReaperGrants(t *testing.T) {
 	}
 	want := map[string][]string{
 		"IdempotencyTable/index/inflight": {"dynamodb:Query"},
-		"IdempotencyTable":                {"dynamodb:UpdateItem"},
+		"IdempotencyTable":                {"dynamodb:UpdateItem", "dynamodb:GetItem"},
 		"ReceiptsQueue":                   {"sqs:SendMessage"},
 	}
 	for res, actions := range want {
