@@ -12,6 +12,12 @@ import (
 
 // Config is the consumer's configuration, read from the environment by FromEnv.
 type Config struct {
+	// FUNCTION_TIMEOUT and VISIBILITY_TIMEOUT (optional; the template sets both): the
+	// function's timeout and its queue's visibility timeout. New refuses a configuration
+	// in which timeout + LeaseGrace reaches the visibility timeout (checkLease).
+	FunctionTimeout   time.Duration
+	VisibilityTimeout time.Duration
+
 	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
 	LedgerTable      string        // LEDGER_TABLE (required)
 	DLQURL           string        // DLQ_URL (required): permanent failures go here
@@ -25,10 +31,6 @@ type Config struct {
 	CacheSize        int           // CACHE_SIZE (default 10000): warm-container cache of completed keys
 	KeyField         string        // KEY_FIELD (default "payment_id"): JSON fallback for the key
 	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
-	// FUNCTION_TIMEOUT and VISIBILITY_TIMEOUT (optional; the template sets both): the
-	// function's timeout and its queue's visibility timeout, checked by checkLease.
-	FunctionTimeout   time.Duration
-	VisibilityTimeout time.Duration
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
@@ -36,26 +38,24 @@ type Config struct {
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	e := envconf.New(lookup)
 	cfg := Config{
-		IdempotencyTable:  e.Required("IDEMPOTENCY_TABLE"),
-		LedgerTable:       e.Required("LEDGER_TABLE"),
-		DLQURL:            e.Required("DLQ_URL"),
-		ReceiptsQueueURL:  e.Required("RECEIPTS_QUEUE_URL"),
-		Scope:             e.String("IDEMPOTENCY_SCOPE", "payments"),
-		TTL:               e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
-		LeaseGrace:        e.Duration("LEASE_GRACE", 30*time.Second),
-		Shards:            e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
-		Concurrency:       e.Int("MAX_CONCURRENCY", 10, 1, 1000),
-		DeadlineMargin:    e.Duration("DEADLINE_MARGIN", 2*time.Second),
-		CacheSize:         e.Int("CACHE_SIZE", 10000, 0, 10_000_000),
-		KeyField:          e.String("KEY_FIELD", "payment_id"),
-		MetricsNamespace:  e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 		FunctionTimeout:   e.Duration("FUNCTION_TIMEOUT", 0),
 		VisibilityTimeout: e.Duration("VISIBILITY_TIMEOUT", 0),
+
+		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		LedgerTable:      e.Required("LEDGER_TABLE"),
+		DLQURL:           e.Required("DLQ_URL"),
+		ReceiptsQueueURL: e.Required("RECEIPTS_QUEUE_URL"),
+		Scope:            e.String("IDEMPOTENCY_SCOPE", "payments"),
+		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
+		LeaseGrace:       e.Duration("LEASE_GRACE", 30*time.Second),
+		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
+		Concurrency:      e.Int("MAX_CONCURRENCY", 10, 1, 1000),
+		DeadlineMargin:   e.Duration("DEADLINE_MARGIN", 2*time.Second),
+		CacheSize:        e.Int("CACHE_SIZE", 10000, 0, 10_000_000),
+		KeyField:         e.String("KEY_FIELD", "payment_id"),
+		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
 	if err := e.Err(); err != nil {
-		return Config{}, fmt.Errorf("consumer configuration: %w", err)
-	}
-	if err := checkLease(cfg); err != nil {
 		return Config{}, fmt.Errorf("consumer configuration: %w", err)
 	}
 	return cfg, nil

@@ -1,16 +1,19 @@
 package consumerapp_test
 
 import (
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
-// TestFromEnvLeaseFitsVisibility: the consumer refuses to start when a crashed
+// TestLeaseFitsVisibility: the consumer refuses to start (New, at init) when a crashed
 // invocation's lease (timeout + grace) would outlive its message's visibility timeout.
-func TestFromEnvLeaseFitsVisibility(t *testing.T) {
-	base := map[string]string{"IDEMPOTENCY_TABLE": "i", "LEDGER_TABLE": "l", "DLQ_URL": "d", "RECEIPTS_QUEUE_URL": "r"}
+func TestLeaseFitsVisibility(t *testing.T) {
+	base := map[string]string{"IDEMPOTENCY_TABLE": "i", "LEDGER_TABLE": "l",
+		"DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/d.fifo", "RECEIPTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/r.fifo"}
 	for _, tc := range []struct {
 		timeout, grace, visibility string
 		ok                         bool
@@ -28,7 +31,11 @@ func TestFromEnvLeaseFitsVisibility(t *testing.T) {
 		for k, v := range base {
 			env[k] = v
 		}
-		_, err := consumerapp.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		cfg, err := consumerapp.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = consumerapp.New(cfg, consumerapp.Deps{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t), Logs: io.Discard, Metrics: io.Discard})
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("timeout %s grace %s visibility %s: %v", tc.timeout, tc.grace, tc.visibility, err)
