@@ -21,11 +21,9 @@ import (
 // Handler is the consumer's Lambda handler: a partial batch response for an SQS event.
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
-// SQSAPI is the part of the SQS client the consumer uses: receipts and dead letters,
-// and the visibility of a message that waits on a lease.
+// SQSAPI is the part of the SQS client the consumer uses: receipts and dead letters.
 type SQSAPI interface {
 	ledger.Sender
-	idem.VisibilityAPI
 }
 
 // Deps are the consumer's outside connections. Logs and Metrics default to os.Stdout,
@@ -79,9 +77,15 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
+	// A client that can also change a message's visibility (*sqs.Client can) hides a
+	// message that waits on a lease until the lease ends (idem.Visibility).
+	var vis *idem.Visibility
+	if api, ok := d.SQS.(idem.VisibilityAPI); ok {
+		vis = &idem.Visibility{API: api, Clock: d.Clock, Logger: log}
+	}
 	record, err := idem.NewSQSHandler(idem.SQSConfig{
 		Client: client, Handler: business, KeyField: cfg.KeyField, Logger: log, Metrics: metrics,
-		Visibility: &idem.Visibility{API: d.SQS, Clock: d.Clock, Logger: log},
+		Visibility: vis,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
