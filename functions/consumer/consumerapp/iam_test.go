@@ -24,7 +24,7 @@ import (
 // transaction is authorised item by item, by the action of each item.
 type recorder struct {
 	idem.DynamoDBAPI
-	sqs   consumerapp.SQSAPI
+	sqs   *sqs.Client
 	mu    sync.Mutex
 	calls map[string]bool // "dynamodb:PutItem table" / "sqs:SendMessage url"
 }
