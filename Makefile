@@ -8,7 +8,7 @@ LOCAL_AWS := localstack/with-local-aws.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability
+.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -58,14 +58,21 @@ clean: ## remove build output
 demo: ## the main job, locally: LocalStack if Docker answers, else moto on 127.0.0.1:4566; up, traffic, crash, consumers, reaper, ledger check
 	$(LOCAL_AWS) -- $(GO) run ./cmd/idemctl demo $(DEMO_FLAGS)
 
-bench: ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, reaper vs a scan (100k records), bootstrap sizes
+bench: ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, reaper vs a scan (100k records), cost per million messages, bootstrap sizes
 	$(GO) test -run '^$$' -bench 'FirstDelivery|Duplicate|BatchFIFO' -benchmem -count 5 ./idem/
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 -v -run 'TestRoundTrips|TestSQSCallsPerBatch' ./idem/ ./internal/runner/
 	$(LOCAL_AWS) --free-port -- env BATCH_LATENCY_TABLE=1 $(GO) test -count=1 -v -run TestBatchLatencyTable ./functions/consumer/consumerapp/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ConsumerCPU -benchtime 30x -count 3 ./functions/consumer/consumerapp/
 	$(LOCAL_AWS) --free-port -- env IDEM_COLDSTART=1 $(GO) test -count=1 -v -run TestColdStart ./internal/coldstart/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ReaperSweep -benchtime 1x -timeout 30m ./idem/
+	$(MAKE) --no-print-directory cost
 	$(MAKE) --no-print-directory build
+
+cost: ## cost per million messages, this consumer against a Powertools-style baseline (BENCHMARKS.md)
+	@$(LOCAL_AWS) --free-port -- env COST_TABLE=1 $(GO) test -count=1 -v -run TestCostPerMillion ./functions/consumer/consumerapp/ | grep '^|'
+
+scale: ## the scale model of SCALING.md: ceilings and what to raise at 100 to 100 000 msg/s
+	@SCALE_TABLE=1 $(GO) test -count=1 -v -run TestScaleTable ./internal/scale/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'
 
 # make test runs the same scenarios at small sizes.
 reliability: ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes)

@@ -118,7 +118,8 @@ func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Con
 
 // Extend moves the lease end to now+d (capped by Config.MaxLease), for a handler that
 // needs longer than its invocation deadline allowed for. ErrLeaseLost means the lease
-// is gone: stop and return.
+// is gone: stop and return. Under NewSQSHandler with SQSConfig.Visibility, the message's
+// visibility moves to the new lease end too.
 func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
 	if a == nil {
 		return ErrNoLease
@@ -140,6 +141,7 @@ func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
 	a.mu.Lock()
 	a.lease.Until = until
 	a.mu.Unlock()
+	extended(ctx, until) // the message waits as long (SQSConfig.Visibility)
 	return nil
 }
 

@@ -375,7 +375,7 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
 		return &Result{Response: old.Response, Replayed: true}, false, nil
 	case old.Status == StatusInProgress && now.Before(old.LeaseUntil):
-		return nil, false, fmt.Errorf("idem: acquire %s: %w (lease held by %q until %s)", redact(pk), ErrInProgress, old.Owner, old.LeaseUntil.Format(time.RFC3339Nano))
+		return nil, false, &LeaseHeldError{Key: redact(pk), Owner: old.Owner, Until: old.LeaseUntil}
 	case old.Status == StatusFailed && !old.Retryable:
 		return nil, false, &StoredError{Key: pk, Message: old.Error}
 	case old.Status == StatusInProgress, old.Status == StatusFailed:

@@ -24,6 +24,10 @@ type SQSConfig struct {
 	// Metrics counts acquisitions, duplicates, in-progress and lost leases, and observes
 	// the handler duration (optional). Failures are counted by BatchProcessor.
 	Metrics *Metrics
+	// Visibility, when set, hides a message that finds its key held by a live lease
+	// until that lease ends, and a message whose handler extends its lease until the new
+	// end, so that waiting on a lease never costs a receive (optional; see Visibility).
+	Visibility *Visibility
 }
 
 // NewSQSHandler returns a RecordFunc for BatchProcessor that runs cfg.Handler through
@@ -42,7 +46,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := cfg.Client.Middleware(cfg.Handler)
-	field, metrics := cfg.KeyField, cfg.Metrics
+	field, metrics, vis := cfg.KeyField, cfg.Metrics, cfg.Visibility
 	return func(ctx context.Context, msg events.SQSMessage) error {
 		attrs := make([]slog.Attr, 0, 8)
 		attrs = append(attrs, slog.String("message_id", msg.MessageId))
@@ -58,7 +62,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		attrs = append(attrs, slog.String("key_hash", HashKey(key)))
 
 		start := time.Now()
-		res, err := h.Handle(ctx, &Request{Key: key, Payload: []byte(msg.Body)})
+		res, err := h.Handle(vis.withDelivery(ctx, msg), &Request{Key: key, Payload: []byte(msg.Body)})
 		d := time.Since(start)
 		ms := float64(d.Microseconds()) / 1000
 		metrics.Observe(MetricHandlerDuration, ms)
@@ -80,6 +84,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		case errors.Is(err, ErrInProgress):
 			outcome = "in_progress"
 			metrics.Add(MetricInProgress, 1)
+			vis.inProgress(ctx, msg, err)
 		case errors.Is(err, ErrLeaseLost):
 			outcome, level = "lease_lost", slog.LevelError
 			metrics.Add(MetricLeaseLost, 1)

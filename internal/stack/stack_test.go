@@ -102,6 +102,7 @@ func TestUpOurTemplate(t *testing.T) {
 		"IdempotencyTable": "created", "LedgerTable": "created",
 		"ConsumerFunction": "skipped", "ReaperFunction": "skipped", "ConsumerLogGroup": "skipped",
 		"ReaperLogGroup": "skipped", "DeadLetterQueueDepthAlarm": "skipped", "StaleLocksReapedAlarm": "skipped",
+		"ConsumerRole": "skipped", "ReaperRole": "skipped",
 	}
 	if got := progressStatus(progress); !reflect.DeepEqual(got, wantStatus) {
 		t.Errorf("first run progress:\n%s\nstatuses %v, want %v", progress, got, wantStatus)
@@ -121,6 +122,8 @@ func TestUpOurTemplate(t *testing.T) {
 		{"LEASE_GRACE", "30s"},
 		{"INFLIGHT_SHARDS", "4"},
 		{"METRICS_NAMESPACE", "IdempotentConsumer"},
+		{"FUNCTION_TIMEOUT", "30s"},
+		{"VISIBILITY_TIMEOUT", "180s"},
 		{"QUEUE_URL", input.URL},
 	}
 	if !reflect.DeepEqual(env.Vars, want) {
@@ -572,7 +575,7 @@ func TestSetParameters(t *testing.T) {
 		{map[string]string{"RetentionHours": "24", "ScopeName": "orders"}, ""},
 		{map[string]string{"Nope": "1"}, "no parameter Nope"},
 		{map[string]string{"RetentionHours": "0"}, "below MinValue"},
-		{map[string]string{"InflightShards": "65"}, "above MaxValue"},
+		{map[string]string{"InflightShards": "257"}, "above MaxValue"},
 		{map[string]string{"RetentionHours": "many"}, "not a number"},
 		{map[string]string{"ScopeName": "has space"}, "does not match AllowedPattern"},
 	}

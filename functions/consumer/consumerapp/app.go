@@ -44,6 +44,9 @@ type Deps struct {
 // New builds the handler. Build it once per process, outside the handler, so the
 // completed-key cache survives between invocations of a warm container.
 func New(cfg Config, d Deps) (Handler, error) {
+	if err := checkLease(cfg); err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
 	if d.DynamoDB == nil || d.SQS == nil {
 		return nil, errors.New("consumer: DynamoDB and SQS clients are required")
 	}
@@ -77,8 +80,15 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
+	// A client that can also change a message's visibility (*sqs.Client can) hides a
+	// message that waits on a lease until the lease ends (idem.Visibility).
+	var vis *idem.Visibility
+	if api, ok := d.SQS.(idem.VisibilityAPI); ok {
+		vis = &idem.Visibility{API: api, Clock: d.Clock, Logger: log}
+	}
 	record, err := idem.NewSQSHandler(idem.SQSConfig{
 		Client: client, Handler: business, KeyField: cfg.KeyField, Logger: log, Metrics: metrics,
+		Visibility: vis,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)

@@ -13,6 +13,12 @@ import (
 
 // Config is the consumer's configuration, read from the environment by FromEnv.
 type Config struct {
+	// FUNCTION_TIMEOUT and VISIBILITY_TIMEOUT (optional; the template sets both): the
+	// function's timeout and its queue's visibility timeout. New refuses a configuration
+	// in which timeout + LeaseGrace reaches the visibility timeout (checkLease).
+	FunctionTimeout   time.Duration
+	VisibilityTimeout time.Duration
+
 	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
 	LedgerTable      string        // LEDGER_TABLE (required)
 	DLQURL           string        // DLQ_URL (required): permanent failures go here
@@ -34,6 +40,9 @@ type Config struct {
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	e := envconf.New(lookup)
 	cfg := Config{
+		FunctionTimeout:   e.Duration("FUNCTION_TIMEOUT", 0),
+		VisibilityTimeout: e.Duration("VISIBILITY_TIMEOUT", 0),
+
 		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
 		LedgerTable:      e.Required("LEDGER_TABLE"),
 		DLQURL:           e.Required("DLQ_URL"),

@@ -2,28 +2,29 @@ package consumerapp_test
 
 import (
 	"context"
-	"os"
+	"encoding/json"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"gopkg.in/yaml.v3"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
 // recorder notes the IAM action and the resource of every call the consumer makes; a
 // transaction is authorised item by item, by the action of each item.
 type recorder struct {
 	idem.DynamoDBAPI
-	sqs   consumerapp.SQSAPI
+	sqs   *sqs.Client
 	mu    sync.Mutex
 	calls map[string]bool // "dynamodb:PutItem table" / "sqs:SendMessage url"
 }
@@ -82,55 +83,26 @@ func (r *recorder) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatc
 	return r.sqs.SendMessageBatch(ctx, in, o...)
 }
 
-// grants reads the ConsumerFunction's inline policies in template.yaml: logical id of the
-// resource (a `!GetAtt X.Arn`) → the actions allowed on it.
+func (r *recorder) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	r.note("sqs:ChangeMessageVisibility", aws.ToString(in.QueueUrl))
+	return r.sqs.ChangeMessageVisibility(ctx, in, o...)
+}
+
+// grants reads what the ConsumerFunction's role allows in template.yaml as deployed,
+// after the SAM transform (which can add policies the YAML does not show): logical id
+// of the resource → the actions allowed on it.
 func grants(t *testing.T) map[string][]string {
 	t.Helper()
-	raw, err := os.ReadFile("../../../template.yaml")
+	tpl, err := samtemplate.Transform(context.Background(), "../../../template.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Resources map[string]struct {
-			Properties struct {
-				Policies []struct {
-					Statement []struct {
-						Effect   string    `yaml:"Effect"`
-						Action   yaml.Node `yaml:"Action"`
-						Resource yaml.Node `yaml:"Resource"`
-					} `yaml:"Statement"`
-				} `yaml:"Policies"`
-			} `yaml:"Properties"`
-		} `yaml:"Resources"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		t.Fatalf("template.yaml: %v", err)
-	}
-	list := func(n yaml.Node) []*yaml.Node {
-		if n.Kind == yaml.SequenceNode {
-			return n.Content
-		}
-		return []*yaml.Node{&n}
-	}
-	out := map[string][]string{}
-	for _, p := range doc.Resources["ConsumerFunction"].Properties.Policies {
-		for _, st := range p.Statement {
-			if st.Effect != "Allow" {
-				continue
-			}
-			for _, res := range list(st.Resource) {
-				if res.Tag != "!GetAtt" || !strings.HasSuffix(res.Value, ".Arn") {
-					continue
-				}
-				id := strings.TrimSuffix(res.Value, ".Arn")
-				for _, a := range list(st.Action) {
-					out[id] = append(out[id], a.Value)
-				}
-			}
-		}
+	out, err := tpl.FunctionAllowed("ConsumerFunction")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(out) == 0 {
-		t.Fatal("template.yaml: no policy statement found for ConsumerFunction")
+		t.Fatal("template.yaml: the role of ConsumerFunction allows nothing")
 	}
 	return out
 }
@@ -138,7 +110,7 @@ func grants(t *testing.T) map[string][]string {
 // TestTemplateGrantsEveryCall runs the consumer over the sample events (first
 // deliveries, duplicates, a bad message for the DLQ), records every AWS action it takes
 // and on what, and checks that the ConsumerFunction's policies in template.yaml allow
-// each one. moto does not enforce IAM, so without this test a missing action would only
+// each one, in the template as the SAM transform outputs it. moto does not enforce IAM, so without this test a missing action would only
 // show once deployed, as AccessDenied on every message.
 func TestTemplateGrantsEveryCall(t *testing.T) {
 	f := newFixture(t)
@@ -153,9 +125,30 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 			invoke(t, lambda.NewHandler(h), context.Background(), raw)
 		}
 	}
+	// A delivery that finds its key held by a live lease hides its message until the
+	// lease ends (ChangeMessageVisibility on the queue of its eventSourceARN).
+	held := heldEvent(t)
+	holder, err := idem.New(idem.Config{Store: mustStore(t, f), Scope: f.cfg.Scope, Owner: "holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Do(context.Background(), &idem.Request{Key: "iam-held-key", Payload: []byte(held.Records[0].Body)},
+		func(ctx context.Context, _ *idem.Request) (idem.Result, error) {
+			raw, _ := json.Marshal(held)
+			if failed := invoke(t, lambda.NewHandler(h), context.Background(), raw); len(failed) != 1 {
+				t.Errorf("a delivery of a held key: failures %v, want its message id", failed)
+			}
+			return idem.Result{Response: []byte("{}")}, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	inputURL, err := idem.QueueURLFromARN(held.Records[0].EventSourceARN)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logical := map[string]string{
 		f.cfg.IdempotencyTable: "IdempotencyTable", f.cfg.LedgerTable: "LedgerTable",
-		f.cfg.DLQURL: "DeadLetterQueue", f.cfg.ReceiptsQueueURL: "ReceiptsQueue",
+		f.cfg.DLQURL: "DeadLetterQueue", f.cfg.ReceiptsQueueURL: "ReceiptsQueue", inputURL: "InputQueue",
 	}
 	allowed := grants(t)
 	var used []string
@@ -175,4 +168,30 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 		}
 	}
 	t.Logf("%d action/resource pairs used: %v", len(used), used)
+}
+
+// heldEvent is one FIFO record keyed "iam-held-key", from the input queue of the sample
+// events.
+func heldEvent(t *testing.T) events.SQSEvent {
+	t.Helper()
+	raw, _ := readEvent(t, "sqs-fifo-batch.json")
+	var ev events.SQSEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	rec := ev.Records[0]
+	rec.MessageId = "iam-held-message"
+	rec.MessageAttributes = map[string]events.SQSMessageAttribute{
+		idem.KeyAttribute: {DataType: "String", StringValue: aws.String("iam-held-key")},
+	}
+	return events.SQSEvent{Records: []events.SQSMessage{rec}}
+}
+
+func mustStore(t *testing.T, f *fixture) idem.Store {
+	t.Helper()
+	s, err := idem.NewDynamoStore(f.ddb, f.cfg.IdempotencyTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

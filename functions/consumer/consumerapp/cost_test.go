@@ -1,0 +1,322 @@
+package consumerapp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/cost"
+	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
+)
+
+// Prices (us-east-1, on-demand, first tier) used by the cost table; BENCHMARKS.md gives
+// their sources and date.
+const (
+	priceWRU       = 0.625 / 1e6  // DynamoDB, per write request unit
+	priceRRU       = 0.125 / 1e6  // DynamoDB, per read request unit
+	priceSQS       = 0.50 / 1e6   // SQS FIFO, per request (64 KB chunk)
+	priceGBSecond  = 0.0000133334 // Lambda arm64, per GB-second
+	priceInvoke    = 0.20 / 1e6   // Lambda, per request
+	memoryGB       = 256.0 / 1024 // the template's MemorySize
+	costMessages   = 20           // messages per case
+	pollerPerMsg   = 2.0 / 10     // the event source mapping: a ReceiveMessage and a DeleteMessageBatch per batch of 10
+	invokesPerMsg  = 1.0 / 10     // one invocation per batch of 10
+	recordsPerCall = 10           // BatchSize
+)
+
+// costRow is one case of one design, per message.
+type costRow struct {
+	design, name string
+	units        cost.Units
+	sqs          float64 // requests the function sent, per message
+	ms           float64 // function time per message, measured against moto
+}
+
+// dollarsPerMillion prices the row with the function's memory in GB.
+func (r costRow) dollarsPerMillion(memoryGB float64) float64 {
+	perMsg := (r.units.Write+r.units.IndexWrite)*priceWRU + r.units.Read*priceRRU +
+		(r.sqs+pollerPerMsg)*priceSQS + r.ms/1000*memoryGB*priceGBSecond + invokesPerMsg*priceInvoke
+	return perMsg * 1e6
+}
+
+// costPayments returns n payment messages with fresh keys, one account per two payments.
+func costPayments(prefix string, n int) []events.SQSMessage {
+	msgs := make([]events.SQSMessage, n)
+	for i := range msgs {
+		p := ledger.Payment{PaymentID: fmt.Sprintf("%s-%03d", prefix, i), AccountID: fmt.Sprintf("%s-acct-%02d", prefix, i/2), AmountCents: int64(100 + i), Currency: "EUR"}
+		body, _ := json.Marshal(p)
+		msgs[i] = events.SQSMessage{
+			MessageId: fmt.Sprintf("%s-m%03d", prefix, i), ReceiptHandle: "rh", Body: string(body),
+			Attributes:        map[string]string{"MessageGroupId": p.AccountID},
+			MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(ledger.Key(p))}},
+			EventSource:       "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:cost.fifo",
+		}
+	}
+	return msgs
+}
+
+// deliver runs msgs through h in batches of 10; every record must succeed.
+func deliver(t *testing.T, h lambda.Handler, msgs []events.SQSMessage) {
+	t.Helper()
+	for i := 0; i < len(msgs); i += recordsPerCall {
+		if failed := invoke(t, h, context.Background(), encode(t, msgs[i:min(i+recordsPerCall, len(msgs))])); len(failed) > 0 {
+			t.Fatalf("failures %v", failed)
+		}
+	}
+}
+
+// powertools is the non-atomic design of AWS Lambda Powertools' idempotency utility,
+// reduced to its requests: a conditional PutItem takes the record (or returns the stored
+// one), the business writes go as separate requests, then an UpdateItem completes the
+// record. A crash between the business write and the completion applies the payment
+// twice on redelivery: that is the guarantee this project's transaction buys.
+type powertools struct {
+	ddb    idem.DynamoDBAPI
+	sqs    *sqs.Client
+	table  string
+	ledger string
+	rcpts  string
+	cache  map[string]bool
+}
+
+func (p *powertools) handle(ctx context.Context, msg events.SQSMessage) error {
+	key := *msg.MessageAttributes[idem.KeyAttribute].StringValue
+	if p.cache[key] {
+		return nil
+	}
+	now := time.Now()
+	_, err := p.ddb.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(p.table),
+		Item: map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: key}, "status": &types.AttributeValueMemberS{Value: "INPROGRESS"},
+			"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+			"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(30*time.Second).UnixMilli(), 10)},
+			"validation":             &types.AttributeValueMemberS{Value: strings.Repeat("h", 64)},
+		},
+		ConditionExpression:      aws.String("attribute_not_exists(id) OR expiration < :now OR (#s = :inprogress AND in_progress_expiration < :nowms)"),
+		ExpressionAttributeNames: map[string]string{"#s": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}, ":nowms": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
+			":inprogress": &types.AttributeValueMemberS{Value: "INPROGRESS"},
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		p.cache[key] = true // COMPLETED in these cases: the stored response is returned
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var pay ledger.Payment
+	if err := json.Unmarshal([]byte(msg.Body), &pay); err != nil {
+		return err
+	}
+	if _, err := p.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(p.ledger), Key: map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: pay.AccountID}},
+		UpdateExpression:          aws.String("ADD balance_cents :a, payment_count :one SET last_payment_id = :p, currency = :c"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": &types.AttributeValueMemberN{Value: strconv.FormatInt(pay.AmountCents, 10)}, ":one": &types.AttributeValueMemberN{Value: "1"}, ":p": &types.AttributeValueMemberS{Value: pay.PaymentID}, ":c": &types.AttributeValueMemberS{Value: pay.Currency}},
+	}); err != nil {
+		return err
+	}
+	if _, err := p.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(p.ledger), Item: map[string]types.AttributeValue{
+		"account_id": &types.AttributeValueMemberS{Value: ledger.EntryPrefix + pay.PaymentID}, "entry_account": &types.AttributeValueMemberS{Value: pay.AccountID},
+		"amount_cents": &types.AttributeValueMemberN{Value: strconv.FormatInt(pay.AmountCents, 10)},
+	}}); err != nil {
+		return err
+	}
+	if _, err := p.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.rcpts), MessageBody: aws.String(msg.Body), MessageGroupId: aws.String(pay.AccountID), MessageDeduplicationId: aws.String(idem.DeduplicationID(key))}); err != nil {
+		return err
+	}
+	_, err = p.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(p.table), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: key}},
+		UpdateExpression:          aws.String("SET #s = :done, #d = :data"),
+		ExpressionAttributeNames:  map[string]string{"#s": "status", "#d": "data"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: "COMPLETED"}, ":data": &types.AttributeValueMemberS{Value: `{"receipt":"ok"}`}},
+	})
+	if err == nil {
+		p.cache[key] = true
+	}
+	return err
+}
+
+// TestCostPerMillion meters the four cases (first delivery, duplicate, warm duplicate,
+// takeover after a crash) of this consumer and of the Powertools-style baseline, and
+// prints the cost table of BENCHMARKS.md with COST_TABLE=1 (make cost), at the MemorySize the transformed template gives the consumer. Units come from
+// the requests by DynamoDB's rules (package cost); SQS requests are counted by a
+// middleware; function time is measured in a second pass without the meter's reads.
+func TestCostPerMillion(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tpl, err := samtemplate.Transform(ctx, "../../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fn struct{ MemorySize float64 }
+	if err := tpl.Props("ConsumerFunction", &fn); err != nil || fn.MemorySize == 0 {
+		t.Fatalf("ConsumerFunction MemorySize %v: %v", fn.MemorySize, err)
+	}
+	memoryGB := fn.MemorySize / 1024
+	ptTable := awstest.Name(t, "pt")
+	if _, err := f.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(ptTable), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	meter := cost.NewMeter(f.ddb, map[string]cost.Table{
+		f.cfg.IdempotencyTable: {Key: []string{"pk"}, Indexes: []cost.Index{{Keys: []string{"inflight", "lease_until"}, Projected: []string{"lease_token", "owner", "attempt"}}}},
+		f.cfg.LedgerTable:      {Key: []string{"account_id"}},
+		ptTable:                {Key: []string{"id"}},
+	})
+	metered := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, meter.APIOption) })
+	calls := awstest.NewCalls()
+	sqsC := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	consumer := func(ddb idem.DynamoDBAPI) lambda.Handler {
+		h, err := consumerapp.New(f.cfg, consumerapp.Deps{DynamoDB: ddb, SQS: sqsC, Logs: io.Discard, Metrics: io.Discard, Owner: "cost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lambda.NewHandler(h)
+	}
+	baseline := func(ddb idem.DynamoDBAPI) *powertools {
+		return &powertools{ddb: ddb, sqs: sqsC, table: ptTable, ledger: f.cfg.LedgerTable, rcpts: f.cfg.ReceiptsQueueURL, cache: map[string]bool{}}
+	}
+	store, err := idem.NewDynamoStore(f.ddb, f.cfg.IdempotencyTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// crash leaves each message's record IN_PROGRESS with a lease that has ended, as a
+	// consumer killed mid-handler leaves it (ours), or the baseline's INPROGRESS item.
+	crash := func(msgs []events.SQSMessage, design string) {
+		past := time.Now().Add(-time.Hour)
+		for _, m := range msgs {
+			key := *m.MessageAttributes[idem.KeyAttribute].StringValue
+			if design == "baseline" {
+				if _, err := f.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ptTable), Item: map[string]types.AttributeValue{
+					"id": &types.AttributeValueMemberS{Value: key}, "status": &types.AttributeValueMemberS{Value: "INPROGRESS"},
+					"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(past.Add(2*time.Hour).Unix(), 10)},
+					"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(past.UnixMilli(), 10)},
+				}}); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			pk, _ := idem.RecordKey(f.cfg.Scope, key, false)
+			hash, _ := idem.HashPayload([]byte(m.Body))
+			if _, _, err := store.Create(ctx, &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
+				Inflight: "0", ExpiresAt: past.Add(2 * time.Hour), PayloadHash: hash, Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type runner func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (setup, measured func())
+	ours := map[string]runner{
+		"first delivery": func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (func(), func()) {
+			h := consumer(ddb)
+			return func() {}, func() { deliver(t, h, msgs) }
+		},
+		"duplicate": func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (func(), func()) {
+			return func() { deliver(t, consumer(f.ddb), msgs) }, func() { deliver(t, consumer(ddb), msgs) }
+		},
+		"warm duplicate": func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (func(), func()) {
+			h := consumer(ddb)
+			return func() { deliver(t, h, msgs) }, func() { deliver(t, h, msgs) }
+		},
+		"takeover": func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (func(), func()) {
+			return func() { crash(msgs, "ours") }, func() { deliver(t, consumer(ddb), msgs) }
+		},
+	}
+	runBaseline := func(p *powertools, msgs []events.SQSMessage) {
+		for _, m := range msgs {
+			if err := p.handle(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	theirs := map[string]runner{
+		"first delivery": func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (func(), func()) {
+			p := baseline(ddb)
+			return func() {}, func() { runBaseline(p, msgs) }
+		},
+		"duplicate": func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (func(), func()) {
+			return func() { runBaseline(baseline(f.ddb), msgs) }, func() { runBaseline(baseline(ddb), msgs) }
+		},
+		"warm duplicate": func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (func(), func()) {
+			p := baseline(ddb)
+			return func() { runBaseline(p, msgs) }, func() { runBaseline(p, msgs) }
+		},
+		"takeover": func(msgs []events.SQSMessage, ddb idem.DynamoDBAPI) (func(), func()) {
+			return func() { crash(msgs, "baseline") }, func() { runBaseline(baseline(ddb), msgs) }
+		},
+	}
+	cases := []string{"first delivery", "duplicate", "warm duplicate", "takeover"}
+	var rows []costRow
+	for _, design := range []string{"ours", "baseline"} {
+		runners := ours
+		if design == "baseline" {
+			runners = theirs
+		}
+		for i, name := range cases {
+			row := costRow{design: design, name: name}
+			// Metered pass: units and SQS requests.
+			setup, run := runners[name](costPayments(fmt.Sprintf("%s%dm", design, i), costMessages), metered)
+			setup()
+			meter.Reset()
+			calls.Reset()
+			run()
+			u := meter.Units()
+			n := float64(costMessages)
+			row.units = cost.Units{Write: u.Write / n, IndexWrite: u.IndexWrite / n, Read: u.Read / n, Reported: u.Reported / n}
+			row.sqs = float64(calls.Total()) / n
+			// Timed pass, on other keys, without the meter's own reads.
+			setup, run = runners[name](costPayments(fmt.Sprintf("%s%dt", design, i), costMessages), f.ddb)
+			setup()
+			start := time.Now()
+			run()
+			row.ms = float64(time.Since(start).Microseconds()) / 1000 / n
+			rows = append(rows, row)
+		}
+	}
+	// The units follow from DynamoDB's rules for items under 1 KB. Ours, first delivery:
+	// the acquire (1), the receipt's recovery point (an UpdateItem, 1), the transaction of
+	// completion, credit and journal entry (3 x 2); the index gains the record at the
+	// acquire and loses it at the completion. A takeover adds the compare-and-swap
+	// UpdateItem (1), which moves the index entry's sort key (2 index writes).
+	want := map[string][2]float64{ // design/case -> table write units, index write units per message
+		"ours/first delivery": {8, 2}, "ours/duplicate": {1, 0}, "ours/warm duplicate": {0, 0}, "ours/takeover": {9, 3},
+		"baseline/first delivery": {4, 0}, "baseline/duplicate": {1, 0}, "baseline/warm duplicate": {0, 0}, "baseline/takeover": {4, 0},
+	}
+	var b strings.Builder
+	b.WriteString("| design | case | table WRU | index WRU | RRU | moto reported | SQS requests (function + poller) | function ms | $ per million |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f + %.2f | %.1f | %.2f |\n", r.design, r.name, r.units.Write, r.units.IndexWrite, r.units.Read, r.units.Reported, r.sqs, pollerPerMsg, r.ms, r.dollarsPerMillion(memoryGB))
+		if w := want[r.design+"/"+r.name]; r.units.Write != w[0] || r.units.IndexWrite != w[1] {
+			t.Errorf("%s %s: %.2f table and %.2f index write units per message, want %v and %v", r.design, r.name, r.units.Write, r.units.IndexWrite, w[0], w[1])
+		}
+	}
+	if os.Getenv("COST_TABLE") != "" {
+		_, _ = os.Stdout.WriteString(b.String())
+	}
+	t.Log("\n" + b.String())
+}

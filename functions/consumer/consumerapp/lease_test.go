@@ -1,0 +1,46 @@
+package consumerapp_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+// TestLeaseFitsVisibility: the consumer refuses to start (New, at init) when a crashed
+// invocation's lease (timeout + grace) would outlive its message's visibility timeout.
+func TestLeaseFitsVisibility(t *testing.T) {
+	base := map[string]string{"IDEMPOTENCY_TABLE": "i", "LEDGER_TABLE": "l",
+		"DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/d.fifo", "RECEIPTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/r.fifo"}
+	for _, tc := range []struct {
+		timeout, grace, visibility string
+		ok                         bool
+	}{
+		{"30s", "120s", "180s", true},  // the template's largest values
+		{"30s", "149s", "180s", true},  // 179 s < 180 s
+		{"30s", "150s", "180s", false}, // equal: the lease may still hold at the redelivery
+		{"30s", "900s", "180s", false}, // the old LeaseGraceSeconds maximum
+		{"", "900s", "180s", true},     // no timeout known: not checked
+	} {
+		env := map[string]string{"LEASE_GRACE": tc.grace, "VISIBILITY_TIMEOUT": tc.visibility}
+		if tc.timeout != "" {
+			env["FUNCTION_TIMEOUT"] = tc.timeout
+		}
+		for k, v := range base {
+			env[k] = v
+		}
+		cfg, err := consumerapp.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = consumerapp.New(cfg, consumerapp.Deps{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t), Logs: io.Discard, Metrics: io.Discard})
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("timeout %s grace %s visibility %s: %v", tc.timeout, tc.grace, tc.visibility, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "must be below VISIBILITY_TIMEOUT")):
+			t.Errorf("timeout %s grace %s visibility %s: error %v, want a refusal", tc.timeout, tc.grace, tc.visibility, err)
+		}
+	}
+}

@@ -1,0 +1,277 @@
+package samtemplate_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
+)
+
+var (
+	once     sync.Once
+	deployed *samtemplate.Template
+	loadErr  error
+)
+
+// load transforms the repository's template.yaml once for all the tests.
+func load(t *testing.T) *samtemplate.Template {
+	t.Helper()
+	once.Do(func() { deployed, loadErr = samtemplate.Transform(context.Background(), "../../template.yaml") })
+	if loadErr != nil {
+		t.Fatal(loadErr)
+	}
+	return deployed
+}
+
+// functions returns the Lambda functions of the transformed template with their roles.
+func functions(t *testing.T, tpl *samtemplate.Template) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, fn := range tpl.OfType("AWS::Lambda::Function") {
+		role, err := tpl.FunctionRole(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[fn] = role
+	}
+	if len(out) != 2 {
+		t.Fatalf("functions %v, want the consumer and the reaper", out)
+	}
+	return out
+}
+
+// TestRolesAreScoped checks every role of the deployed template: no managed policy (SAM
+// attaches AWSLambdaSQSQueueExecutionRole, which allows receive and delete on every queue,
+// when a function with an SQS event has no Role), no Resource "*", and every resource a
+// resource of the stack.
+func TestRolesAreScoped(t *testing.T) {
+	tpl := load(t)
+	roles := tpl.OfType("AWS::IAM::Role")
+	if len(roles) == 0 {
+		t.Fatal("no AWS::IAM::Role in the transformed template")
+	}
+	for _, role := range roles {
+		managed, err := tpl.ManagedPolicies(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(managed) > 0 {
+			t.Errorf("%s has managed policies %v: their resources are not scoped to this stack", role, managed)
+		}
+		sts, err := tpl.Statements(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.Effect != "Allow" {
+				continue
+			}
+			for _, a := range st.Actions {
+				if strings.Contains(a, "*") {
+					t.Errorf("%s statement %s allows the wildcard action %s", role, st.Sid, a)
+				}
+			}
+			for _, r := range st.Resources {
+				base, _, _ := strings.Cut(r, "/")
+				if _, ok := tpl.Resources[base]; !ok {
+					t.Errorf("%s statement %s allows %v on %s, not a resource of the stack", role, st.Sid, st.Actions, r)
+				}
+			}
+		}
+	}
+	// Each function its own role, so one function's grants never reach the other.
+	seen := map[string]string{}
+	for fn, role := range functions(t, tpl) {
+		if other, ok := seen[role]; ok {
+			t.Errorf("%s and %s share the role %s", fn, other, role)
+		}
+		seen[role] = fn
+	}
+}
+
+// TestEventSourceMappingCanPoll checks that the role of each SQS event source mapping's
+// function allows what the mapping calls with it on exactly that queue
+// (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html), and the
+// ChangeMessageVisibility the consumer calls itself.
+func TestEventSourceMappingCanPoll(t *testing.T) {
+	tpl := load(t)
+	roles := functions(t, tpl)
+	esms := tpl.OfType("AWS::Lambda::EventSourceMapping")
+	if len(esms) == 0 {
+		t.Fatal("no event source mapping")
+	}
+	for _, id := range esms {
+		var p struct {
+			EventSourceArn json.RawMessage `json:"EventSourceArn"`
+			FunctionName   json.RawMessage `json:"FunctionName"`
+		}
+		if err := tpl.Props(id, &p); err != nil {
+			t.Fatal(err)
+		}
+		queue, fn := refName(t, p.EventSourceArn), refName(t, p.FunctionName)
+		allowed, err := tpl.Allowed(roles[fn])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"} {
+			if !slices.Contains(allowed[queue], a) {
+				t.Errorf("%s: role %s of %s does not allow %s on %s", id, roles[fn], fn, a, queue)
+			}
+		}
+	}
+}
+
+// TestFunctionsCanLog checks that each function may write to its own log group, and to
+// no other.
+func TestFunctionsCanLog(t *testing.T) {
+	tpl := load(t)
+	for fn, role := range functions(t, tpl) {
+		var p struct {
+			LoggingConfig struct {
+				LogGroup json.RawMessage `json:"LogGroup"`
+			} `json:"LoggingConfig"`
+		}
+		if err := tpl.Props(fn, &p); err != nil {
+			t.Fatal(err)
+		}
+		group := refName(t, p.LoggingConfig.LogGroup)
+		allowed, err := tpl.Allowed(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []string{"logs:CreateLogStream", "logs:PutLogEvents"} {
+			if !slices.Contains(allowed[group], a) {
+				t.Errorf("%s (role %s) may not %s on its log group %s", fn, role, a, group)
+			}
+		}
+		for res, actions := range allowed {
+			if res == group {
+				continue
+			}
+			for _, a := range actions {
+				if strings.HasPrefix(a, "logs:") {
+					t.Errorf("%s (role %s) may %s on %s, not its log group", fn, role, a, res)
+				}
+			}
+		}
+	}
+}
+
+// TestReaperGrants checks the reaper's role against the calls it makes: a Query on each
+// shard of the inflight index, an UpdateItem per expired lease, and (the outbox) a
+// GetItem and the outbound messages that a crashed consumer committed but did not send.
+// reaperapp's TestTemplateGrantsEveryCall checks the calls the reaper makes today.
+func TestReaperGrants(t *testing.T) {
+	allowed, err := load(t).FunctionAllowed("ReaperFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"IdempotencyTable/index/inflight": {"dynamodb:Query"},
+		"IdempotencyTable":                {"dynamodb:UpdateItem", "dynamodb:GetItem"},
+		"ReceiptsQueue":                   {"sqs:SendMessage"},
+	}
+	for res, actions := range want {
+		for _, a := range actions {
+			if !slices.Contains(allowed[res], a) {
+				t.Errorf("ReaperFunction may not %s on %s (allowed: %v)", a, res, allowed)
+			}
+		}
+	}
+}
+
+// refName is the resource raw refers to: a Ref or a GetAtt .Arn.
+func refName(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var fn struct {
+		GetAtt []string `json:"Fn::GetAtt"`
+		Ref    string   `json:"Ref"`
+	}
+	if err := json.Unmarshal(raw, &fn); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	if fn.Ref != "" {
+		return fn.Ref
+	}
+	if len(fn.GetAtt) == 2 {
+		return fn.GetAtt[0]
+	}
+	t.Fatalf("%s is neither a Ref nor a GetAtt", raw)
+	return ""
+}
+
+// TestFIFOQueuesHighThroughput checks that every FIFO queue is in high-throughput mode:
+// without it, a FIFO queue takes 300 calls per second per API action
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/troubleshooting-fifo-throttling-issues.html),
+// and the consumer sends a receipt, and sometimes a dead letter, per record.
+func TestFIFOQueuesHighThroughput(t *testing.T) {
+	tpl := load(t)
+	fifo := 0
+	for _, id := range tpl.OfType("AWS::SQS::Queue") {
+		p, err := tpl.Queue(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.FifoQueue {
+			continue
+		}
+		fifo++
+		if p.FifoThroughputLimit != "perMessageGroupId" || p.DeduplicationScope != "messageGroup" {
+			t.Errorf("%s: FifoThroughputLimit %q, DeduplicationScope %q; want perMessageGroupId, messageGroup", id, p.FifoThroughputLimit, p.DeduplicationScope)
+		}
+	}
+	if fifo != 3 {
+		t.Errorf("%d FIFO queues, want 3 (input, dead-letter, receipts)", fifo)
+	}
+}
+
+// TestLeaseEndsBeforeRedelivery checks the bounds that keep a crashed consumer's lease
+// from outliving the message's invisibility: the largest FunctionTimeout plus the largest
+// LeaseGraceSeconds is below the input queue's visibility timeout, the consumer runs
+// with that timeout and is told that visibility timeout (it checks the inequality at
+// init), and 6 x timeout <= visibility timeout, as AWS recommends
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-configure-lambda-function-trigger.html).
+func TestLeaseEndsBeforeRedelivery(t *testing.T) {
+	tpl := load(t)
+	timeout, grace := tpl.Parameters["FunctionTimeout"], tpl.Parameters["LeaseGraceSeconds"]
+	if timeout.MaxValue == nil || grace.MaxValue == nil {
+		t.Fatal("FunctionTimeout and LeaseGraceSeconds must have a MaxValue")
+	}
+	q, err := tpl.Queue("InputQueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *timeout.MaxValue+*grace.MaxValue >= q.VisibilityTimeout {
+		t.Errorf("FunctionTimeout max %v + LeaseGraceSeconds max %v >= visibility timeout %v", *timeout.MaxValue, *grace.MaxValue, q.VisibilityTimeout)
+	}
+	if 6**timeout.MaxValue > q.VisibilityTimeout {
+		t.Errorf("6 x FunctionTimeout max %v > visibility timeout %v", *timeout.MaxValue, q.VisibilityTimeout)
+	}
+	var fn struct {
+		Timeout     json.RawMessage `json:"Timeout"`
+		Environment struct {
+			Variables map[string]json.RawMessage `json:"Variables"`
+		} `json:"Environment"`
+	}
+	if err := tpl.Props("ConsumerFunction", &fn); err != nil {
+		t.Fatal(err)
+	}
+	if got := refName(t, fn.Timeout); got != "FunctionTimeout" {
+		t.Errorf("ConsumerFunction Timeout is %s, want Ref FunctionTimeout", fn.Timeout)
+	}
+	var vis string
+	if err := json.Unmarshal(fn.Environment.Variables["VISIBILITY_TIMEOUT"], &vis); err != nil {
+		t.Fatalf("VISIBILITY_TIMEOUT: %v", err)
+	}
+	if want := strconv.Itoa(int(q.VisibilityTimeout)) + "s"; vis != want {
+		t.Errorf("VISIBILITY_TIMEOUT is %q, InputQueue's VisibilityTimeout is %s", vis, want)
+	}
+	if _, ok := fn.Environment.Variables["FUNCTION_TIMEOUT"]; !ok {
+		t.Error("ConsumerFunction has no FUNCTION_TIMEOUT")
+	}
+}
