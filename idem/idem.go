@@ -130,7 +130,9 @@ const (
 	// with the outbound messages stored in the record. A duplicate finds the record in
 	// the condition's failure and is answered from it, as in ModeLease; two concurrent
 	// deliveries both run the handler, one commits, the other is answered from its
-	// record. Nothing is ever in progress, so there is no lease to reap.
+	// record. Nothing is ever in progress, so there is no lease to reap and no in-flight
+	// index entry: outbound messages a crash left pending are sent by the redelivery of
+	// the message that committed them (it is acknowledged only once they are sent).
 	//
 	// Only a handler whose effects are its Writes and Messages qualifies: it may read
 	// anything, but must call nothing outside DynamoDB that has an effect, since it may
@@ -370,7 +372,8 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 		// what is left.
 		return &Result{Response: old.Response, Replayed: true}, false, nil
 	case old.Status == StatusCompleted && len(old.Outbox) > 0:
-		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox}}, false, nil
+		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox,
+			sent: &cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt}}}, false, nil
 	case old.Status == StatusCompleted:
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
 		return &Result{Response: old.Response, Replayed: true}, false, nil
@@ -426,7 +429,8 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	}
 	if err == nil {
 		if len(res.Messages) > 0 && !out.Guarded {
-			out.pending = &Pending{Key: pk, Token: att.lease.Token, Messages: res.Messages}
+			out.pending = &Pending{Key: pk, Token: att.lease.Token, Messages: res.Messages,
+				sent: &cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)}}
 		} else {
 			c.cache.put(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})
 		}

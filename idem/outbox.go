@@ -79,6 +79,8 @@ type Pending struct {
 	Key      string    // record key
 	Token    string    // lease token of the completion that stored the messages
 	Messages []Message // with DeduplicationID and KeyAttribute filled in
+
+	sent *cached // the completed record for the cache, once the messages are sent
 }
 
 // prepareMessages validates a handler's outbound messages and fills in what the
@@ -222,7 +224,13 @@ const deliverTimeout = 10 * time.Second
 // accepted stays pending: its record is found again by the next delivery of the key or
 // by the reaper, and the resent messages carry the same deduplication ids.
 func (c *Client) Deliver(ctx context.Context, pendings []*Pending) []error {
-	return deliver(ctx, c.cfg.Sender, c.cfg.Store, c.cfg.Clock, pendings)
+	errs := deliver(ctx, c.cfg.Sender, c.cfg.Store, c.cfg.Clock, pendings)
+	for i, p := range pendings {
+		if errs[i] == nil && p.sent != nil {
+			c.cache.put(*p.sent) // a warm duplicate is answered with no request
+		}
+	}
+	return errs
 }
 
 // sendEntry is one message of one pending in a SendMessageBatch request.

@@ -54,24 +54,23 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if res.Guarded {
 		writes, rec.Outbox = nil, nil
 	}
-	if len(rec.Outbox) > 0 {
-		// A crash between the commit and the send leaves the messages pending; the
-		// redelivery sends them, and the in-flight index lets the reaper find them too.
-		rec.Inflight = att.lease.Shard
-	}
+	// No in-flight index entry, even with messages: a crash between the commit and the
+	// send leaves them pending in the record, and the message that committed them is not
+	// acknowledged until they are sent, so its redelivery (or its redrive, if SQS parks
+	// it) sends them. That saves the index writes the lease mode pays.
 	out, err := c.putSingle(ctx, rec, writes, hash)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, applied := guardFired(wce, res.Guards)
 		switch {
 		case guarded && applied != "" && applied != hash:
-			rec.PayloadHash, rec.Response, rec.Outbox, rec.Inflight = applied, nil, nil, ""
+			rec.PayloadHash, rec.Response, rec.Outbox = applied, nil, nil
 			if _, err := c.putSingle(ctx, rec, nil, hash); err != nil {
 				return Result{}, err
 			}
 			return Result{}, fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
 		case guarded:
-			rec.Outbox, rec.Inflight, res.Guarded = nil, "", true
+			rec.Outbox, res.Guarded = nil, true
 			out, err = c.putSingle(ctx, rec, nil, hash)
 		default:
 			// Nothing is stored: the message is dead-lettered with the reason, and runs
@@ -96,7 +95,8 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	result := Result{Response: res.Response, Attempt: rec.Attempt, Guarded: res.Guarded}
 	if len(rec.Outbox) > 0 {
-		if err := c.hand(ctx, &Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox}); err != nil {
+		entry := &cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)}
+		if err := c.hand(ctx, &Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox, sent: entry}); err != nil {
 			return Result{}, err
 		}
 		return result, nil

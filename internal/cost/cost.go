@@ -152,25 +152,31 @@ func (m *Meter) get(ctx context.Context, table string, key map[string]types.Attr
 }
 
 // charge adds the units of one request. A single write is charged whether or not its
-// condition held (DynamoDB charges a failed conditional write); a transaction that was
-// cancelled is not charged here (the cases metered here never cancel one). Writes cost a
-// unit per KB, twice in a transaction; eventually consistent reads half a unit per 4 KB.
+// condition held (DynamoDB charges a failed conditional write). Writes cost a unit per
+// KB, twice in a transaction: DynamoDB writes every item of a transaction twice, once to
+// prepare it and once to commit it. A cancelled transaction is charged here as its
+// prepare alone, one write per item, which is an assumption: AWS documents the two
+// underlying writes but not the charge of a transaction it cancels. Eventually
+// consistent reads cost half a unit per 4 KB.
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-capacity-handling
 func (m *Meter) charge(ctx context.Context, writes []write, before []map[string]types.AttributeValue, read *readReq, result any, err error) {
 	var u Units
 	var cancelled *types.TransactionCanceledException
-	if !errors.As(err, &cancelled) {
-		for i, w := range writes {
-			after := m.get(ctx, w.table, w.key)
-			size := max(ItemSize(before[i]), ItemSize(after))
-			units := math.Ceil(float64(size) / 1024)
-			if w.txn {
-				units *= 2
-			}
-			u.Write += max(units, 1)
-			for _, ix := range m.tables[w.table].Indexes {
-				u.IndexWrite += indexWrites(ix, before[i], after)
-			}
+	isCancelled := errors.As(err, &cancelled)
+	for i, w := range writes {
+		after := m.get(ctx, w.table, w.key)
+		size := max(ItemSize(before[i]), ItemSize(after))
+		units := math.Ceil(float64(size) / 1024)
+		if w.txn && !isCancelled {
+			units *= 2
+		}
+		u.Write += max(units, 1)
+		if isCancelled {
+			continue // nothing written, no index changes
+		}
+		for _, ix := range m.tables[w.table].Indexes {
+			u.IndexWrite += indexWrites(ix, before[i], after)
 		}
 	}
 	if read != nil && err == nil {

@@ -121,6 +121,7 @@ func TestUpOurTemplate(t *testing.T) {
 		{"IDEMPOTENCY_TTL", "168h"},
 		{"LEASE_GRACE", "30s"},
 		{"INFLIGHT_SHARDS", "4"},
+		{"IDEMPOTENCY_MODE", "lease"},
 		{"METRICS_NAMESPACE", "IdempotentConsumer"},
 		{"FUNCTION_TIMEOUT", "30s"},
 		{"VISIBILITY_TIMEOUT", "180s"},

@@ -192,8 +192,11 @@ func TestCostPerMillion(t *testing.T) {
 	metered := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, meter.APIOption) })
 	calls := awstest.NewCalls()
 	sqsC := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	mode := idem.ModeLease // of `consumer`, set per design below
 	consumer := func(ddb idem.DynamoDBAPI) lambda.Handler {
-		h, err := consumerapp.New(f.cfg, consumerapp.Deps{DynamoDB: ddb, SQS: sqsC, Logs: io.Discard, Metrics: io.Discard, Owner: "cost"})
+		cfg := f.cfg
+		cfg.Mode = mode
+		h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: ddb, SQS: sqsC, Logs: io.Discard, Metrics: io.Discard, Owner: "cost"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,10 +275,14 @@ func TestCostPerMillion(t *testing.T) {
 	}
 	cases := []string{"first delivery", "duplicate", "warm duplicate", "takeover"}
 	var rows []costRow
-	for _, design := range []string{"ours", "baseline"} {
+	for _, design := range []string{"ours", "ours, single-transaction", "baseline"} {
 		runners := ours
-		if design == "baseline" {
+		mode = idem.ModeLease
+		switch design {
+		case "baseline":
 			runners = theirs
+		case "ours, single-transaction":
+			mode = idem.ModeSingleTransaction
 		}
 		for i, name := range cases {
 			row := costRow{design: design, name: name}
@@ -299,12 +306,19 @@ func TestCostPerMillion(t *testing.T) {
 		}
 	}
 	// The units follow from DynamoDB's rules for items under 1 KB. Ours, first delivery:
-	// the acquire (1), the receipt's recovery point (an UpdateItem, 1), the transaction of
-	// completion, credit and journal entry (3 x 2); the index gains the record at the
-	// acquire and loses it at the completion. A takeover adds the compare-and-swap
-	// UpdateItem (1), which moves the index entry's sort key (2 index writes).
+	// the acquire (1), the transaction of completion (with the receipt stored in the
+	// record), credit and journal entry (3 x 2), and the mark that the receipt was sent
+	// (an UpdateItem, 1); the index gains the record at the acquire and loses it at the
+	// mark. A takeover adds the compare-and-swap UpdateItem (1), which moves the index
+	// entry's sort key (2 index writes). In the single-transaction mode the acquire and
+	// the index go: the transaction (3 x 2) and the mark (1); a duplicate is the
+	// transaction refused by the record's condition, a takeover that transaction and
+	// the one conditioned on the record it found. A transaction refused by a condition is
+	// charged as its prepare, one unit per item (see package cost).
 	want := map[string][2]float64{ // design/case -> table write units, index write units per message
 		"ours/first delivery": {8, 2}, "ours/duplicate": {1, 0}, "ours/warm duplicate": {0, 0}, "ours/takeover": {9, 3},
+		"ours, single-transaction/first delivery": {7, 0}, "ours, single-transaction/duplicate": {3, 0},
+		"ours, single-transaction/warm duplicate": {0, 0}, "ours, single-transaction/takeover": {10, 1},
 		"baseline/first delivery": {4, 0}, "baseline/duplicate": {1, 0}, "baseline/warm duplicate": {0, 0}, "baseline/takeover": {4, 0},
 	}
 	var b strings.Builder
