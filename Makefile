@@ -5,7 +5,7 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 FUNCTIONS := consumer reaper
 BUILD_DIR := .aws-sam/make
 LOCAL_AWS := localstack/with-local-aws.sh
-# The tools the targets on the command line need; `make tools` alone checks them all.
+# Checks the tools the targets on the command line need; every target runs it first.
 TOOLS := internal/makefile/tools.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
@@ -15,7 +15,7 @@ LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.n
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
 
-tools: ## check that what the targets named with it need is installed (alone: test, demo, deploy); name what is missing and how to install it
+tools: ## check that the tools of the targets named with it (alone: test and demo) are installed; name what is missing and how to install it
 	@$(TOOLS) $(filter-out tools help,$(MAKECMDGOALS))
 
 test: tools check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server

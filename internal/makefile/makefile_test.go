@@ -145,11 +145,12 @@ func ranBesidesProbes(t *testing.T, log string) []string {
 // TestMissingToolStopsMake removes each tool a target needs from PATH in turn and runs
 // the target: make must print that tool and its install command, and run nothing.
 func TestMissingToolStopsMake(t *testing.T) {
-	cases := []struct{ target, tool string }{
-		{"test", "go"}, {"test", "moto"}, {"test", "cfn-lint"}, {"test", "curl"},
-		{"demo", "go"}, {"demo", "moto"}, {"demo", "curl"},
-		{"deploy", "sam"}, {"deploy", "go"},
-		{"unit", "moto"}, {"cfn-lint", "cfn-lint"},
+	cases := []struct{ target, tool, neededBy string }{
+		{"test", "go", ""}, {"test", "moto", ""}, {"test", "cfn-lint", ""}, {"test", "curl", ""},
+		{"demo", "go", ""}, {"demo", "moto", ""}, {"demo", "curl", ""},
+		{"deploy", "sam", ""}, {"deploy", "go", ""},
+		{"unit", "moto", ""}, {"cfn-lint", "cfn-lint", ""},
+		{"tools", "cfn-lint", "test"}, {"tools", "moto", "test"}, // alone: what test and demo need
 	}
 	for _, c := range cases {
 		t.Run(c.target+"/without-"+c.tool, func(t *testing.T) {
@@ -158,7 +159,11 @@ func TestMissingToolStopsMake(t *testing.T) {
 			if code == 0 {
 				t.Fatalf("make %s succeeded without %s:\n%s", c.target, c.tool, out)
 			}
-			header := "  " + c.tool + " (needed by make " + c.target + "):"
+			neededBy := c.target
+			if c.neededBy != "" {
+				neededBy = c.neededBy
+			}
+			header := "  " + c.tool + " (needed by make " + neededBy + "):"
 			if !strings.Contains(out, header) || !strings.Contains(out, installLine[c.tool]) {
 				t.Errorf("make %s without %s: the output does not name it (%q) with %q:\n%s", c.target, c.tool, header, installLine[c.tool], out)
 			}

@@ -4,7 +4,7 @@
 # Checks that the tools the given make targets need are installed, before make runs any
 # of them. Prints every missing tool with the command that installs it, and exits 1 if
 # one is missing; prints nothing and exits 0 when all are there. The Makefile calls it
-# with the targets on its command line (`make tools` alone checks every target).
+# with the targets on its command line; `make tools` alone checks for test and demo.
 #
 # It only looks: `command -v`, one `python3 -c 'import moto…'`, and for `make demo` a
 # probe of the endpoint it would reuse and `docker info`. It installs nothing.
@@ -74,7 +74,7 @@ has() {
 }
 
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(test demo deploy)
+[[ ${#targets[@]} -eq 0 ]] && targets=(test demo)
 
 declare -A wanted=()
 order=()
