@@ -766,8 +766,11 @@ func (s Summary) Print(w io.Writer) {
 	}
 	line("stale locks reaped", s.Reaped)
 	if s.Reaped > 0 {
-		line("  latest reap past lease end + grace", fmt.Sprintf("%s in-process (every %s), %s in the consumer processes",
-			s.ReapLate.Round(time.Millisecond), ReapEvery, s.ReapLateChildren.Round(time.Millisecond)))
+		late := fmt.Sprintf("%s in-process (every %s)", s.ReapLate.Round(time.Millisecond), ReapEvery)
+		if s.ChildConsumers {
+			late += fmt.Sprintf(", %s in the consumer processes", s.ReapLateChildren.Round(time.Millisecond))
+		}
+		line("  latest reap past lease end + grace", late)
 	}
 	verdict := "OK"
 	if !s.LedgerOK {

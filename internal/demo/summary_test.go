@@ -195,6 +195,7 @@ func TestSummaryPrintsCountedLinesOnly(t *testing.T) {
 		wantProcs, wantUnrep string // "" = the line must be absent
 	}{
 		{"all reported", demo.Summary{Applied: 10, AppliedByMetrics: 10}, "", ""},
+		{"reaped, no processes", demo.Summary{Applied: 10, AppliedByMetrics: 10, Killed: 1, Reaped: 3}, "", ""},
 		{"an answer lost, no processes", demo.Summary{Applied: 10, AppliedByMetrics: 9}, "",
 			"1 (a commit whose answer its consumer did not get; the redelivery found it completed)"},
 		{"processes", demo.Summary{Applied: 10, AppliedByMetrics: 7, AppliedByChildren: 3, ChildConsumers: true}, "3", ""},
@@ -210,6 +211,9 @@ func TestSummaryPrintsCountedLinesOnly(t *testing.T) {
 				if ok != (l.want != "") || got != l.want {
 					t.Errorf("%q: printed %q (present %v), want %q:\n%s", l.label, got, ok, l.want, b.String())
 				}
+			}
+			if !c.s.ChildConsumers && strings.Contains(b.String(), "consumer process") {
+				t.Errorf("a summary without consumer processes speaks of them:\n%s", b.String())
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package makefile_test
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -111,13 +112,14 @@ func run(t *testing.T, path, dir, name string, args ...string) (string, int) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return out.String(), ee.ExitCode()
+	case err != nil:
 		t.Fatal(err)
 	}
-	return out.String(), code
+	return out.String(), 0
 }
 
 // ranBesidesProbes returns the logged runs of the watched tools other than the check's
