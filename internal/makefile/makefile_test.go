@@ -284,3 +284,18 @@ func TestCheckFormatsNewFiles(t *testing.T) {
 		t.Errorf("make check with every file formatted: exit %d\n%s", code, out)
 	}
 }
+
+// TestDemoSaysItBuilds: `make demo` announces the build of idemctl, the long silent
+// step on a cold Go cache, before it starts it, and runs the binary it built.
+func TestDemoSaysItBuilds(t *testing.T) {
+	out, code := run(t, os.Getenv("PATH"), root, "make", "--no-print-directory", "-n", "demo")
+	if code != 0 {
+		t.Fatalf("make -n demo: exit %d\n%s", code, out)
+	}
+	say := strings.Index(out, "demo: building idemctl")
+	build := strings.Index(out, "build -o .aws-sam/idemctl ./cmd/idemctl")
+	start := strings.Index(out, "-- .aws-sam/idemctl demo")
+	if say < 0 || build < say || start < build {
+		t.Errorf("make demo should say it builds idemctl, build it, then run it:\n%s", out)
+	}
+}
