@@ -196,7 +196,7 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 		if msg.MessageId == "" {
 			outcomes[i] = outcomeInvalid
 			p.metrics.Add(MetricSkipped, 1)
-			p.logRecord(ctx, msg, outcomeInvalid, 0, errors.New("idem: record has no messageId"), false, nil)
+			p.logRecord(ctx, msg, outcomeInvalid, 0, errors.New("idem: record has no messageId"), false)
 		} else {
 			outcomes[i] = p.runRecord(ctx, msg)
 		}
@@ -225,15 +225,15 @@ func (p *BatchProcessor) skip(ctx context.Context, recs []events.SQSMessage, idx
 	for _, i := range idx {
 		outcomes[i] = o
 		p.metrics.Add(MetricSkipped, 1)
-		p.logRecord(ctx, recs[i], o, 0, cause, false, nil)
+		p.logRecord(ctx, recs[i], o, 0, cause, false)
 	}
 }
 
 // runRecord runs one record, dead-letters it when its error is permanent, and logs it.
 func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) outcome {
 	start := time.Now()
-	hctx, note := withRecordNote(ctx)
-	err := p.call("handler", func() error { return p.handle(hctx, msg) })
+	ctx = withRecordNote(ctx) // the handler's note for this record's log line
+	err := p.call("handler", func() error { return p.handle(ctx, msg) })
 	var o outcome
 	permanent := err != nil && IsPermanent(err)
 	switch {
@@ -256,7 +256,7 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 			p.metrics.Add(MetricDeadLettered, 1)
 		}
 	}
-	p.logRecord(ctx, msg, o, time.Since(start), err, permanent, note)
+	p.logRecord(ctx, msg, o, time.Since(start), err, permanent)
 	return o
 }
 
@@ -281,8 +281,9 @@ func (p *BatchProcessor) call(what string, fn func() error) (err error) {
 }
 
 // logRecord writes the one line per record: ids, receive count, outcome, duration,
-// error, and what the record's handler noted (key hash, attempt), never the body.
-func (p *BatchProcessor) logRecord(ctx context.Context, msg events.SQSMessage, o outcome, d time.Duration, err error, permanent bool, note *recordNote) {
+// error, and what the record's handler noted on ctx (key hash, attempt), never the body.
+func (p *BatchProcessor) logRecord(ctx context.Context, msg events.SQSMessage, o outcome, d time.Duration, err error, permanent bool) {
+	note := recordNoteFrom(ctx)
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("message_id", msg.MessageId))
 	if g := msg.Attributes["MessageGroupId"]; g != "" {

@@ -17,16 +17,21 @@ type recordNote struct {
 type recordNoteKey struct{}
 
 // withRecordNote returns a context on which noteRecord leaves its note for the caller.
-func withRecordNote(ctx context.Context) (context.Context, *recordNote) {
-	n := &recordNote{}
-	return context.WithValue(ctx, recordNoteKey{}, n), n
+func withRecordNote(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recordNoteKey{}, &recordNote{})
+}
+
+// recordNoteFrom returns the note on ctx, or nil.
+func recordNoteFrom(ctx context.Context) *recordNote {
+	n, _ := ctx.Value(recordNoteKey{}).(*recordNote)
+	return n
 }
 
 // noteRecord leaves outcome, level and attrs for the line of the BatchProcessor that
 // runs this record, and reports whether there is one; without one the caller logs.
 func noteRecord(ctx context.Context, outcome string, level slog.Level, attrs []slog.Attr) bool {
-	n, ok := ctx.Value(recordNoteKey{}).(*recordNote)
-	if !ok {
+	n := recordNoteFrom(ctx)
+	if n == nil {
 		return false
 	}
 	n.outcome, n.level, n.attrs = outcome, level, attrs
