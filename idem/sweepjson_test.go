@@ -17,8 +17,9 @@ func TestSweepResultJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(b), `{"Scanned":3,"Reaped":2,"Lost":1,"Truncated":true,"MaxLateMs":369722}`; got != want {
-		t.Errorf("JSON %s, want %s", got, want)
+	if got := string(b); !strings.Contains(got, `"MaxLateMs":369722`) || strings.Contains(got, `"MaxLate":`) ||
+		!strings.Contains(got, `"Scanned":3,"Reaped":2,"Lost":1,"Truncated":true`) {
+		t.Errorf("JSON %s, want the counts and MaxLateMs 369722, no MaxLate", got)
 	}
 	var out idem.SweepResult
 	if err := json.Unmarshal(b, &out); err != nil {
