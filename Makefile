@@ -5,24 +5,32 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 FUNCTIONS := consumer reaper
 BUILD_DIR := .aws-sam/make
 LOCAL_AWS := localstack/with-local-aws.sh
+# Checks the tools the targets on the command line need; every target runs it first.
+TOOLS := internal/makefile/tools.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost
+.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
+	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
 
-test: check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
+tools: ## check that the tools of the targets named with it (alone: test and demo) are installed; name what is missing and how to install it
+	@$(TOOLS) $(filter-out tools help,$(MAKECMDGOALS))
+
+test: tools check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
 	@# One package at a time: the packages share one moto, whose DynamoDB requests are
 	@# applied one at a time, and idem's 12 800-acquire race would starve the others.
 	$(LOCAL_AWS) --free-port -- $(GO) test -race -count=1 -p 1 -timeout 30m ./...
 
-unit: ## the tests, without -race (faster), against moto_server on a free port
+unit: tools ## the tests, without -race (faster), against moto_server on a free port
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 ./...
 
-check: ## gofmt, go vet, go mod tidy leave nothing to change
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+# gofmt looks at every .go file on disk that git does not ignore: new unstaged files
+# included, files deleted from the work tree but still in the index left out.
+check: tools ## gofmt, go vet, go mod tidy leave nothing to change
+	@out=$$(gofmt -l $$({ git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null || find . -name '*.go'; } \
+	  | sort -u | while read -r f; do [ -f "$$f" ] && echo "$$f"; done)); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@cp go.mod go.mod.bak; cp go.sum go.sum.bak; $(GO) mod tidy; \
@@ -30,13 +38,13 @@ check: ## gofmt, go vet, go mod tidy leave nothing to change
 	    mv go.mod.bak go.mod; mv go.sum.bak go.sum; echo "go mod tidy changes go.mod/go.sum"; exit 1; fi; \
 	  rm -f go.mod.bak go.sum.bak
 
-lint: ## golangci-lint (pinned version, built from the Go module proxy)
+lint: tools ## golangci-lint (pinned version, built from the Go module proxy)
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
-cfn-lint: ## validate template.yaml; any finding fails
+cfn-lint: tools ## validate template.yaml; any finding fails
 	cfn-lint template.yaml
 
-build: ## build both Lambda bootstraps for linux/arm64 and print their sizes
+build: tools ## build both Lambda bootstraps for linux/arm64 and print their sizes
 	@mkdir -p $(BUILD_DIR)
 	@for f in $(FUNCTIONS); do \
 	  $(LAMBDA_BUILD) -o $(BUILD_DIR)/$$f/bootstrap ./functions/$$f || exit 1; \
@@ -49,16 +57,18 @@ build-ConsumerFunction:
 build-ReaperFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/reaper
 
-deploy: ## sam build && sam deploy (needs the SAM CLI and AWS credentials; see README)
+deploy: tools ## sam build && sam deploy (needs the SAM CLI and AWS credentials; see README)
 	sam build && sam deploy
 
 clean: ## remove build output
 	rm -rf .aws-sam
 
-demo: ## the main job, locally: LocalStack if Docker answers, else moto on 127.0.0.1:4566; up, traffic, crash, consumers, reaper, ledger check
-	$(LOCAL_AWS) -- $(GO) run ./cmd/idemctl demo $(DEMO_FLAGS)
+demo: tools ## the main job, locally: LocalStack if Docker answers, else moto on 127.0.0.1:4566; up, traffic, crash, consumers, reaper, ledger check
+	@echo "demo: building idemctl into .aws-sam/idemctl (the first build compiles the AWS SDK: a minute or two on a cold Go cache)"
+	@$(GO) build -o .aws-sam/idemctl ./cmd/idemctl
+	$(LOCAL_AWS) -- .aws-sam/idemctl demo $(DEMO_FLAGS)
 
-bench: ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, reaper vs a scan (100k records), cost per million messages, bootstrap sizes
+bench: tools ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, reaper vs a scan (100k records), cost per million messages, bootstrap sizes
 	$(GO) test -run '^$$' -bench 'FirstDelivery|Duplicate|BatchFIFO' -benchmem -count 5 ./idem/
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 -v -run 'TestRoundTrips|TestSQSCallsPerBatch' ./idem/ ./internal/runner/
 	$(LOCAL_AWS) --free-port -- env BATCH_LATENCY_TABLE=1 $(GO) test -count=1 -v -run TestBatchLatencyTable ./functions/consumer/consumerapp/
@@ -68,21 +78,21 @@ bench: ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch laten
 	$(MAKE) --no-print-directory cost
 	$(MAKE) --no-print-directory build
 
-cost: ## cost per million messages, this consumer against a Powertools-style baseline (BENCHMARKS.md)
+cost: tools ## cost per million messages, this consumer against a Powertools-style baseline (BENCHMARKS.md)
 	@$(LOCAL_AWS) --free-port -- env COST_TABLE=1 $(GO) test -count=1 -v -run TestCostPerMillion ./functions/consumer/consumerapp/ | grep '^|'
 
-scale: ## the scale model of SCALING.md: ceilings and what to raise at 100 to 100 000 msg/s
+scale: tools ## the scale model of SCALING.md: ceilings and what to raise at 100 to 100 000 msg/s
 	@SCALE_TABLE=1 $(GO) test -count=1 -v -run TestScaleTable ./internal/scale/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'
 
 # make test runs the same scenarios at small sizes.
-reliability: ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes)
+reliability: tools ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes)
 	$(LOCAL_AWS) --free-port -- env RELIABILITY=full $(GO) test -count=1 -v -timeout 150m ./internal/reliability/
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
 # awstest.Main from starting moto in the fuzzing process and in each of its workers.
 FUZZTIME ?= 30s
 
-fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another; seeds also run in `make test`
+fuzz: tools ## run each fuzz target for FUZZTIME (default 30s), one after another; seeds also run in `make test`
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzRecordKey$$' -fuzztime $(FUZZTIME) ./idem/
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzMessageKey$$' -fuzztime $(FUZZTIME) ./idem/
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzBatchRecord$$' -fuzztime $(FUZZTIME) ./idem/
@@ -91,7 +101,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another; see
 
 E2E_MESSAGES ?= 5000
 E2E_CONSUMERS ?= 1 2 4 8
-bench-e2e: ## end-to-end throughput, CPU per record and peak RSS of idemctl run against moto, with E2E_CONSUMERS consumers (1 2 4 8)
+bench-e2e: tools ## end-to-end throughput, CPU per record and peak RSS of idemctl run against moto, with E2E_CONSUMERS consumers (1 2 4 8)
 	$(GO) build -o .aws-sam/idemctl ./cmd/idemctl
 	$(LOCAL_AWS) --free-port -- bash -c 'set -e; for n in $(E2E_CONSUMERS); do \
 	  eval "$$(.aws-sam/idemctl up --stack e2e$$n-$$RANDOM 2>/dev/null)"; \

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -299,6 +300,7 @@ func (p *BatchProcessor) skip(ctx context.Context, recs []events.SQSMessage, idx
 // runRecord runs one record, dead-letters it when its error is permanent, and logs it.
 func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) outcome {
 	start := time.Now()
+	ctx = withRecordNote(ctx) // the handler's note for this record's log line
 	err := p.call("handler", func() error { return p.handle(ctx, msg) })
 	var o outcome
 	permanent := err != nil && IsPermanent(err)
@@ -346,27 +348,35 @@ func (p *BatchProcessor) call(what string, fn func() error) (err error) {
 	return fn()
 }
 
-// logRecord writes the one line per record: ids, outcome, duration and error, never
-// the body.
+// logRecord writes the one line per record: ids, receive count, outcome, duration,
+// error, and what the record's handler noted on ctx (key hash, attempt), never the body.
 func (p *BatchProcessor) logRecord(ctx context.Context, msg events.SQSMessage, o outcome, d time.Duration, err error, permanent bool) {
-	attrs := make([]slog.Attr, 0, 8)
+	note := recordNoteFrom(ctx)
+	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("message_id", msg.MessageId))
 	if g := msg.Attributes["MessageGroupId"]; g != "" {
 		attrs = append(attrs, slog.String("group", g))
 	}
+	if n, cerr := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"]); cerr == nil {
+		attrs = append(attrs, slog.Int("receive_count", n))
+	}
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		attrs = append(attrs, slog.String("aws_request_id", lc.AwsRequestID))
 	}
-	attrs = append(attrs, slog.String("outcome", o.String()),
+	level := slog.LevelInfo
+	if note != nil {
+		attrs = append(attrs, note.attrs...)
+		level = note.level
+	}
+	attrs = append(attrs, slog.String("outcome", note.refine(o, permanent)),
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000))
 	if permanent {
 		attrs = append(attrs, slog.Bool("permanent", true))
 	}
-	level := slog.LevelInfo
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 		if o.failed() || o == outcomeDeadLettered {
-			level = slog.LevelWarn
+			level = max(level, slog.LevelWarn)
 		}
 		if pe, ok := errors.AsType[*panicError](err); ok {
 			level = slog.LevelError

@@ -19,7 +19,9 @@ type SQSConfig struct {
 	// KeyField is the top-level JSON field of the body used as the key when the message
 	// has neither the KeyAttribute attribute nor a MessageDeduplicationId ("" = none).
 	KeyField string
-	// Logger receives one line per record (default: discard).
+	// Logger receives one line per record (default: discard) when the RecordFunc runs
+	// outside a BatchProcessor. Under a BatchProcessor, which logs every record, the
+	// key hash, outcome and attempt go on the processor's line instead: one per record.
 	Logger *slog.Logger
 	// Metrics counts acquisitions, duplicates, in-progress and lost leases, and observes
 	// the handler duration (optional). Failures are counted by BatchProcessor.
@@ -48,24 +50,17 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 	h := cfg.Client.Middleware(cfg.Handler)
 	field, metrics, vis := cfg.KeyField, cfg.Metrics, cfg.Visibility
 	return func(ctx context.Context, msg events.SQSMessage) error {
-		attrs := make([]slog.Attr, 0, 8)
-		attrs = append(attrs, slog.String("message_id", msg.MessageId))
-		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
-			attrs = append(attrs, slog.String("aws_request_id", lc.AwsRequestID))
-		}
 		key, err := MessageKey(msg, field)
 		if err != nil {
-			attrs = append(attrs, slog.String("outcome", "permanent"), slog.String("error", err.Error()))
-			log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "idempotent handler", attrs...)
+			logRecordOutcome(ctx, log, msg, "permanent", slog.LevelWarn, nil, 0, err)
 			return err
 		}
-		attrs = append(attrs, slog.String("key_hash", HashKey(key)))
+		attrs := []slog.Attr{slog.String("key_hash", HashKey(key))}
 
 		start := time.Now()
 		res, err := h.Handle(vis.withDelivery(ctx, msg), &Request{Key: key, Payload: []byte(msg.Body)})
 		d := time.Since(start)
-		ms := float64(d.Microseconds()) / 1000
-		metrics.Observe(MetricHandlerDuration, ms)
+		metrics.Observe(MetricHandlerDuration, float64(d.Microseconds())/1000)
 
 		level := slog.LevelInfo
 		var outcome string
@@ -93,11 +88,27 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		default:
 			outcome, level = "retry", slog.LevelWarn
 		}
-		attrs = append(attrs, slog.String("outcome", outcome), slog.Float64("duration_ms", ms))
-		if err != nil {
-			attrs = append(attrs, slog.String("error", err.Error()))
-		}
-		log.LogAttrs(context.WithoutCancel(ctx), level, "idempotent handler", attrs...)
+		logRecordOutcome(ctx, log, msg, outcome, level, attrs, d, err)
 		return err
 	}, nil
+}
+
+// logRecordOutcome hands what the handler learned to the BatchProcessor running the
+// record, which logs it on its one line per record; without one it writes that line.
+func logRecordOutcome(ctx context.Context, log *slog.Logger, msg events.SQSMessage, outcome string, level slog.Level, attrs []slog.Attr, d time.Duration, err error) {
+	if noteRecord(ctx, outcome, level, attrs) {
+		return
+	}
+	line := make([]slog.Attr, 0, len(attrs)+5)
+	line = append(line, slog.String("message_id", msg.MessageId))
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		line = append(line, slog.String("aws_request_id", lc.AwsRequestID))
+	}
+	line = append(line, attrs...)
+	line = append(line, slog.String("outcome", outcome), slog.Float64("duration_ms", float64(d.Microseconds())/1000))
+	if err != nil {
+		line = append(line, slog.String("error", err.Error()))
+	}
+	// The record's own context may be done; the line must still be written.
+	log.LogAttrs(context.WithoutCancel(ctx), level, "idempotent handler", line...)
 }

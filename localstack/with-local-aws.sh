@@ -70,7 +70,7 @@ start_moto() { # start_moto PORT
     log "warning: python3 cannot import moto; plain moto_server's DynamoDB writes are not atomic under concurrency"
     moto_server -H 127.0.0.1 -p "$1" >"$logfile" 2>&1 &
   else
-    log "moto not found (pip install 'moto[server]'), or start LocalStack and set AWS_ENDPOINT_URL"
+    log "moto not found: python3 -m pip install 'moto[server]==5.2.1' (or start LocalStack and set AWS_ENDPOINT_URL)"
     exit 1
   fi
   started_pid=$!

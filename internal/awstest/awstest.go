@@ -131,7 +131,7 @@ func motoCommand() ([]string, error) {
 	}
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {
-		return nil, fmt.Errorf("moto_server not found on PATH (set AWS_ENDPOINT_URL to use another local endpoint): %w", err)
+		return nil, fmt.Errorf("moto not found: neither python3 importing moto nor moto_server on PATH; install it with python3 -m pip install 'moto[server]==5.2.1' (or set AWS_ENDPOINT_URL to a running local endpoint): %w", err)
 	}
 	fmt.Fprintln(os.Stderr, "awstest: python3 cannot import moto; using moto_server, whose DynamoDB writes are not atomic under concurrency")
 	return []string{bin}, nil

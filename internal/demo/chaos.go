@@ -17,6 +17,7 @@ import (
 // ChildLog is what Chaos reads from its children's JSON log lines on stdout.
 type ChildLog struct {
 	OnMessage func(messageID string)             // a record the child received
+	OnApplied func()                             // a record the child reported applied
 	OnReaped  func(n int, maxLate time.Duration) // a child's reaper sweep: locks failed, and how late
 }
 
@@ -118,6 +119,7 @@ func (l ChildLog) line(b []byte) {
 	var rec struct {
 		Msg       string `json:"msg"`
 		MessageID string `json:"message_id"`
+		Outcome   string `json:"outcome"`
 		Reaped    int    `json:"reaped"`
 		MaxLateMS int64  `json:"max_late_ms"`
 	}
@@ -125,8 +127,13 @@ func (l ChildLog) line(b []byte) {
 		return
 	}
 	switch {
-	case rec.Msg == "sqs record" && rec.MessageID != "" && l.OnMessage != nil:
-		l.OnMessage(rec.MessageID)
+	case rec.Msg == "sqs record" && rec.MessageID != "":
+		if l.OnMessage != nil {
+			l.OnMessage(rec.MessageID)
+		}
+		if rec.Outcome == "applied" && l.OnApplied != nil {
+			l.OnApplied()
+		}
 	case rec.Msg == "sweep done" && l.OnReaped != nil:
 		l.OnReaped(rec.Reaped, time.Duration(rec.MaxLateMS)*time.Millisecond)
 	}

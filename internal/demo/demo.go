@@ -108,12 +108,15 @@ const (
 // Summary is what the demo prints.
 type Summary struct {
 	Sent               int            // messages SQS accepted from the producer
+	DedupRepeats       int            // ... with a dedup id SQS had accepted before in this run (counted at the producer)
 	Delivered          int            // distinct messages consumers received
-	SuppressedBySQS    int            // accepted but never delivered (FIFO dedup)
+	SuppressedBySQS    int            // computed: Sent - Delivered, accepted but never received (FIFO dedup)
 	SuppressedByDynamo int            // delivered, answered from the idempotency record
 	InProgress         int            // deliveries refused while another consumer held the key
 	Applied            int            // business effects committed: credits in the ledger
-	AppliedByMetrics   int            // handler runs the consumers reported as completed
+	AppliedByMetrics   int            // handler runs the local consumers reported as applied
+	AppliedByChildren  int            // ... the consumer processes reported as applied (their "applied" log lines)
+	ChildConsumers     bool           // consumer processes ran beside the local consumers (chaos)
 	DistinctPayments   int            // valid distinct payments sent
 	DeadLettered       map[string]int // DLQ messages the consumer moved, by reason
 	Redriven           int            // DLQ messages SQS moved after maxReceiveCount receives
@@ -157,6 +160,8 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		o.Out = io.Discard
 	}
 	o.Out = syncw.New(o.Out) // the runner reports progress on it from its own goroutine
+	producer := &producerCount{SQSAPI: o.SQS, url: o.Env["QUEUE_URL"], seen: map[string]bool{}}
+	o.SQS = producer
 	if o.Logs == nil {
 		o.Logs = io.Discard
 	}
@@ -261,8 +266,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	chaos := make(chan chaosResult, 1)
 	if o.Chaos != nil {
 		fmt.Fprintln(o.Out, "demo: chaos: consumer processes run beside the local ones and are killed (SIGKILL) at random moments and chosen phases")
+		s.ChildConsumers = true
 		logs := ChildLog{
 			OnMessage: func(id string) { seenMu.Lock(); seen[id] = true; seenMu.Unlock() },
+			OnApplied: func() { seenMu.Lock(); s.AppliedByChildren++; seenMu.Unlock() },
 			OnReaped: func(n int, late time.Duration) {
 				seenMu.Lock()
 				reaped += int64(n)
@@ -339,6 +346,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.Delivered = len(seen)
 	seenMu.Unlock()
 	s.SuppressedBySQS = s.Sent - s.Delivered
+	s.DedupRepeats = producer.repeats()
 	s.SuppressedByDynamo = c[idem.MetricDuplicate]
 	s.InProgress = c[idem.MetricInProgress]
 	s.Guarded = c[idem.MetricGuarded]
@@ -542,6 +550,44 @@ func badMessages(ps []ledger.Payment) []Message {
 	return bad
 }
 
+// producerCount counts, from the input queue's SendMessageBatch answers, the accepted
+// messages whose dedup id SQS had already accepted in this run: a FIFO queue accepts
+// them and does not deliver them within its 5-minute deduplication interval.
+type producerCount struct {
+	SQSAPI
+	url  string
+	mu   sync.Mutex
+	seen map[string]bool
+	rep  int
+}
+
+func (p *producerCount) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out, err := p.SQSAPI.SendMessageBatch(ctx, in, optFns...)
+	if err != nil || aws.ToString(in.QueueUrl) != p.url {
+		return out, err
+	}
+	dedup := map[string]string{}
+	for _, e := range in.Entries {
+		dedup[aws.ToString(e.Id)] = aws.ToString(e.MessageDeduplicationId)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ok := range out.Successful {
+		id := dedup[aws.ToString(ok.Id)]
+		if p.seen[id] {
+			p.rep++
+		}
+		p.seen[id] = true
+	}
+	return out, err
+}
+
+func (p *producerCount) repeats() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rep
+}
+
 // emfCounts sums the counters of the consumers' EMF lines.
 type emfCounts struct {
 	mu   sync.Mutex
@@ -628,6 +674,9 @@ func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []
 // shortReason keeps the most telling part of an error chain for the summary.
 func shortReason(r string) string {
 	r = strings.TrimPrefix(r, "permanent: ")
+	if i := strings.LastIndex(r, ledger.ErrInvalidPayment.Error()+": "); i >= 0 {
+		r = r[i+len(ledger.ErrInvalidPayment.Error()+": "):] // the ledger's own words: "field: what is wrong"
+	}
 	if i := strings.LastIndex(r, "idem: "); i >= 0 && strings.Contains(r[i:], "payload does not match") {
 		return "payload does not match the stored payload for this key"
 	}
@@ -701,13 +750,22 @@ func (s Summary) Print(w io.Writer) {
 	line := func(label string, v any) { fmt.Fprintf(w, "  %-52s %v\n", label, v) }
 	fmt.Fprintln(w, "\n=== demo summary ===")
 	line("messages sent (accepted by SQS)", s.Sent)
-	line("suppressed by SQS (FIFO dedup id inside 5 minutes)", s.SuppressedBySQS)
-	line("delivered to consumers (distinct messages)", s.Delivered)
-	line("suppressed by DynamoDB (stored result replayed)", s.SuppressedByDynamo)
+	line("  sent with a dedup id already sent (SQS drops them)", s.DedupRepeats)
+	line("delivered to consumers (distinct message ids)", s.Delivered)
+	line("  not delivered (computed: sent - delivered)", s.SuppressedBySQS)
+	line("answered from the stored result (duplicates)", s.SuppressedByDynamo)
 	line("refused while another consumer held the key", s.InProgress)
 	line("business effects applied (ledger credits)", fmt.Sprintf("%d (distinct valid payments: %d)", s.Applied, s.DistinctPayments))
-	if s.AppliedByMetrics != s.Applied {
-		line("  of which reported by the local consumers", fmt.Sprintf("%d (the rest: by consumer processes, or committed but answered too late and replayed)", s.AppliedByMetrics))
+	line("  reported applied by the local consumers", s.AppliedByMetrics)
+	if s.ChildConsumers {
+		line("  reported applied by the consumer processes", s.AppliedByChildren)
+	}
+	if unreported := s.Applied - s.AppliedByMetrics - s.AppliedByChildren; unreported != 0 {
+		why := "a commit whose answer its consumer did not get; the redelivery found it completed"
+		if s.ChildConsumers {
+			why = "a consumer process killed after its commit, or a commit whose answer was lost"
+		}
+		line("  unreported credits (computed: credits - reports)", fmt.Sprintf("%d (%s)", unreported, why))
 	}
 	line("receipts received downstream", fmt.Sprintf("%d messages for %d payments (%d for payments not applied)", s.ReceiptMessages, s.Receipts, s.ReceiptsNotApplied))
 	dlq := 0
@@ -745,8 +803,11 @@ func (s Summary) Print(w io.Writer) {
 	}
 	line("stale locks reaped", s.Reaped)
 	if s.Reaped > 0 {
-		line("  latest reap past lease end + grace", fmt.Sprintf("%s in-process (every %s), %s in the consumer processes",
-			s.ReapLate.Round(time.Millisecond), ReapEvery, s.ReapLateChildren.Round(time.Millisecond)))
+		late := fmt.Sprintf("%s in-process (every %s)", s.ReapLate.Round(time.Millisecond), ReapEvery)
+		if s.ChildConsumers {
+			late += fmt.Sprintf(", %s in the consumer processes", s.ReapLateChildren.Round(time.Millisecond))
+		}
+		line("  latest reap past lease end + grace", late)
 	}
 	verdict := "OK"
 	if !s.LedgerOK {

@@ -74,7 +74,7 @@ func Decode(body []byte) (Payment, error) {
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return Payment{}, invalid("%s: body is not valid JSON", fieldName(name))
+			return Payment{}, invalid("body is not valid JSON") // cut off or broken: no field to blame
 		}
 		if seen[name] {
 			return Payment{}, invalid("%s: duplicate field", fieldName(name))

@@ -77,6 +77,10 @@ func TestScheduledSweep(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil || res.Reaped != 1 || res.Scanned != 1 {
 		t.Fatalf("sweep result %s (%v), want 1 reaped", out, err)
 	}
+	// The lateness is in milliseconds, as in the log line: the lease ended 30 s + grace ago at most.
+	if !strings.Contains(string(out), `"MaxLateMs":`) || strings.Contains(string(out), `"MaxLate":`) || res.MaxLate%time.Millisecond != 0 {
+		t.Errorf("sweep result %s: want MaxLateMs, in whole milliseconds", out)
+	}
 	for key, want := range map[string]idem.Status{"crashed": idem.StatusFailed, "completed": idem.StatusCompleted} {
 		pk, _ := c.RecordKey(key)
 		rec, err := store.Get(ctx, pk, clock())

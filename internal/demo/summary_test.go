@@ -1,0 +1,231 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+// watched counts, on the SQS client the demo uses, what the summary claims from outside:
+// the messages SQS accepted on the input queue and the message ids received from it.
+type watched struct {
+	demo.SQSAPI
+	url      string
+	mu       sync.Mutex
+	accepted int
+	received map[string]bool
+}
+
+func (w *watched) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out, err := w.SQSAPI.SendMessageBatch(ctx, in, o...)
+	if err == nil && aws.ToString(in.QueueUrl) == w.url {
+		w.mu.Lock()
+		w.accepted += len(out.Successful)
+		w.mu.Unlock()
+	}
+	return out, err
+}
+
+func (w *watched) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := w.SQSAPI.ReceiveMessage(ctx, in, o...)
+	if err == nil && aws.ToString(in.QueueUrl) == w.url {
+		w.mu.Lock()
+		for _, m := range out.Messages {
+			w.received[aws.ToString(m.MessageId)] = true
+		}
+		w.mu.Unlock()
+	}
+	return out, err
+}
+
+// lockedBuffer takes the consumers' log lines from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// outcomes counts the consumers' record lines by outcome.
+func (l *lockedBuffer) outcomes(t *testing.T) map[string]int {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := map[string]int{}
+	for line := range strings.Lines(l.b.String()) {
+		var rec struct{ Msg, Outcome string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("consumer log line %q: %v", line, err)
+		}
+		if rec.Msg == "sqs record" {
+			n[rec.Outcome]++
+		}
+	}
+	return n
+}
+
+// TestSummaryLinesTraceToEvents plays a small demo (no crash) and checks each summary
+// line against the events it counts, observed independently: SendMessageBatch answers
+// and received message ids on the input queue, the consumers' record log lines, the
+// ledger, the DLQ reasons.
+func TestSummaryLinesTraceToEvents(t *testing.T) {
+	tpl, err := stack.Load("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqsAPI, ddb := awstest.SQS(t), awstest.DynamoDB(t)
+	name := strings.ReplaceAll(awstest.Name(t, "demo"), "_", "-")
+	env, err := stack.Up(context.Background(), tpl, stack.Clients{SQS: sqsAPI, DynamoDB: ddb, Region: awstest.Region}, name, nil)
+	if err != nil {
+		t.Fatalf("stack up: %v", err)
+	}
+	vars := map[string]string{}
+	for _, v := range env.Vars {
+		vars[v.Name] = v.Value
+	}
+	w := &watched{SQSAPI: sqsAPI, url: vars["QUEUE_URL"], received: map[string]bool{}}
+	logs := &lockedBuffer{}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := demo.Run(ctx, demo.Options{
+		Env: vars, SQS: w, DynamoDB: ddb, Payments: 40, Accounts: 4, Consumers: 2, Seed: 5, Out: &out, Logs: logs,
+	})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	var printed bytes.Buffer
+	s.Print(&printed)
+	t.Log(printed.String())
+	lines := logs.outcomes(t)
+	dlq := 0
+	for _, n := range s.DeadLettered {
+		dlq += n
+	}
+
+	checks := []struct {
+		label string // the summary line
+		shown string // what it must show
+		event int    // the count of the events it stands for, observed here
+		value int    // the summary's figure
+	}{
+		{"messages sent (accepted by SQS)", fmt.Sprint(w.accepted), w.accepted, s.Sent},
+		// The run's only repeats of a dedup id are its in-window duplicates: all dropped.
+		{"  sent with a dedup id already sent (SQS drops them)", fmt.Sprint(s.DedupRepeats), w.accepted - len(w.received), s.DedupRepeats},
+		{"delivered to consumers (distinct message ids)", fmt.Sprint(len(w.received)), len(w.received), s.Delivered},
+		{"  not delivered (computed: sent - delivered)", fmt.Sprint(w.accepted - len(w.received)), w.accepted - len(w.received), s.SuppressedBySQS},
+		{"answered from the stored result (duplicates)", fmt.Sprint(lines["duplicate"]), lines["duplicate"], s.SuppressedByDynamo},
+		{"refused while another consumer held the key", fmt.Sprint(lines["in_progress"]), lines["in_progress"], s.InProgress},
+		{"business effects applied (ledger credits)", fmt.Sprintf("%d (distinct valid payments: 40)", s.Applied), 40, s.Applied},
+		{"  reported applied by the local consumers", fmt.Sprint(lines["applied"]), lines["applied"], s.AppliedByMetrics},
+		{"dead-lettered by the consumer (bad messages sent)", fmt.Sprintf("%d (%d)", lines["dead_lettered"], s.BadSent), lines["dead_lettered"], dlq},
+		{"runs stopped by the ledger journal", fmt.Sprintf("%d (at most 0 expected)", lines["guarded_duplicate"]), lines["guarded_duplicate"], s.Guarded},
+		{"commits refused: lease lost", fmt.Sprint(lines["lease_lost"]), lines["lease_lost"], s.LeaseLost},
+		{"consumers killed (SIGKILL)", "0", 0, s.Killed},
+	}
+	for _, c := range checks {
+		if c.value != c.event {
+			t.Errorf("%q: summary %d, counted events %d", c.label, c.value, c.event)
+		}
+		if v, ok := shows(printed.String(), c.label, c.shown); !ok {
+			t.Errorf("%q: printed %q, want %q", c.label, v, c.shown)
+		}
+	}
+	// The ledger check prints its verdict; the run must be OK.
+	if v, _ := summaryValue(printed.String(), "ledger check: every balance = sum of distinct payments"); v != "OK" || !s.OK {
+		t.Errorf("ledger check or verdict not OK: %+v", s)
+	}
+	// Each bad message is dead-lettered once, its reason printed: the ledger's own words,
+	// so the truncated body is "body is not valid JSON", with no field named.
+	if dlq != s.BadSent || s.DeadLettered["body is not valid JSON"] != 1 {
+		t.Errorf("dead-lettered %v (%d), want the %d bad messages, one of them as not valid JSON", s.DeadLettered, dlq, s.BadSent)
+	}
+	for r, n := range s.DeadLettered {
+		if !strings.Contains(printed.String(), fmt.Sprintf("      %d × %s\n", n, r)) {
+			t.Errorf("reason %q (%d) not printed", r, n)
+		}
+	}
+	// No consumer process ran: no line may speak of them.
+	if _, ok := summaryValue(printed.String(), "  reported applied by the consumer processes"); ok || strings.Contains(printed.String(), "consumer process") {
+		t.Errorf("the summary speaks of consumer processes in a run without them:\n%s", printed.String())
+	}
+	// A credit no local consumer reported is printed, as computed, only when there is one.
+	_, shown := summaryValue(printed.String(), "  unreported credits (computed: credits - reports)")
+	if shown != (s.Applied != lines["applied"]) {
+		t.Errorf("the unreported-credits line is shown=%v with %d credits and %d applied lines", shown, s.Applied, lines["applied"])
+	}
+}
+
+// summaryValue returns the value printed after label on its summary line, and whether
+// there is one.
+func summaryValue(out, label string) (string, bool) {
+	for line := range strings.Lines(out) {
+		if rest, ok := strings.CutPrefix(line, "  "+label+" "); ok {
+			return strings.TrimSpace(rest), true
+		}
+	}
+	return "", false
+}
+
+// shows reports whether the summary line that begins with label ends with value.
+func shows(out, label, value string) (string, bool) {
+	v, ok := summaryValue(out, label)
+	if !ok {
+		return "", false
+	}
+	return v, v == value || strings.HasSuffix(v, " "+value)
+}
+
+// TestSummaryPrintsCountedLinesOnly: the lines about consumer processes and about
+// credits nobody reported appear only when there is something counted to show, and
+// the explanation fits the run.
+func TestSummaryPrintsCountedLinesOnly(t *testing.T) {
+	const procs, unreported = "  reported applied by the consumer processes", "  unreported credits (computed: credits - reports)"
+	cases := []struct {
+		name                 string
+		s                    demo.Summary
+		wantProcs, wantUnrep string // "" = the line must be absent
+	}{
+		{"all reported", demo.Summary{Applied: 10, AppliedByMetrics: 10}, "", ""},
+		{"reaped, no processes", demo.Summary{Applied: 10, AppliedByMetrics: 10, Killed: 1, Reaped: 3}, "", ""},
+		{"an answer lost, no processes", demo.Summary{Applied: 10, AppliedByMetrics: 9}, "",
+			"1 (a commit whose answer its consumer did not get; the redelivery found it completed)"},
+		{"processes", demo.Summary{Applied: 10, AppliedByMetrics: 7, AppliedByChildren: 3, ChildConsumers: true}, "3", ""},
+		{"processes, one killed after its commit", demo.Summary{Applied: 10, AppliedByMetrics: 7, AppliedByChildren: 2, ChildConsumers: true}, "2",
+			"1 (a consumer process killed after its commit, or a commit whose answer was lost)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			c.s.Print(&b)
+			for _, l := range []struct{ label, want string }{{procs, c.wantProcs}, {unreported, c.wantUnrep}} {
+				got, ok := summaryValue(b.String(), l.label)
+				if ok != (l.want != "") || got != l.want {
+					t.Errorf("%q: printed %q (present %v), want %q:\n%s", l.label, got, ok, l.want, b.String())
+				}
+			}
+			if !c.s.ChildConsumers && strings.Contains(b.String(), "consumer process") {
+				t.Errorf("a summary without consumer processes speaks of them:\n%s", b.String())
+			}
+		})
+	}
+}
