@@ -182,11 +182,23 @@ func (p *BatchProcessor) Process(ctx context.Context, ev events.SQSEvent) (event
 	return p.response(ev.Records, outcomes)
 }
 
-// flush sends the outbound messages the batch's records committed, in one go, and turns
+// flush sends the batch's outbound messages (see send), then writes the line of every
+// record that ran, with its final outcome.
+func (p *BatchProcessor) flush(ctx context.Context, recs []events.SQSMessage, units [][]int, outcomes []outcome, slots []pendingSlot) {
+	causes := p.send(ctx, recs, units, outcomes, slots)
+	for i := range slots {
+		if slots[i].log != nil {
+			slots[i].log(outcomes[i], causes[i])
+		}
+	}
+}
+
+// send sends the outbound messages the batch's records committed, in one go, and turns
 // each record whose messages were not sent into a failure, so SQS delivers it again and
 // the redelivery sends what is pending. In a FIFO group, the records after such a record
-// are failed too, so the group's order holds.
-func (p *BatchProcessor) flush(ctx context.Context, recs []events.SQSMessage, units [][]int, outcomes []outcome, slots []pendingSlot) {
+// are failed too, so the group's order holds. It returns why each record it failed was.
+func (p *BatchProcessor) send(ctx context.Context, recs []events.SQSMessage, units [][]int, outcomes []outcome, slots []pendingSlot) map[int]error {
+	causes := map[int]error{}
 	var idx []int
 	var pendings []*Pending
 	for i := range slots {
@@ -196,7 +208,7 @@ func (p *BatchProcessor) flush(ctx context.Context, recs []events.SQSMessage, un
 		}
 	}
 	if len(pendings) == 0 {
-		return
+		return causes
 	}
 	errs := p.outbox.Deliver(ctx, pendings)
 	failed := map[int]error{}
@@ -209,22 +221,25 @@ func (p *BatchProcessor) flush(ctx context.Context, recs []events.SQSMessage, un
 		}
 	}
 	if len(failed) == 0 {
-		return
+		return causes
 	}
 	for _, unit := range units {
-		var cause error
+		group := false
 		for _, i := range unit {
 			switch {
 			case failed[i] != nil:
 				outcomes[i] = outcomeRetry
-				cause = fmt.Errorf("idem: not acknowledged: %w", failed[i])
-				p.logRecord(ctx, recs[i], outcomeRetry, 0, cause, false)
-			case cause != nil && outcomes[i] == outcomeOK && recs[i].Attributes["MessageGroupId"] != "":
+				causes[i] = fmt.Errorf("idem: not acknowledged: %w", failed[i])
+				group = true
+				p.metrics.Add(MetricRetry, 1)
+			case group && outcomes[i] == outcomeOK && recs[i].Attributes["MessageGroupId"] != "":
 				outcomes[i] = outcomeSkippedGroup
-				p.logRecord(ctx, recs[i], outcomeSkippedGroup, 0, fmt.Errorf("idem: not acknowledged: the outbound messages of an earlier record of group %s were not sent", recs[i].Attributes["MessageGroupId"]), false)
+				p.metrics.Add(MetricSkipped, 1)
+				causes[i] = fmt.Errorf("idem: not acknowledged: the outbound messages of an earlier record of group %s were not sent", recs[i].Attributes["MessageGroupId"])
 			}
 		}
 	}
+	return causes
 }
 
 // plan splits the records into units that run one after another: one unit per FIFO
@@ -324,7 +339,14 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 			p.metrics.Add(MetricDeadLettered, 1)
 		}
 	}
-	p.logRecord(ctx, msg, o, time.Since(start), err, permanent)
+	d := time.Since(start)
+	if slot, ok := ctx.Value(pendingSlotKey{}).(*pendingSlot); ok && slot != nil {
+		// The batch's outbound messages go out after every record ran, and may still
+		// turn this record into a failure: its one line is written then.
+		slot.log = func(o outcome, extra error) { p.logRecord(ctx, msg, o, d, errors.Join(err, extra), permanent) }
+		return o
+	}
+	p.logRecord(ctx, msg, o, d, err, permanent)
 	return o
 }
 

@@ -374,7 +374,10 @@ func sendBatch(ctx context.Context, api SQSBatchSender, queue string, batch []se
 
 // pendingSlot carries a record's pending messages from the middleware to the
 // BatchProcessor through the record's context.
-type pendingSlot struct{ p *Pending }
+type pendingSlot struct {
+	p   *Pending
+	log func(o outcome, extra error) // the record's log line, written once its outcome is final
+}
 
 type pendingSlotKey struct{}
 

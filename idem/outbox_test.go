@@ -1,9 +1,12 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -600,14 +603,28 @@ func TestBatchSendsTheOutboxOnce(t *testing.T) {
 					defer mu.Unlock()
 					return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite(r.Key)}, Messages: []idem.Message{o.msg(r.Key, "g-"+r.Key)}}, nil
 				})
-				rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h})
+				var logs bytes.Buffer
+				log := slog.New(slog.NewJSONHandler(&logs, nil))
+				rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h, Logger: log})
 				if err != nil {
 					t.Fatal(err)
 				}
-				p := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: c})
+				p := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: c, Logger: log})
 				resp, err := p.Process(ctx, ev)
 				if err != nil {
 					t.Fatal(err)
+				}
+				// One line per record, with its final outcome.
+				lines := logLines(t, &logs)
+				if len(lines) != len(ev.Records) {
+					t.Errorf("%d log lines for %d records", len(lines), len(ev.Records))
+				}
+				failedIDs := failureIDs(resp)
+				for _, l := range lines {
+					id, _ := l["message_id"].(string)
+					if failed := slices.Contains(failedIDs, id); failed != (l["level"] == "WARN") {
+						t.Errorf("record %s (failed: %v) logged %v", id, failed, l)
+					}
 				}
 				return resp
 			}
