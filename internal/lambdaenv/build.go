@@ -1,0 +1,28 @@
+package lambdaenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// BuildFlags are the Makefile's flags for a Lambda bootstrap (LAMBDA_BUILD), without
+// GOOS/GOARCH: Build compiles for the host so that the binary runs here.
+var BuildFlags = []string{"-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w"}
+
+// Build compiles the main package pkg (an import path, or a ./relative directory of the
+// module in dir) into out/<base of pkg>/bootstrap with BuildFlags and CGO_ENABLED=0, for
+// the host, running the go command in dir. It returns the binary's path.
+func Build(ctx context.Context, dir, out, pkg string) (string, error) {
+	bin := filepath.Join(out, filepath.Base(pkg), "bootstrap")
+	args := append(append([]string{"build"}, BuildFlags...), "-o", bin, pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("lambdaenv: build %s: %w\n%s", pkg, err, b)
+	}
+	return bin, nil
+}
