@@ -1,18 +1,24 @@
-// Command fn is a Lambda function for lambdaenv's tests. Its event says what to do:
-// {"do": "ok" | "error" | "panic" | "exit" | "sleep" | "barrier", ...}. It answers
-// with its pid, the deadline it was given and a few variables of its environment.
+// Command fn is a Lambda function for the tests of lambdaenv and runner. Its event says
+// what to do: {"do": "ok" | "error" | "panic" | "exit" | "sleep" | "barrier", ...}. It
+// answers with its pid, the deadline it was given and a few variables of its
+// environment. An SQS event runs each record's body as such an event ("fail" reports
+// the record as a batch item failure; "<action>-first" does the action on the record's
+// first receive only). Any event is also written to $RECORD_DIR, when set.
 // FAIL_INIT=post makes its init fail through the Runtime API; FAIL_INIT=exit makes it
 // exit during init without a word.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
@@ -39,7 +45,54 @@ func main() {
 	case "exit":
 		os.Exit(2)
 	}
-	lambda.Start(handle)
+	lambda.Start(dispatch)
+}
+
+func dispatch(ctx context.Context, raw json.RawMessage) (any, error) {
+	if dir := os.Getenv("RECORD_DIR"); dir != "" {
+		name := fmt.Sprintf("%d-%d.json", time.Now().UnixNano(), os.Getpid())
+		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	var probe struct {
+		Records    []events.SQSMessage `json:"Records"`
+		DetailType string              `json:"detail-type"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, err
+	}
+	switch {
+	case probe.DetailType != "":
+		return map[string]int{"scanned": 0}, nil
+	case probe.Records != nil:
+		var resp events.SQSEventResponse
+		for _, r := range probe.Records {
+			var ev event
+			if err := json.Unmarshal([]byte(r.Body), &ev); err != nil {
+				return nil, err
+			}
+			switch {
+			case ev.Do == "fail":
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+				continue
+			case strings.HasSuffix(ev.Do, "-first"):
+				ev.Do = strings.TrimSuffix(ev.Do, "-first")
+				if r.Attributes["ApproximateReceiveCount"] != "1" {
+					ev.Do = "ok"
+				}
+			}
+			if _, err := handle(ctx, ev); err != nil {
+				return nil, err
+			}
+		}
+		return resp, nil
+	}
+	var ev event
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return nil, err
+	}
+	return handle(ctx, ev)
 }
 
 func handle(ctx context.Context, ev event) (answer, error) {
