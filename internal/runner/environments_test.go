@@ -239,7 +239,9 @@ func TestReaperEnvironmentGetsScheduledEvents(t *testing.T) {
 	}()
 	stats, err := runner.Run(ctx, runner.Config{
 		SQS: api, QueueURL: url, WaitTime: time.Second, NewHandler: func(int) (runner.Handler, error) {
-			return func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) { return events.SQSEventResponse{}, nil }, nil
+			return func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{}, nil
+			}, nil
 		},
 		Reap: runner.EnvironmentReaper(reaper, rule), ReapEvery: 300 * time.Millisecond,
 	})
