@@ -118,7 +118,7 @@ func TestUp(t *testing.T) {
 		}
 	})
 	names := slices.Sorted(maps.Keys(vars))
-	want := []string{"DLQ_URL", "IDEMPOTENCY_SCOPE", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "INFLIGHT_SHARDS",
+	want := []string{"DLQ_URL", "FUNCTION_TIMEOUT", "IDEMPOTENCY_SCOPE", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "INFLIGHT_SHARDS",
 		"LEASE_GRACE", "LEDGER_TABLE", "METRICS_NAMESPACE", "QUEUE_URL", "RECEIPTS_QUEUE_URL"}
 	if !slices.Equal(names, want) {
 		t.Errorf("exported %v, want %v", names, want)

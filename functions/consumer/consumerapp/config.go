@@ -25,6 +25,10 @@ type Config struct {
 	CacheSize        int           // CACHE_SIZE (default 10000): warm-container cache of completed keys
 	KeyField         string        // KEY_FIELD (default "payment_id"): JSON fallback for the key
 	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
+	// FunctionTimeout is FUNCTION_TIMEOUT (optional): the function's Timeout as the
+	// template sets it (Lambda does not tell a function its timeout before the first
+	// event), for Check at init. 0: unknown, not checked.
+	FunctionTimeout time.Duration
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
@@ -45,9 +49,13 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		CacheSize:        e.Int("CACHE_SIZE", 10000, 0, 10_000_000),
 		KeyField:         e.String("KEY_FIELD", "payment_id"),
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+		FunctionTimeout:  e.Duration("FUNCTION_TIMEOUT", 0),
 	}
 	if err := e.Err(); err != nil {
 		return Config{}, fmt.Errorf("consumer configuration: %w", err)
+	}
+	if err := cfg.Check(); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }
