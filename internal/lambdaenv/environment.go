@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/coldstart"
@@ -35,9 +36,10 @@ type Function struct {
 type Environment struct {
 	fn Function
 
-	mu    sync.Mutex // one invocation at a time
-	proc  *process
-	inits int
+	mu      sync.Mutex // one invocation at a time
+	proc    *process
+	inits   int
+	current atomic.Pointer[process] // proc, for Kill, which does not wait for mu
 }
 
 type process struct {
@@ -148,14 +150,17 @@ func (e *Environment) start(ctx context.Context, deadline <-chan time.Time) erro
 	cmd := exec.Command(e.fn.Bin)
 	cmd.Env = e.environ(api.Addr())
 	cmd.Dir = filepath.Dir(e.fn.Bin)
-	cmd.Stdout, cmd.Stderr = e.fn.Output, e.fn.Output
+	out := &lineWriter{w: e.fn.Output}
+	cmd.Stdout, cmd.Stderr = out, out
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		_ = api.Close()
 		return fmt.Errorf("lambdaenv: start %s: %w", e.fn.Bin, err)
 	}
 	p := &process{api: api, cmd: cmd, exited: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	go func() { p.err = cmd.Wait(); out.flush(); close(p.exited) }()
 	e.proc, e.inits = p, e.inits+1
+	e.current.Store(p)
 	select {
 	case <-api.Ready():
 		return nil
@@ -191,9 +196,18 @@ func (e *Environment) reset() {
 		return
 	}
 	e.proc = nil
+	e.current.CompareAndSwap(p, nil)
 	_ = p.cmd.Process.Kill() // SIGKILL on Unix
 	<-p.exited
 	_ = p.api.Close()
+}
+
+// Kill sends SIGKILL to the environment's process, if one runs, without waiting for
+// the invocation in progress: that invocation fails with an *ExitError, as a crash.
+func (e *Environment) Kill() {
+	if p := e.current.Load(); p != nil {
+		_ = p.cmd.Process.Kill()
+	}
 }
 
 // Close kills the environment's process, if one runs.

@@ -215,3 +215,26 @@ func TestBuildPath(t *testing.T) {
 		t.Errorf("built %s, want .../fn/bootstrap", fnBin)
 	}
 }
+
+// Kill ends the process of a running invocation at once: the invocation fails as a
+// crash, and the next one starts afresh.
+func TestKill(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	if _, err := invoke(t, e, `{"do":"ok"}`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Invoke(context.Background(), []byte(`{"do":"sleep","sleep_ms":600000}`))
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // Kill is for a running invocation; before it runs, it kills the idle process, which fails it the same way
+	e.Kill()
+	var xe *lambdaenv.ExitError
+	if err := <-done; !errors.As(err, &xe) {
+		t.Fatalf("killed invocation: %v, want an ExitError", err)
+	}
+	if _, err := invoke(t, e, `{"do":"ok"}`); err != nil || e.Inits() != 2 {
+		t.Errorf("after Kill: %v, %d inits; want a fresh environment", err, e.Inits())
+	}
+}
