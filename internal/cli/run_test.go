@@ -14,6 +14,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 )
 
 // TestRun sends payments with duplicates, then consumes them with `idemctl run` and two
@@ -46,6 +47,20 @@ func TestRun(t *testing.T) {
 	}
 	if want := ledger.ExpectedBalances(payments); !maps.Equal(got, want) || len(payments) != 40 {
 		t.Fatalf("balances %v, want %v (%d payments)", got, want, len(payments))
+	}
+	// idemctl check says the same; after one more payment than was consumed, it fails.
+	if c := idemctl(t, e, "check", "--record", record); c.code != 0 || !strings.Contains(c.stdout, "every balance = sum of distinct payments OK") {
+		t.Errorf("check: exit %d\n%s%s", c.code, c.stdout, c.stderr)
+	}
+	extra := filepath.Join(t.TempDir(), "more.jsonl")
+	if s := idemctl(t, e, "send", "--count", "1", "--accounts", "1", "--seed", "99", "--record", extra); s.code != 0 {
+		t.Fatalf("send: %s", s.stderr)
+	}
+	if err := os.WriteFile(record, []byte(readFile(t, record)+readFile(t, extra)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := idemctl(t, e, "check", "--record", record); c.code != 1 || !strings.Contains(c.stderr, "balances differ") {
+		t.Errorf("check with an unconsumed payment: exit %d\n%s", c.code, c.stderr)
 	}
 	// stdout carries the consumer's JSON log lines and EMF metrics, as in Lambda.
 	if !strings.Contains(r.stdout, `"outcome":"applied"`) || !strings.Contains(r.stdout, `"CloudWatchMetrics"`) {
@@ -85,6 +100,16 @@ func TestDemo(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, "stale locks reaped                                   0\n") {
 		t.Errorf("no stale lock reaped:\n%s", r.stdout)
+	}
+	// The demo's consumers ran as execution environments, and the children (which run
+	// them too, by default) died at their crash phases: SIGKILL from the fault proxy.
+	if want := "demo: the consumers and the reaper run as Lambda execution environments"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks %q", want)
+	}
+	for _, p := range demo.Phases {
+		if want := "1 × " + p + "\n"; !strings.Contains(r.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }
 

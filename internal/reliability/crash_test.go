@@ -23,8 +23,10 @@ func TestCrashInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWorld(t)
+	fns, bootDir := functions(t, w, awsEndpoint(t))
+	// The children (idemctl run) run the same bootstraps as execution environments.
 	childEnv := append(w.env.Environ(), "AWS_ENDPOINT_URL="+awsEndpoint(t), "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "IDEMCTL_BOOTSTRAPS="+bootDir)
 	const childReapEvery, childGrace = time.Second, time.Second
 	args := []string{"run", "--template", "../../template.yaml", "--consumers", "2", "--wait", "1s", "--function-timeout", "3s",
 		"--visibility-timeout", "8s", "--reaper-every", childReapEvery.String(), "--retry-after", "1s"}
@@ -34,7 +36,7 @@ func TestCrashInjection(t *testing.T) {
 	out := &progress{t: t}
 	s, err := demo.Run(ctx, demo.Options{
 		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Payments: payments, Accounts: accounts, Consumers: 1, Seed: 11, Out: out,
-		RedriveParked: true, Logs: consumerLog(t),
+		RedriveParked: true, Logs: consumerLog(t), Functions: fns,
 		Crash: demo.ChildCrasher(bin, []string{
 			"run", "--template", "../../template.yaml", "--consumers", "1", "--no-reaper", "--wait", "1s",
 			"--function-timeout", demo.FunctionTimeout.String(), "--visibility-timeout", demo.CrashVisibility.String(),
