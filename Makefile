@@ -6,9 +6,11 @@ FUNCTIONS := consumer reaper
 BUILD_DIR := .aws-sam/make
 LOCAL_AWS := localstack/with-local-aws.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
-LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
+# LAMBDA_ARCH is the template's (arm64); localstack/deploy.sh sets the host's.
+LAMBDA_ARCH ?= arm64
+LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability
+.PHONY: help test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability local-deploy
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -51,6 +53,9 @@ build-ReaperFunction:
 
 deploy: ## sam build && sam deploy (needs the SAM CLI and AWS credentials; see README)
 	sam build && sam deploy
+
+local-deploy: ## UNTESTED here (needs Docker): build and deploy template.yaml into LocalStack with samlocal (localstack/deploy.sh)
+	localstack/deploy.sh
 
 clean: ## remove build output
 	rm -rf .aws-sam
