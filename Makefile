@@ -63,12 +63,13 @@ clean: ## remove build output
 demo: ## the main job, locally: LocalStack if Docker answers, else moto on 127.0.0.1:4566; up, traffic, crash, consumers, reaper, ledger check
 	$(LOCAL_AWS) -- $(GO) run ./cmd/idemctl demo $(DEMO_FLAGS)
 
-bench: ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, reaper vs a scan (100k records), bootstrap sizes
+bench: ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, the local runtime loop, reaper vs a scan (100k records), bootstrap sizes
 	$(GO) test -run '^$$' -bench 'FirstDelivery|Duplicate|BatchFIFO' -benchmem -count 5 ./idem/
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 -v -run 'TestRoundTrips|TestSQSCallsPerBatch' ./idem/ ./internal/runner/
 	$(LOCAL_AWS) --free-port -- env BATCH_LATENCY_TABLE=1 $(GO) test -count=1 -v -run TestBatchLatencyTable ./functions/consumer/consumerapp/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ConsumerCPU -benchtime 30x -count 3 ./functions/consumer/consumerapp/
 	$(LOCAL_AWS) --free-port -- env IDEM_COLDSTART=1 $(GO) test -count=1 -v -run TestColdStart ./internal/coldstart/
+	$(GO) test -run '^$$' -bench 'RuntimeLoop|ColdStart' -benchtime 300x -count 6 ./internal/lambdaenv/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ReaperSweep -benchtime 1x -timeout 30m ./idem/
 	$(MAKE) --no-print-directory build
 
