@@ -36,22 +36,13 @@ var bootstrapsDir string
 // TestMain builds the bootstraps and points the integration tests at a local endpoint,
 // starting moto_server when AWS_ENDPOINT_URL is unset.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cli-test-bootstraps")
+	dir, _, err := lambdaenv.BuildTemp(context.Background(), "../..", "./functions/consumer", "./functions/reaper")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := 1
-	for _, pkg := range []string{"./functions/consumer", "./functions/reaper"} {
-		if _, err = lambdaenv.Build(context.Background(), "../..", dir, pkg); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			break
-		}
-	}
-	if err == nil {
-		bootstrapsDir = dir
-		code = awstest.Main(m)
-	}
+	bootstrapsDir = dir
+	code := awstest.Main(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -26,3 +26,21 @@ func Build(ctx context.Context, dir, out, pkg string) (string, error) {
 	}
 	return bin, nil
 }
+
+// BuildTemp builds each main package of pkgs, as Build does, into a new temporary
+// directory, which it returns with the binaries' paths; the caller removes it. Tests
+// use it to build their bootstraps once per test binary.
+func BuildTemp(ctx context.Context, moduleDir string, pkgs ...string) (dir string, bins []string, err error) {
+	if dir, err = os.MkdirTemp("", "lambdaenv-bootstraps"); err != nil {
+		return "", nil, fmt.Errorf("lambdaenv: %w", err)
+	}
+	for _, pkg := range pkgs {
+		bin, err := Build(ctx, moduleDir, dir, pkg)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return "", nil, err
+		}
+		bins = append(bins, bin)
+	}
+	return dir, bins, nil
+}

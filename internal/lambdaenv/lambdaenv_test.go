@@ -18,19 +18,14 @@ import (
 var fnBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "lambdaenv-test")
+	dir, bins, err := lambdaenv.BuildTemp(context.Background(), ".", "./testdata/fn")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := func() int {
-		defer func() { _ = os.RemoveAll(dir) }()
-		if fnBin, err = lambdaenv.Build(context.Background(), ".", dir, "./testdata/fn"); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return m.Run()
-	}()
+	fnBin = bins[0]
+	code := m.Run()
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 

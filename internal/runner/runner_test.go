@@ -26,18 +26,13 @@ import (
 var fnBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "runner-test")
+	dir, bins, err := lambdaenv.BuildTemp(context.Background(), "../lambdaenv", "./testdata/fn")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fnBin, err = lambdaenv.Build(context.Background(), "../lambdaenv", dir, "./testdata/fn")
-	code := 1
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = awstest.Main(m)
-	}
+	fnBin = bins[0]
+	code := awstest.Main(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
