@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 )
 
 // TestRun sends payments with duplicates, then consumes them with `idemctl run` and two
@@ -141,5 +143,24 @@ func TestRunStopsCleanly(t *testing.T) {
 	code := cli.Main(ctx, []string{"run", "--template", "../../template.yaml", "--wait", "1s"}, &stdout, &stderr, e.lookup)
 	if code != 0 || time.Since(start) > 15*time.Second || !strings.Contains(stderr.String(), "10 deleted") {
 		t.Fatalf("exit %d after %s:\n%s", code, time.Since(start), stderr.String())
+	}
+}
+
+// TestConsumerInitErrorReported: the consumer's bootstrap, given a function timeout that
+// leaves no time for a record, fails its init as Lambda has runtimes report it (a post
+// to /runtime/init/error), and the invocation fails with that error.
+func TestConsumerInitErrorReported(t *testing.T) {
+	e, err := lambdaenv.New(lambdaenv.Function{
+		Name: "ConsumerFunction", Bin: filepath.Join(bootstrapsDir, "consumer", "bootstrap"), Timeout: 10 * time.Second,
+		Env: []string{"IDEMPOTENCY_TABLE=t", "LEDGER_TABLE=l", "DLQ_URL=d", "RECEIPTS_QUEUE_URL=r", "FUNCTION_TIMEOUT=2s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	_, err = e.Invoke(context.Background(), []byte(`{"Records":[]}`))
+	var ie *lambdaenv.InitError
+	if !errors.As(err, &ie) || ie.Type != "ConfigError" || !strings.Contains(ie.Message, "FUNCTION_TIMEOUT 2s is not more than DEADLINE_MARGIN 2s") {
+		t.Fatalf("invoke: %v, want the consumer's init error", err)
 	}
 }

@@ -313,6 +313,7 @@ func (r *run) invoke(ctx context.Context, h Handler, msgs []sqstypes.Message) {
 	failed := map[string]bool{}
 	if err != nil {
 		r.invokeErrors.Add(1)
+		r.logf("invocation failed, its %d records come back: %v", len(msgs), err)
 		for _, rec := range ev.Records {
 			failed[rec.MessageId] = true
 		}
