@@ -90,10 +90,10 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another; see
 
 E2E_MESSAGES ?= 5000
 E2E_CONSUMERS ?= 1 2 4 8
-bench-e2e: ## end-to-end throughput, CPU per record and peak RSS of idemctl run against moto, with E2E_CONSUMERS consumers (1 2 4 8)
+bench-e2e: ## end-to-end throughput, CPU per record and peak RSS of idemctl run --in-process against moto, with E2E_CONSUMERS consumers (1 2 4 8)
 	$(GO) build -o .aws-sam/idemctl ./cmd/idemctl
 	$(LOCAL_AWS) --free-port -- bash -c 'set -e; for n in $(E2E_CONSUMERS); do \
 	  eval "$$(.aws-sam/idemctl up --stack e2e$$n-$$RANDOM 2>/dev/null)"; \
 	  .aws-sam/idemctl send --count $(E2E_MESSAGES) --accounts 50 --seed $$n 2>&1 | tail -1; \
-	  echo "consumers=$$n"; .aws-sam/idemctl run --consumers $$n --until-idle 2s --wait 1s 2>&1 >/dev/null | tail -2; \
+	  echo "consumers=$$n"; .aws-sam/idemctl run --in-process --consumers $$n --until-idle 2s --wait 1s 2>&1 >/dev/null | tail -3; \
 	done'
