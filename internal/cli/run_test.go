@@ -15,7 +15,6 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
-	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 )
 
@@ -103,15 +102,11 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(r.stdout, "stale locks reaped                                   0\n") {
 		t.Errorf("no stale lock reaped:\n%s", r.stdout)
 	}
-	// The demo's consumers ran as execution environments, and the children (which run
-	// them too, by default) died at their crash phases: SIGKILL from the fault proxy.
+	// The demo's own consumers and reaper ran as execution environments. (The children
+	// run them too, by default; whether a child reaches its crash phase before it is
+	// killed from outside depends on timing, so TestCrashInjection checks the phases.)
 	if want := "demo: the consumers and the reaper run as Lambda execution environments"; !strings.Contains(r.stderr, want) {
 		t.Errorf("stderr lacks %q", want)
-	}
-	for _, p := range demo.Phases {
-		if want := "1 × " + p + "\n"; !strings.Contains(r.stdout, want) {
-			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
-		}
 	}
 }
 

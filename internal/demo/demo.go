@@ -730,12 +730,12 @@ func (s Summary) Print(w io.Writer) {
 	line("runs stopped by the ledger journal (after the TTL)", fmt.Sprintf("%d (at most %d expected)", s.Guarded, s.GuardedExpected))
 	line("commits refused: lease lost", s.LeaseLost)
 	line("consumers killed (SIGKILL)", s.Killed)
-	line("invocations timed out (whole batch failed)", s.Timeouts)
 	if len(s.KilledByPhase) > 0 {
 		for _, p := range append(slices.Clone(Phases), RandomKill) {
 			fmt.Fprintf(w, "      %d × %s\n", s.KilledByPhase[p], p)
 		}
 	}
+	line("invocations timed out (whole batch failed)", s.Timeouts)
 	line("stale locks reaped", s.Reaped)
 	if s.Reaped > 0 {
 		line("  latest reap past lease end + grace", fmt.Sprintf("%s in-process (every %s), %s in the consumer processes",

@@ -108,6 +108,7 @@ func TestEnvironmentFaultsFailWholeBatch(t *testing.T) {
 	} {
 		name := strings.Split(tc.fault, `"`)[3]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each with its own queue and environment
 			api := awstest.SQS(t)
 			url := fifoQueue(t, api)
 			// One group: one batch, the fault last.
