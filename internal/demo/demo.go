@@ -738,7 +738,7 @@ func (s Summary) Print(w io.Writer) {
 	line("invocations timed out (whole batch failed)", s.Timeouts)
 	line("stale locks reaped", s.Reaped)
 	if s.Reaped > 0 {
-		line("  latest reap past lease end + grace", fmt.Sprintf("%s in-process (every %s), %s in the consumer processes",
+		line("  latest reap past lease end + grace", fmt.Sprintf("%s by the demo's reaper (every %s), %s by the consumer processes' own",
 			s.ReapLate.Round(time.Millisecond), ReapEvery, s.ReapLateChildren.Round(time.Millisecond)))
 	}
 	verdict := "OK"
