@@ -8,9 +8,11 @@ LOCAL_AWS := localstack/with-local-aws.sh
 # Checks the tools the targets on the command line need; every target runs it first.
 TOOLS := internal/makefile/tools.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
-LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
+# LAMBDA_ARCH is the template's (arm64); localstack/deploy.sh sets the host's.
+LAMBDA_ARCH ?= arm64
+LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost
+.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost local-deploy
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -60,6 +62,9 @@ build-ReaperFunction:
 deploy: tools ## sam build && sam deploy (needs the SAM CLI and AWS credentials; see README)
 	sam build && sam deploy
 
+local-deploy: ## UNTESTED here (needs Docker): build and deploy template.yaml into LocalStack with samlocal (localstack/deploy.sh)
+	localstack/deploy.sh
+
 clean: ## remove build output
 	rm -rf .aws-sam
 
@@ -68,12 +73,13 @@ demo: tools ## the main job, locally: LocalStack if Docker answers, else moto on
 	@$(GO) build -o .aws-sam/idemctl ./cmd/idemctl
 	$(LOCAL_AWS) -- .aws-sam/idemctl demo $(DEMO_FLAGS)
 
-bench: tools ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, reaper vs a scan (100k records), cost per million messages, bootstrap sizes
+bench: tools ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, the local runtime loop, reaper vs a scan (100k records), cost per million messages, bootstrap sizes
 	$(GO) test -run '^$$' -bench 'FirstDelivery|Duplicate|BatchFIFO' -benchmem -count 5 ./idem/
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 -v -run 'TestRoundTrips|TestSQSCallsPerBatch' ./idem/ ./internal/runner/
 	$(LOCAL_AWS) --free-port -- env BATCH_LATENCY_TABLE=1 $(GO) test -count=1 -v -run TestBatchLatencyTable ./functions/consumer/consumerapp/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ConsumerCPU -benchtime 30x -count 3 ./functions/consumer/consumerapp/
 	$(LOCAL_AWS) --free-port -- env IDEM_COLDSTART=1 $(GO) test -count=1 -v -run TestColdStart ./internal/coldstart/
+	$(GO) test -run '^$$' -bench 'RuntimeLoop|ColdStart' -benchtime 300x -count 6 ./internal/lambdaenv/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ReaperSweep -benchtime 1x -timeout 30m ./idem/
 	$(MAKE) --no-print-directory cost
 	$(MAKE) --no-print-directory build
@@ -101,10 +107,10 @@ fuzz: tools ## run each fuzz target for FUZZTIME (default 30s), one after anothe
 
 E2E_MESSAGES ?= 5000
 E2E_CONSUMERS ?= 1 2 4 8
-bench-e2e: tools ## end-to-end throughput, CPU per record and peak RSS of idemctl run against moto, with E2E_CONSUMERS consumers (1 2 4 8)
+bench-e2e: tools ## end-to-end throughput, CPU per record and peak RSS of idemctl run --in-process against moto, with E2E_CONSUMERS consumers (1 2 4 8)
 	$(GO) build -o .aws-sam/idemctl ./cmd/idemctl
 	$(LOCAL_AWS) --free-port -- bash -c 'set -e; for n in $(E2E_CONSUMERS); do \
 	  eval "$$(.aws-sam/idemctl up --stack e2e$$n-$$RANDOM 2>/dev/null)"; \
 	  .aws-sam/idemctl send --count $(E2E_MESSAGES) --accounts 50 --seed $$n 2>&1 | tail -1; \
-	  echo "consumers=$$n"; .aws-sam/idemctl run --consumers $$n --until-idle 2s --wait 1s 2>&1 >/dev/null | tail -2; \
+	  echo "consumers=$$n"; .aws-sam/idemctl run --in-process --consumers $$n --until-idle 2s --wait 1s 2>&1 >/dev/null | tail -3; \
 	done'

@@ -13,23 +13,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
+	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
 )
 
 func main() {
 	cfg, err := reaperapp.FromEnv(os.LookupEnv)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		initFailed(err)
 	}
 	awsCfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "reaper: load AWS configuration:", err)
-		os.Exit(1)
+		initFailed(fmt.Errorf("reaper: load AWS configuration: %w", err))
 	}
 	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		initFailed(err)
 	}
 	lambda.Start(h)
 }
+
+// initFailed reports a failed init as Lambda asks (a post to /runtime/init/error) and
+// exits.
+func initFailed(err error) { initerr.Exit(os.Getenv, os.Stderr, os.Exit, err) }

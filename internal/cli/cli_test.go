@@ -25,11 +25,27 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
+	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 )
 
-// TestMain points the integration tests at a local endpoint, starting moto_server when
-// AWS_ENDPOINT_URL is unset.
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+// bootstrapsDir holds the consumer's and the reaper's bootstrap for this host, built once
+// for the test binary: `idemctl run` and the demo run them as Lambda execution
+// environments (IDEMCTL_BOOTSTRAPS in localEnv).
+var bootstrapsDir string
+
+// TestMain builds the bootstraps and points the integration tests at a local endpoint,
+// starting moto_server when AWS_ENDPOINT_URL is unset.
+func TestMain(m *testing.M) {
+	dir, _, err := lambdaenv.BuildTemp(context.Background(), "../..", "./functions/consumer", "./functions/reaper")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bootstrapsDir = dir
+	code := awstest.Main(m)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // env is a command's environment; tests never touch the process's.
 type env map[string]string
@@ -41,7 +57,7 @@ func (e env) lookup(name string) (string, bool) {
 
 // localEnv is the environment of a shell pointed at the test endpoint.
 func localEnv(t *testing.T) env {
-	return env{"AWS_ENDPOINT_URL": awstest.Endpoint(t), "AWS_REGION": awstest.Region}
+	return env{"AWS_ENDPOINT_URL": awstest.Endpoint(t), "AWS_REGION": awstest.Region, "IDEMCTL_BOOTSTRAPS": bootstrapsDir}
 }
 
 type result struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
@@ -39,6 +40,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	storm := flags.Bool("storm", false, "the duplicate storm: every payment delivered 1 to --max-deliveries times, of every kind (same and new dedup id, concurrent, after completion, after the TTL)")
 	maxDeliveries := flags.Int("max-deliveries", 5, "with --storm: most deliveries of one payment")
 	mode := flags.String("mode", idem.ModeLease.String(), "how the consumers commit a first delivery: "+idem.ModeLease.String()+" or "+idem.ModeSingleTransaction.String()+" (IDEMPOTENCY_MODE)")
+	inProcess := flags.Bool("in-process", false, "call the handlers inside this process instead of running the bootstraps as Lambda execution environments")
+	bootDir := flags.String("bootstraps", "", "directory with consumer/bootstrap and reaper/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them)")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -64,7 +67,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	ok, err := demoRun(ctx, demoOptions{
 		template: *template, payments: *payments, accounts: *accounts, consumers: *consumers,
 		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
-		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries, mode: *mode,
+		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries, mode: *mode, inProcess: *inProcess, bootstraps: *bootDir,
 	}, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "demo", err)
@@ -88,6 +91,8 @@ type demoOptions struct {
 	storm                         bool
 	maxDeliveries                 int
 	mode                          string
+	inProcess                     bool
+	bootstraps                    string
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
@@ -133,6 +138,23 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: syncw.New(logs),
 		Storm: o.storm, MaxDeliveries: o.maxDeliveries,
 	}
+	// The execution mode of the children: the same bootstraps, or --in-process.
+	mode := []string{"--in-process"}
+	if !o.inProcess {
+		consumerBin, reaperBin, err := localfn.Bootstraps(ctx, ".", setting(o.bootstraps, env, "IDEMCTL_BOOTSTRAPS"), stderr)
+		if err != nil {
+			return false, err
+		}
+		mode = []string{"--bootstraps", filepath.Dir(filepath.Dir(consumerBin))}
+		if o.storm {
+			// The storm's after-TTL phase moves the consumers' clock, which only a handler
+			// in this process can be given.
+			fmt.Fprintln(stderr, "demo: --storm runs its own consumers in this process (its after-TTL phase moves their clock); the killed children run the bootstraps")
+		} else {
+			opts.Functions = localfn.DemoFunctions(ctx, t, consumerBin, reaperBin, vars, env, awsCfg)
+			fmt.Fprintf(stderr, "demo: the consumers and the reaper run as Lambda execution environments of the bootstraps in %s\n", mode[1])
+		}
+	}
 	exe := o.self
 	if exe == "" && (o.crash || o.kills > 0) {
 		if exe, err = os.Executable(); err != nil {
@@ -145,8 +167,8 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	}
 	if o.kills > 0 {
 		rng := rand.New(rand.NewPCG(o.seed, o.seed+1))
-		args := []string{"run", "--template", o.template, "--consumers", "2", "--wait", "1s", "--function-timeout", "3s",
-			"--visibility-timeout", "8s", "--reaper-every", "1s", "--retry-after", "1s"}
+		args := append([]string{"run", "--template", o.template, "--consumers", "2", "--wait", "1s", "--function-timeout", "3s",
+			"--visibility-timeout", "8s", "--reaper-every", "1s", "--retry-after", "1s"}, mode...)
 		var phases []string
 		if o.phases {
 			phases = demo.PhasesOf(o.mode)
@@ -159,11 +181,11 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		}
 	}
 	if o.crash {
-		opts.Crash = demo.ChildCrasher(exe, []string{
+		opts.Crash = demo.ChildCrasher(exe, append([]string{
 			"run", "--template", o.template, "--consumers", "1", "--no-reaper", "--wait", "1s",
 			"--function-timeout", demo.FunctionTimeout.String(), "--visibility-timeout", demo.CrashVisibility.String(),
 			"--stall-commit", "2m",
-		}, childEnv, stderr)
+		}, mode...), childEnv, stderr)
 	}
 	s, err := demo.Run(ctx, opts)
 	if err != nil {

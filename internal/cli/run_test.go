@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
+	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 )
 
 // TestRun sends payments with duplicates, then consumes them with `idemctl run` and two
@@ -50,6 +52,20 @@ func TestRun(t *testing.T) {
 	}
 	if want := ledger.ExpectedBalances(payments); !maps.Equal(got, want) || len(payments) != 40 {
 		t.Fatalf("balances %v, want %v (%d payments)", got, want, len(payments))
+	}
+	// idemctl check says the same; after one more payment than was consumed, it fails.
+	if c := idemctl(t, e, "check", "--record", record); c.code != 0 || !strings.Contains(c.stdout, "every balance = sum of distinct payments OK") {
+		t.Errorf("check: exit %d\n%s%s", c.code, c.stdout, c.stderr)
+	}
+	extra := filepath.Join(t.TempDir(), "more.jsonl")
+	if s := idemctl(t, e, "send", "--count", "1", "--accounts", "1", "--seed", "99", "--record", extra); s.code != 0 {
+		t.Fatalf("send: %s", s.stderr)
+	}
+	if err := os.WriteFile(record, []byte(readFile(t, record)+readFile(t, extra)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := idemctl(t, e, "check", "--record", record); c.code != 1 || !strings.Contains(c.stderr, "balances differ") {
+		t.Errorf("check with an unconsumed payment: exit %d\n%s", c.code, c.stderr)
 	}
 	// stdout carries the consumer's JSON log lines and EMF metrics, as in Lambda.
 	if !strings.Contains(r.stdout, `"outcome":"applied"`) || !strings.Contains(r.stdout, `"CloudWatchMetrics"`) {
@@ -89,6 +105,12 @@ func TestDemo(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, "stale locks reaped                                   0\n") {
 		t.Errorf("no stale lock reaped:\n%s", r.stdout)
+	}
+	// The demo's own consumers and reaper ran as execution environments. (The children
+	// run them too, by default; whether a child reaches its crash phase before it is
+	// killed from outside depends on timing, so TestCrashInjection checks the phases.)
+	if want := "demo: the consumers and the reaper run as Lambda execution environments"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks %q", want)
 	}
 }
 
@@ -179,5 +201,24 @@ func TestRedriveAfterAFix(t *testing.T) {
 	}
 	if r := idemctl(t, e, "redrive", "--dry-run"); !strings.Contains(r.stdout, "0 messages would move") {
 		t.Fatalf("DLQ after the redrive:\n%s", r.stdout)
+	}
+}
+
+// TestConsumerInitErrorReported: the consumer's bootstrap, given a function timeout that
+// leaves no time for a record, fails its init as Lambda has runtimes report it (a post
+// to /runtime/init/error), and the invocation fails with that error.
+func TestConsumerInitErrorReported(t *testing.T) {
+	e, err := lambdaenv.New(lambdaenv.Function{
+		Name: "ConsumerFunction", Bin: filepath.Join(bootstrapsDir, "consumer", "bootstrap"), Timeout: 10 * time.Second,
+		Env: []string{"IDEMPOTENCY_TABLE=t", "LEDGER_TABLE=l", "DLQ_URL=d", "RECEIPTS_QUEUE_URL=r", "FUNCTION_TIMEOUT=2s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	_, err = e.Invoke(context.Background(), []byte(`{"Records":[]}`))
+	var ie *lambdaenv.InitError
+	if !errors.As(err, &ie) || ie.Type != "ConfigError" || !strings.Contains(ie.Message, "FUNCTION_TIMEOUT 2s is not more than DEADLINE_MARGIN 2s") {
+		t.Fatalf("invoke: %v, want the consumer's init error", err)
 	}
 }

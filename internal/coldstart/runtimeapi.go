@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,10 +65,12 @@ type RuntimeAPI struct {
 	ln  net.Listener
 	srv *http.Server
 
-	queue chan Invocation
-	ready chan struct{} // closed at the first GET /next
-	done  chan struct{} // closed by Close
-	once  sync.Once
+	queue  chan Invocation
+	ready  chan struct{} // closed at the first GET /next
+	polled chan struct{} // signalled (without blocking) at every GET /next
+	polls  atomic.Int64  // GET /next requests so far
+	done   chan struct{} // closed by Close
+	once   sync.Once
 
 	mu        sync.Mutex
 	readyAt   time.Time
@@ -82,7 +85,7 @@ func NewRuntimeAPI() (*RuntimeAPI, error) {
 		return nil, fmt.Errorf("coldstart: listen: %w", err)
 	}
 	a := &RuntimeAPI{
-		ln: ln, queue: make(chan Invocation, 16), ready: make(chan struct{}), done: make(chan struct{}),
+		ln: ln, queue: make(chan Invocation, 16), ready: make(chan struct{}), polled: make(chan struct{}, 1), done: make(chan struct{}),
 		waiting: map[string]chan Result{}, initError: make(chan Result, 1),
 	}
 	mux := http.NewServeMux()
@@ -101,6 +104,14 @@ func (a *RuntimeAPI) Addr() string { return a.ln.Addr().String() }
 
 // Ready is closed when the function first asks for an event.
 func (a *RuntimeAPI) Ready() <-chan struct{} { return a.ready }
+
+// Polled receives a value after a GET /next arrived; one value stands for any number
+// of them since the last receive.
+func (a *RuntimeAPI) Polled() <-chan struct{} { return a.polled }
+
+// Polls is the number of GET /next requests so far: after the function has answered n
+// invocations, Polls() > n means it is waiting for the next one.
+func (a *RuntimeAPI) Polls() int64 { return a.polls.Load() }
 
 // ReadyAt is when the first GET /next arrived (zero before).
 func (a *RuntimeAPI) ReadyAt() time.Time {
@@ -152,6 +163,11 @@ func (a *RuntimeAPI) next(w http.ResponseWriter, r *http.Request) {
 		close(a.ready)
 	}
 	a.mu.Unlock()
+	a.polls.Add(1)
+	select {
+	case a.polled <- struct{}{}:
+	default:
+	}
 	select {
 	case inv := <-a.queue:
 		h := w.Header()

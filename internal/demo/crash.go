@@ -131,6 +131,25 @@ func PhasesOf(mode string) []string {
 	return Phases
 }
 
+// PhaseOf names the crash phase a DynamoDB call of operation op, with its update and
+// condition expressions, completes: the conditional PutItem of an acquire, the mark that
+// a record's outbound messages were sent, the reaper's fenced update to FAILED, a
+// completion transaction (in either mode: the payments handler always has business
+// writes); "" for any other call.
+func PhaseOf(op, update, condition string) string {
+	switch {
+	case op == "PutItem" && strings.HasPrefix(condition, "attribute_not_exists(pk)"):
+		return PhaseAcquire
+	case op == "UpdateItem" && strings.HasPrefix(update, "SET sent = :sent"):
+		return PhaseSent
+	case op == "UpdateItem" && strings.HasPrefix(update, "SET #status = :failed") && strings.Contains(condition, "lease_until = :lu"):
+		return PhaseReap
+	case op == "TransactWriteItems":
+		return PhaseCommit
+	}
+	return ""
+}
+
 // CrashMarker starts the line a consumer prints just before it kills itself.
 const CrashMarker = "crashing at"
 
@@ -163,26 +182,18 @@ func (c *crashAt) hit(phase string, err error) {
 
 func (c *crashAt) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	out, err := c.DynamoDBAPI.PutItem(ctx, in, o...)
-	if strings.HasPrefix(aws.ToString(in.ConditionExpression), "attribute_not_exists(pk)") {
-		c.hit(PhaseAcquire, err)
-	}
+	c.hit(PhaseOf("PutItem", "", aws.ToString(in.ConditionExpression)), err)
 	return out, err
 }
 
 func (c *crashAt) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	out, err := c.DynamoDBAPI.UpdateItem(ctx, in, o...)
-	upd, cond := aws.ToString(in.UpdateExpression), aws.ToString(in.ConditionExpression)
-	switch {
-	case strings.HasPrefix(upd, "SET sent = :sent"):
-		c.hit(PhaseSent, err)
-	case strings.HasPrefix(upd, "SET #status = :failed") && strings.Contains(cond, "lease_until = :lu"):
-		c.hit(PhaseReap, err)
-	}
+	c.hit(PhaseOf("UpdateItem", aws.ToString(in.UpdateExpression), aws.ToString(in.ConditionExpression)), err)
 	return out, err
 }
 
 func (c *crashAt) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	out, err := c.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
-	c.hit(PhaseCommit, err)
+	c.hit(PhaseOf("TransactWriteItems", "", ""), err)
 	return out, err
 }

@@ -47,6 +47,13 @@ type DynamoDBAPI interface {
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
+// Functions are the consumers and the reaper of Options.Functions.
+type Functions struct {
+	Consumer func(instance int) runner.Handler
+	Reap     func(ctx context.Context) (idem.SweepResult, error)
+	Close    func()
+}
+
 // Crasher starts a consumer in another process, waits until it holds leases in the
 // middle of a batch, and kills it with SIGKILL. It returns how many it killed.
 type Crasher func(ctx context.Context) (int, error)
@@ -71,6 +78,11 @@ type Options struct {
 	// the last two kinds after the rest is consumed.
 	Storm         bool
 	MaxDeliveries int
+	// Functions, when set, runs the consumers and the reaper as Lambda execution
+	// environments (their bootstraps in child processes, see internal/lambdaenv) instead
+	// of calling their handlers in this process; output takes the functions' logs and
+	// metrics. ConsumerDynamoDB does not apply to them.
+	Functions func(consumers int, output io.Writer) (Functions, error)
 	// ConsumerDynamoDB, when set, is the client the local consumers use (for instance
 	// through a fault-injecting proxy); the reaper and the final check use DynamoDB.
 	ConsumerDynamoDB idem.DynamoDBAPI
@@ -100,6 +112,7 @@ var StormKinds = []string{KindSameDedupID, KindNewDedupID, KindConcurrent, KindA
 const (
 	FunctionTimeout = 10 * time.Second
 	LeaseGrace      = 2 * time.Second
+	DeadlineMargin  = time.Second
 	ReapEvery       = 2 * time.Second
 	Visibility      = 10 * time.Second
 	CrashVisibility = 30 * time.Second
@@ -127,6 +140,7 @@ type Summary struct {
 	BadSent            int            // bad messages sent (each must end in the DLQ)
 	Killed             int            // consumers killed with SIGKILL
 	KilledByPhase      map[string]int // ... by where they died (see Phases, RandomKill)
+	Timeouts           int            // invocations of the local consumers past their timeout (whole batch failed)
 	Reaped             int            // stale locks failed by the reaper
 	ReapLate           time.Duration  // the in-process reaper's latest reap past lease end + grace (period ReapEvery)
 	ReapLateChildren   time.Duration  // the same for the consumer processes' reapers
@@ -174,7 +188,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if queueURL == "" {
 		return Summary{}, errors.New("demo: QUEUE_URL is not set")
 	}
-	cfg.LeaseGrace, cfg.DeadlineMargin = LeaseGrace, time.Second
+	cfg.LeaseGrace, cfg.DeadlineMargin = LeaseGrace, DeadlineMargin
 
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	run := fmt.Sprintf("%d", time.Now().Unix())
@@ -218,6 +232,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 
 	counts := &emfCounts{}
+	var fns Functions
+	if o.Functions != nil {
+		if fns, err = o.Functions(o.Consumers, io.MultiWriter(o.Logs, counts)); err != nil {
+			return s, err
+		}
+		defer fns.Close()
+	}
 	rr := &receiptReader{api: o.SQS, url: o.Env["RECEIPTS_QUEUE_URL"], seen: map[string]int{}}
 	rctx, stopReceipts := context.WithCancel(ctx)
 	defer stopReceipts()
@@ -232,7 +253,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	seen := map[string]bool{}
 	var reaped int64
 	sweep := func(ctx context.Context) (idem.SweepResult, error) {
-		res, err := reaper.Sweep(ctx)
+		sweepOnce := reaper.Sweep
+		if fns.Reap != nil {
+			sweepOnce = fns.Reap
+		}
+		res, err := sweepOnce(ctx)
 		seenMu.Lock()
 		s.ReapLate = max(s.ReapLate, res.MaxLate)
 		seenMu.Unlock()
@@ -246,6 +271,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			RetryAfter: time.Second, UntilIdle: 3 * time.Second, Progress: o.Out, ProgressEvery: 5 * time.Second,
 			Reap: sweep, ReapEvery: ReapEvery,
 			NewHandler: func(i int) (runner.Handler, error) {
+				if fns.Consumer != nil {
+					return fns.Consumer(i), nil
+				}
 				h, err := consumerapp.New(cfg, consumerapp.Deps{
 					DynamoDB: consumerDDB, SQS: o.SQS, Logs: o.Logs, Metrics: counts, Owner: fmt.Sprintf("demo-consumer-%d", i),
 					Clock: clock,
@@ -256,6 +284,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		})
 		seenMu.Lock()
 		reaped += stats.Reaped
+		s.Timeouts += int(stats.Timeouts)
 		seenMu.Unlock()
 		return err
 	}
@@ -801,11 +830,12 @@ func (s Summary) Print(w io.Writer) {
 			fmt.Fprintf(w, "      %d × %s\n", s.KilledByPhase[p], p)
 		}
 	}
+	line("invocations timed out (whole batch failed)", s.Timeouts)
 	line("stale locks reaped", s.Reaped)
 	if s.Reaped > 0 {
-		late := fmt.Sprintf("%s in-process (every %s)", s.ReapLate.Round(time.Millisecond), ReapEvery)
+		late := fmt.Sprintf("%s by the demo's reaper (every %s)", s.ReapLate.Round(time.Millisecond), ReapEvery)
 		if s.ChildConsumers {
-			late += fmt.Sprintf(", %s in the consumer processes", s.ReapLateChildren.Round(time.Millisecond))
+			late += fmt.Sprintf(", %s by the consumer processes' own", s.ReapLateChildren.Round(time.Millisecond))
 		}
 		line("  latest reap past lease end + grace", late)
 	}

@@ -35,8 +35,10 @@ func crashInjection(t *testing.T, mode idem.Mode, kills int) {
 	}
 	w := newWorld(t)
 	w.vars["IDEMPOTENCY_MODE"] = mode.String()
+	fns, bootDir := functions(t, w, awsEndpoint(t))
+	// The children (idemctl run) run the same bootstraps as execution environments.
 	childEnv := append(w.env.Environ(), "AWS_ENDPOINT_URL="+awsEndpoint(t), "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "IDEMPOTENCY_MODE="+mode.String())
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "IDEMCTL_BOOTSTRAPS="+bootDir, "IDEMPOTENCY_MODE="+mode.String())
 	const childReapEvery, childGrace = time.Second, time.Second
 	args := []string{"run", "--template", "../../template.yaml", "--consumers", "2", "--wait", "1s", "--function-timeout", "3s",
 		"--visibility-timeout", "8s", "--reaper-every", childReapEvery.String(), "--retry-after", "1s"}
@@ -46,7 +48,7 @@ func crashInjection(t *testing.T, mode idem.Mode, kills int) {
 	out := &progress{t: t}
 	s, err := demo.Run(ctx, demo.Options{
 		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Payments: payments, Accounts: accounts, Consumers: 1, Seed: 11, Out: out,
-		RedriveParked: true, Logs: consumerLog(t),
+		RedriveParked: true, Logs: consumerLog(t), Functions: fns,
 		Crash: demo.ChildCrasher(bin, []string{
 			"run", "--template", "../../template.yaml", "--consumers", "1", "--no-reaper", "--wait", "1s",
 			"--function-timeout", demo.FunctionTimeout.String(), "--visibility-timeout", demo.CrashVisibility.String(),

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
@@ -88,6 +89,41 @@ var idemctlBinary = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// bootstraps builds the consumer's and the reaper's bootstrap for this host once per test
+// binary: the scenarios run them as Lambda execution environments.
+var bootstraps = sync.OnceValues(func() ([2]string, error) {
+	dir, err := os.MkdirTemp("", "reliability-bootstraps")
+	if err != nil {
+		return [2]string{}, err
+	}
+	c, r, err := localfn.Bootstraps(context.Background(), "../..", dir, io.Discard)
+	return [2]string{c, r}, err
+})
+
+// functions runs a scenario's local consumers and reaper as Lambda execution
+// environments of the bootstraps (demo.Options.Functions), reaching AWS at endpoint.
+// It also returns the directory of the bootstraps, for the idemctl children
+// (IDEMCTL_BOOTSTRAPS).
+func functions(t *testing.T, w *world, endpoint string) (func(int, io.Writer) (demo.Functions, error), string) {
+	t.Helper()
+	bins, err := bootstraps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := stack.Load("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) (string, bool) {
+		if k == "AWS_ENDPOINT_URL" {
+			return endpoint, true
+		}
+		return "", false
+	}
+	return localfn.DemoFunctions(context.Background(), tpl, bins[0], bins[1], w.vars, env, awstest.Config(t)),
+		filepath.Dir(filepath.Dir(bins[0]))
+}
 
 // report logs a scenario's figures as a two-column table, for RELIABILITY.md.
 func report(t *testing.T, title string, rows ...any) {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
@@ -87,6 +89,12 @@ type Stats struct {
 	Reaped       int64
 	SweepErrors  int64
 	Distinct     int64 // distinct message ids received
+	Timeouts     int64 // invocations past their deadline (whole batch failed)
+	// MaxConcurrent is the most invocations that ran at once: at most Consumers.
+	MaxConcurrent int64
+	// GroupOverlaps counts FIFO message groups received while an invocation of another
+	// consumer still held the same group: SQS FIFO never allows it, so it stays 0.
+	GroupOverlaps int64
 }
 
 // Run polls until ctx ends or the queue is idle for UntilIdle. On ctx's end it stops
@@ -110,7 +118,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			return Stats{}, fmt.Errorf("runner: init consumer %d: %w", i, err)
 		}
 	}
-	r := &run{cfg: cfg, arn: arn, seen: map[string]bool{}}
+	r := &run{cfg: cfg, arn: arn, seen: map[string]bool{}, groups: map[string]bool{}}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -205,8 +213,10 @@ type run struct {
 
 	invocations, invokeErrors, received, succeeded, failed, deleteErrors atomic.Int64
 	sweeps, reaped, sweepErrors                                          atomic.Int64
+	timeouts, running, maxRunning, overlaps                              atomic.Int64
 	mu                                                                   sync.Mutex
 	seen                                                                 map[string]bool
+	groups                                                               map[string]bool // FIFO groups of running invocations
 }
 
 func (r *run) stats() Stats {
@@ -217,6 +227,7 @@ func (r *run) stats() Stats {
 		Invocations: r.invocations.Load(), InvokeErrors: r.invokeErrors.Load(), Received: r.received.Load(),
 		Succeeded: r.succeeded.Load(), Failed: r.failed.Load(), DeleteErrors: r.deleteErrors.Load(),
 		Sweeps: r.sweeps.Load(), Reaped: r.reaped.Load(), SweepErrors: r.sweepErrors.Load(), Distinct: distinct,
+		Timeouts: r.timeouts.Load(), MaxConcurrent: r.maxRunning.Load(), GroupOverlaps: r.overlaps.Load(),
 	}
 }
 
@@ -279,15 +290,30 @@ func (r *run) invoke(ctx context.Context, h Handler, msgs []sqstypes.Message) {
 	}
 	r.received.Add(int64(len(msgs)))
 	r.invocations.Add(1)
+	release := r.hold(ev)
 
-	ictx, cancel := context.WithTimeout(ctx, r.cfg.FunctionTimeout)
+	deadline := time.Now().Add(r.cfg.FunctionTimeout)
+	ictx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	ictx = lambdacontext.NewContext(ictx, &lambdacontext.LambdaContext{AwsRequestID: requestID(), InvokedFunctionArn: r.cfg.FunctionARN})
 	resp, err := h(ictx, ev)
+	// The invocation is over: SQS may hand its groups to another consumer as soon as
+	// their records are deleted below.
+	release()
+	if err == nil && time.Now().After(deadline) {
+		// Lambda ends an invocation at its timeout, whatever the handler would have
+		// answered: the whole batch fails, nothing is deleted
+		// (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html).
+		err = errTimedOut
+	}
+	if errors.Is(err, errTimedOut) || errors.Is(err, lambdaenv.ErrTimeout) {
+		r.timeouts.Add(1)
+	}
 
 	failed := map[string]bool{}
 	if err != nil {
 		r.invokeErrors.Add(1)
+		r.logf("invocation failed, its %d records come back: %v", len(msgs), err)
 		for _, rec := range ev.Records {
 			failed[rec.MessageId] = true
 		}
@@ -317,6 +343,40 @@ func (r *run) invoke(ctx context.Context, h Handler, msgs []sqstypes.Message) {
 	r.delete(ctx, ok)
 	if r.cfg.RetryAfter > 0 && len(bad) > 0 {
 		r.retrySoon(ctx, bad)
+	}
+}
+
+var errTimedOut = errors.New("runner: the handler returned after the function timeout")
+
+// hold counts a running invocation and marks its FIFO groups as held; the returned
+// func releases them.
+func (r *run) hold(ev events.SQSEvent) func() {
+	n := r.running.Add(1)
+	for m := r.maxRunning.Load(); n > m && !r.maxRunning.CompareAndSwap(m, n); m = r.maxRunning.Load() {
+	}
+	var mine []string
+	r.mu.Lock()
+	for _, rec := range ev.Records {
+		g := rec.Attributes["MessageGroupId"]
+		if g == "" || slices.Contains(mine, g) {
+			continue
+		}
+		if r.groups[g] {
+			r.overlaps.Add(1)
+			r.logf("FIFO group %s received while another invocation holds it", g)
+			continue
+		}
+		r.groups[g] = true
+		mine = append(mine, g)
+	}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		for _, g := range mine {
+			delete(r.groups, g)
+		}
+		r.mu.Unlock()
+		r.running.Add(-1)
 	}
 }
 
@@ -462,8 +522,8 @@ func (r *run) report(what string) {
 		return
 	}
 	s := r.stats()
-	fmt.Fprintf(r.cfg.Progress, "run %s: %d invocations, %d records received (%d distinct), %d ok, %d failed (retried), %d delete errors, %d sweeps, %d locks reaped\n",
-		what, s.Invocations, s.Received, s.Distinct, s.Succeeded, s.Failed, s.DeleteErrors, s.Sweeps, s.Reaped)
+	fmt.Fprintf(r.cfg.Progress, "run %s: %d invocations (%d timed out), %d records received (%d distinct), %d ok, %d failed (retried), %d delete errors, %d sweeps, %d locks reaped\n",
+		what, s.Invocations, s.Timeouts, s.Received, s.Distinct, s.Succeeded, s.Failed, s.DeleteErrors, s.Sweeps, s.Reaped)
 }
 
 func (r *run) logf(format string, args ...any) {

@@ -17,10 +17,25 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+// fnBin is internal/lambdaenv/testdata/fn, a Lambda bootstrap that does what its
+// records say, built once for this test binary (environments_test.go).
+var fnBin string
+
+func TestMain(m *testing.M) {
+	dir, bins, err := lambdaenv.BuildTemp(context.Background(), "../lambdaenv", "./testdata/fn")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fnBin = bins[0]
+	code := awstest.Main(m)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 func fifoQueue(t *testing.T, api *sqs.Client) string {
 	t.Helper()

@@ -319,14 +319,10 @@ func (t *Template) ReaperPeriod() (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	evs, err := t.events(r, "Schedule", "ScheduleV2")
+	ev, err := t.scheduleEvent(r)
 	if err != nil {
-		return 0, fmt.Errorf("stack: %w", err)
+		return 0, err
 	}
-	if len(evs) != 1 {
-		return 0, fmt.Errorf("stack: want one function event of Type Schedule or ScheduleV2, found %d", len(evs))
-	}
-	ev := evs[0]
 	key := "Schedule"
 	if ev.typ == "ScheduleV2" {
 		key = "ScheduleExpression"
@@ -342,6 +338,18 @@ func (t *Template) ReaperPeriod() (time.Duration, error) {
 		return 0, fmt.Errorf("stack: %s: %w", where, err)
 	}
 	return d, nil
+}
+
+// scheduleEvent is the template's one event of Type Schedule or ScheduleV2.
+func (t *Template) scheduleEvent(r *resolver) (event, error) {
+	evs, err := t.events(r, "Schedule", "ScheduleV2")
+	if err != nil {
+		return event{}, fmt.Errorf("stack: %w", err)
+	}
+	if len(evs) != 1 {
+		return event{}, fmt.Errorf("stack: want one function event of Type Schedule or ScheduleV2, found %d", len(evs))
+	}
+	return evs[0], nil
 }
 
 var rateExpr = regexp.MustCompile(`^rate\(\s*(\d+)\s+([a-z]+)\s*\)$`)

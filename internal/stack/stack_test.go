@@ -130,6 +130,16 @@ func TestUpOurTemplate(t *testing.T) {
 	if !reflect.DeepEqual(env.Vars, want) {
 		t.Errorf("env:\n%v\nwant\n%v", env.Vars, want)
 	}
+	// FUNCTION_TIMEOUT tells each function its own Timeout: they must agree.
+	for _, id := range []string{"ConsumerFunction", "ReaperFunction"} {
+		fn, err := tm.Function(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := env.Lookup("FUNCTION_TIMEOUT"); v != fn.Timeout.String() {
+			t.Errorf("%s: FUNCTION_TIMEOUT %s, Timeout %s: change both together", id, v, fn.Timeout)
+		}
+	}
 	for _, q := range []stack.Resource{dlq, input, receipts} {
 		if !strings.HasSuffix(q.URL, "/"+name+"-"+q.LogicalID+".fifo") || !strings.HasPrefix(q.ARN, "arn:aws:sqs:") {
 			t.Errorf("queue %s: URL %s, ARN %s", q.LogicalID, q.URL, q.ARN)

@@ -44,8 +44,8 @@ type Deps struct {
 // New builds the handler. Build it once per process, outside the handler, so the
 // completed-key cache survives between invocations of a warm container.
 func New(cfg Config, d Deps) (Handler, error) {
-	if err := checkLease(cfg); err != nil {
-		return nil, fmt.Errorf("consumer: %w", err)
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	if d.DynamoDB == nil || d.SQS == nil {
 		return nil, errors.New("consumer: DynamoDB and SQS clients are required")

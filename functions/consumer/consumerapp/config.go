@@ -14,8 +14,9 @@ import (
 // Config is the consumer's configuration, read from the environment by FromEnv.
 type Config struct {
 	// FUNCTION_TIMEOUT and VISIBILITY_TIMEOUT (optional; the template sets both): the
-	// function's timeout and its queue's visibility timeout. New refuses a configuration
-	// in which timeout + LeaseGrace reaches the visibility timeout (checkLease).
+	// function's Timeout (Lambda does not tell a function its timeout before the first
+	// event) and its queue's visibility timeout, for Check at init. 0: unknown, not
+	// checked.
 	FunctionTimeout   time.Duration
 	VisibilityTimeout time.Duration
 
@@ -66,6 +67,9 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	var err error
 	if cfg.Mode, err = idem.ParseMode(mode); err != nil {
 		return Config{}, fmt.Errorf("consumer configuration: %w", err)
+	}
+	if err := cfg.Check(); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }

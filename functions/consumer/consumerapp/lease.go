@@ -9,7 +9,7 @@ import "fmt"
 // maxReceiveCount receives; enough of them park the message in the dead-letter queue
 // without it ever being applied. (idem.Visibility also moves a waiting message past the
 // lease end; this check keeps the common case, a crash, from needing it.) Either
-// duration unset skips the check. New calls it, so the consumer fails at init.
+// duration unset skips the check. Config.Check calls it, so the consumer fails at init.
 func checkLease(cfg Config) error {
 	if cfg.FunctionTimeout <= 0 || cfg.VisibilityTimeout <= 0 {
 		return nil

@@ -25,6 +25,7 @@ type Config struct {
 	Grace            time.Duration // LEASE_GRACE (default 30s): how long past its end a lease is reaped
 	Margin           time.Duration // SWEEP_MARGIN (default 2s): stop this long before the deadline
 	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
+	FunctionTimeout  time.Duration // FUNCTION_TIMEOUT (optional): the function's Timeout, checked against SWEEP_MARGIN
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main).
@@ -36,9 +37,14 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		Grace:            e.Duration("LEASE_GRACE", 30*time.Second),
 		Margin:           e.Duration("SWEEP_MARGIN", 2*time.Second),
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+		FunctionTimeout:  e.Duration("FUNCTION_TIMEOUT", 0),
 	}
 	if err := e.Err(); err != nil {
 		return Config{}, fmt.Errorf("reaper configuration: %w", err)
+	}
+	if cfg.FunctionTimeout > 0 && cfg.FunctionTimeout <= cfg.Margin {
+		return Config{}, fmt.Errorf("reaper configuration: FUNCTION_TIMEOUT %s is not more than SWEEP_MARGIN %s: no sweep could ever start (raise the function's Timeout in template.yaml, and FUNCTION_TIMEOUT with it, or lower SWEEP_MARGIN)",
+			cfg.FunctionTimeout, cfg.Margin)
 	}
 	return cfg, nil
 }

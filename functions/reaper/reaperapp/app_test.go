@@ -142,4 +142,12 @@ func TestFromEnv(t *testing.T) {
 		!strings.Contains(err.Error(), "IDEMPOTENCY_TABLE is not set") || !strings.Contains(err.Error(), "LEASE_GRACE") {
 		t.Fatalf("err = %v", err)
 	}
+	// A timeout at or below SWEEP_MARGIN leaves no time for a sweep: the init fails.
+	if _, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "FUNCTION_TIMEOUT": "2s"})); err == nil ||
+		!strings.Contains(err.Error(), "FUNCTION_TIMEOUT 2s is not more than SWEEP_MARGIN 2s") {
+		t.Fatalf("timeout 2s, margin 2s: err = %v", err)
+	}
+	if _, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "FUNCTION_TIMEOUT": "3s"})); err != nil {
+		t.Fatalf("timeout 3s, margin 2s: %v", err)
+	}
 }

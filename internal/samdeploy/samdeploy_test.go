@@ -1,0 +1,116 @@
+package samdeploy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+type deployment struct {
+	Status    string            `json:"status"`
+	Reason    string            `json:"reason"`
+	Outputs   map[string]string `json:"outputs"`
+	Resources []struct {
+		ID, Type, Status, Physical string
+	} `json:"resources"`
+	TransformedTypes []string `json:"transformed_types"`
+	Workarounds      []string `json:"workarounds"`
+	ESMs             []struct {
+		Function      string   `json:"function"`
+		Source        string   `json:"source"`
+		BatchSize     int      `json:"batch_size"`
+		ResponseTypes []string `json:"response_types"`
+	} `json:"event_source_mappings"`
+	Rules []struct {
+		Rule     string   `json:"rule"`
+		Schedule string   `json:"schedule"`
+		Targets  []string `json:"targets"`
+	} `json:"rule_targets"`
+}
+
+// TestTemplateDeploysOnMoto: template.yaml, transformed by aws-sam-translator as `sam
+// deploy` has CloudFormation do, creates on moto's CloudFormation: CREATE_COMPLETE,
+// every resource created, the consumer's SQS event source mapping with partial batch
+// responses, and the reaper's schedule rule targeting the reaper.
+func TestTemplateDeploysOnMoto(t *testing.T) {
+	stack := strings.ReplaceAll(awstest.Name(t, "sam"), "_", "-")
+	cmd := exec.Command("python3", "deploy.py", "--template", "../../template.yaml", "--endpoint", awstest.Endpoint(t),
+		"--stack", stack, "--region", awstest.Region)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("deploy.py (needs python3 with aws-sam-translator, which cfn-lint installs, and boto3): %v\n%s", err, stderr.String())
+	}
+	var d deployment
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatalf("deploy.py output: %v\n%s", err, out)
+	}
+	t.Logf("workarounds for moto: %s", strings.Join(d.Workarounds, "; "))
+	if d.Status != "CREATE_COMPLETE" {
+		t.Fatalf("stack %s: %s (%s)", stack, d.Status, d.Reason)
+	}
+
+	want := map[string]string{
+		"InputQueue": "AWS::SQS::Queue", "DeadLetterQueue": "AWS::SQS::Queue", "ReceiptsQueue": "AWS::SQS::Queue",
+		"IdempotencyTable": "AWS::DynamoDB::Table", "LedgerTable": "AWS::DynamoDB::Table",
+		"ConsumerLogGroup": "AWS::Logs::LogGroup", "ReaperLogGroup": "AWS::Logs::LogGroup",
+		"ConsumerFunction": "AWS::Lambda::Function", "ConsumerFunctionRole": "AWS::IAM::Role",
+		"ConsumerFunctionInputQueueEvent": "AWS::Lambda::EventSourceMapping",
+		"ReaperFunction":                  "AWS::Lambda::Function", "ReaperFunctionRole": "AWS::IAM::Role",
+		"ReaperFunctionSweep": "AWS::Events::Rule", "ReaperFunctionSweepPermission": "AWS::Lambda::Permission",
+	}
+	got := map[string]string{}
+	for _, r := range d.Resources {
+		if r.ID == "" {
+			continue // an alarm: moto does not create them (see deploy.py)
+		}
+		got[r.ID] = r.Type
+		if r.Status != "CREATE_COMPLETE" {
+			t.Errorf("%s (%s): %s", r.ID, r.Type, r.Status)
+		}
+	}
+	for id, typ := range want {
+		if got[id] != typ {
+			t.Errorf("resource %s: %q, want %s created", id, got[id], typ)
+		}
+	}
+	if !slices.Contains(d.TransformedTypes, "AWS::CloudWatch::Alarm") {
+		t.Errorf("the transformed template has no alarm: %v", d.TransformedTypes)
+	}
+
+	if len(d.ESMs) != 1 || d.ESMs[0].Function != "ConsumerFunction" || !strings.HasSuffix(d.ESMs[0].Source, stack+"-InputQueue.fifo") ||
+		d.ESMs[0].BatchSize != 10 || !slices.Equal(d.ESMs[0].ResponseTypes, []string{"ReportBatchItemFailures"}) {
+		t.Errorf("event source mappings %+v: want the consumer on the input queue, batch 10, ReportBatchItemFailures", d.ESMs)
+	}
+	if len(d.Rules) != 1 || d.Rules[0].Schedule != "rate(1 minute)" || len(d.Rules[0].Targets) != 1 ||
+		!strings.Contains(d.Rules[0].Targets[0], "ReaperFunction") {
+		t.Errorf("rules %+v: want the reaper's rate(1 minute) schedule targeting the reaper", d.Rules)
+	}
+
+	// The input queue as the template describes it: FIFO, 180 s visibility, redrive to
+	// the DLQ after 5 receives.
+	q, err := awstest.SQS(t).GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(d.Outputs["QueueUrl"]), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+	})
+	if err != nil {
+		t.Fatalf("input queue %q: %v", d.Outputs["QueueUrl"], err)
+	}
+	if a := q.Attributes; a["FifoQueue"] != "true" || a["VisibilityTimeout"] != "180" || !strings.Contains(a["RedrivePolicy"], `"maxReceiveCount": 5`) &&
+		!strings.Contains(a["RedrivePolicy"], `"maxReceiveCount":5`) {
+		t.Errorf("input queue attributes %v", a)
+	}
+}

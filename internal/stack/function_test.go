@@ -1,0 +1,75 @@
+package stack_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+)
+
+// TestFunctionOurTemplate: the settings each function gets, Globals merged in.
+func TestFunctionOurTemplate(t *testing.T) {
+	tpl, err := stack.Load(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		vars []string
+	}{
+		{"ConsumerFunction", []string{"IDEMPOTENCY_TABLE", "LEDGER_TABLE", "DLQ_URL", "RECEIPTS_QUEUE_URL", "LEASE_GRACE"}},
+		{"ReaperFunction", []string{"IDEMPOTENCY_TABLE", "INFLIGHT_SHARDS", "LEASE_GRACE"}},
+	} {
+		fn, err := tpl.Function(tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fn.Timeout != 30*time.Second || fn.MemoryMB != 256 {
+			t.Errorf("%s: timeout %s, memory %d MB: want the Globals' 30s and 256", tc.id, fn.Timeout, fn.MemoryMB)
+		}
+		for _, v := range tc.vars {
+			if !slices.Contains(fn.VarNames, v) {
+				t.Errorf("%s: variables %v lack %s", tc.id, fn.VarNames, v)
+			}
+		}
+	}
+	if fn, err := tpl.Function("ReaperFunction"); err == nil && slices.Contains(fn.VarNames, "LEDGER_TABLE") {
+		t.Errorf("the reaper got the consumer's LEDGER_TABLE: %v", fn.VarNames)
+	}
+	if _, err := tpl.Function("InputQueue"); err == nil {
+		t.Error("Function(InputQueue): want an error, it is a queue")
+	}
+	fn, ev, err := tpl.ScheduledFunction()
+	if err != nil || fn != "ReaperFunction" || ev != "Sweep" {
+		t.Errorf("ScheduledFunction() = %q, %q, %v; want ReaperFunction, Sweep", fn, ev, err)
+	}
+}
+
+// TestFunctionDefaults: without Timeout or MemorySize, Lambda's defaults; a parameter
+// reference is resolved.
+func TestFunctionDefaults(t *testing.T) {
+	tpl, err := stack.Parse([]byte(`
+Parameters:
+  Mem: {Type: Number, Default: 512}
+Resources:
+  Plain:
+    Type: AWS::Lambda::Function
+    Properties: {Handler: bootstrap}
+  Sized:
+    Type: AWS::Serverless::Function
+    Properties: {MemorySize: !Ref Mem, Timeout: 9}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]stack.Function{
+		"Plain": {LogicalID: "Plain", Timeout: 3 * time.Second, MemoryMB: 128},
+		"Sized": {LogicalID: "Sized", Timeout: 9 * time.Second, MemoryMB: 512},
+	} {
+		got, err := tpl.Function(id)
+		if err != nil || got.Timeout != want.Timeout || got.MemoryMB != want.MemoryMB {
+			t.Errorf("%s: %+v, %v; want %+v", id, got, err, want)
+		}
+	}
+}
