@@ -4,12 +4,13 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
-// TestLeaseFitsVisibility: the consumer refuses to start (New, at init) when a crashed
+// TestLeaseFitsVisibility: the consumer refuses to start (at init) when a crashed
 // invocation's lease (timeout + grace) would outlive its message's visibility timeout.
 func TestLeaseFitsVisibility(t *testing.T) {
 	base := map[string]string{"IDEMPOTENCY_TABLE": "i", "LEDGER_TABLE": "l",
@@ -31,11 +32,19 @@ func TestLeaseFitsVisibility(t *testing.T) {
 		for k, v := range base {
 			env[k] = v
 		}
+		// FromEnv checks the configuration (Config.Check), and New checks it again for a
+		// Config built by hand: either refuses.
 		cfg, err := consumerapp.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-		if err != nil {
-			t.Fatal(err)
+		if err == nil {
+			_, err = consumerapp.New(cfg, consumerapp.Deps{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t), Logs: io.Discard, Metrics: io.Discard})
 		}
-		_, err = consumerapp.New(cfg, consumerapp.Deps{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t), Logs: io.Discard, Metrics: io.Discard})
+		if !tc.ok && err != nil {
+			cfg.FunctionTimeout, cfg.VisibilityTimeout = 30*time.Second, 180*time.Second
+			cfg.LeaseGrace = 150 * time.Second
+			if _, nerr := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t), Logs: io.Discard, Metrics: io.Discard}); nerr == nil {
+				t.Errorf("New accepted a hand-built Config whose lease outlives the visibility timeout")
+			}
+		}
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("timeout %s grace %s visibility %s: %v", tc.timeout, tc.grace, tc.visibility, err)
