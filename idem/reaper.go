@@ -79,9 +79,19 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	deadline, hasDeadline := ctx.Deadline()
 	late := func() bool { return hasDeadline && time.Until(deadline) < margin }
 	before := clock().Add(-grace)
-	var pendings []*Pending
+	// Listed records that could not be reaped moved on (completed, extended, taken
+	// over), or are COMPLETED with outbound messages a crash left unsent: told apart, and
+	// the messages sent, once every reap of the sweep is done, so that reaps never wait.
+	var moved []StaleLease
 	defer func() {
-		// Send what was found, even when the sweep stopped early.
+		var pendings []*Pending
+		for _, s := range moved {
+			if p := r.pendingOf(ctx, s, clock()); p != nil {
+				pendings = append(pendings, p)
+			} else {
+				res.Lost++
+			}
+		}
 		for _, err := range deliver(ctx, r.Sender, r.Store, clock, pendings) {
 			if err == nil {
 				res.Sent++
@@ -114,11 +124,7 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 					res.Reaped++
 					res.MaxLate = max(res.MaxLate, now.Sub(s.LeaseUntil.Add(grace)))
 				case errors.Is(err, ErrLeaseLost):
-					if p := r.pendingOf(ctx, s, now); p != nil {
-						pendings = append(pendings, p)
-						continue
-					}
-					res.Lost++
+					moved = append(moved, s)
 				default:
 					return res, fmt.Errorf("idem: sweep: %w", err)
 				}
