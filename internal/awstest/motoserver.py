@@ -31,6 +31,17 @@ the same message) removed it, so the message's FIFO group stayed "in flight" for
 rebuild can be dropped the same way. The patch applies SQS's message operations one at a
 time too, and runs a long poll as short receives under the lock with pauses outside it.
 
+And moto can hand out a FIFO group's messages out of order. A message stays in its
+"pending" set (in flight) until a receive walks past it visible again; a receive that meets
+the first message of a group visible, while a later one of the group is still marked
+pending although its visibility also ran out, skips the first, then unmarks the later one
+and delivers it. That happens when a group's in-flight messages come back at different
+times (one moved to its lease end with ChangeMessageVisibility, the rest of the failed
+batch at the runner's retry delay), and here it let a changed payload under a payment's
+key be applied before the payment itself. SQS keeps a group's order: no message of a group
+is returned while an earlier one is in flight. The patch unmarks every message whose
+visibility ran out before each receive looks at the queue.
+
 And moto forgets a FIFO deduplication id as soon as its message is deleted, where SQS
 remembers it for 5 minutes: a receipt resent by a consumer that took over a crashed one's
 key reached the receipts queue twice once the first copy had been read. The patch keeps
@@ -136,11 +147,18 @@ def serialize_sqs():
 
     orig_receive = backend.receive_message
 
+    def release_expired(self, queue_name):
+        """Unmark the in-flight messages whose visibility ran out (see fifo order above)."""
+        queue = self.get_queue(queue_name)
+        for message in [m for m in queue.pending_messages if m.visible]:
+            queue.pending_messages.discard(message)
+
     def receive_message(self, queue_name, count, wait_seconds_timeout, visibility_timeout,
                         message_attribute_names=None):
         deadline = time.time() + (wait_seconds_timeout or 0)
         while True:
             with lock:
+                release_expired(self, queue_name)
                 got = orig_receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
             if got or time.time() >= deadline:
                 return got

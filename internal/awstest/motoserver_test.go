@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -118,5 +119,40 @@ func TestFIFOGroupsSurviveConcurrentReceivesAndDeletes(t *testing.T) {
 	wg.Wait()
 	if len(seen) != n {
 		t.Fatalf("received %d distinct messages of %d", len(seen), n)
+	}
+}
+
+// TestFIFOGroupOrderWhenVisibilityRunsOutUnevenly: two messages of one group received
+// together come back at different times (the first moved to 1 s, the second to 2 s);
+// once both are visible, a receive must return the first first, as SQS keeps a group's
+// order. Unpatched moto returned the second.
+func TestFIFOGroupOrderWhenVisibilityRunsOutUnevenly(t *testing.T) {
+	ctx := context.Background()
+	api := awstest.SQS(t)
+	url := fifo(t, api)
+	for _, b := range []string{"first", "second"} {
+		if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(b),
+			MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 30})
+	if err != nil || len(out.Messages) != 2 {
+		t.Fatalf("first receive: %v, %d messages", err, len(out.Messages))
+	}
+	for i, m := range out.Messages {
+		if _, err := api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url),
+			ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: int32(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2500 * time.Millisecond)
+	out, err = api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 1})
+	if err != nil || len(out.Messages) != 1 || aws.ToString(out.Messages[0].Body) != "first" {
+		var got []string
+		for _, m := range out.Messages {
+			got = append(got, aws.ToString(m.Body))
+		}
+		t.Fatalf("after both came back: %v, %v; want the first message of the group first", got, err)
 	}
 }
