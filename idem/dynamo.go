@@ -433,21 +433,8 @@ func (s *DynamoStore) ReadGuard(ctx context.Context, table string, key map[strin
 // record returned with the failed condition; when the emulator or service returned none,
 // a consistent read decides (this path is rare: only after a failed fence).
 func (s *DynamoStore) completedBy(ctx context.Context, l Lease, item map[string]types.AttributeValue, now time.Time) bool {
-	var rec *Record
-	if len(item) > 0 {
-		r, err := unmarshalRecord(item)
-		if err != nil {
-			return false
-		}
-		rec = r
-	} else {
-		r, err := s.Get(ctx, l.Key, now)
-		if err != nil {
-			return false
-		}
-		rec = r
-	}
-	return rec.Status == StatusCompleted && rec.LeaseToken == l.Token
+	rec, err := s.recordOf(ctx, l.Key, item, now)
+	return err == nil && rec.Status == StatusCompleted && rec.LeaseToken == l.Token
 }
 
 // Fail is one fenced UpdateItem.
