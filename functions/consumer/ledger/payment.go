@@ -3,7 +3,6 @@ package ledger
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 )
 
 // Payment is the message this example consumes. Replace it with your own message.
@@ -32,9 +33,10 @@ const (
 	MaxIDBytes = 128
 )
 
-// ErrInvalidPayment is wrapped by every validation error of Decode. Such a message can
+// ErrInvalidPayment is wrapped by every validation error of Decode; it wraps
+// example.ErrInvalid. Such a message can
 // never succeed, so the handler returns it as an idem.Permanent error.
-var ErrInvalidPayment = errors.New("ledger: invalid payment")
+var ErrInvalidPayment = example.NewInvalid("ledger: invalid payment")
 
 // invalid returns a validation error. Messages name the field but never echo its value:
 // they end up in logs, in the idempotency record and on the DLQ message.

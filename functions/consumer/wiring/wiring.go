@@ -1,0 +1,21 @@
+// Package wiring names the message types this build carries. It is the one file outside
+// an example's own package that names the example: the consumer, idemctl, the demo, the
+// reliability suite and the benchmarks reach it only through example.Example.
+//
+// To run your own message type, put its package beside the ledger, list it here first,
+// and put its template block in template.yaml (see README.md, "Adapting it to your own
+// messages").
+package wiring
+
+import (
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+)
+
+// Examples are the message types of this build. The first is the default: the one the
+// consumer runs when its EXAMPLE variable is unset, and the tools use without
+// --example. Its template block is the one in template.yaml.
+var Examples = []example.Example{ledger.Example{}}
+
+// Default is the first of Examples.
+func Default() example.Example { return Examples[0] }
