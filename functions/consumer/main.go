@@ -1,5 +1,6 @@
 // Command consumer is the SQS consumer Lambda: it only wires configuration and clients;
-// the handler is built by consumerapp and the business logic lives in ledger.
+// the handler is built by consumerapp, and the business logic is the example that
+// functions/consumer/wiring names.
 package main
 
 import (

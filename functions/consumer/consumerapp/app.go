@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
@@ -21,8 +20,8 @@ import (
 // Handler is the consumer's Lambda handler: a partial batch response for an SQS event.
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
-// SQSAPI is the part of the SQS client the consumer uses: outbound messages (the
-// receipts) and dead letters.
+// SQSAPI is the part of the SQS client the consumer uses: the example's outbound
+// messages and dead letters.
 type SQSAPI interface {
 	idem.SQSSender
 	idem.SQSBatchSender
@@ -74,11 +73,9 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	business, err := ledger.NewHandler(ledger.Config{
-		LedgerTable: cfg.LedgerTable, ReceiptsQueueURL: cfg.ReceiptsQueueURL,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("consumer: %w", err)
+	business := cfg.Handler
+	if business == nil {
+		return nil, errors.New("consumer: Config.Handler is nil (FromEnv builds it from the example)")
 	}
 	// A client that can also change a message's visibility (*sqs.Client can) hides a
 	// message that waits on a lease until the lease ends (idem.Visibility).

@@ -4,9 +4,12 @@
 package consumerapp
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
@@ -20,18 +23,22 @@ type Config struct {
 	FunctionTimeout   time.Duration
 	VisibilityTimeout time.Duration
 
+	// Example is the message type (EXAMPLE: one of functions/consumer/wiring's, by name;
+	// unset: the first), and Handler its business handler, built from the variables of
+	// the example's template block.
+	Example example.Example
+	Handler idem.Handler
+
 	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
-	LedgerTable      string        // LEDGER_TABLE (required)
 	DLQURL           string        // DLQ_URL (required): permanent failures go here
-	ReceiptsQueueURL string        // RECEIPTS_QUEUE_URL (required)
-	Scope            string        // IDEMPOTENCY_SCOPE (default "payments")
+	Scope            string        // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
 	TTL              time.Duration // IDEMPOTENCY_TTL (default 168h): retention of records
 	LeaseGrace       time.Duration // LEASE_GRACE (default 30s): added to the invocation deadline
 	Shards           int           // INFLIGHT_SHARDS (default 4): must match the reaper
 	Concurrency      int           // MAX_CONCURRENCY (default 10): groups or records at once
 	DeadlineMargin   time.Duration // DEADLINE_MARGIN (default 2s): no record starts closer to the deadline
 	CacheSize        int           // CACHE_SIZE (default 10000): warm-container cache of completed keys
-	KeyField         string        // KEY_FIELD (default "payment_id"): JSON fallback for the key
+	KeyField         string        // KEY_FIELD (optional; the template's KeyField parameter): JSON fallback for the key
 	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
 	Mode             idem.Mode     // IDEMPOTENCY_MODE (default "lease"; or "single-transaction")
 }
@@ -45,26 +52,33 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		VisibilityTimeout: e.Duration("VISIBILITY_TIMEOUT", 0),
 
 		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
-		LedgerTable:      e.Required("LEDGER_TABLE"),
 		DLQURL:           e.Required("DLQ_URL"),
-		ReceiptsQueueURL: e.Required("RECEIPTS_QUEUE_URL"),
-		Scope:            e.String("IDEMPOTENCY_SCOPE", "payments"),
+		Scope:            e.Required("IDEMPOTENCY_SCOPE"),
 		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
 		LeaseGrace:       e.Duration("LEASE_GRACE", 30*time.Second),
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
 		Concurrency:      e.Int("MAX_CONCURRENCY", 10, 1, 1000),
 		DeadlineMargin:   e.Duration("DEADLINE_MARGIN", 2*time.Second),
 		CacheSize:        e.Int("CACHE_SIZE", 10000, 0, 10_000_000),
-		KeyField:         e.String("KEY_FIELD", "payment_id"),
+		KeyField:         e.String("KEY_FIELD", ""),
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
-	// The payments handler qualifies for the single-transaction mode: its effects are its
-	// writes and its receipt, an outbound message.
+	// The examples qualify for the single-transaction mode: their effects are their
+	// writes and their outbound messages.
 	mode := e.OneOf("IDEMPOTENCY_MODE", idem.ModeLease.String(), idem.ModeLease.String(), idem.ModeSingleTransaction.String())
+	var errs []error
 	if err := e.Err(); err != nil {
-		return Config{}, fmt.Errorf("consumer configuration: %w", err)
+		errs = append(errs, err)
 	}
 	var err error
+	if cfg.Example, err = example.FromEnv(wiring.Examples, lookup); err != nil {
+		errs = append(errs, err)
+	} else if cfg.Handler, err = cfg.Example.NewHandler(lookup); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("consumer configuration: %w", err)
+	}
 	if cfg.Mode, err = idem.ParseMode(mode); err != nil {
 		return Config{}, fmt.Errorf("consumer configuration: %w", err)
 	}

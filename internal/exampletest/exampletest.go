@@ -1,0 +1,88 @@
+// Package exampletest gives tests the wired example and its resources: the queues and
+// tables of template.yaml, with the example's block, created on the test's endpoint
+// (moto) by the same code as `idemctl up`. Tests that use it name no example and no
+// resource: they read both from the template.
+package exampletest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+)
+
+// Example returns the example the tests run: the one the EXAMPLE variable names, or
+// the wired default.
+func Example(t testing.TB) example.Example {
+	t.Helper()
+	ex, err := example.FromEnv(wiring.Examples, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
+// TemplatePath is the repository's template.yaml.
+func TemplatePath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "template.yaml")
+}
+
+// Stack is one test's copy of the template's resources.
+type Stack struct {
+	Example  example.Example
+	Env      *stack.Env
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+}
+
+var seq atomic.Int64
+
+// Up creates the template's queues and tables, with ex's block, under a stack name
+// unique to this test run, and returns their environment.
+func Up(t testing.TB, ex example.Example) *Stack {
+	t.Helper()
+	tpl, err := stack.LoadFor(TemplatePath(), ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return UpTemplate(t, ex, tpl)
+}
+
+// UpTemplate is Up with a template the test changed (SetParameters, for instance).
+func UpTemplate(t testing.TB, ex example.Example, tpl *stack.Template) *Stack {
+	t.Helper()
+	s := &Stack{Example: ex, DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}
+	// Short: resources are named <stack>-<LogicalId>, and SQS allows 80 characters.
+	name := fmt.Sprintf("t%s%d", awstest.RunID(), seq.Add(1))
+	env, err := stack.Up(context.Background(), tpl, stack.Clients{SQS: s.SQS, DynamoDB: s.DynamoDB}, name, nil)
+	if err != nil {
+		t.Fatalf("create the template's resources for example %s: %v", ex.Name(), err)
+	}
+	s.Env = env
+	return s
+}
+
+// Lookup reads one of the functions' variables (example.Lookup).
+func (s *Stack) Lookup(name string) (string, bool) { return s.Env.Lookup(name) }
+
+// Must returns the variable name, and fails the test when the template does not set it.
+func (s *Stack) Must(t testing.TB, name string) string {
+	t.Helper()
+	v, ok := s.Env.Lookup(name)
+	if !ok || v == "" {
+		t.Fatalf("the template sets no %s", name)
+	}
+	return v
+}
