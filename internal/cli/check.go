@@ -5,23 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 )
 
 // runCheck is the final check of traffic sent with `idemctl send --record FILE`, against
-// any deployment (moto, LocalStack, AWS): every balance in the ledger equals the sum of
-// the distinct payments recorded. It exits 1 when one does not.
+// any deployment (moto, LocalStack, AWS): the example's tables hold what the distinct
+// messages recorded leave (its Expect against its Read), and the effects counted there
+// are one per distinct message. It exits 1 when they do not.
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	flags := newFlags("check", stderr)
-	record := flags.String("record", "", "the payments sent, as `send --record` wrote them (required)")
-	table := flags.String("ledger-table", "", "ledger table (default $LEDGER_TABLE)")
+	exName := exampleFlag(flags)
+	record := flags.String("record", "", "the messages sent, as `send --record` wrote them (required)")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -29,46 +29,51 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if len(pos) > 0 || *record == "" {
 		return usageError(flags, stderr, "want --record FILE and no arguments")
 	}
-	name := setting(*table, env, "LEDGER_TABLE")
-	if name == "" {
-		return fail(stderr, "check", errNotSet("LEDGER_TABLE", "ledger-table"))
+	ex, err := pickExample(*exName, env)
+	if err != nil {
+		return usageError(flags, stderr, "%v", err)
 	}
 	b, err := os.ReadFile(*record)
 	if err != nil {
 		return fail(stderr, "check", err)
 	}
-	var payments []ledger.Payment
+	var msgs []example.Message
+	seen := map[string]bool{}
 	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		p, err := ledger.Decode([]byte(line))
+		m, err := ex.Decode([]byte(line))
 		if err != nil {
 			return fail(stderr, "check", fmt.Errorf("%s line %d: %w", *record, i+1, err))
 		}
-		payments = append(payments, p)
+		if !seen[m.ID] {
+			seen[m.ID] = true
+			msgs = append(msgs, m)
+		}
 	}
 	awsCfg, err := LoadAWSEnv(ctx, env)
 	if err != nil {
 		return fail(stderr, "check", err)
 	}
-	got, err := ledger.Balances(ctx, dynamodb.NewFromConfig(awsCfg), name)
+	want, err := ex.Expect(msgs, msgs)
 	if err != nil {
 		return fail(stderr, "check", err)
 	}
-	want := ledger.ExpectedBalances(payments)
-	var bad []string
-	for _, acct := range slices.Sorted(maps.Keys(want)) {
-		if got[acct] != want[acct] {
-			bad = append(bad, fmt.Sprintf("%s: %d, want %d", acct, got[acct], want[acct]))
-		}
+	got, err := ex.Read(ctx, dynamodb.NewFromConfig(awsCfg), example.Lookup(env))
+	if err != nil {
+		return fail(stderr, "check", err)
 	}
-	fmt.Fprintf(stdout, "ledger check: %d payments over %d accounts\n", len(payments), len(want))
-	if len(bad) > 0 {
-		return fail(stderr, "check", errors.New("balances differ from the sum of the distinct payments:\n  "+strings.Join(bad, "\n  ")))
+	fmt.Fprintf(stdout, "%s check: %d distinct messages, %d values to compare\n", ex.Name(), len(msgs), len(want))
+	diffs := demo.CompareState(want, got.State)
+	if got.Applied != len(msgs) {
+		diffs = append(diffs, fmt.Sprintf("effects counted in the tables: %d, want one per distinct message: %d", got.Applied, len(msgs)))
 	}
-	fmt.Fprintln(stdout, "ledger check: every balance = sum of distinct payments OK")
+	if len(diffs) > 0 {
+		return fail(stderr, "check", errors.New("the tables differ from what the messages sent leave:\n  "+strings.Join(diffs, "\n  ")))
+	}
+	fmt.Fprintf(stdout, "%s check: tables = what the distinct messages sent leave OK\n", ex.Name())
 	return exitOK
 }
 
 func init() {
-	commands = append(commands, command{"check", "--record FILE [--ledger-table T]",
-		"after `send --record FILE` and the consumption (idemctl run, or a deployment): every balance = sum of the distinct payments", runCheck})
+	commands = append(commands, command{"check", "--record FILE [--example NAME]",
+		"after `send --record FILE` and the consumption (idemctl run, or a deployment): the example's tables hold what the distinct messages sent leave", runCheck})
 }

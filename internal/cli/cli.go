@@ -41,13 +41,13 @@ var commands []command
 func init() {
 	// First in the usage text, whichever file's init runs first.
 	commands = append([]command{
-		{"up", "[--template template.yaml] [--stack idem-local] [--param K=V]...",
-			"create the template's queues and tables on the local endpoint; print export lines for eval", runUp},
-		{"send", "[--count N] [--accounts M] [--duplicates F] [--from-file payments.jsonl] [--record FILE] ...",
-			"send payments to the input queue (key, group and deduplication id set as a producer should)", runSend},
-		{"inspect", "KEY [--scope payments] [--json]",
+		{"up", "[--template template.yaml] [--example NAME] [--stack idem-local] [--param K=V]...",
+			"create the template's queues and tables (with the example's block) on the local endpoint; print export lines for eval", runUp},
+		{"send", "[--example NAME] [--count N] [--groups M] [--duplicates F] [--from-file bodies.jsonl] [--record FILE] ...",
+			"send the example's messages to the input queue (key, group and deduplication id set as a producer should)", runSend},
+		{"inspect", "KEY [--scope S] [--json]",
 			"show the idempotency record of a key", runInspect},
-		{"unlock", "KEY [--scope payments] [--reason \"operator unlock\"]",
+		{"unlock", "KEY [--scope S] [--reason \"operator unlock\"]",
 			"fail a stuck IN_PROGRESS record (retryable), or clear a permanent failure so the next delivery runs again; fenced like the reaper", runUnlock},
 		{"redrive", "[--dlq-url URL] [--queue-url URL] [--max N] [--dry-run]",
 			"move messages from the dead-letter queue back to the input queue", runRedrive},

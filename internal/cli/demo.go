@@ -23,12 +23,15 @@ import (
 )
 
 // runDemo is `make demo`: up, the traffic, the crash, the consumers and the reaper, then
-// the summary and the ledger check. It exits 1 when the check fails.
+// the summary and the check of the example's tables. It exits 1 when the check fails.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	flags := newFlags("demo", stderr)
 	template := flags.String("template", "template.yaml", "the SAM template whose queues and tables to create")
-	payments := flags.Int("payments", 2000, "distinct payments to send")
-	accounts := flags.Int("accounts", 50, "accounts (FIFO message groups)")
+	exName := exampleFlag(flags)
+	count := flags.Int("messages", 2000, "distinct valid messages to send")
+	flags.IntVar(count, "payments", 2000, "the same as --messages")
+	accounts := flags.Int("groups", 50, "FIFO message groups (the ledger's accounts)")
+	flags.IntVar(accounts, "accounts", 50, "the same as --groups")
 	consumers := flags.Int("consumers", 4, "local consumer instances")
 	seed := flags.Uint64("seed", uint64(time.Now().UnixNano()), "random seed of the traffic")
 	noCrash := flags.Bool("no-crash", false, "do not kill a consumer mid-batch")
@@ -37,8 +40,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	logPath := flags.String("logs", "", "file for the consumers' JSON logs (default: a new file in the temp directory)")
 	self := flags.String("idemctl", "", "idemctl binary to run as the consumer that is killed (default: this program)")
 	phases := flags.Bool("crash-phases", true, "with --kills: every other consumer process kills itself at a chosen phase ("+strings.Join(demo.Phases, ", ")+") instead of at a random moment")
-	storm := flags.Bool("storm", false, "the duplicate storm: every payment delivered 1 to --max-deliveries times, of every kind (same and new dedup id, concurrent, after completion, after the TTL)")
-	maxDeliveries := flags.Int("max-deliveries", 5, "with --storm: most deliveries of one payment")
+	storm := flags.Bool("storm", false, "the duplicate storm: every message delivered 1 to --max-deliveries times, of every kind (same and new dedup id, concurrent, after completion, after the TTL)")
+	maxDeliveries := flags.Int("max-deliveries", 5, "with --storm: most deliveries of one message")
 	mode := flags.String("mode", idem.ModeLease.String(), "how the consumers commit a first delivery: "+idem.ModeLease.String()+" or "+idem.ModeSingleTransaction.String()+" (IDEMPOTENCY_MODE)")
 	inProcess := flags.Bool("in-process", false, "call the handlers inside this process instead of running the bootstraps as Lambda execution environments")
 	bootDir := flags.String("bootstraps", "", "directory with consumer/bootstrap and reaper/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them)")
@@ -55,8 +58,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if *maxDeliveries < 1 || *maxDeliveries > 20 {
 		return usageError(flags, stderr, "want 1 <= --max-deliveries <= 20")
 	}
-	if *payments < 10 || *payments > 100_000 || *accounts < 1 || *accounts > *payments || *consumers < 1 || *consumers > 32 {
-		return usageError(flags, stderr, "want 10 <= --payments <= 100000, 1 <= --accounts <= payments, 1 <= --consumers <= 32")
+	if *count < 10 || *count > 100_000 || *accounts < 1 || *accounts > *count || *consumers < 1 || *consumers > 32 {
+		return usageError(flags, stderr, "want 10 <= --messages <= 100000, 1 <= --groups <= messages, 1 <= --consumers <= 32")
 	}
 	if _, err := idem.ParseMode(*mode); err != nil {
 		return usageError(flags, stderr, "--mode: %v", err)
@@ -65,7 +68,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 		return fail(stderr, "demo", errors.New("AWS_ENDPOINT_URL is not set: the demo runs on a local endpoint only (make demo starts one)"))
 	}
 	ok, err := demoRun(ctx, demoOptions{
-		template: *template, payments: *payments, accounts: *accounts, consumers: *consumers,
+		template: *template, example: *exName, messages: *count, accounts: *accounts, consumers: *consumers,
 		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
 		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries, mode: *mode, inProcess: *inProcess, bootstraps: *bootDir,
 	}, stdout, stderr, env)
@@ -79,8 +82,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 }
 
 type demoOptions struct {
-	template                      string
-	payments, accounts, consumers int
+	template, example             string
+	messages, accounts, consumers int
 	seed                          uint64
 	crash                         bool
 	logPath                       string
@@ -99,7 +102,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	// The consumers' progress, the crash child and the chaos loop all report on stderr,
 	// from their own goroutines: one lock for all of them.
 	stderr = syncw.New(stderr)
-	t, err := stack.Load(o.template)
+	t, ex, err := loadTemplate(o.template, o.example, env)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("%w (run from the repository root, or pass --template)", err)
 	}
@@ -131,10 +134,10 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		return false, fmt.Errorf("consumer log file: %w", err)
 	}
 	defer func() { _ = logs.Close() }() // the summary goes to stdout; the log is a convenience
-	fmt.Fprintf(stderr, "demo: stack %s ready; consumer logs go to %s\n", stackName, logPath)
+	fmt.Fprintf(stderr, "demo: stack %s ready for example %s; consumer logs go to %s\n", stackName, ex.Name(), logPath)
 
 	opts := demo.Options{
-		Env: vars, SQS: sqsClient, DynamoDB: ddb, Payments: o.payments, Accounts: o.accounts,
+		Env: vars, SQS: sqsClient, DynamoDB: ddb, Messages: o.messages, Groups: o.accounts,
 		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: syncw.New(logs),
 		Storm: o.storm, MaxDeliveries: o.maxDeliveries,
 	}

@@ -17,10 +17,6 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
-// defaultScope is the scope when neither --scope nor IDEMPOTENCY_SCOPE is set; the
-// consumer's default too.
-const defaultScope = "payments"
-
 // recordFlags are the flags that locate an idempotency record.
 type recordFlags struct {
 	scope, table *string
@@ -29,7 +25,7 @@ type recordFlags struct {
 
 func addRecordFlags(flags *flag.FlagSet) *recordFlags {
 	return &recordFlags{
-		scope: flags.String("scope", "", "idempotency scope (default $IDEMPOTENCY_SCOPE, else "+defaultScope+")"),
+		scope: flags.String("scope", "", "idempotency scope (default $IDEMPOTENCY_SCOPE, which `idemctl up` exports from the template's ScopeName)"),
 		table: flags.String("table", "", "idempotency table (default $IDEMPOTENCY_TABLE)"),
 		hash:  flags.Bool("hash-keys", false, "the consumer stores every key hashed (idem.Config.HashKeys)"),
 	}
@@ -51,7 +47,7 @@ func (rf *recordFlags) open(ctx context.Context, env lookupEnv, key string) (*re
 	}
 	scope := setting(*rf.scope, env, "IDEMPOTENCY_SCOPE")
 	if scope == "" {
-		scope = defaultScope
+		return nil, errNotSet("IDEMPOTENCY_SCOPE", "scope")
 	}
 	pk, err := idem.RecordKey(scope, key, *rf.hash)
 	if err != nil {
@@ -91,7 +87,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return code
 	}
 	if len(pos) != 1 {
-		return usageError(flags, stderr, "want one KEY (the idempotency key as the producer set it, e.g. payment:pay-1-1)")
+		return usageError(flags, stderr, "want one KEY (the idempotency key as the producer set it, e.g. payment:pay-1-00000)")
 	}
 	ref, err := rf.open(ctx, env, pos[0])
 	if err != nil {

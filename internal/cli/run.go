@@ -135,7 +135,7 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 			return runner.Stats{}, 0, err
 		}
 	}
-	tpl, err := o.fromTemplate(stderr)
+	tpl, err := o.fromTemplate(stderr, env)
 	if err != nil {
 		return runner.Stats{}, 0, err
 	}
@@ -291,8 +291,8 @@ func killSelf() {
 
 // fromTemplate fills the settings the flags left to the template and returns the
 // template (nil when it is not needed and not there: every setting given by flags).
-func (o *runOptions) fromTemplate(stderr io.Writer) (*stack.Template, error) {
-	t, err := stack.Load(o.template)
+func (o *runOptions) fromTemplate(stderr io.Writer, env lookupEnv) (*stack.Template, error) {
+	t, _, err := loadTemplate(o.template, "", env)
 	if errors.Is(err, fs.ErrNotExist) && o.inProcess && o.batchSize > 0 && (o.noReaper || o.reaperEvery > 0) {
 		return nil, nil
 	}
@@ -335,7 +335,7 @@ func init() {
 	commands = append(commands,
 		command{"run", "[--consumers N] [--until-idle D] [--batch-size N] [--visibility-timeout D] [--retry-after D] ...",
 			"consume the input queue as Lambda's event source mapping does, and run the reaper on its schedule", runRun},
-		command{"demo", "[--payments N] [--accounts M] [--consumers C] [--seed S] [--no-crash]",
-			"the whole story on the local endpoint: duplicates, bad input, a killed consumer, then the ledger check", runDemo},
+		command{"demo", "[--example NAME] [--messages N] [--groups M] [--consumers C] [--seed S] [--no-crash]",
+			"the whole story on the local endpoint: duplicates, bad input, a killed consumer, then the check of the example's tables", runDemo},
 	)
 }

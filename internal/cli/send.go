@@ -19,10 +19,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -32,25 +33,24 @@ const (
 	maxEntryRetries = 3  // retries of an entry SendMessageBatch reports failed
 	maxConcurrency  = 64
 	maxShownErrors  = 10 // failures and invalid lines printed one by one
-	// currency of generated payments; one per account keeps every account valid for the
-	// ledger, which refuses a second currency on an account.
-	generatedCurrency = "EUR"
 )
 
-// runSend is the producer: it sends payments to the input queue as a correct producer
-// does, with the idempotency key as message attribute and FIFO deduplication id and the
-// account as message group.
+// runSend is the producer: it sends the example's messages to the input queue as a
+// correct producer does, with the idempotency key as message attribute and FIFO
+// deduplication id, and the example's group (the ledger's account) as message group.
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	flags := newFlags("send", stderr)
-	count := flags.Int("count", 100, "number of payments to generate")
-	accounts := flags.Int("accounts", 5, "number of accounts (acct-1 .. acct-M) the payments go to")
-	duplicates := flags.Float64("duplicates", 0, "fraction `F` (0..1) of the payments sent a second time with the same deduplication id")
-	fromFile := flags.String("from-file", "", "send the payments of this JSON-lines `file` instead of generating them")
+	exName := exampleFlag(flags)
+	count := flags.Int("count", 100, "number of messages to generate")
+	groups := flags.Int("groups", 5, "number of FIFO groups the generated messages go to (the ledger's accounts)")
+	flags.IntVar(groups, "accounts", 5, "the same as --groups")
+	duplicates := flags.Float64("duplicates", 0, "fraction `F` (0..1) of the messages sent a second time with the same deduplication id")
+	fromFile := flags.String("from-file", "", "send the message bodies of this JSON-lines `file` (one body per line, validated as the consumer does) instead of generating them")
 	skipInvalid := flags.Bool("skip-invalid", false, "with --from-file: skip invalid lines instead of sending nothing")
-	seed := flags.Uint64("seed", 0, "random seed: payment ids are pay-<seed>-<n> (default: a random seed, printed)")
+	seed := flags.Uint64("seed", 0, "random seed: business ids carry it (default: a random seed, printed)")
 	concurrency := flags.Int("concurrency", 4, "SendMessageBatch calls in flight")
 	queueURL := flags.String("queue-url", "", "input queue URL (default $QUEUE_URL)")
-	record := flags.String("record", "", "write the payments sent to this `file` as JSON lines, for checking balances")
+	record := flags.String("record", "", "write the bodies sent to this `file` as JSON lines, for `idemctl check`")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -60,8 +60,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	case *count < 1:
 		return usageError(flags, stderr, "--count must be at least 1")
-	case *accounts < 1:
-		return usageError(flags, stderr, "--accounts must be at least 1")
+	case *groups < 1:
+		return usageError(flags, stderr, "--groups must be at least 1")
 	case !(*duplicates >= 0 && *duplicates <= 1):
 		return usageError(flags, stderr, "--duplicates must be from 0 to 1")
 	case *concurrency < 1 || *concurrency > maxConcurrency:
@@ -72,13 +72,17 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if *fromFile != "" {
 		var conflict string
 		flags.Visit(func(f *flag.Flag) {
-			if f.Name == "count" || f.Name == "accounts" {
+			if f.Name == "count" || f.Name == "groups" || f.Name == "accounts" || f.Name == "seed" {
 				conflict = f.Name
 			}
 		})
 		if conflict != "" {
-			return usageError(flags, stderr, "--%s generates payments: it cannot go with --from-file", conflict)
+			return usageError(flags, stderr, "--%s generates messages: it cannot go with --from-file", conflict)
 		}
+	}
+	ex, err := pickExample(*exName, env)
+	if err != nil {
+		return usageError(flags, stderr, "%v", err)
 	}
 	url := setting(*queueURL, env, "QUEUE_URL")
 	if url == "" {
@@ -89,26 +93,29 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	}
 	rng := rand.New(rand.NewPCG(*seed, 0x1de))
 
-	var payments []ledger.Payment
+	var traffic []example.Message
 	if *fromFile != "" {
-		var err error
-		if payments, err = readPayments(*fromFile, *skipInvalid, stderr); err != nil {
+		if traffic, err = readMessages(ex, *fromFile, *skipInvalid, stderr); err != nil {
 			return fail(stderr, "send", err)
 		}
 	} else {
-		payments = generatePayments(*seed, *count, *accounts, rng)
+		traffic = ex.Traffic(rng, strconv.FormatUint(*seed, 10), *count, *groups)
 	}
 
 	cfg, err := LoadAWSEnv(ctx, env)
 	if err != nil {
 		return fail(stderr, "send", err)
 	}
+	// What the messages need in the example's tables first (the inventory's stock).
+	if err := ex.Prepare(ctx, dynamodb.NewFromConfig(cfg), example.Lookup(env), traffic); err != nil {
+		return fail(stderr, "send", fmt.Errorf("prepare the %s example's tables: %w", ex.Name(), err))
+	}
 	api := sqs.NewFromConfig(cfg)
 	fifo, err := isFIFO(ctx, api, url)
 	if err != nil {
 		return fail(stderr, "send", err)
 	}
-	msgs, err := messages(payments, *duplicates, fifo, rng)
+	msgs, err := messages(traffic, *duplicates, fifo, rng)
 	if err != nil {
 		return fail(stderr, "send", err)
 	}
@@ -131,42 +138,27 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if sendErr != nil {
 		return fail(stderr, "send", fmt.Errorf("%w (sent %d of %d messages before)", queueError(url, sendErr), s.sent.Load(), len(msgs)))
 	}
-	dups := len(msgs) - len(payments)
+	dups := len(msgs) - len(traffic)
 	rate := float64(s.sent.Load()) / max(elapsed.Seconds(), 1e-3)
-	fmt.Fprintf(stdout, "sent %d of %d messages (%d payments, %d duplicates) in %d batches to %s: %d failed, %s (%.0f msg/s), seed %d\n",
-		s.sent.Load(), len(msgs), len(payments), dups, s.batches.Load(), url, len(failures), elapsed.Round(time.Millisecond), rate, *seed)
+	fmt.Fprintf(stdout, "sent %d of %d messages (%d %s messages, %d duplicates) in %d batches to %s: %d failed, %s (%.0f msg/s), seed %d\n",
+		s.sent.Load(), len(msgs), len(traffic), ex.Name(), dups, s.batches.Load(), url, len(failures), elapsed.Round(time.Millisecond), rate, *seed)
 	if len(failures) > 0 {
 		for i, f := range failures {
 			if i == maxShownErrors {
 				fmt.Fprintf(stderr, "idemctl send: ... and %d more failures\n", len(failures)-i)
 				break
 			}
-			fmt.Fprintf(stderr, "idemctl send: payment %s (key %s): %s\n", f.msg.payment.PaymentID, f.msg.key, f.reason)
+			fmt.Fprintf(stderr, "idemctl send: message %s (key %s): %s\n", f.msg.msg.ID, f.msg.key, f.reason)
 		}
 		return fail(stderr, "send", fmt.Errorf("%d of %d messages were not sent (entries retried %d times; sender faults not retried)", len(failures), len(msgs), maxEntryRetries))
 	}
 	return exitOK
 }
 
-// generatePayments returns n payments pay-<seed>-1 .. pay-<seed>-n to random accounts
-// acct-1 .. acct-<accounts>, of 1 to 100000 cents each.
-func generatePayments(seed uint64, n, accounts int, rng *rand.Rand) []ledger.Payment {
-	out := make([]ledger.Payment, n)
-	for i := range out {
-		out[i] = ledger.Payment{
-			PaymentID:   fmt.Sprintf("pay-%d-%d", seed, i+1),
-			AccountID:   fmt.Sprintf("acct-%d", 1+rng.IntN(accounts)),
-			AmountCents: 1 + rng.Int64N(100_000),
-			Currency:    generatedCurrency,
-		}
-	}
-	return out
-}
-
-// readPayments reads one payment per line, validated as the consumer validates
-// (ledger.Decode). Blank lines are skipped. Invalid lines make it return an error
+// readMessages reads one message body per line, validated as the consumer validates
+// (the example's Decode). Blank lines are skipped. Invalid lines make it return an error
 // naming them, unless skip is set: then they are reported on warn and left out.
-func readPayments(path string, skip bool, warn io.Writer) ([]ledger.Payment, error) {
+func readMessages(ex example.Example, path string, skip bool, warn io.Writer) ([]example.Message, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -175,7 +167,7 @@ func readPayments(path string, skip bool, warn io.Writer) ([]ledger.Payment, err
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	var (
-		out     []ledger.Payment
+		out     []example.Message
 		invalid []string
 		line    int
 	)
@@ -185,7 +177,7 @@ func readPayments(path string, skip bool, warn io.Writer) ([]ledger.Payment, err
 		if len(b) == 0 {
 			continue
 		}
-		p, err := ledger.Decode(b)
+		p, err := ex.Decode(b)
 		if err != nil {
 			invalid = append(invalid, fmt.Sprintf("%s:%d: %v", path, line, err))
 			continue
@@ -208,14 +200,14 @@ func readPayments(path string, skip bool, warn io.Writer) ([]ledger.Payment, err
 		fmt.Fprintf(warn, "idemctl send: skipping %d invalid lines:\n  %s%s\n", len(invalid), strings.Join(shown, "\n  "), more)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no payments to send", path)
+		return nil, fmt.Errorf("%s: no messages to send", path)
 	}
 	return out, nil
 }
 
-// outgoing is one message to send: a payment, or a duplicate of one.
+// outgoing is one message to send: the example's, or a duplicate of one.
 type outgoing struct {
-	payment ledger.Payment
+	msg     example.Message
 	dup     bool
 	body    string
 	key     string
@@ -224,29 +216,28 @@ type outgoing struct {
 	sent    atomic.Bool
 }
 
-// messages builds the messages for payments, then the duplicates: round(f*n) of the
-// payments, chosen at random, once more, identical (same deduplication id: SQS drops
-// them within its 5-minute window; the idempotency record catches them after it).
-func messages(payments []ledger.Payment, f float64, fifo bool, rng *rand.Rand) ([]*outgoing, error) {
-	out := make([]*outgoing, 0, len(payments))
-	for _, p := range payments {
-		body, err := json.Marshal(p)
-		if err != nil {
-			return nil, fmt.Errorf("encode payment %s: %w", p.PaymentID, err)
+// messages builds the messages, then the duplicates: round(f*n) of them, chosen at
+// random, once more, identical (same deduplication id: SQS drops them within its
+// 5-minute window; the idempotency record catches them after it).
+func messages(traffic []example.Message, f float64, fifo bool, rng *rand.Rand) ([]*outgoing, error) {
+	out := make([]*outgoing, 0, len(traffic))
+	for _, p := range traffic {
+		if !json.Valid([]byte(p.Body)) {
+			return nil, fmt.Errorf("message %s: the body is not JSON", p.ID)
 		}
-		m := &outgoing{payment: p, body: string(body), key: ledger.Key(p)}
+		m := &outgoing{msg: p, body: p.Body, key: p.Key}
 		if fifo {
 			// Both must be 1-128 printable ASCII characters; DeduplicationID hashes
 			// anything else, and always the same way.
-			m.group = idem.DeduplicationID(p.AccountID)
+			m.group = idem.DeduplicationID(p.Group)
 			m.dedup = idem.DeduplicationID(m.key)
 		}
 		out = append(out, m)
 	}
-	n := int(math.Round(f * float64(len(payments))))
-	for _, i := range rng.Perm(len(payments))[:n] {
+	n := int(math.Round(f * float64(len(traffic))))
+	for _, i := range rng.Perm(len(traffic))[:n] {
 		o := out[i]
-		out = append(out, &outgoing{payment: o.payment, dup: true, body: o.body, key: o.key, group: o.group, dedup: o.dedup})
+		out = append(out, &outgoing{msg: o.msg, dup: true, body: o.body, key: o.key, group: o.group, dedup: o.dedup})
 	}
 	return out, nil
 }
@@ -373,23 +364,23 @@ func (s *sender) sendBatch(ctx context.Context, batch []*outgoing) ([]entryFailu
 	return failures, nil
 }
 
-// writeRecord writes each payment of which at least one message was sent, once, as a
-// JSON line: what ledger.ExpectedBalances needs to check the ledger.
+// writeRecord writes the body of each message of which at least one copy was sent, once,
+// as a JSON line: what `idemctl check` gives the example's Expect.
 func writeRecord(path string, msgs []*outgoing) error {
 	sent := map[string]bool{}
 	for _, m := range msgs {
 		if m.sent.Load() {
-			sent[m.payment.PaymentID] = true
+			sent[m.msg.ID] = true
 		}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	for _, m := range msgs {
-		if m.dup || !sent[m.payment.PaymentID] {
+		if m.dup || !sent[m.msg.ID] {
 			continue
 		}
-		delete(sent, m.payment.PaymentID) // once, even if the file listed it twice
-		if err := enc.Encode(m.payment); err != nil {
+		delete(sent, m.msg.ID) // once, even if the file listed it twice
+		if err := enc.Encode(json.RawMessage(m.body)); err != nil {
 			return err
 		}
 	}

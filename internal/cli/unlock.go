@@ -28,7 +28,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		return code
 	}
 	if len(pos) != 1 {
-		return usageError(flags, stderr, "want one KEY (the idempotency key as the producer set it, e.g. payment:pay-1-1)")
+		return usageError(flags, stderr, "want one KEY (the idempotency key as the producer set it, e.g. payment:pay-1-00000)")
 	}
 	if *reason == "" {
 		return usageError(flags, stderr, "--reason must not be empty")

@@ -47,6 +47,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer, env loo
 	flags := newFlags("up", stderr)
 	template := flags.String("template", "template.yaml", "the SAM template whose queues and tables to create")
 	stackName := flags.String("stack", stack.DefaultStack, "stack name: resources are named <stack>-<LogicalId>")
+	exName := exampleFlag(flags)
 	params := paramFlag{}
 	flags.Var(params, "param", "override a template parameter, `Name=Value` (repeatable)")
 	pos, code, ok := parseArgs(flags, args)
@@ -56,19 +57,19 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer, env loo
 	if len(pos) > 0 {
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
-	if err := up(ctx, *template, *stackName, params, stdout, stderr, env); err != nil {
+	if err := up(ctx, *template, *exName, *stackName, params, stdout, stderr, env); err != nil {
 		return fail(stderr, "up", err)
 	}
 	return exitOK
 }
 
-func up(ctx context.Context, template, stackName string, params map[string]string, stdout, stderr io.Writer, env lookupEnv) error {
+func up(ctx context.Context, template, exName, stackName string, params map[string]string, stdout, stderr io.Writer, env lookupEnv) error {
 	// up creates resources named for local use; deployments go through sam deploy.
 	if v, _ := env("AWS_ENDPOINT_URL"); strings.TrimSpace(v) == "" {
 		return errors.New("AWS_ENDPOINT_URL is not set: up creates resources on a local endpoint only " +
 			"(e.g. export AWS_ENDPOINT_URL=http://127.0.0.1:4566 with moto_server or LocalStack running); deploy to AWS with sam deploy")
 	}
-	t, err := stack.Load(template)
+	t, _, err := loadTemplate(template, exName, env)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w (run idemctl from the repository root, or pass --template)", err)
 	}

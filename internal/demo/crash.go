@@ -113,8 +113,8 @@ func ChildCrasher(exe string, args, env []string, out io.Writer) Crasher {
 // Crash phases: where a consumer process kills itself with CrashAt.
 const (
 	PhaseAcquire = "acquire" // right after a lease is acquired (the conditional PutItem)
-	PhaseCommit  = "commit"  // right after the completion transaction: the receipt committed, not sent
-	PhaseSent    = "sent"    // right after a record's receipt was sent and marked sent, before the SQS delete
+	PhaseCommit  = "commit"  // right after the completion transaction: the outbound message committed, not sent
+	PhaseSent    = "sent"    // right after a record's outbound messages were sent and marked sent, before the SQS delete
 	PhaseReap    = "reap"    // in a reaper sweep, right after its first reap
 )
 

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/internal/dedupgroup"
 )
 
@@ -12,10 +14,18 @@ import (
 // group only, so the input queue's per-group deduplication (high-throughput FIFO) drops
 // every in-window duplicate that queue-wide deduplication dropped.
 func TestDeduplicationIDsKeepTheirGroup(t *testing.T) {
-	rng := rand.New(rand.NewPCG(12, 12))
-	ps := Generate(rng, "dg", 400, 7)
+	for _, ex := range wiring.Examples {
+		t.Run(ex.Name(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(12, 12))
+			ps := ex.Traffic(rng, "dg", 400, 7)
+			deduplicationIDsKeepTheirGroup(t, rng, ps, badMessages(ex.Bad("dg", ps)))
+		})
+	}
+}
+
+func deduplicationIDsKeepTheirGroup(t *testing.T, rng *rand.Rand, ps []example.Message, bads []Message) {
 	var all []Message
-	first, second, late, bad := stream(rng, ps)
+	first, second, late, bad := stream(rng, ps, bads)
 	all = append(append(append(append(all, first...), second...), late...), bad...)
 	st := stormStream(rng, ps, 6)
 	all = append(append(append(append(all, st.first...), st.second...), st.afterDone...), st.afterTTL...)

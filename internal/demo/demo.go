@@ -1,7 +1,8 @@
-// Package demo is `make demo`: a realistic stream of payments with duplicates of every
-// kind, bad input and a consumer killed mid-batch, consumed by several local consumers
-// and the reaper, then checked from outside: every balance must equal the sum of the
-// distinct payments sent.
+// Package demo is `make demo`: a realistic stream of the wired example's messages (the
+// ledger's payments by default) with duplicates of every kind, bad input and a consumer
+// killed mid-batch, consumed by several local consumers and the reaper, then checked
+// from outside: the example's tables must hold what the distinct messages sent leave
+// (example.Example's Expect against its Read), with one outbound message each.
 package demo
 
 import (
@@ -25,7 +26,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -38,11 +39,11 @@ type SQSAPI interface {
 	consumerapp.SQSAPI
 }
 
-// DynamoDBAPI is what the demo uses of DynamoDB: the consumer's calls and a Scan of the
-// ledger for the check.
+// DynamoDBAPI is what the demo uses of DynamoDB: the consumer's calls, and the example's
+// Prepare and Read.
 type DynamoDBAPI interface {
 	idem.DynamoDBAPI
-	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	example.DynamoDB
 	// DeleteItem plays DynamoDB's TTL deletion of idempotency records in the storm.
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
@@ -60,11 +61,12 @@ type Crasher func(ctx context.Context) (int, error)
 
 // Options configures Run. Env holds the variables `idemctl up` prints.
 type Options struct {
-	Env       map[string]string
-	SQS       SQSAPI
-	DynamoDB  DynamoDBAPI
-	Payments  int // distinct payments (default 2000)
-	Accounts  int // accounts, one FIFO group each (default 50)
+	Env      map[string]string
+	SQS      SQSAPI
+	DynamoDB DynamoDBAPI
+	Messages int // distinct valid messages (default 2000)
+	Groups   int // FIFO groups (default 50): the ledger's accounts
+
 	Consumers int // local consumer instances (default 4)
 	Seed      uint64
 	Crash     Crasher // nil: no consumer is killed
@@ -73,7 +75,7 @@ type Options struct {
 	Chaos func(ctx context.Context, logs ChildLog) (ChaosResult, error)
 	Out   io.Writer // progress and the summary
 	Logs  io.Writer // the consumers' JSON logs (default: discarded)
-	// Storm switches to the duplicate storm: every payment is delivered 1 to
+	// Storm switches to the duplicate storm: every message is delivered 1 to
 	// MaxDeliveries times (default 5), each extra delivery of one kind (see StormKinds),
 	// the last two kinds after the rest is consumed.
 	Storm         bool
@@ -86,7 +88,7 @@ type Options struct {
 	// ConsumerDynamoDB, when set, is the client the local consumers use (for instance
 	// through a fault-injecting proxy); the reaper and the final check use DynamoDB.
 	ConsumerDynamoDB idem.DynamoDBAPI
-	// RedriveParked sends the payments SQS parked in the DLQ (maxReceiveCount reached
+	// RedriveParked sends the messages SQS parked in the DLQ (maxReceiveCount reached
 	// while consumers kept dying) back to the input queue and consumes them, as an
 	// operator's `idemctl redrive` would, before the check.
 	RedriveParked bool
@@ -126,34 +128,36 @@ type Summary struct {
 	SuppressedBySQS    int            // computed: Sent - Delivered, accepted but never received (FIFO dedup)
 	SuppressedByDynamo int            // delivered, answered from the idempotency record
 	InProgress         int            // deliveries refused while another consumer held the key
-	Applied            int            // business effects committed: credits in the ledger
+	Example            string         // the example's name
+	Applied            int            // business effects committed, counted in the example's tables
 	AppliedByMetrics   int            // handler runs the local consumers reported as applied
 	AppliedByChildren  int            // ... the consumer processes reported as applied (their "applied" log lines)
 	ChildConsumers     bool           // consumer processes ran beside the local consumers (chaos)
-	DistinctPayments   int            // valid distinct payments sent
+	Distinct           int            // valid distinct messages sent
 	DeadLettered       map[string]int // DLQ messages the consumer moved, by reason
 	Redriven           int            // DLQ messages SQS moved after maxReceiveCount receives
-	RedrivenApplied    int            // ... whose payment was applied all the same (a copy)
-	Parked             []string       // payments only in the DLQ, not applied: redrive them
-	RedriveSent        int            // with RedriveParked: parked payments sent back to the input queue
+	RedrivenApplied    int            // ... whose message was applied all the same (a copy)
+	Parked             []string       // messages only in the DLQ, not applied: redrive them (business ids)
+	RedriveSent        int            // with RedriveParked: parked messages sent back to the input queue
 	RedriveApplied     int            // ... and applied then
 	BadSent            int            // bad messages sent (each must end in the DLQ)
+	BadMissing         []string       // bad messages whose reason no dead letter gave (none expected)
 	Killed             int            // consumers killed with SIGKILL
 	KilledByPhase      map[string]int // ... by where they died (see Phases, RandomKill)
 	Timeouts           int            // invocations of the local consumers past their timeout (whole batch failed)
 	Reaped             int            // stale locks failed by the reaper
 	ReapLate           time.Duration  // the in-process reaper's latest reap past lease end + grace (period ReapEvery)
 	ReapLateChildren   time.Duration  // the same for the consumer processes' reapers
-	Guarded            int            // runs stopped by the ledger's journal entry (a redelivery past the TTL)
+	Guarded            int            // runs stopped by the example's guard write (a redelivery past the TTL)
 	LeaseLost          int            // commits refused because the lease had moved on
 	Deliveries         map[string]int // storm: extra deliveries sent, by kind
 	GuardedExpected    int            // storm: the most guarded runs there may be (after-TTL deliveries)
 	LastProgress       time.Time      // when a local consumer last applied or answered a record
-	Receipts           int            // distinct payments with a receipt
-	ReceiptMessages    int            // receipt messages (one per applied payment expected)
-	ReceiptsNotApplied int            // receipt messages for payments that were not applied (0 expected)
-	LedgerOK           bool
-	LedgerDiffs        []string
+	Outbound           int            // distinct messages with an outbound message (the ledger's receipts)
+	OutboundMessages   int            // outbound messages (one per applied message expected)
+	OutboundNotApplied int            // outbound messages for messages that were not applied (0 expected)
+	StateOK            bool           // the example's tables hold what Expect says
+	StateDiffs         []string
 	OK                 bool
 	Elapsed            time.Duration
 }
@@ -161,11 +165,11 @@ type Summary struct {
 // Run plays the whole demo against the resources in o.Env.
 func Run(ctx context.Context, o Options) (Summary, error) {
 	start := time.Now()
-	if o.Payments <= 0 {
-		o.Payments = 2000
+	if o.Messages <= 0 {
+		o.Messages = 2000
 	}
-	if o.Accounts <= 0 {
-		o.Accounts = 50
+	if o.Groups <= 0 {
+		o.Groups = 50
 	}
 	if o.Consumers <= 0 {
 		o.Consumers = 4
@@ -189,18 +193,28 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return Summary{}, errors.New("demo: QUEUE_URL is not set")
 	}
 	cfg.LeaseGrace, cfg.DeadlineMargin = LeaseGrace, DeadlineMargin
+	ex := cfg.Example
+	outboundURL := o.Env[ex.OutboundQueue()]
+	if ex.OutboundQueue() != "" && outboundURL == "" {
+		return Summary{}, fmt.Errorf("demo: %s (example %s's outbound queue) is not set", ex.OutboundQueue(), ex.Name())
+	}
 
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	run := fmt.Sprintf("%d", time.Now().Unix())
-	payments := Generate(rng, run, o.Payments, o.Accounts)
-	var s Summary
+	traffic := ex.Traffic(rng, run, o.Messages, o.Groups)
+	s := Summary{Example: ex.Name()}
+	if err := ex.Prepare(ctx, o.DynamoDB, lookup, traffic); err != nil {
+		return s, fmt.Errorf("demo: prepare example %s: %w", ex.Name(), err)
+	}
+	var bads []example.Bad
 	var first, second, extra, bad, afterDone, afterTTL, afterDelete []Message
 	if o.Storm {
 		if o.MaxDeliveries <= 0 {
 			o.MaxDeliveries = 5
 		}
-		st := stormStream(rng, payments, o.MaxDeliveries)
-		bad = badMessages(payments)
+		st := stormStream(rng, traffic, o.MaxDeliveries)
+		bads = ex.Bad(run, traffic)
+		bad = badMessages(bads)
 		first, second, afterDone, afterTTL, afterDelete, s.Deliveries = st.first, append(st.second, bad...), st.afterDone, st.afterTTL, st.afterDelete, st.kinds
 		rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
 		if len(first) > stormHead { // the rest waits for the consumers (see sendPaced)
@@ -208,21 +222,22 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 		s.GuardedExpected = len(afterTTL) + len(afterDelete)
 	} else {
-		first, second, extra, bad = stream(rng, payments)
+		bads = ex.Bad(run, traffic)
+		first, second, extra, bad = stream(rng, traffic, badMessages(bads))
 	}
-	s.DistinctPayments, s.BadSent = len(payments), len(bad)
+	s.Distinct, s.BadSent = len(traffic), len(bad)
 	consumerDDB := o.ConsumerDynamoDB
 	if consumerDDB == nil {
 		consumerDDB = o.DynamoDB
 	}
 
-	fmt.Fprintf(o.Out, "demo: %d payments over %d accounts; %d consumers; %d bad messages\n", len(payments), o.Accounts, o.Consumers, len(bad))
+	fmt.Fprintf(o.Out, "demo: example %s: %d messages over %d groups; %d consumers; %d bad messages\n", ex.Name(), len(traffic), o.Groups, o.Consumers, len(bad))
 	n, err := send(ctx, o.SQS, queueURL, first, 4)
 	s.Sent += n
 	if err != nil {
 		return s, err
 	}
-	fmt.Fprintf(o.Out, "demo: sent %d messages (first half of the payments)\n", n)
+	fmt.Fprintf(o.Out, "demo: sent %d messages (first half of the traffic)\n", n)
 
 	if o.Crash != nil {
 		fmt.Fprintln(o.Out, "demo: starting a consumer in a child process and killing it (SIGKILL) mid-batch")
@@ -239,7 +254,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 		defer fns.Close()
 	}
-	rr := &receiptReader{api: o.SQS, url: o.Env["RECEIPTS_QUEUE_URL"], seen: map[string]int{}}
+	rr := &receiptReader{api: o.SQS, url: outboundURL, confirms: ex.Confirms, seen: map[string]int{}}
 	rctx, stopReceipts := context.WithCancel(ctx)
 	defer stopReceipts()
 	go rr.every(rctx, 5*time.Second)
@@ -247,7 +262,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err != nil {
 		return s, err
 	}
-	// The reaper also sends receipts that a killed consumer committed but never sent.
+	// The reaper also sends the outbound messages a killed consumer committed but never sent.
 	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace, Sender: o.SQS}
 	var seenMu sync.Mutex
 	seen := map[string]bool{}
@@ -383,16 +398,17 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.LastProgress = counts.lastProgress()
 	s.Reaped = int(reaped)
 	var redriven []string // bodies SQS moved itself
-	if s.DeadLettered, redriven, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
+	var reasons []string  // every dead letter's full reason
+	if s.DeadLettered, redriven, reasons, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
 		return s, err
 	}
 	// A message that consumers kept receiving without finishing (killed each time) is
 	// moved to the DLQ by SQS's redrive policy after maxReceiveCount receives. Nothing is
-	// lost: either its payment was applied through another copy, or it is parked in the
+	// lost: either its message was applied through another copy, or it is parked in the
 	// DLQ for a redrive. The idempotency record tells which.
-	// applied tells from the payment's idempotency record whether it was committed.
-	applied := func(p ledger.Payment) bool {
-		pk, err := idem.RecordKey(cfg.Scope, ledger.Key(p), false)
+	// applied tells from the message's idempotency record whether it was committed.
+	applied := func(p example.Message) bool {
+		pk, err := idem.RecordKey(cfg.Scope, p.Key, false)
 		if err != nil {
 			return false
 		}
@@ -400,47 +416,47 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return err == nil && rec.Status == idem.StatusCompleted
 	}
 	parked := map[string]bool{}
-	var parkedPayments []ledger.Payment
+	var parkedMsgs []example.Message
 	for _, body := range redriven {
 		s.Redriven++
-		p, err := ledger.Decode([]byte(body))
+		p, err := ex.Decode([]byte(body))
 		if err != nil {
 			continue
 		}
 		if applied(p) {
 			s.RedrivenApplied++
-		} else if !parked[p.PaymentID] {
-			parked[p.PaymentID] = true
-			s.Parked = append(s.Parked, p.PaymentID)
-			parkedPayments = append(parkedPayments, p)
+		} else if !parked[p.ID] {
+			parked[p.ID] = true
+			s.Parked = append(s.Parked, p.ID)
+			parkedMsgs = append(parkedMsgs, p)
 		}
 	}
-	if o.RedriveParked && len(parkedPayments) > 0 {
+	if o.RedriveParked && len(parkedMsgs) > 0 {
 		// What an operator does with `idemctl redrive`: the parked messages go back to the
 		// input queue (same body, key and group) and are consumed once more.
-		msgs := make([]Message, len(parkedPayments))
-		for i, p := range parkedPayments {
-			msgs[i] = message(p, p.AccountID, "redrive-"+p.PaymentID)
+		msgs := make([]Message, len(parkedMsgs))
+		for i, p := range parkedMsgs {
+			msgs[i] = message(p, p.Group, "redrive-"+p.ID)
 		}
 		n, err := send(ctx, o.SQS, queueURL, msgs, 4)
 		s.RedriveSent = n
 		if err != nil {
 			return s, err
 		}
-		fmt.Fprintf(o.Out, "demo: redrove %d parked payments to the input queue\n", n)
+		fmt.Fprintf(o.Out, "demo: redrove %d parked messages to the input queue\n", n)
 		if err := consume(); err != nil {
 			return s, err
 		}
 		s.Parked, parked = nil, map[string]bool{}
-		for _, p := range parkedPayments {
+		for _, p := range parkedMsgs {
 			if applied(p) {
 				s.RedriveApplied++
 				continue
 			}
-			s.Parked = append(s.Parked, p.PaymentID)
-			parked[p.PaymentID] = true
+			s.Parked = append(s.Parked, p.ID)
+			parked[p.ID] = true
 		}
-		more, again, err := dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"])
+		more, again, moreReasons, err := dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"])
 		if err != nil {
 			return s, err
 		}
@@ -448,135 +464,130 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			s.DeadLettered[r] += n
 		}
 		s.Redriven += len(again)
+		reasons = append(reasons, moreReasons...)
 	}
+	s.BadMissing = missingReasons(bads, reasons)
 	stopReceipts()
 	if err := rr.drain(ctx); err != nil {
 		return s, err
 	}
-	accts, err := ledger.Accounts(ctx, o.DynamoDB, cfg.LedgerTable)
+	got, err := ex.Read(ctx, o.DynamoDB, lookup)
 	if err != nil {
-		return s, err
+		return s, fmt.Errorf("demo: read example %s's tables: %w", ex.Name(), err)
 	}
-	got := map[string]int64{}
-	s.Applied = 0 // counted from the ledger itself: one credit per payment_count
-	for id, a := range accts {
-		got[id] = a.BalanceCents
-		s.Applied += int(a.Payments)
-	}
+	s.Applied = got.Applied // counted from the example's tables themselves
 	s.AppliedByMetrics = c[idem.MetricAcquired]
-	var applicable []ledger.Payment
-	for _, p := range payments {
-		if !parked[p.PaymentID] {
+	var applicable []example.Message
+	for _, p := range traffic {
+		if !parked[p.ID] {
 			applicable = append(applicable, p)
 		}
 	}
-	s.Receipts, s.ReceiptMessages, s.ReceiptsNotApplied = rr.counts(applicable)
-	want := ledger.ExpectedBalances(applicable)
-	for _, acct := range slices.Sorted(maps.Keys(want)) {
-		if got[acct] != want[acct] {
-			s.LedgerDiffs = append(s.LedgerDiffs, fmt.Sprintf("%s: balance %d, payments sum to %d", acct, got[acct], want[acct]))
-		}
+	s.Outbound, s.OutboundMessages, s.OutboundNotApplied = rr.counts(applicable)
+	want, err := ex.Expect(traffic, applicable)
+	if err != nil {
+		return s, err
 	}
-	for acct := range got {
-		if _, ok := want[acct]; !ok {
-			s.LedgerDiffs = append(s.LedgerDiffs, fmt.Sprintf("%s: balance %d for an account with no valid payment", acct, got[acct]))
-		}
-	}
-	s.LedgerOK = len(s.LedgerDiffs) == 0
+	s.StateDiffs = CompareState(want, got.State)
+	s.StateOK = len(s.StateDiffs) == 0
 	dlq := 0
 	for _, v := range s.DeadLettered {
 		dlq += v
 	}
-	// Receipts go out after the commit: exactly one per applied payment, none for a
-	// payment that was refused or not applied. A run stopped by the journal is a second
-	// execution of a payment: expected after the record's TTL or its deletion (the storm
-	// plays those), a bug anywhere else.
-	s.OK = s.LedgerOK && s.Applied == s.DistinctPayments-len(s.Parked) && dlq == s.BadSent &&
-		s.Receipts == s.Applied && s.ReceiptMessages == s.Receipts && s.ReceiptsNotApplied == 0 &&
+	// Outbound messages go out after the commit: exactly one per applied message, none for
+	// a message that was refused or not applied (an example without any expects 0). A run
+	// stopped by the guard is a second execution of a message: expected after the record's
+	// TTL or its deletion (the storm plays those), a bug anywhere else.
+	wantOutbound := s.Applied
+	if ex.OutboundQueue() == "" {
+		wantOutbound = 0
+	}
+	s.OK = s.StateOK && s.Applied == s.Distinct-len(s.Parked) && dlq == s.BadSent && len(s.BadMissing) == 0 &&
+		s.Outbound == wantOutbound && s.OutboundMessages == s.Outbound && s.OutboundNotApplied == 0 &&
 		(s.Killed == 0 || s.Reaped > 0 || cfg.Mode == idem.ModeSingleTransaction) && // no lease, nothing to reap
 		s.Guarded <= s.GuardedExpected
 	s.Elapsed = time.Since(start)
 	return s, nil
 }
 
-// Generate returns n distinct payments over accounts, one currency per account.
-func Generate(rng *rand.Rand, run string, n, accounts int) []ledger.Payment {
-	ps := make([]ledger.Payment, n)
-	for i := range ps {
-		a := rng.IntN(accounts)
-		ps[i] = ledger.Payment{
-			PaymentID:   fmt.Sprintf("pay-%s-%05d", run, i),
-			AccountID:   fmt.Sprintf("acct-%s-%03d", run, a),
-			AmountCents: 1 + rng.Int64N(100_000),
-			Currency:    ledger.Currencies[a%len(ledger.Currencies)],
-		}
-	}
-	return ps
+// message is m as the producer sends it, in group with the deduplication id dedup.
+func message(m example.Message, group, dedup string) Message {
+	return Message{Body: m.Body, Key: m.Key, Group: group, DedupID: dedup}
 }
 
-func message(p ledger.Payment, group, dedup string) Message {
-	b, _ := json.Marshal(p) // a struct of strings and an int64 always marshals
-	return Message{Body: string(b), Key: ledger.Key(p), Group: group, DedupID: dedup}
+// original is m as a correct producer sends it: in its group, with the deduplication id
+// derived from its key.
+func original(m example.Message) Message {
+	return message(m, m.Group, idem.DeduplicationID(m.Key))
 }
 
-// stream splits the traffic: the first half of the payments; then the second half
+// stream splits the traffic: the first half of the messages; then the second half
 // mixed with duplicates inside the FIFO window (same dedup id: SQS drops them),
 // concurrent redeliveries (same key, another group, so another consumer may hold it at
 // the same moment) and bad input; and late duplicates (new dedup id, same key and
 // payload: the idempotency record answers them).
-func stream(rng *rand.Rand, ps []ledger.Payment) (first, second, late, bad []Message) {
+func stream(rng *rand.Rand, ps []example.Message, bad []Message) (first, second, late, _ []Message) {
 	half := len(ps) / 2
 	for _, p := range ps[:half] {
-		first = append(first, message(p, p.AccountID, idem.DeduplicationID(ledger.Key(p))))
+		first = append(first, original(p))
 	}
 	for _, p := range ps[half:] {
-		second = append(second, message(p, p.AccountID, idem.DeduplicationID(ledger.Key(p))))
+		second = append(second, original(p))
 		if rng.IntN(10) == 0 { // concurrent redelivery
-			second = append(second, message(p, p.AccountID+"-replay", "replay-"+p.PaymentID))
+			second = append(second, message(p, p.Group+"-replay", "replay-"+p.ID))
 		}
 	}
 	for i := 0; i < len(ps)/10; i++ { // in-window duplicates of the first half
-		p := ps[rng.IntN(max(half, 1))]
-		second = append(second, message(p, p.AccountID, idem.DeduplicationID(ledger.Key(p))))
+		second = append(second, original(ps[rng.IntN(max(half, 1))]))
 	}
 	for i := 0; i < len(ps)/13; i++ {
 		p := ps[rng.IntN(len(ps))]
-		late = append(late, message(p, p.AccountID, "late-"+p.PaymentID))
+		late = append(late, message(p, p.Group, "late-"+p.ID))
 	}
-	bad = badMessages(ps)
 	second = append(second, bad...)
 	rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
 	return first, second, late, bad
 }
 
-// badMessages are the bad input every run sends: each must end in the DLQ with its reason.
-func badMessages(ps []ledger.Payment) []Message {
-	half := len(ps) / 2
-	g := "acct-bad"
-	bad := []Message{
-		{Body: `{"payment_id":"pay-bad-1","account_id":`, Key: "payment:pay-bad-1", Group: g, DedupID: "bad-1"},
-		{Body: `{"payment_id":"pay-bad-2","account_id":"acct-bad","amount_cents":-500,"currency":"EUR"}`, Key: "payment:pay-bad-2", Group: g, DedupID: "bad-2"},
-		{Body: `{"payment_id":"pay-bad-3","account_id":"acct-bad","amount_cents":500,"currency":"XXX"}`, Key: "payment:pay-bad-3", Group: g, DedupID: "bad-3"},
-		{Body: `{"account_id":"acct-bad","amount_cents":500,"currency":"EUR"}`, Group: g, DedupID: "bad-4"}, // no key anywhere
-	}
-	// A payment the ledger refuses: another currency than its account's, after a payment
-	// of the first half in the same FIFO group set the account's currency. It must get no
-	// receipt.
-	if half > 0 {
-		p := ledger.Payment{PaymentID: "pay-bad-6", AccountID: ps[0].AccountID, AmountCents: 500, Currency: ledger.Currencies[0]}
-		if p.Currency == ps[0].Currency {
-			p.Currency = ledger.Currencies[1]
+// badMessages are the example's bad input as sent: each must end in the DLQ with its
+// reason. They go out with the second half, after their groups' first messages.
+func badMessages(bads []example.Bad) []Message {
+	out := make([]Message, len(bads))
+	for i, b := range bads {
+		out[i] = Message{Body: b.Body, Key: b.Key, Group: b.Group, DedupID: fmt.Sprintf("bad-%d-%s", i, idem.DeduplicationID(b.ID))}
+		if len(out[i].DedupID) > 128 {
+			out[i].DedupID = idem.DeduplicationID(out[i].DedupID)
 		}
-		bad = append(bad, message(p, p.AccountID, "bad-6"))
 	}
-	// The same key as a payment of the first half with another amount: a producer bug.
-	if half > 0 {
-		p := ps[0]
-		p.AmountCents++
-		m := message(p, ps[0].AccountID, "conflict-"+p.PaymentID)
-		bad = append(bad, m)
+	return out
+}
+
+// missingReasons returns the reasons of bads that no dead letter's reason contains.
+func missingReasons(bads []example.Bad, reasons []string) []string {
+	var missing []string
+	for _, b := range bads {
+		if !slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, b.Reason) }) {
+			missing = append(missing, fmt.Sprintf("%s: %q", b.ID, b.Reason))
+		}
 	}
-	return bad
+	return missing
+}
+
+// CompareState returns a line per name whose value got differs from want's, and per
+// name only got has with a value other than 0.
+func CompareState(want, got example.State) []string {
+	var diffs []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got[k] != want[k] {
+			diffs = append(diffs, fmt.Sprintf("%s: %d, want %d", k, got[k], want[k]))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok && got[k] != 0 {
+			diffs = append(diffs, fmt.Sprintf("%s: %d, where no applied message should have left anything", k, got[k]))
+		}
+	}
+	return diffs
 }
 
 // producerCount counts, from the input queue's SendMessageBatch answers, the accepted
@@ -684,27 +695,33 @@ func drain(ctx context.Context, api SQSAPI, url string, each func(sqstypes.Messa
 	}
 }
 
-// dlqReasons drains the DLQ: the consumer's dead letters by reason, and the bodies of the
-// messages SQS's redrive policy moved (they carry no reason).
-func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []string, error) {
+// dlqReasons drains the DLQ: the consumer's dead letters by short reason, the bodies of
+// the messages SQS's redrive policy moved (they carry no reason), and every dead
+// letter's full reason.
+func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []string, []string, error) {
 	reasons := map[string]int{}
-	var redriven []string
+	var redriven, full []string
 	err := drain(ctx, api, url, func(m sqstypes.Message) {
 		a, ok := m.MessageAttributes[idem.DLQReasonAttribute]
 		if !ok {
 			redriven = append(redriven, aws.ToString(m.Body))
 			return
 		}
+		full = append(full, aws.ToString(a.StringValue))
 		reasons[shortReason(aws.ToString(a.StringValue))]++
 	})
-	return reasons, redriven, err
+	return reasons, redriven, full, err
 }
 
 // shortReason keeps the most telling part of an error chain for the summary.
 func shortReason(r string) string {
 	r = strings.TrimPrefix(r, "permanent: ")
-	if i := strings.LastIndex(r, ledger.ErrInvalidPayment.Error()+": "); i >= 0 {
-		r = r[i+len(ledger.ErrInvalidPayment.Error()+": "):] // the ledger's own words: "field: what is wrong"
+	if i := strings.LastIndex(r, "invalid "); i >= 0 {
+		// The example's own words after its sentinel ("ledger: invalid payment: "):
+		// "field: what is wrong".
+		if _, rest, ok := strings.Cut(r[i:], ": "); ok {
+			r = rest
+		}
 	}
 	if i := strings.LastIndex(r, "idem: "); i >= 0 && strings.Contains(r[i:], "payload does not match") {
 		return "payload does not match the stored payload for this key"
@@ -723,21 +740,24 @@ func shortReason(r string) string {
 // queue now and then during the run (moto's FIFO send scans the whole queue for
 // duplicate dedup ids, so a queue left to grow slows every receipt down) and counts.
 type receiptReader struct {
-	api   SQSAPI
-	url   string
-	mu    sync.Mutex
-	seen  map[string]int // payment id -> receipt messages
-	total int
+	api      SQSAPI
+	url      string // "": the example sends nothing
+	confirms func(body string) (string, bool)
+	mu       sync.Mutex
+	seen     map[string]int // business id -> outbound messages
+	total    int
 }
 
 func (r *receiptReader) drain(ctx context.Context) error {
+	if r.url == "" {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return drain(ctx, r.api, r.url, func(m sqstypes.Message) {
 		r.total++
-		var rc ledger.Receipt
-		if json.Unmarshal([]byte(aws.ToString(m.Body)), &rc) == nil {
-			r.seen[rc.PaymentID]++
+		if id, ok := r.confirms(aws.ToString(m.Body)); ok {
+			r.seen[id]++
 		}
 	})
 }
@@ -759,12 +779,12 @@ func (r *receiptReader) every(ctx context.Context, d time.Duration) {
 
 // counts returns the distinct payments with a receipt, the receipt messages, and the
 // receipt messages of payments not among applied.
-func (r *receiptReader) counts(applied []ledger.Payment) (distinct, total, notApplied int) {
+func (r *receiptReader) counts(applied []example.Message) (distinct, total, notApplied int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ok := make(map[string]bool, len(applied))
 	for _, p := range applied {
-		ok[p.PaymentID] = true
+		ok[p.ID] = true
 	}
 	for id, n := range r.seen {
 		if !ok[id] {
@@ -784,7 +804,7 @@ func (s Summary) Print(w io.Writer) {
 	line("  not delivered (computed: sent - delivered)", s.SuppressedBySQS)
 	line("answered from the stored result (duplicates)", s.SuppressedByDynamo)
 	line("refused while another consumer held the key", s.InProgress)
-	line("business effects applied (ledger credits)", fmt.Sprintf("%d (distinct valid payments: %d)", s.Applied, s.DistinctPayments))
+	line("business effects applied (counted in its tables)", fmt.Sprintf("%d (distinct valid messages: %d)", s.Applied, s.Distinct))
 	line("  reported applied by the local consumers", s.AppliedByMetrics)
 	if s.ChildConsumers {
 		line("  reported applied by the consumer processes", s.AppliedByChildren)
@@ -796,7 +816,7 @@ func (s Summary) Print(w io.Writer) {
 		}
 		line("  unreported credits (computed: credits - reports)", fmt.Sprintf("%d (%s)", unreported, why))
 	}
-	line("receipts received downstream", fmt.Sprintf("%d messages for %d payments (%d for payments not applied)", s.ReceiptMessages, s.Receipts, s.ReceiptsNotApplied))
+	line("outbound messages received downstream", fmt.Sprintf("%d for %d messages (%d for messages not applied)", s.OutboundMessages, s.Outbound, s.OutboundNotApplied))
 	dlq := 0
 	for _, n := range s.DeadLettered {
 		dlq += n
@@ -808,13 +828,13 @@ func (s Summary) Print(w io.Writer) {
 		fmt.Fprintf(w, "      %d × %s\n", s.DeadLettered[r], r)
 	}
 	if s.Redriven > 0 {
-		line("moved to the DLQ by SQS after 5 receives", fmt.Sprintf("%d (payment applied through another copy: %d)", s.Redriven, s.RedrivenApplied))
+		line("moved to the DLQ by SQS after 5 receives", fmt.Sprintf("%d (applied through another copy: %d)", s.Redriven, s.RedrivenApplied))
 	}
 	if s.RedriveSent > 0 {
-		line("parked payments redriven from the DLQ / then applied", fmt.Sprintf("%d / %d", s.RedriveSent, s.RedriveApplied))
+		line("parked messages redriven from the DLQ / then applied", fmt.Sprintf("%d / %d", s.RedriveSent, s.RedriveApplied))
 	}
 	if len(s.Parked) > 0 {
-		line("payments parked in the DLQ, not applied", fmt.Sprintf("%d: %s (idemctl redrive)", len(s.Parked), strings.Join(s.Parked, ", ")))
+		line("messages parked in the DLQ, not applied", fmt.Sprintf("%d: %s (idemctl redrive)", len(s.Parked), strings.Join(s.Parked, ", ")))
 	}
 	if len(s.Deliveries) > 0 {
 		line("storm: extra deliveries sent, by kind", "")
@@ -822,7 +842,7 @@ func (s Summary) Print(w io.Writer) {
 			fmt.Fprintf(w, "      %d × %s\n", s.Deliveries[k], k)
 		}
 	}
-	line("runs stopped by the ledger journal (record expired or deleted)", fmt.Sprintf("%d (at most %d expected)", s.Guarded, s.GuardedExpected))
+	line("runs stopped by the guard write (record expired or deleted)", fmt.Sprintf("%d (at most %d expected)", s.Guarded, s.GuardedExpected))
 	line("commits refused: lease lost", s.LeaseLost)
 	line("consumers killed (SIGKILL)", s.Killed)
 	if len(s.KilledByPhase) > 0 {
@@ -840,12 +860,15 @@ func (s Summary) Print(w io.Writer) {
 		line("  latest reap past lease end + grace", late)
 	}
 	verdict := "OK"
-	if !s.LedgerOK {
+	if !s.StateOK {
 		verdict = "FAIL"
 	}
-	line("ledger check: every balance = sum of distinct payments", verdict)
-	for _, d := range s.LedgerDiffs {
+	line(s.Example+" check: tables = what the applied messages leave", verdict)
+	for _, d := range s.StateDiffs {
 		fmt.Fprintf(w, "      %s\n", d)
+	}
+	for _, m := range s.BadMissing {
+		fmt.Fprintf(w, "      bad message not dead-lettered for its reason: %s\n", m)
 	}
 	overall := "OK"
 	if !s.OK {

@@ -7,8 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 )
 
 // The storm sends stormHead messages before the consumers start, then keeps the queue
@@ -30,10 +29,10 @@ type storm struct {
 	kinds       map[string]int // extra deliveries by kind
 }
 
-// stormStream delivers every payment 1 to maxDeliveries times: the original (dedup id
+// stormStream delivers every message 1 to maxDeliveries times: the original (dedup id
 // derived from the key, as a producer sets it) and 0 to maxDeliveries-1 extra
 // deliveries, each of a kind drawn from StormKinds.
-func stormStream(rng *rand.Rand, ps []ledger.Payment, maxDeliveries int) storm {
+func stormStream(rng *rand.Rand, ps []example.Message, maxDeliveries int) storm {
 	st := storm{kinds: map[string]int{}}
 	half := len(ps) / 2
 	for i, p := range ps {
@@ -41,27 +40,26 @@ func stormStream(rng *rand.Rand, ps []ledger.Payment, maxDeliveries int) storm {
 		if i < half {
 			phase = &st.first
 		}
-		key := ledger.Key(p)
-		*phase = append(*phase, message(p, p.AccountID, idem.DeduplicationID(key)))
+		*phase = append(*phase, original(p))
 		for j := range rng.IntN(maxDeliveries) {
 			kind := StormKinds[rng.IntN(len(StormKinds))]
 			st.kinds[kind]++
-			id := fmt.Sprintf("%d-%s", j, p.PaymentID)
+			id := fmt.Sprintf("%d-%s", j, p.ID)
 			switch kind {
 			case KindSameDedupID:
-				st.second = append(st.second, message(p, p.AccountID, idem.DeduplicationID(key)))
+				st.second = append(st.second, original(p))
 			case KindNewDedupID:
-				st.second = append(st.second, message(p, p.AccountID, "dup"+id))
+				st.second = append(st.second, message(p, p.Group, "dup"+id))
 			case KindConcurrent:
 				// Another group, in the same phase as the original: another consumer may
 				// receive it while the original's lease is held.
-				*phase = append(*phase, message(p, p.AccountID+"-copy", "copy"+id))
+				*phase = append(*phase, message(p, p.Group+"-copy", "copy"+id))
 			case KindAfterCompleted:
-				st.afterDone = append(st.afterDone, message(p, p.AccountID, "done"+id))
+				st.afterDone = append(st.afterDone, message(p, p.Group, "done"+id))
 			case KindAfterTTL:
-				st.afterTTL = append(st.afterTTL, message(p, p.AccountID, "ttl"+id))
+				st.afterTTL = append(st.afterTTL, message(p, p.Group, "ttl"+id))
 			case KindAfterDelete:
-				st.afterDelete = append(st.afterDelete, message(p, p.AccountID, "del"+id))
+				st.afterDelete = append(st.afterDelete, message(p, p.Group, "del"+id))
 			}
 		}
 	}
@@ -71,9 +69,9 @@ func stormStream(rng *rand.Rand, ps []ledger.Payment, maxDeliveries int) storm {
 // latePhases plays the storm's last three kinds once the rest is consumed: duplicates of
 // completed payments; duplicates consumed with the consumers' clock moved past the
 // records' TTL (DynamoDB has not deleted them: TTL deletion takes up to days), which the
-// consumers must treat as absent and the ledger's journal must stop; and duplicates
+// consumers must treat as absent and the example's guard must stop; and duplicates
 // consumed after their records were deleted (forget), as the TTL does in the end, which
-// the journal must stop too, receipt included. Each phase is sent while its consumers
+// the guard must stop too, outbound message included. Each phase is sent while its consumers
 // run (the paced send waits for them). It returns how many messages SQS accepted.
 func latePhases(ctx context.Context, o Options, queueURL string, afterDone, afterTTL, afterDelete []Message, ttl time.Duration,
 	clock *func() time.Time, forget func(ctx context.Context, key string) error, consume func() error) (int, error) {

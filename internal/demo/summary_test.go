@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
-	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
@@ -86,20 +86,13 @@ func (l *lockedBuffer) outcomes(t *testing.T) map[string]int {
 // TestSummaryLinesTraceToEvents plays a small demo (no crash) and checks each summary
 // line against the events it counts, observed independently: SendMessageBatch answers
 // and received message ids on the input queue, the consumers' record log lines, the
-// ledger, the DLQ reasons.
+// example's tables, the DLQ reasons.
 func TestSummaryLinesTraceToEvents(t *testing.T) {
-	tpl, err := stack.Load("../../template.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqsAPI, ddb := awstest.SQS(t), awstest.DynamoDB(t)
-	name := strings.ReplaceAll(awstest.Name(t, "demo"), "_", "-")
-	env, err := stack.Up(context.Background(), tpl, stack.Clients{SQS: sqsAPI, DynamoDB: ddb, Region: awstest.Region}, name, nil)
-	if err != nil {
-		t.Fatalf("stack up: %v", err)
-	}
+	ex := exampletest.Example(t)
+	st := exampletest.Up(t, ex)
+	sqsAPI, ddb := st.SQS, st.DynamoDB
 	vars := map[string]string{}
-	for _, v := range env.Vars {
+	for _, v := range st.Env.Vars {
 		vars[v.Name] = v.Value
 	}
 	w := &watched{SQSAPI: sqsAPI, url: vars["QUEUE_URL"], received: map[string]bool{}}
@@ -108,7 +101,7 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := demo.Run(ctx, demo.Options{
-		Env: vars, SQS: w, DynamoDB: ddb, Payments: 40, Accounts: 4, Consumers: 2, Seed: 5, Out: &out, Logs: logs,
+		Env: vars, SQS: w, DynamoDB: ddb, Messages: 40, Groups: 4, Consumers: 2, Seed: 5, Out: &out, Logs: logs,
 	})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
@@ -135,10 +128,10 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 		{"  not delivered (computed: sent - delivered)", fmt.Sprint(w.accepted - len(w.received)), w.accepted - len(w.received), s.SuppressedBySQS},
 		{"answered from the stored result (duplicates)", fmt.Sprint(lines["duplicate"]), lines["duplicate"], s.SuppressedByDynamo},
 		{"refused while another consumer held the key", fmt.Sprint(lines["in_progress"]), lines["in_progress"], s.InProgress},
-		{"business effects applied (ledger credits)", fmt.Sprintf("%d (distinct valid payments: 40)", s.Applied), 40, s.Applied},
+		{"business effects applied (counted in its tables)", fmt.Sprintf("%d (distinct valid messages: 40)", s.Applied), 40, s.Applied},
 		{"  reported applied by the local consumers", fmt.Sprint(lines["applied"]), lines["applied"], s.AppliedByMetrics},
 		{"dead-lettered by the consumer (bad messages sent)", fmt.Sprintf("%d (%d)", lines["dead_lettered"], s.BadSent), lines["dead_lettered"], dlq},
-		{"runs stopped by the ledger journal", fmt.Sprintf("%d (at most 0 expected)", lines["guarded_duplicate"]), lines["guarded_duplicate"], s.Guarded},
+		{"runs stopped by the guard write", fmt.Sprintf("%d (at most 0 expected)", lines["guarded_duplicate"]), lines["guarded_duplicate"], s.Guarded},
 		{"commits refused: lease lost", fmt.Sprint(lines["lease_lost"]), lines["lease_lost"], s.LeaseLost},
 		{"consumers killed (SIGKILL)", "0", 0, s.Killed},
 	}
@@ -150,14 +143,14 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 			t.Errorf("%q: printed %q, want %q", c.label, v, c.shown)
 		}
 	}
-	// The ledger check prints its verdict; the run must be OK.
-	if v, _ := summaryValue(printed.String(), "ledger check: every balance = sum of distinct payments"); v != "OK" || !s.OK {
-		t.Errorf("ledger check or verdict not OK: %+v", s)
+	// The example's check prints its verdict; the run must be OK.
+	if v, _ := summaryValue(printed.String(), ex.Name()+" check: tables = what the applied messages leave"); v != "OK" || !s.OK {
+		t.Errorf("%s check or verdict not OK: %+v", ex.Name(), s)
 	}
-	// Each bad message is dead-lettered once, its reason printed: the ledger's own words,
-	// so the truncated body is "body is not valid JSON", with no field named.
-	if dlq != s.BadSent || s.DeadLettered["body is not valid JSON"] != 1 {
-		t.Errorf("dead-lettered %v (%d), want the %d bad messages, one of them as not valid JSON", s.DeadLettered, dlq, s.BadSent)
+	// Each bad message is dead-lettered once for its reason, printed in the example's own
+	// words: a truncated body is "body is not valid JSON", with no field named.
+	if dlq != s.BadSent || len(s.BadMissing) > 0 || s.DeadLettered["body is not valid JSON"] != 1 {
+		t.Errorf("dead-lettered %v (%d), want the %d bad messages, one of them as not valid JSON; missing reasons %v", s.DeadLettered, dlq, s.BadSent, s.BadMissing)
 	}
 	for r, n := range s.DeadLettered {
 		if !strings.Contains(printed.String(), fmt.Sprintf("      %d × %s\n", n, r)) {
