@@ -138,6 +138,7 @@ type Summary struct {
 	Redriven           int            // DLQ messages SQS moved after maxReceiveCount receives
 	RedrivenApplied    int            // ... whose message was applied all the same (a copy)
 	Parked             []string       // messages only in the DLQ, not applied: redrive them (business ids)
+	ParkedKeys         []string       // ... their idempotency keys
 	RedriveSent        int            // with RedriveParked: parked messages sent back to the input queue
 	RedriveApplied     int            // ... and applied then
 	BadSent            int            // bad messages sent (each must end in the DLQ)
@@ -428,6 +429,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		} else if !parked[p.ID] {
 			parked[p.ID] = true
 			s.Parked = append(s.Parked, p.ID)
+			s.ParkedKeys = append(s.ParkedKeys, p.Key)
 			parkedMsgs = append(parkedMsgs, p)
 		}
 	}
@@ -447,13 +449,14 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		if err := consume(); err != nil {
 			return s, err
 		}
-		s.Parked, parked = nil, map[string]bool{}
+		s.Parked, s.ParkedKeys, parked = nil, nil, map[string]bool{}
 		for _, p := range parkedMsgs {
 			if applied(p) {
 				s.RedriveApplied++
 				continue
 			}
 			s.Parked = append(s.Parked, p.ID)
+			s.ParkedKeys = append(s.ParkedKeys, p.Key)
 			parked[p.ID] = true
 		}
 		more, again, moreReasons, err := dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"])

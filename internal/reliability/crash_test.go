@@ -47,7 +47,7 @@ func crashInjection(t *testing.T, mode idem.Mode, kills int) {
 	defer cancel()
 	out := &progress{t: t}
 	s, err := demo.Run(ctx, demo.Options{
-		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Payments: payments, Accounts: accounts, Consumers: 1, Seed: 11, Out: out,
+		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Messages: payments, Groups: accounts, Consumers: 1, Seed: 11, Out: out,
 		RedriveParked: true, Logs: consumerLog(t), Functions: fns,
 		Crash: demo.ChildCrasher(bin, []string{
 			"run", "--template", "../../template.yaml", "--consumers", "1", "--no-reaper", "--wait", "1s",
@@ -88,16 +88,16 @@ func crashInjection(t *testing.T, mode idem.Mode, kills int) {
 			afterEnd, demo.LeaseGrace, demo.ReapEvery)
 	}
 	report(t, "crash injection ("+mode.String()+")",
-		"payments / accounts", fmtInts(payments, accounts),
+		"messages / groups", fmtInts(payments, accounts),
 		"messages accepted by SQS", s.Sent,
 		"consumers killed with SIGKILL", s.Killed,
 		"... by phase", phases(s.KilledByPhase),
 		"stale locks reaped", s.Reaped,
 		"latest reap after its lease ended (limit: grace + 2 periods)", elapsed(afterEnd)+" ("+limit.String()+")",
-		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
-		"double credits / missing", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked)),
-		"receipts: messages / payments / for payments not applied", fmtInts(s.ReceiptMessages, s.Receipts, s.ReceiptsNotApplied),
+		"effects in the tables / distinct messages", fmtInts(s.Applied, s.Distinct),
+		"double effects / missing", fmtInts(s.Applied-s.Distinct+len(s.Parked), len(s.Parked)),
+		"outbound: messages / for messages / for messages not applied", fmtInts(s.OutboundMessages, s.Outbound, s.OutboundNotApplied),
 		"DLQ: bad (sent) / moved by SQS after 5 receives (applied through a copy)", fmtInts(dlq(s), s.BadSent, s.Redriven, s.RedrivenApplied),
-		"parked payments redriven from the DLQ / then applied", fmtInts(s.RedriveSent, s.RedriveApplied),
+		"parked messages redriven from the DLQ / then applied", fmtInts(s.RedriveSent, s.RedriveApplied),
 		"time", elapsed(s.Elapsed))
 }

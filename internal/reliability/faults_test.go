@@ -127,7 +127,7 @@ func TestStoreFaults(t *testing.T) {
 	}()
 	s, err := demo.Run(ctx, demo.Options{
 		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, ConsumerDynamoDB: faulty,
-		Payments: payments, Accounts: accounts, Consumers: 4, Seed: 13, Out: out, Logs: consumerLog(t),
+		Messages: payments, Groups: accounts, Consumers: 4, Seed: 13, Out: out, Logs: consumerLog(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -155,13 +155,13 @@ func TestStoreFaults(t *testing.T) {
 	}
 	retries := int64(attempts.Total()) - ops.n.Load()
 	report(t, "store faults",
-		"payments / accounts / consumers", fmtInts(payments, accounts, 4),
+		"messages / groups / consumers", fmtInts(payments, accounts, 4),
 		"fault schedule", fmt.Sprintf("%d × %d steps of %s: %s", cycles, len(schedule), step, strings.Join(played[:len(schedule)], "; ")),
 		"AWS error answers injected", strings.Join(injected, ", "),
 		"DynamoDB calls / HTTP attempts / retries by the SDK", fmt.Sprintf("%d / %d / %d", ops.n.Load(), attempts.Total(), retries),
 		"deliveries refused in progress / commits refused (lease lost)", fmtInts(s.InProgress, s.LeaseLost),
-		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
-		"double credits / missing / runs stopped by the journal", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked), s.Guarded),
+		"effects in the tables / distinct messages", fmtInts(s.Applied, s.Distinct),
+		"double effects / missing / runs stopped by the guard", fmtInts(s.Applied-s.Distinct+len(s.Parked), len(s.Parked), s.Guarded),
 		"DLQ: bad (sent) / moved by SQS (applied through a copy)", fmtInts(dlq(s), s.BadSent, s.Redriven, s.RedrivenApplied),
 		"from the last fault to the last record done (backlog included)", elapsed(converge),
 		"time", elapsed(s.Elapsed))

@@ -2,8 +2,8 @@ package reliability_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +17,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 )
 
@@ -66,9 +67,9 @@ func (s *stalledPastLease) UpdateItem(ctx context.Context, in *dynamodb.UpdateIt
 // TestFencingUnderRealTiming: consumer A receives a batch, acquires every key and
 // stalls before its commits, past its lease. The reaper fails its locks, the messages
 // come back, consumer B takes the keys over and commits. Then A wakes up and sends its
-// commits: every one must be refused by the fence, and with them their receipts.
-// Counted: commits of A that went through (overwrites), 0 expected, the ledger, and the
-// receipts (one per payment).
+// commits: every one must be refused by the fence, and with them their outbound messages.
+// Counted: commits of A that went through (overwrites), 0 expected, the example's tables,
+// and the outbound messages (one per message).
 func TestFencingUnderRealTiming(t *testing.T) {
 	rounds := size(1, 5)
 	w := newWorld(t)
@@ -94,21 +95,25 @@ func TestFencingUnderRealTiming(t *testing.T) {
 	}
 	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: 500 * time.Millisecond}
 
-	var all []ledger.Payment
+	ex := cfg.Example
+	lookup := func(k string) (string, bool) { v, ok := w.vars[k]; return v, ok }
+	var all []example.Message
 	var reaped, takenOver, refused, overwrites int64
 	start := time.Now()
 	for round := range rounds {
-		ps := make([]ledger.Payment, 10)
+		// Ten messages in ten groups: one batch, every key held by A at once.
+		ps := ex.Traffic(rand.New(rand.NewPCG(uint64(round), 7)), fmt.Sprintf("fence%d", round), 10, 10)
+		if err := ex.Prepare(context.Background(), w.ddb, lookup, ps); err != nil {
+			t.Fatal(err)
+		}
 		entries := make([]sqstypes.SendMessageBatchRequestEntry, len(ps))
-		for i := range ps {
-			ps[i] = ledger.Payment{PaymentID: fmt.Sprintf("fence-%d-%d", round, i), AccountID: fmt.Sprintf("fence-acct-%d", i),
-				AmountCents: int64(100*round + i + 1), Currency: "EUR"}
-			body := mustJSON(t, ps[i])
+		for i, p := range ps {
 			entries[i] = sqstypes.SendMessageBatchRequestEntry{
-				Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(body),
-				MessageGroupId: aws.String(ps[i].AccountID), MessageDeduplicationId: aws.String(ps[i].PaymentID),
+				Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(p.Body),
+				// One group per message, so that no message waits behind another's retry.
+				MessageGroupId: aws.String(fmt.Sprintf("fence-%d", i)), MessageDeduplicationId: aws.String(idem.DeduplicationID(p.Key)),
 				MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-					idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(ledger.Key(ps[i]))},
+					idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(p.Key)},
 				},
 			}
 		}
@@ -171,19 +176,20 @@ func TestFencingUnderRealTiming(t *testing.T) {
 		overwrites += slow.applied.Load()
 	}
 
-	accts, err := ledger.Accounts(context.Background(), w.ddb, cfg.LedgerTable)
+	got, err := ex.Read(context.Background(), w.ddb, lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ledger.ExpectedBalances(all)
-	var diffs []string
-	for acct, bal := range want {
-		if accts[acct].BalanceCents != bal || accts[acct].Payments != int64(rounds) {
-			diffs = append(diffs, fmt.Sprintf("%s: %+v, want balance %d over %d payments", acct, accts[acct], bal, rounds))
-		}
+	want, err := ex.Expect(all, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffs := demo.CompareState(want, got.State)
+	if got.Applied != len(all) {
+		diffs = append(diffs, fmt.Sprintf("effects counted in the tables: %d, want %d", got.Applied, len(all)))
 	}
 	if len(diffs) > 0 {
-		t.Errorf("ledger:\n%s", strings.Join(diffs, "\n"))
+		t.Errorf("%s tables:\n%s", ex.Name(), strings.Join(diffs, "\n"))
 	}
 	if overwrites != 0 || refused != int64(len(all)) {
 		t.Errorf("stalled holder: %d writes went through, %d commits refused; want 0 and %d", overwrites, refused, len(all))
@@ -194,7 +200,7 @@ func TestFencingUnderRealTiming(t *testing.T) {
 	receipts := map[string]int{}
 	for {
 		out, err := w.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(w.vars["RECEIPTS_QUEUE_URL"]), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			QueueUrl: aws.String(w.vars[ex.OutboundQueue()]), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -203,33 +209,34 @@ func TestFencingUnderRealTiming(t *testing.T) {
 			break
 		}
 		for _, m := range out.Messages {
-			var r ledger.Receipt
-			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &r); err != nil {
-				t.Fatalf("receipt %q: %v", aws.ToString(m.Body), err)
+			id, ok := ex.Confirms(aws.ToString(m.Body))
+			if !ok {
+				t.Fatalf("outbound message %q confirms no message", aws.ToString(m.Body))
 			}
-			receipts[r.PaymentID]++
-			if _, err := w.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(w.vars["RECEIPTS_QUEUE_URL"]), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			receipts[id]++
+			if _, err := w.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(w.vars[ex.OutboundQueue()]), ReceiptHandle: m.ReceiptHandle}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	for _, p := range all {
-		if receipts[p.PaymentID] != 1 {
-			t.Errorf("payment %s: %d receipts, want 1", p.PaymentID, receipts[p.PaymentID])
+		if receipts[p.ID] != 1 {
+			t.Errorf("message %s: %d outbound messages, want 1", p.ID, receipts[p.ID])
 		}
 	}
 	if len(receipts) != len(all) {
-		t.Errorf("receipts for %d payments, want %d", len(receipts), len(all))
+		t.Errorf("outbound messages for %d messages, want %d", len(receipts), len(all))
 	}
 	report(t, "fencing under real timing",
-		"rounds × payments", fmtInts(rounds, 10),
+		"example", ex.Name(),
+		"rounds × messages", fmtInts(rounds, 10),
 		"invocation / lease grace / stall / visibility", fmt.Sprintf("%s / %s / %s / %s", functionTimeout, cfg.LeaseGrace, stall, visibility),
 		"locks failed by the reaper (every 500ms, grace 500ms)", reaped,
 		"records completed by consumer B after the takeover", takenOver,
 		"stalled commits refused by the fence", refused,
-		"receipts (one per payment expected)", fmt.Sprintf("%d for %d payments", len(receipts), len(all)),
+		"outbound messages (one per message expected)", fmt.Sprintf("%d for %d messages", len(receipts), len(all)),
 		"writes of the stalled holder that went through (overwrites)", overwrites,
-		"ledger", fmt.Sprintf("%d accounts, each balance the sum of its payments: %v", len(want), len(diffs) == 0),
+		"tables = what the messages leave", fmt.Sprintf("%d values compared: %v", len(want), len(diffs) == 0),
 		"time", elapsed(time.Since(start)))
 }
 

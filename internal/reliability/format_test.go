@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -38,12 +37,4 @@ func phases(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%d %s", m[p], p))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func mustJSON(t interface{ Fatal(...any) }, v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
@@ -35,7 +36,8 @@ func size(fast, big int) int {
 	return fast
 }
 
-// world is one scenario's own stack (queues and tables from template.yaml) on moto.
+// world is one scenario's own stack (queues and tables from template.yaml, with the
+// example under test: EXAMPLE, else the wired one) on moto.
 type world struct {
 	env  *stack.Env
 	vars map[string]string
@@ -45,16 +47,8 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	tpl, err := stack.Load("../../template.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{sqs: awstest.SQS(t), ddb: awstest.DynamoDB(t), vars: map[string]string{}}
-	name := strings.ReplaceAll(awstest.Name(t, "rel"), "_", "-")
-	w.env, err = stack.Up(context.Background(), tpl, stack.Clients{SQS: w.sqs, DynamoDB: w.ddb, Region: awstest.Region}, name, nil)
-	if err != nil {
-		t.Fatalf("stack up: %v", err)
-	}
+	st := exampletest.Up(t, exampletest.Example(t))
+	w := &world{sqs: st.SQS, ddb: st.DynamoDB, env: st.Env, vars: map[string]string{}}
 	for _, v := range w.env.Vars {
 		w.vars[v.Name] = v.Value
 	}
@@ -111,7 +105,7 @@ func functions(t *testing.T, w *world, endpoint string) (func(int, io.Writer) (d
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl, err := stack.Load("../../template.yaml")
+	tpl, err := stack.LoadFor(exampletest.TemplatePath(), exampletest.Example(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,25 +130,25 @@ func report(t *testing.T, title string, rows ...any) {
 	t.Log(b.String())
 }
 
-// checkSummary fails the test unless the outside check passed: every balance the sum of
-// the distinct payments, every payment credited once, every bad message in the DLQ with
-// its reason, every payment not applied parked in the DLQ.
+// checkSummary fails the test unless the outside check passed: the example's tables hold
+// what the distinct messages leave, every message applied once, every bad message in the
+// DLQ with its reason, every message not applied parked in the DLQ.
 func checkSummary(t *testing.T, s demo.Summary) {
 	t.Helper()
 	var out strings.Builder
 	s.Print(&out)
 	t.Log(out.String())
 	if !s.OK {
-		t.Fatalf("the ledger or DLQ check failed (see the summary above)")
+		t.Fatalf("the %s check or the DLQ check failed (see the summary above)", s.Example)
 	}
 	if len(s.Parked) > 0 {
-		t.Errorf("%d payments ended in the DLQ unapplied: %v", len(s.Parked), s.Parked)
-		showLogs(t, s.Parked)
+		t.Errorf("%d messages ended in the DLQ unapplied: %v", len(s.Parked), s.Parked)
+		showLogs(t, s.ParkedKeys)
 	}
 }
 
 // consumerLog is a file for the consumers' JSON lines; checkSummary shows the lines of
-// any payment that did not end as expected.
+// any message that did not end as expected.
 func consumerLog(t *testing.T) io.Writer {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "consumers.log"))
@@ -168,8 +162,8 @@ func consumerLog(t *testing.T) io.Writer {
 
 var logFiles sync.Map // test name → consumer log path
 
-// showLogs logs the consumer lines about the keys of payment ids.
-func showLogs(t *testing.T, paymentIDs []string) {
+// showLogs logs the consumer lines about the keys (a line names a key by its hash).
+func showLogs(t *testing.T, keys []string) {
 	path, ok := logFiles.Load(t.Name())
 	if !ok {
 		return
@@ -178,11 +172,11 @@ func showLogs(t *testing.T, paymentIDs []string) {
 	if err != nil {
 		return
 	}
-	for _, id := range paymentIDs {
-		h := idem.HashKey("payment:" + id)
+	for _, key := range keys {
+		h := idem.HashKey(key)
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.Contains(l, h) {
-				t.Logf("%s: %s", id, l)
+				t.Logf("%s: %s", key, l)
 			}
 		}
 	}

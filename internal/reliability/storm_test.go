@@ -30,7 +30,7 @@ func duplicateStorm(t *testing.T, mode idem.Mode) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(size(5, 75))*time.Minute)
 	defer cancel()
 	s, err := demo.Run(ctx, demo.Options{
-		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Payments: payments, Accounts: accounts, Consumers: consumers,
+		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Messages: payments, Groups: accounts, Consumers: consumers,
 		Seed: 7, Storm: true, MaxDeliveries: 5, Out: &progress{t: t},
 	})
 	if err != nil {
@@ -50,15 +50,15 @@ func duplicateStorm(t *testing.T, mode idem.Mode) {
 		extra += n
 	}
 	report(t, "duplicate storm ("+mode.String()+")",
-		"payments / accounts / consumers", fmtInts(payments, accounts, consumers),
+		"messages / groups / consumers", fmtInts(payments, accounts, consumers),
 		"deliveries sent (originals + extra)", fmtInts(payments, extra),
 		"extra, by kind", kinds(s.Deliveries),
 		"messages accepted by SQS", s.Sent,
 		"suppressed by SQS / by the record / refused in progress", fmtInts(s.SuppressedBySQS, s.SuppressedByDynamo, s.InProgress),
 		"after-TTL and after-deletion runs stopped by the journal", s.Guarded,
-		"ledger credits / distinct payments", fmtInts(s.Applied, s.DistinctPayments),
-		"receipts: messages / payments / for payments not applied", fmtInts(s.ReceiptMessages, s.Receipts, s.ReceiptsNotApplied),
-		"double credits / missing", fmtInts(s.Applied-s.DistinctPayments+len(s.Parked), len(s.Parked)),
+		"effects in the tables / distinct messages", fmtInts(s.Applied, s.Distinct),
+		"outbound: messages / for messages / for messages not applied", fmtInts(s.OutboundMessages, s.Outbound, s.OutboundNotApplied),
+		"double effects / missing", fmtInts(s.Applied-s.Distinct+len(s.Parked), len(s.Parked)),
 		"DLQ (bad messages sent)", fmtInts(dlq(s), s.BadSent),
 		"time", elapsed(s.Elapsed))
 }

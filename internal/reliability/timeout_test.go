@@ -32,7 +32,7 @@ func TestTimeoutRedelivery(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	s, err := demo.Run(ctx, demo.Options{
-		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Payments: payments, Accounts: accounts, Consumers: 2, Seed: 13,
+		Env: w.vars, SQS: w.sqs, DynamoDB: w.ddb, Messages: payments, Groups: accounts, Consumers: 2, Seed: 13,
 		Out: &progress{t: t}, Logs: consumerLog(t), Functions: fns, RedriveParked: true,
 	})
 	if err != nil {
@@ -43,7 +43,7 @@ func TestTimeoutRedelivery(t *testing.T) {
 	if proxy.Stalled() != stalls || s.Timeouts < 1 || s.Timeouts > stalls {
 		t.Errorf("%d commits stalled, %d invocations timed out: want %d stalled, in 1 to %d timed-out invocations", proxy.Stalled(), s.Timeouts, stalls, stalls)
 	}
-	report(t, "Timeout: commits stalled past the function timeout", "payments / accounts", fmtInts(payments, accounts),
+	report(t, "Timeout: commits stalled past the function timeout", "messages / groups", fmtInts(payments, accounts),
 		"stalled commits / invocations timed out", fmtInts(stalls, s.Timeouts), "function timeout", demo.FunctionTimeout,
 		"elapsed", elapsed(time.Since(start)))
 }
