@@ -72,7 +72,7 @@ func message(p Payment) example.Message {
 }
 
 // Bad returns six messages the consumer must dead-letter: broken JSON, a negative
-// amount, an unknown currency, no key anywhere, a payment in another currency than its
+// amount, an unknown currency, no payment_id and no key attribute, a payment in another currency than its
 // account's (refused by the credit's condition), and valid[0]'s key with another amount.
 func (Example) Bad(run string, valid []example.Message) []example.Bad {
 	g := "acct-" + run + "-bad"
@@ -85,7 +85,9 @@ func (Example) Bad(run string, valid []example.Message) []example.Bad {
 		{Message: example.Message{ID: id(3), Key: "payment:" + id(3), Group: g,
 			Body: `{"payment_id":"` + id(3) + `","account_id":"` + g + `","amount_cents":500,"currency":"XXX"}`}, Reason: "currency: must be one of"},
 		{Message: example.Message{ID: id(4), Group: g,
-			Body: `{"account_id":"` + g + `","amount_cents":500,"currency":"EUR"}`}, Reason: idem.ErrMissingKey.Error()},
+			// On a FIFO queue the deduplication id stands in for a missing key attribute;
+			// the handler then refuses the body.
+			Body: `{"account_id":"` + g + `","amount_cents":500,"currency":"EUR"}`}, Reason: "payment_id: missing"},
 	}
 	if len(valid) == 0 {
 		return bad
