@@ -1,31 +1,24 @@
 package cli
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/dedupgroup"
 )
 
-// TestDeduplicationIDsKeepTheirGroup: `idemctl send` (payments and their duplicates)
+// TestDeduplicationIDsKeepTheirGroup: `idemctl send` (messages and their duplicates)
 // and `idemctl redrive` (the same dead letter redriven twice, from a FIFO dead-letter
 // queue and from a standard one) send each deduplication id with one group, as the
 // input queue's per-group deduplication (high-throughput FIFO) needs.
 func TestDeduplicationIDsKeepTheirGroup(t *testing.T) {
 	var m dedupgroup.Map
 	rng := rand.New(rand.NewPCG(12, 13))
-	ps := make([]ledger.Payment, 300)
-	for i := range ps {
-		ps[i] = ledger.Payment{PaymentID: fmt.Sprintf("p-%03d", i), AccountID: fmt.Sprintf("acct-%d", rng.IntN(5)),
-			AmountCents: int64(i + 1), Currency: "EUR"}
-	}
-	out, err := messages(ps, 0.5, true, rng)
+	out, err := messages(traffic(12, 300, 5, rng), 0.5, true, rng)
 	if err != nil {
 		t.Fatal(err)
 	}

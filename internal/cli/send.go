@@ -207,13 +207,13 @@ func readMessages(ex example.Example, path string, skip bool, warn io.Writer) ([
 
 // outgoing is one message to send: the example's, or a duplicate of one.
 type outgoing struct {
-	msg     example.Message
-	dup     bool
-	body    string
-	key     string
-	group   string // FIFO only
-	dedup   string // FIFO only
-	sent    atomic.Bool
+	msg   example.Message
+	dup   bool
+	body  string
+	key   string
+	group string // FIFO only
+	dedup string // FIFO only
+	sent  atomic.Bool
 }
 
 // messages builds the messages, then the duplicates: round(f*n) of them, chosen at

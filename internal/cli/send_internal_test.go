@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -11,7 +12,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
+
+// traffic is n messages of the wired example over groups groups.
+func traffic(seed uint64, n, groups int, rng *rand.Rand) []example.Message {
+	return wiring.Default().Traffic(rng, fmt.Sprint(seed), n, groups)
+}
 
 // flakySender fails entries by message body: transient failures the given number of
 // times, sender faults always.
@@ -51,7 +61,7 @@ func (f *flakySender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBat
 func testMessages(t *testing.T, n int, fifo bool) []*outgoing {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	msgs, err := messages(generatePayments(1, n, 3, rng), 0, fifo, rng)
+	msgs, err := messages(traffic(1, n, 3, rng), 0, fifo, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +86,9 @@ func TestSenderRetriesFailedEntries(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, f := range failures {
-		got[f.msg.payment.PaymentID] = f.reason
+		got[f.msg.msg.ID] = f.reason
 	}
-	if !strings.HasPrefix(got[msgs[12].payment.PaymentID], "InternalError") || !strings.HasPrefix(got[msgs[20].payment.PaymentID], "InvalidParameterValue") {
+	if !strings.HasPrefix(got[msgs[12].msg.ID], "InternalError") || !strings.HasPrefix(got[msgs[20].msg.ID], "InvalidParameterValue") {
 		t.Errorf("failures %v", got)
 	}
 	if !msgs[1].sent.Load() || msgs[12].sent.Load() || msgs[20].sent.Load() {
@@ -102,10 +112,10 @@ func TestSenderKeepsGroupOrder(t *testing.T) {
 	for _, m := range msgs {
 		p, seen := pos[m.body]
 		if !seen {
-			t.Fatalf("%s not sent", m.payment.PaymentID)
+			t.Fatalf("%s not sent", m.msg.ID)
 		}
 		if prev, ok := last[m.group]; ok && p < prev {
-			t.Errorf("group %s: %s sent before an earlier message", m.group, m.payment.PaymentID)
+			t.Errorf("group %s: %s sent before an earlier message", m.group, m.msg.ID)
 		}
 		last[m.group] = p
 	}
@@ -125,7 +135,7 @@ func TestSenderStopsOnCallError(t *testing.T) {
 
 func TestMessagesDuplicates(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	msgs, err := messages(generatePayments(3, 20, 2, rng), 0.25, true, rng)
+	msgs, err := messages(traffic(3, 20, 2, rng), 0.25, true, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,12 +143,12 @@ func TestMessagesDuplicates(t *testing.T) {
 	byID := map[string]*outgoing{}
 	for _, m := range msgs {
 		if !m.dup {
-			byID[m.payment.PaymentID] = m
+			byID[m.msg.ID] = m
 			continue
 		}
 		dups++
-		o := byID[m.payment.PaymentID]
-		if o == nil || o.body != m.body || o.dedup != m.dedup || o.group != m.group || m.dedup != "payment:"+m.payment.PaymentID {
+		o := byID[m.msg.ID]
+		if o == nil || o.body != m.body || o.dedup != m.dedup || o.group != m.group || m.dedup != idem.DeduplicationID(m.msg.Key) {
 			t.Errorf("duplicate %+v of %+v", m, o)
 		}
 	}
