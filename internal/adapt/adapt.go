@@ -1,0 +1,68 @@
+package adapt
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+)
+
+// CopyTracked copies the files git tracks in the repository at root (their content in
+// the work tree, so uncommitted edits are copied too; files deleted from the work tree
+// are left out) into dst: a clean copy, without build output or ignored files.
+func CopyTracked(root, dst string) (int, error) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		return 0, fmt.Errorf("adapt: git ls-files in %s: %w", root, err)
+	}
+	n := 0
+	for _, rel := range bytes.Split(bytes.TrimRight(out, "\x00"), []byte{0}) {
+		src := filepath.Join(root, string(rel))
+		info, err := os.Lstat(src)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return n, err
+		}
+		to := filepath.Join(dst, string(rel))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return n, err
+		}
+		if err := os.WriteFile(to, data, info.Mode().Perm()); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+var examplesLine = regexp.MustCompile(`(?m)^var Examples = \[\]example\.Example\{.*\}$`)
+
+// Rewire returns the wiring file src with only the example whose package is pkg (its
+// import path's last element; its type is pkg.Example) in Examples, and the imports of
+// the others dropped: what a user does to wire their own example.
+func Rewire(src []byte, module, pkg string) ([]byte, error) {
+	if !examplesLine.Match(src) {
+		return nil, fmt.Errorf("adapt: the wiring file has no line %q", examplesLine)
+	}
+	out := examplesLine.ReplaceAll(src, []byte("var Examples = []example.Example{"+pkg+".Example{}}"))
+	imports := regexp.MustCompile(`(?m)^\t"` + regexp.QuoteMeta(module) + `/functions/consumer/([a-z0-9]+)"\n`)
+	out = imports.ReplaceAllFunc(out, func(line []byte) []byte {
+		name := imports.FindSubmatch(line)[1]
+		if string(name) == "example" || string(name) == pkg {
+			return line
+		}
+		return nil
+	})
+	return out, nil
+}

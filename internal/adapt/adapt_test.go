@@ -1,0 +1,186 @@
+package adapt_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/internal/adapt"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+// swapTo is the example the test wires in place of the default: the second of the
+// build's examples.
+func swapTo(t *testing.T) example.Example {
+	t.Helper()
+	if len(wiring.Examples) < 2 {
+		t.Skip("the build carries one example: nothing to swap to")
+	}
+	return wiring.Examples[1]
+}
+
+// TestSwapTheWiredExample is what README.md's "Adapting it to your own messages" promises:
+// from a clean copy of the repository, the second example is wired by changing only
+// functions/consumer/wiring/wiring.go and the template block of template.yaml. Then the
+// build, vet, the template lint, the fast suites (reliability, demo, consumer) and
+// `idemctl demo` must pass in the copy, on the new example.
+func TestSwapTheWiredExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and tests a copy of the repository")
+	}
+	ex := swapTo(t)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	n, err := adapt.CopyTracked(root, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("copied %d tracked files to %s", n, dir)
+	module := goList(t, dir, "list", "-m")
+
+	// 1. The wiring file: the new example alone.
+	wiringPath := filepath.Join(dir, "functions", "consumer", "wiring", "wiring.go")
+	src := read(t, wiringPath)
+	rewired, err := adapt.Rewire(src, module, ex.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, wiringPath, rewired)
+	// 2. The template block: the example's, in place of the default's, written by
+	// `idemctl wire` (the new default) as README.md says.
+	tplPath := filepath.Join(dir, "template.yaml")
+	run(t, dir, 5*time.Minute, []string{"EXAMPLE="}, "go", "run", "./cmd/idemctl", "wire")
+	swapped := read(t, tplPath)
+	if want, err := example.SwapBlock(read(t, filepath.Join(root, "template.yaml")), ex.Template()); err != nil || !bytes.Equal(swapped, want) {
+		t.Fatalf("idemctl wire did not write the %s block in place of the default's (%v)", ex.Name(), err)
+	}
+	if got, err := example.BlockExample(swapped); err != nil || got != ex.Name() {
+		t.Fatalf("the swapped template carries example %q (%v), want %s", got, err, ex.Name())
+	}
+	changed := gitChanged(t, root, dir)
+	if want := []string{"functions/consumer/wiring/wiring.go", "template.yaml"}; strings.Join(changed, " ") != strings.Join(want, " ") {
+		t.Fatalf("the swap changed %v, want exactly %v", changed, want)
+	}
+
+	// 3. Build, vet and lint the copy.
+	run(t, dir, 10*time.Minute, nil, "go", "build", "./...")
+	run(t, dir, 10*time.Minute, nil, "go", "vet", "./...")
+	if _, err := exec.LookPath("cfn-lint"); err == nil {
+		run(t, dir, 5*time.Minute, nil, "cfn-lint", "template.yaml")
+	} else {
+		t.Log("cfn-lint not on PATH: template lint skipped")
+	}
+	// 4. The fast suites, on the wired example (EXAMPLE unset: the default).
+	env := []string{"AWS_ENDPOINT_URL=" + awstest.Endpoint(t), "EXAMPLE="}
+	out := run(t, dir, 15*time.Minute, env, "go", "test", "-count=1", "-p", "1",
+		"./internal/reliability/", "./internal/demo/", "./functions/consumer/consumerapp/", "./functions/consumer/"+ex.Name()+"/")
+	t.Logf("fast suites in the copy:\n%s", out)
+	// 5. The demo.
+	run(t, dir, 5*time.Minute, nil, "go", "build", "-o", filepath.Join(dir, ".aws-sam", "idemctl"), "./cmd/idemctl")
+	demo := run(t, dir, 10*time.Minute, env, filepath.Join(dir, ".aws-sam", "idemctl"), "demo",
+		"--messages", "200", "--groups", "8", "--consumers", "2", "--seed", "7")
+	for _, want := range []string{ex.Name() + " check: tables = what the applied messages leave OK", "demo: OK"} {
+		if !strings.Contains(demo, want) {
+			t.Errorf("idemctl demo in the copy: no line %q:\n%s", want, demo)
+		}
+	}
+	t.Logf("idemctl demo in the copy:\n%s", demo)
+}
+
+// TestTemplateCarriesTheDefaultBlock: template.yaml holds the default example's block as
+// the example's package has it, so editing one without the other fails here.
+func TestTemplateCarriesTheDefaultBlock(t *testing.T) {
+	tpl := read(t, filepath.Join("..", "..", "template.yaml"))
+	ex := wiring.Default()
+	if name, err := example.BlockExample(tpl); err != nil || name != ex.Name() {
+		t.Fatalf("template.yaml carries example %q (%v), want the default %s", name, err, ex.Name())
+	}
+	wired, err := example.SwapBlock(tpl, ex.Template())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(wired, tpl) {
+		t.Errorf("template.yaml's example regions differ from functions/consumer/%s/template.yaml: run go run ./cmd/idemctl wire", ex.Name())
+	}
+}
+
+func read(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func write(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func goList(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// run runs a command in dir with env added and returns its output; a failure fails the
+// test with the output.
+func run(t *testing.T, dir string, limit time.Duration, env []string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("%s %s: %s", name, strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("%s %s in the copy: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+// gitChanged lists the files that differ between the repository's tracked files and the
+// copy.
+func gitChanged(t *testing.T, root, dir string) []string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed []string
+	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		a, errA := os.ReadFile(filepath.Join(root, rel))
+		b, errB := os.ReadFile(filepath.Join(dir, rel))
+		if os.IsNotExist(errA) {
+			continue
+		}
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			changed = append(changed, rel)
+		}
+	}
+	return changed
+}
