@@ -1,0 +1,225 @@
+package consumerapp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sampleevents"
+)
+
+// TestSampleEvents pushes the sample events of the example under test
+// (internal/sampleevents, the files of events/ for the wired default) through the real
+// handler, one after the other against one set of tables, and checks each against its
+// expected outcome: no batch item failures, the state ex.Expect gives, one outbound
+// message per applied message, exactly the expected dead letters. Then it replays every
+// file: nothing may change.
+func TestSampleEvents(t *testing.T) {
+	ctx := context.Background()
+	ex := exampletest.Example(t)
+	samples, err := sampleevents.Generate(ex, sampleevents.DefaultSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := sampleevents.Files(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Name() == wiring.Default().Name() {
+		// events/ holds what the generator writes: it cannot go stale.
+		for name, want := range files {
+			got, err := os.ReadFile(filepath.Join("..", "..", "..", "events", name))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("events/%s is not what the generator writes (%v): regenerate it with go run ./cmd/idemctl events", name, err)
+			}
+		}
+	}
+
+	s := exampletest.Up(t, ex)
+	cfg, err := consumerapp.FromEnv(s.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: s.DynamoDB, SQS: s.SQS, Logs: &logs, Metrics: io.Discard, Owner: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := lambda.NewHandler(h)
+	outbound := ""
+	if ex.OutboundQueue() != "" {
+		outbound = s.Must(t, ex.OutboundQueue())
+	}
+	dlq := s.Must(t, "DLQ_URL")
+
+	var valid, applied []example.Message
+	for _, smp := range samples {
+		exp := smp.Expected
+		prepare := sampleevents.ExampleMessages(exp.Prepare)
+		if err := ex.Prepare(ctx, s.DynamoDB, s.Lookup, prepare); err != nil {
+			t.Fatalf("%s: Prepare: %v", smp.Name, err)
+		}
+		valid = append(valid, prepare...)
+		applied = append(applied, exp.AppliedMessages()...)
+
+		if failed := sampleInvoke(t, handler, files[smp.Name]); len(failed) != 0 {
+			t.Fatalf("%s: batch item failures %v", smp.Name, failed)
+		}
+		sampleState(t, ex, s, smp.Name, valid, applied)
+		if outbound != "" {
+			got := sampleConfirmed(t, ex, s.SQS, outbound)
+			want := slices.Clone(exp.Applied)
+			sort.Strings(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: outbound messages confirm %v, want one each for %v", smp.Name, got, want)
+			}
+		}
+		got := sampleReceive(t, s.SQS, dlq)
+		if len(got) != len(exp.DeadLettered) {
+			t.Errorf("%s: %d dead letters, want %d (%+v)", smp.Name, len(got), len(exp.DeadLettered), exp.DeadLettered)
+		}
+		for _, want := range exp.DeadLettered {
+			i := slices.IndexFunc(got, func(m sqstypes.Message) bool {
+				return sampleAttr(m, idem.DLQSourceMessageIDAttribute) == want.MessageID
+			})
+			if i < 0 {
+				t.Errorf("%s: no dead letter for record %s (%s)", smp.Name, want.MessageID, want.ID)
+				continue
+			}
+			m := got[i]
+			if reason := sampleAttr(m, idem.DLQReasonAttribute); !strings.Contains(reason, want.Reason) {
+				t.Errorf("%s: dead letter %s: reason %q, want it to contain %q", smp.Name, want.ID, reason, want.Reason)
+			}
+			if aws.ToString(m.Body) != want.Body || m.Attributes["MessageGroupId"] != want.Group {
+				t.Errorf("%s: dead letter %s: body %q group %q, want %q %q", smp.Name, want.ID, aws.ToString(m.Body), m.Attributes["MessageGroupId"], want.Body, want.Group)
+			}
+		}
+	}
+
+	// A full redelivery of every file: every key is completed, so nothing runs again; the
+	// dead letters are deduplicated on their source message id.
+	for _, smp := range samples {
+		if failed := sampleInvoke(t, handler, files[smp.Name]); len(failed) != 0 {
+			t.Fatalf("replay of %s: batch item failures %v", smp.Name, failed)
+		}
+	}
+	sampleState(t, ex, s, "after the replay", valid, applied)
+	if outbound != "" {
+		if got := sampleConfirmed(t, ex, s.SQS, outbound); len(got) != 0 {
+			t.Errorf("the replay sent outbound messages for %v", got)
+		}
+	}
+	if got := sampleReceive(t, s.SQS, dlq); len(got) != 0 {
+		t.Errorf("the replay added %d dead letters", len(got))
+	}
+	for _, m := range valid {
+		if strings.Contains(logs.String(), m.Body) {
+			t.Errorf("the logs contain the body of %s", m.ID)
+		}
+	}
+}
+
+// sampleInvoke pushes raw event JSON through the handler as the Lambda runtime does and
+// returns the batch item failures.
+func sampleInvoke(t *testing.T, h lambda.Handler, raw []byte) []string {
+	t.Helper()
+	out, err := h.Invoke(context.Background(), raw)
+	if err != nil {
+		t.Fatalf("invoke: %v", err)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatalf("response %s: %v", out, err)
+	}
+	var ids []string
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+// sampleState compares ex.Read's state with ex.Expect's, for every name Expect returns.
+func sampleState(t *testing.T, ex example.Example, s *exampletest.Stack, when string, valid, applied []example.Message) {
+	t.Helper()
+	want, err := ex.Expect(valid, applied)
+	if err != nil {
+		t.Fatalf("%s: Expect: %v", when, err)
+	}
+	got, err := ex.Read(context.Background(), s.DynamoDB, s.Lookup)
+	if err != nil {
+		t.Fatalf("%s: Read: %v", when, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if got.State[name] != want[name] {
+			t.Errorf("%s: %s = %d, want %d", when, name, got.State[name], want[name])
+		}
+	}
+	if got.Applied != len(applied) {
+		t.Errorf("%s: %d business effects in the tables, want %d", when, got.Applied, len(applied))
+	}
+}
+
+// sampleConfirmed receives and deletes the outbound queue's messages and returns the business
+// ids they confirm, sorted.
+func sampleConfirmed(t *testing.T, ex example.Example, api *sqs.Client, url string) []string {
+	t.Helper()
+	ids := []string{}
+	for _, m := range sampleReceive(t, api, url) {
+		id, ok := ex.Confirms(aws.ToString(m.Body))
+		if !ok {
+			t.Errorf("outbound message %q confirms nothing", aws.ToString(m.Body))
+		}
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// sampleReceive receives and deletes every message of a queue. (Deleting lets the rest of
+// a FIFO group through; the queue's deduplication outlives the deletes.)
+func sampleReceive(t *testing.T, api *sqs.Client, url string) []sqstypes.Message {
+	t.Helper()
+	ctx := context.Background()
+	var all []sqstypes.Message
+	for {
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 60,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return all
+		}
+		for _, m := range out.Messages {
+			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all = append(all, out.Messages...)
+	}
+}
+
+func sampleAttr(m sqstypes.Message, name string) string {
+	return aws.ToString(m.MessageAttributes[name].StringValue)
+}
