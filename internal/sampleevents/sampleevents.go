@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"math/rand/v2"
 	"os"
@@ -503,4 +504,39 @@ func Decode(raw []byte) (Expected, error) {
 		return Expected{}, fmt.Errorf("sample events: expected outcome: %w", err)
 	}
 	return e, nil
+}
+
+// Stale compares the files of dir with what the generator writes, with DefaultSeed, for
+// the example its sidecars name. It returns that example's name ("" when dir holds no
+// sidecar, or names an example that is not among examples: nothing to compare) and the
+// files that differ or are missing.
+func Stale(dir string, examples []example.Example) (string, []string, error) {
+	sidecars, err := filepath.Glob(filepath.Join(dir, "*.expected.json"))
+	if err != nil || len(sidecars) == 0 {
+		return "", nil, err
+	}
+	raw, err := os.ReadFile(sidecars[0])
+	if err != nil {
+		return "", nil, err
+	}
+	exp, err := Decode(raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("sampleevents: %s: %w", sidecars[0], err)
+	}
+	ex, err := example.Find(examples, exp.Example)
+	if err != nil || exp.Example == "" {
+		return "", nil, nil //nolint:nilerr // an example this build does not carry: nothing to compare
+	}
+	files, err := Render(ex, DefaultSeed)
+	if err != nil {
+		return ex.Name(), nil, err
+	}
+	var stale []string
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, files[name]) {
+			stale = append(stale, name)
+		}
+	}
+	return ex.Name(), stale, nil
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sampleevents"
@@ -44,16 +41,6 @@ func TestSampleEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ex.Name() == wiring.Default().Name() {
-		// events/ holds what the generator writes: it cannot go stale.
-		for name, want := range files {
-			got, err := os.ReadFile(filepath.Join("..", "..", "..", "events", name))
-			if err != nil || !bytes.Equal(got, want) {
-				t.Errorf("events/%s is not what the generator writes (%v): regenerate it with go run ./cmd/idemctl events", name, err)
-			}
-		}
-	}
-
 	s := exampletest.Up(t, ex)
 	cfg, err := consumerapp.FromEnv(s.Lookup)
 	if err != nil {
