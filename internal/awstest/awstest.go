@@ -216,6 +216,7 @@ func SQS(t testing.TB, opts ...func(*sqs.Options)) *sqs.Client {
 }
 
 var seq atomic.Int64
+
 // RunID is 6 hex digits unique to this test process: resource names carry it.
 func RunID() string { return runID() }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
-	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
