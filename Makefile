@@ -68,10 +68,14 @@ local-deploy: ## UNTESTED here (needs Docker): build and deploy template.yaml in
 clean: ## remove build output
 	rm -rf .aws-sam
 
-demo: tools ## the main job, locally: LocalStack if Docker answers, else moto on 127.0.0.1:4566; up, traffic, crash, consumers, reaper, ledger check
+# EXAMPLE=inventory (or any name functions/consumer/wiring lists) runs the demo and the
+# reliability suite on that example instead of the wired default.
+EXAMPLE ?=
+
+demo: tools ## the main job, locally: LocalStack if Docker answers, else moto on 127.0.0.1:4566; up, traffic, crash, consumers, reaper, the example's check (EXAMPLE=name for another example)
 	@echo "demo: building idemctl into .aws-sam/idemctl (the first build compiles the AWS SDK: a minute or two on a cold Go cache)"
 	@$(GO) build -o .aws-sam/idemctl ./cmd/idemctl
-	$(LOCAL_AWS) -- .aws-sam/idemctl demo $(DEMO_FLAGS)
+	$(LOCAL_AWS) -- .aws-sam/idemctl demo $(if $(EXAMPLE),--example $(EXAMPLE)) $(DEMO_FLAGS)
 
 bench: tools ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, the local runtime loop, reaper vs a scan (100k records), cost per million messages, bootstrap sizes
 	$(GO) test -run '^$$' -bench 'FirstDelivery|Duplicate|BatchFIFO' -benchmem -count 5 ./idem/
@@ -91,8 +95,8 @@ scale: tools ## the scale model of SCALING.md: ceilings and what to raise at 100
 	@SCALE_TABLE=1 $(GO) test -count=1 -v -run TestScaleTable ./internal/scale/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'
 
 # make test runs the same scenarios at small sizes.
-reliability: tools ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes)
-	$(LOCAL_AWS) --free-port -- env RELIABILITY=full $(GO) test -count=1 -v -timeout 150m ./internal/reliability/
+reliability: tools ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes; EXAMPLE=name for another example)
+	$(LOCAL_AWS) --free-port -- env RELIABILITY=full EXAMPLE=$(EXAMPLE) $(GO) test -count=1 -v -timeout 150m ./internal/reliability/
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
 # awstest.Main from starting moto in the fuzzing process and in each of its workers.
@@ -102,7 +106,9 @@ fuzz: tools ## run each fuzz target for FUZZTIME (default 30s), one after anothe
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzRecordKey$$' -fuzztime $(FUZZTIME) ./idem/
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzMessageKey$$' -fuzztime $(FUZZTIME) ./idem/
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzBatchRecord$$' -fuzztime $(FUZZTIME) ./idem/
-	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./functions/consumer/ledger/
+	@# each example's decoder: every package under functions/consumer with a FuzzDecode
+	for d in $$(grep -l '^func FuzzDecode' functions/consumer/*/*_test.go | xargs -n1 dirname | sort -u); do \
+	  AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./$$d/ || exit 1; done
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./idem/
 
 E2E_MESSAGES ?= 5000
