@@ -9,13 +9,14 @@ package wiring
 
 import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 )
 
 // Examples are the message types of this build. The first is the default: the one the
 // consumer runs when its EXAMPLE variable is unset, and the tools use without
 // --example. Its template block is the one in template.yaml.
-var Examples = []example.Example{ledger.Example{}}
+var Examples = []example.Example{ledger.Example{}, inventory.Example{}}
 
 // Default is the first of Examples.
 func Default() example.Example { return Examples[0] }

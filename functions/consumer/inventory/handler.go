@@ -1,0 +1,187 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// Config configures the handler. Every field is required.
+type Config struct {
+	// StockTable is the DynamoDB table of stock (partition key sku, S).
+	StockTable string
+	// ConfirmationsQueueURL is the outbound FIFO queue that gets one confirmation per
+	// reservation.
+	ConfirmationsQueueURL string
+}
+
+// Confirmation is the body of the message sent to the confirmations queue.
+type Confirmation struct {
+	OrderID        string `json:"order_id"`
+	SKU            string `json:"sku"`
+	Quantity       int64  `json:"quantity"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// Response is the handler's response, stored with the idempotency record and replayed
+// to duplicates.
+type Response struct {
+	OrderID  string `json:"order_id"`
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+}
+
+// NewHandler validates cfg and returns the reservation handler. Run it under the idem
+// middleware (idem.Client.Middleware) with a Config.Sender: it leaves its stock write to
+// the middleware's completion transaction and its confirmation to the outbox.
+func NewHandler(cfg Config) (idem.Handler, error) {
+	if cfg.StockTable == "" {
+		return nil, errors.New("inventory: Config.StockTable is empty")
+	}
+	u, err := url.Parse(cfg.ConfirmationsQueueURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("inventory: Config.ConfirmationsQueueURL %q is not an http(s) queue URL", cfg.ConfirmationsQueueURL)
+	}
+	// Deduplication by MessageDeduplicationId, which the confirmation relies on, exists
+	// only on FIFO queues, and FIFO queue names end in ".fifo".
+	if !strings.HasSuffix(u.Path, ".fifo") {
+		return nil, fmt.Errorf("inventory: Config.ConfirmationsQueueURL %q is not a FIFO queue (name must end in .fifo)", cfg.ConfirmationsQueueURL)
+	}
+	return &handler{cfg: cfg}, nil
+}
+
+type handler struct {
+	cfg Config
+}
+
+// Handle applies one reservation: validate, and return the order's journal entry, the
+// stock decrement and the confirmation for the middleware to commit together. The
+// decrement's condition keeps the stock from going below zero: a reservation for more
+// than is available fails the whole transaction, with Explain's reason, and gets no
+// confirmation.
+func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, error) {
+	if req == nil || req.Attempt == nil {
+		return idem.Result{}, fmt.Errorf("inventory: handler must run under the idem middleware: %w", idem.ErrNoLease)
+	}
+	r, err := Decode(req.Payload)
+	if err != nil {
+		return idem.Result{}, idem.Permanent(err)
+	}
+	resp, err := json.Marshal(Response(r))
+	if err != nil {
+		return idem.Result{}, fmt.Errorf("inventory: encode response: %w", err)
+	}
+	confirmation, err := h.confirmation(req.Key, r)
+	if err != nil {
+		return idem.Result{}, err
+	}
+	// The journal entry comes first and is the guard: if it already exists, the
+	// reservation was applied by an execution the idempotency record no longer
+	// remembers, and the middleware commits nothing and sends nothing; if it exists for
+	// another payload, the message is dead-lettered.
+	return idem.Result{
+		Response: resp,
+		Writes:   []types.TransactWriteItem{h.entry(req.Key, r), h.reserve(r)},
+		Guards:   []int{0},
+		Messages: []idem.Message{confirmation},
+		Explain:  explain(r),
+	}, nil
+}
+
+// confirmation is the reservation's outbound confirmation. One group per sku keeps a
+// sku's confirmations in order; the deduplication id is the idempotency key, so a resent
+// confirmation is a duplicate for SQS within its 5-minute window.
+func (h *handler) confirmation(key string, r Reservation) (idem.Message, error) {
+	body, err := json.Marshal(Confirmation{OrderID: r.OrderID, SKU: r.SKU, Quantity: r.Quantity, IdempotencyKey: key})
+	if err != nil {
+		return idem.Message{}, fmt.Errorf("inventory: encode confirmation: %w", err)
+	}
+	return idem.Message{
+		QueueURL:        h.cfg.ConfirmationsQueueURL,
+		Body:            string(body),
+		GroupID:         idem.DeduplicationID(r.SKU),
+		DeduplicationID: idem.DeduplicationID(key),
+	}, nil
+}
+
+// explain says why a reservation was refused, for the dead-letter queue: the stock
+// write's condition (available >= quantity) failed, on the item as it was.
+func explain(r Reservation) func(int, map[string]types.AttributeValue) string {
+	return func(index int, item map[string]types.AttributeValue) string {
+		if index != 1 { // the decrement; the entry (0) is the guard
+			return ""
+		}
+		v, ok := item[attrAvailable].(*types.AttributeValueMemberN)
+		if !ok {
+			return fmt.Sprintf("insufficient stock: sku %s has no stock", r.SKU)
+		}
+		return fmt.Sprintf("insufficient stock: sku %s has %s available, %d requested", r.SKU, v.Value, r.Quantity)
+	}
+}
+
+// EntryPrefix starts the sku of the journal entries the handler keeps in the stock
+// table, one per order; no sku may begin with it.
+const EntryPrefix = "order#"
+
+// entry is the order's journal entry, put only if absent. It makes the decrement safe
+// beyond the idempotency record's retention: a reservation redelivered after its record
+// expired runs again, but its transaction fails on this condition and the middleware
+// completes the key without reserving twice (idem.Result.Guards).
+func (h *handler) entry(key string, r Reservation) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(h.cfg.StockTable),
+		Item: map[string]types.AttributeValue{
+			attrSKU:      &types.AttributeValueMemberS{Value: EntryPrefix + r.OrderID},
+			attrEntrySKU: &types.AttributeValueMemberS{Value: r.SKU},
+			attrQuantity: &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Quantity, 10)},
+			attrKeyHash:  &types.AttributeValueMemberS{Value: idem.HashKey(key)},
+		},
+		ConditionExpression:      aws.String("attribute_not_exists(#sku)"),
+		ExpressionAttributeNames: map[string]string{"#sku": attrSKU},
+	}}
+}
+
+// reserve is the stock write: available goes down by the quantity, reserved up by it,
+// and the reservation is counted. It is not idempotent on its own; it is correct
+// because the middleware commits it in one transaction with the completion of the key,
+// which happens once. Its condition refuses a reservation the stock cannot serve, and
+// one for a sku that has no stock item (available does not exist): the middleware then
+// returns *idem.WriteConditionError with explain's reason and commits nothing; the
+// consumer dead-letters the message, and its record is left retryable, so it is
+// applied when redriven after the stock was replenished.
+func (h *handler) reserve(r Reservation) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:           aws.String(h.cfg.StockTable),
+		Key:                 map[string]types.AttributeValue{attrSKU: &types.AttributeValueMemberS{Value: r.SKU}},
+		UpdateExpression:    aws.String("SET #available = #available - :q ADD #reserved :q, #count :one"),
+		ConditionExpression: aws.String("#available >= :q"),
+		ExpressionAttributeNames: map[string]string{
+			"#available": attrAvailable, "#reserved": attrReserved, "#count": attrCount,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":q":   &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Quantity, 10)},
+			":one": &types.AttributeValueMemberN{Value: "1"},
+		},
+	}}
+}
+
+// Attribute names of a stock item.
+const (
+	attrSKU       = "sku"
+	attrAvailable = "available"
+	attrReserved  = "reserved"
+	attrCount     = "reservation_count"
+	// journal entries
+	attrEntrySKU = "order_sku"
+	attrQuantity = "quantity"
+	attrKeyHash  = "key_hash"
+)

@@ -1,0 +1,70 @@
+package inventory_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
+)
+
+// TestTemplateBlock: the inventory's block swapped into the repository's template.yaml
+// gives a template cfn-lint accepts, wired to the inventory; swapping the ledger's block
+// back gives the original template byte for byte.
+func TestTemplateBlock(t *testing.T) {
+	orig, err := os.ReadFile("../../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledgerBlock, err := os.ReadFile("../ledger/template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := inventory.Example{}.Template()
+	if name, err := example.BlockExample(block); err != nil || name != "inventory" {
+		t.Fatalf("BlockExample(the block) = %q, %v; want inventory", name, err)
+	}
+	swapped, err := example.SwapBlock(orig, block)
+	if err != nil {
+		t.Fatalf("SwapBlock: %v", err)
+	}
+	if name, err := example.BlockExample(swapped); err != nil || name != "inventory" {
+		t.Fatalf("BlockExample(swapped template) = %q, %v; want inventory", name, err)
+	}
+	for _, want := range []string{"StockTable:", "ConfirmationsQueue:", "STOCK_TABLE: !Ref StockTable", "CONFIRMATIONS_QUEUE_URL: !Ref ConfirmationsQueue", "Default: order_id"} {
+		if !bytes.Contains(swapped, []byte(want)) {
+			t.Errorf("swapped template lacks %q", want)
+		}
+	}
+	for _, gone := range []string{"LedgerTable:", "ReceiptsQueue:", "Ref LedgerTable", "Ref ReceiptsQueue", "LEDGER_TABLE"} {
+		if bytes.Contains(swapped, []byte(gone)) {
+			t.Errorf("swapped template still names %q", gone)
+		}
+	}
+	wired, err := example.Wire(orig, inventory.Example{})
+	if err != nil || !bytes.Equal(wired, swapped) {
+		t.Errorf("Wire(template, inventory) differs from SwapBlock (err %v)", err)
+	}
+	back, err := example.SwapBlock(swapped, ledgerBlock)
+	if err != nil {
+		t.Fatalf("SwapBlock back to the ledger: %v", err)
+	}
+	if !bytes.Equal(back, orig) {
+		t.Fatalf("swapping the ledger's block back does not give template.yaml byte for byte")
+	}
+
+	lint, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		t.Skip("cfn-lint is not on PATH")
+	}
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(path, swapped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(t.Context(), lint, path).CombinedOutput(); err != nil {
+		t.Fatalf("cfn-lint on the template with the inventory's block: %v\n%s", err, out)
+	}
+}
