@@ -5,9 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -24,61 +25,153 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
-// fixture is one consumer's resources on the local endpoint, with unique names.
-type fixture struct {
-	cfg  consumerapp.Config
-	ddb  *dynamodb.Client
-	sqs  *sqs.Client
-	logs bytes.Buffer
-	emf  bytes.Buffer
+// testEnv overrides the template's environment for the tests: a short retention and
+// lease grace, few shards, a small cache, a metrics namespace of their own.
+var testEnv = map[string]string{
+	"IDEMPOTENCY_TTL": "1h", "LEASE_GRACE": "5s", "INFLIGHT_SHARDS": "2", "MAX_CONCURRENCY": "4",
+	"DEADLINE_MARGIN": "2s", "CACHE_SIZE": "100", "METRICS_NAMESPACE": "Test",
 }
 
-func newFixture(t *testing.T) *fixture {
+// fixture is one consumer of the wired example (or the one EXAMPLE names) on the
+// template's resources, created on the local endpoint under a stack name of its own.
+type fixture struct {
+	ex       example.Example
+	st       *exampletest.Stack
+	cfg      consumerapp.Config
+	ddb      *dynamodb.Client
+	sqs      *sqs.Client
+	outbound string // the queue of the example's outbound messages ("" if it sends none)
+	inputARN string // the consumer's input queue (QUEUE_URL)
+	logs     bytes.Buffer
+	emf      bytes.Buffer
+	rng      *rand.Rand
+	run      string
+}
+
+var runs atomic.Int64
+
+// newFixture creates the resources and reads the configuration with consumerapp.FromEnv
+// from the template's environment, testEnv and then overrides on top.
+func newFixture(t testing.TB, overrides ...map[string]string) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	f := &fixture{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t)}
-	f.cfg = consumerapp.Config{
-		IdempotencyTable: awstest.Name(t, "idem"), LedgerTable: awstest.Name(t, "ledger"),
-		Scope: "payments", TTL: time.Hour, LeaseGrace: 5 * time.Second, Shards: 2, Concurrency: 4,
-		DeadlineMargin: 2 * time.Second, CacheSize: 100, KeyField: "payment_id", MetricsNamespace: "Test",
+	ex := exampletest.Example(t)
+	st := exampletest.Up(t, ex)
+	f := &fixture{ex: ex, st: st, ddb: st.DynamoDB, sqs: st.SQS,
+		rng: rand.New(rand.NewPCG(1, uint64(runs.Add(1)))), run: fmt.Sprintf("%s%d", awstest.RunID(), runs.Load())}
+	f.cfg = f.config(t, overrides...)
+	if name := ex.OutboundQueue(); name != "" {
+		f.outbound = st.Must(t, name)
 	}
-	if err := idem.CreateTable(ctx, f.ddb, f.cfg.IdempotencyTable); err != nil {
-		t.Fatal(err)
+	input := st.Must(t, "QUEUE_URL")
+	for _, r := range st.Env.Resources {
+		if r.URL == input {
+			f.inputARN = r.ARN
+		}
 	}
-	if _, err := f.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(f.cfg.LedgerTable),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("account_id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("account_id"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		t.Fatal(err)
+	if f.inputARN == "" {
+		t.Fatalf("no resource has the URL of QUEUE_URL %s", input)
 	}
-	f.cfg.DLQURL = f.queue(t, "dlq")
-	f.cfg.ReceiptsQueueURL = f.queue(t, "rcpt")
 	return f
 }
 
-func (f *fixture) queue(t *testing.T, prefix string) string {
+// env is the functions' environment with testEnv and overrides on top.
+func (f *fixture) env(overrides ...map[string]string) map[string]string {
+	m := map[string]string{}
+	for _, v := range f.st.Env.Vars {
+		m[v.Name] = v.Value
+	}
+	maps.Copy(m, testEnv)
+	for _, o := range overrides {
+		maps.Copy(m, o)
+	}
+	return m
+}
+
+// config is consumerapp.FromEnv of env(overrides...).
+func (f *fixture) config(t testing.TB, overrides ...map[string]string) consumerapp.Config {
 	t.Helper()
-	out, err := f.sqs.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, prefix) + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
-	})
+	cfg, err := consumerapp.FromEnv(lookupIn(f.env(overrides...)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return aws.ToString(out.QueueUrl)
+	return cfg
 }
 
-// handler builds the consumer exactly as main.go does, with dyn wrapping DynamoDB.
-func (f *fixture) handler(t *testing.T, wrap func(idem.DynamoDBAPI) idem.DynamoDBAPI) lambda.Handler {
+func lookupIn(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// traffic returns n valid messages of the example over at most groups FIFO groups, the
+// example prepared for them (Prepare).
+func (f *fixture) traffic(t testing.TB, n, groups int) []example.Message {
+	t.Helper()
+	msgs := f.ex.Traffic(f.rng, f.run, n, groups)
+	f.prepare(t, msgs)
+	return msgs
+}
+
+func (f *fixture) prepare(t testing.TB, msgs []example.Message) {
+	t.Helper()
+	if err := f.ex.Prepare(context.Background(), f.ddb, f.st.Lookup, msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// record is m as Lambda delivers it from the input queue, with message id id: the key
+// as the idempotency-key attribute and (hashed when SQS needs it) as deduplication id,
+// or neither when m has no key.
+func (f *fixture) record(m example.Message, id string) events.SQSMessage {
+	var attrs map[string]events.SQSMessageAttribute
+	if m.Key != "" {
+		attrs = map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(m.Key)}}
+	}
+	r := sqsRecord(id, m.Group, m.Body, attrs)
+	if m.Key != "" {
+		// A message without a key has no deduplication id either: the consumer would
+		// take that as its key (as from a queue with content-based deduplication).
+		r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID(m.Key)
+	}
+	r.EventSourceARN = f.inputARN
+	return r
+}
+
+// records are the records of msgs, message id prefix + the message's business id.
+func (f *fixture) records(msgs []example.Message, prefix string) []events.SQSMessage {
+	recs := make([]events.SQSMessage, len(msgs))
+	for i, m := range msgs {
+		recs[i] = f.record(m, prefix+m.ID)
+	}
+	return recs
+}
+
+// sqsRecord is a record as Lambda's event source mapping delivers it from a FIFO queue.
+func sqsRecord(id, group, body string, attrs map[string]events.SQSMessageAttribute) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId:     id,
+		ReceiptHandle: "handle-" + id,
+		Body:          body,
+		Attributes: map[string]string{
+			"ApproximateReceiveCount": "1", "SentTimestamp": "1763632961530", "SequenceNumber": "18889596386470770358",
+			"MessageGroupId": group, "SenderId": "AROA3XFRBF23EXAMPLE7:producer",
+			"ApproximateFirstReceiveTimestamp": "1763633743741",
+		},
+		MessageAttributes: attrs,
+		EventSource:       "aws:sqs",
+		EventSourceARN:    "arn:aws:sqs:us-east-1:123456789012:input.fifo",
+		AWSRegion:         "us-east-1",
+	}
+}
+
+// handler builds the consumer exactly as main.go does, with wrap wrapping DynamoDB.
+func (f *fixture) handler(t testing.TB, wrap func(idem.DynamoDBAPI) idem.DynamoDBAPI) lambda.Handler {
 	t.Helper()
 	var ddb idem.DynamoDBAPI = f.ddb
 	if wrap != nil {
@@ -91,8 +184,9 @@ func (f *fixture) handler(t *testing.T, wrap func(idem.DynamoDBAPI) idem.DynamoD
 	return lambda.NewHandler(h)
 }
 
-// invoke pushes raw event JSON through the handler as the Lambda runtime does.
-func invoke(t *testing.T, h lambda.Handler, ctx context.Context, payload []byte) []string {
+// invoke pushes raw event JSON through the handler as the Lambda runtime does and
+// returns the message ids of the batch item failures.
+func invoke(t testing.TB, h lambda.Handler, ctx context.Context, payload []byte) []string {
 	t.Helper()
 	out, err := h.Invoke(ctx, payload)
 	if err != nil {
@@ -109,19 +203,7 @@ func invoke(t *testing.T, h lambda.Handler, ctx context.Context, payload []byte)
 	return ids
 }
 
-func readEvent(t *testing.T, name string) (raw []byte, ev events.SQSEvent) {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "events", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
-	return raw, ev
-}
-
-func encode(t *testing.T, recs []events.SQSMessage) []byte {
+func encode(t testing.TB, recs []events.SQSMessage) []byte {
 	t.Helper()
 	b, err := json.Marshal(events.SQSEvent{Records: recs})
 	if err != nil {
@@ -130,17 +212,59 @@ func encode(t *testing.T, recs []events.SQSMessage) []byte {
 	return b
 }
 
-func (f *fixture) balances(t *testing.T) map[string]int64 {
+// checkApplied checks the example's tables against exactly applied (distinct messages
+// of valid) having been applied once: the effects counted in the tables, and each name
+// of the expected state.
+func (f *fixture) checkApplied(t testing.TB, what string, valid, applied []example.Message) {
 	t.Helper()
-	b, err := ledger.Balances(context.Background(), f.ddb, f.cfg.LedgerTable)
+	want, err := f.ex.Expect(valid, applied)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	got, err := f.ex.Read(context.Background(), f.ddb, f.st.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Applied != len(applied) {
+		t.Errorf("%s: %d effects in the example's tables, want %d", what, got.Applied, len(applied))
+	}
+	names := slices.Sorted(maps.Keys(want))
+	for _, name := range names {
+		if got.State[name] != want[name] {
+			t.Errorf("%s: %s = %d, want %d", what, name, got.State[name], want[name])
+		}
+	}
+}
+
+// checkOutbound drains the example's outbound queue and checks that it holds one
+// message confirming each of applied, and nothing else.
+func (f *fixture) checkOutbound(t testing.TB, applied []example.Message) {
+	t.Helper()
+	if f.outbound == "" {
+		return
+	}
+	seen := map[string]int{}
+	for _, m := range f.drain(t, f.outbound) {
+		id, ok := f.ex.Confirms(aws.ToString(m.Body))
+		if !ok {
+			t.Errorf("an outbound message confirms no message: %.200s", aws.ToString(m.Body))
+			continue
+		}
+		seen[id]++
+	}
+	for _, m := range applied {
+		if seen[m.ID] != 1 {
+			t.Errorf("%d outbound messages confirm %s, want 1", seen[m.ID], m.ID)
+		}
+		delete(seen, m.ID)
+	}
+	for id, n := range seen {
+		t.Errorf("%d outbound messages confirm %s, which was not applied", n, id)
+	}
 }
 
 // drain receives every message of a queue (deleting nothing; they stay invisible).
-func (f *fixture) drain(t *testing.T, url string) []sqstypes.Message {
+func (f *fixture) drain(t testing.TB, url string) []sqstypes.Message {
 	t.Helper()
 	var all []sqstypes.Message
 	for {
@@ -158,121 +282,89 @@ func (f *fixture) drain(t *testing.T, url string) []sqstypes.Message {
 	}
 }
 
-// TestSampleEvents pushes each events/ file through the real handler and checks the
-// batch response, the ledger, the receipts and the DLQ against events/README.md.
-func TestSampleEvents(t *testing.T) {
-	tests := []struct {
-		file     string
-		want     map[string]int64
-		receipts int
-		dlq      int
-	}{
-		{"sqs-fifo-batch.json", map[string]int64{"acct-1001": 1750, "acct-2002": 5000, "acct-3003": 1000}, 8, 0},
-		{"sqs-duplicates-malformed.json", map[string]int64{"acct-4004": 1250, "acct-5005": 4000}, 3, 1},
-		{"sqs-standard-batch.json", map[string]int64{"acct-6006": 3000, "acct-7007": 5000}, 5, 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.file, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t)
-			h := f.handler(t, nil)
-			raw, _ := readEvent(t, tc.file)
-			for round := range 2 { // the second round is a full redelivery: nothing may move
-				if failed := invoke(t, h, context.Background(), raw); len(failed) != 0 {
-					t.Fatalf("round %d: batch item failures %v", round+1, failed)
-				}
-				if got := f.balances(t); !maps.Equal(got, tc.want) {
-					t.Fatalf("round %d: balances %v, want %v", round+1, got, tc.want)
-				}
-			}
-			if n := len(f.drain(t, f.cfg.ReceiptsQueueURL)); n != tc.receipts {
-				t.Errorf("receipts: %d, want %d", n, tc.receipts)
-			}
-			dlq := f.drain(t, f.cfg.DLQURL)
-			if len(dlq) != tc.dlq {
-				t.Fatalf("DLQ: %d messages, want %d", len(dlq), tc.dlq)
-			}
-			for _, m := range dlq {
-				reason := aws.ToString(m.MessageAttributes[idem.DLQReasonAttribute].StringValue)
-				if !strings.Contains(reason, "permanent") || m.Attributes["MessageGroupId"] != "acct-9009" {
-					t.Errorf("DLQ message: reason %q, group %q", reason, m.Attributes["MessageGroupId"])
-				}
-			}
-			if strings.Contains(f.logs.String(), "amount_cents") {
-				t.Error("logs contain payload bytes")
-			}
-		})
-	}
-}
-
-// throttleOnce fails the completion transaction of one payment once, as a DynamoDB
-// throttle would, after the SDK's retries gave up.
+// throttleOnce fails the transaction that writes the record of one key once, as a
+// DynamoDB throttle would after the SDK's retries gave up.
 type throttleOnce struct {
 	idem.DynamoDBAPI
-	payment string
-	done    atomic.Bool
+	pk   string
+	done atomic.Bool
 }
 
 func (d *throttleOnce) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	for _, it := range in.TransactItems {
-		if it.Update == nil {
-			continue
+		var key map[string]types.AttributeValue
+		switch {
+		case it.Update != nil:
+			key = it.Update.Key
+		case it.Put != nil:
+			key = it.Put.Item
 		}
-		for _, v := range it.Update.ExpressionAttributeValues {
-			if s, ok := v.(*types.AttributeValueMemberS); ok && s.Value == d.payment && d.done.CompareAndSwap(false, true) {
-				return nil, &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "injected throttle"}
-			}
+		if s, ok := key["pk"].(*types.AttributeValueMemberS); ok && s.Value == d.pk && d.done.CompareAndSwap(false, true) {
+			return nil, &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "injected throttle"}
 		}
 	}
 	return d.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
 }
 
-// TestFIFOGroupStopsAtFirstFailure: group A's second payment fails (throttled), so A's
-// third is reported unprocessed without running, group B completes; SQS redelivers A2
-// and A3 and the ledger ends exact.
+// TestFIFOGroupStopsAtFirstFailure: the second message of a group fails (its completion
+// is throttled), so the rest of its group is reported unprocessed without running, the
+// other groups complete; SQS redelivers the failed records and the tables end exact.
 func TestFIFOGroupStopsAtFirstFailure(t *testing.T) {
 	f := newFixture(t)
-	_, ev := readEvent(t, "sqs-fifo-batch.json")
-	recs := ev.Records // acct-1001 x3, acct-2002 x3, acct-3003 x2
-	a2 := recs[1]
-	var p ledger.Payment
-	if err := json.Unmarshal([]byte(a2.Body), &p); err != nil {
+	valid := f.traffic(t, 10, 3) // some group has at least 4 messages
+	byGroup := map[string][]int{}
+	for i, m := range valid {
+		byGroup[m.Group] = append(byGroup[m.Group], i)
+	}
+	var group []int
+	for _, m := range valid {
+		if g := byGroup[m.Group]; len(g) >= 3 {
+			group = g
+			break
+		}
+	}
+	if group == nil {
+		t.Fatalf("no group of 3 messages in %d messages over 3 groups", len(valid))
+	}
+	pk, err := idem.RecordKey(f.cfg.Scope, valid[group[1]].Key, false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	h := f.handler(t, func(d idem.DynamoDBAPI) idem.DynamoDBAPI { return &throttleOnce{DynamoDBAPI: d, payment: p.PaymentID} })
+	h := f.handler(t, func(d idem.DynamoDBAPI) idem.DynamoDBAPI { return &throttleOnce{DynamoDBAPI: d, pk: pk} })
+	recs := f.records(valid, "m-")
 	failed := invoke(t, h, context.Background(), encode(t, recs))
-	if want := []string{recs[1].MessageId, recs[2].MessageId}; !slices.Equal(failed, want) {
-		t.Fatalf("failures %v, want A2, A3 %v", failed, want)
+	var want []string
+	var again []events.SQSMessage
+	var applied []example.Message
+	for i, r := range recs {
+		if slices.Contains(group[1:], i) {
+			want = append(want, r.MessageId)
+			again = append(again, r)
+		} else {
+			applied = append(applied, valid[i])
+		}
 	}
-	if got := f.balances(t); got["acct-1001"] != 1000 || got["acct-2002"] != 5000 || got["acct-3003"] != 1000 {
-		t.Fatalf("after first delivery: %v", got)
+	if !slices.Equal(failed, want) {
+		t.Fatalf("failures %v, want the group's second message and the rest of its group %v", failed, want)
 	}
-	// SQS redelivers the failed records (A1 was deleted).
-	if failed := invoke(t, h, context.Background(), encode(t, recs[1:3])); len(failed) != 0 {
+	f.checkApplied(t, "after the first delivery", valid, applied)
+	// SQS redelivers the failed records (the others were deleted).
+	if failed := invoke(t, h, context.Background(), encode(t, again)); len(failed) != 0 {
 		t.Fatalf("redelivery failures %v", failed)
 	}
-	want := map[string]int64{"acct-1001": 1750, "acct-2002": 5000, "acct-3003": 1000}
-	if got := f.balances(t); !maps.Equal(got, want) {
-		t.Fatalf("after redelivery: %v, want %v", got, want)
-	}
-	if n := len(f.drain(t, f.cfg.ReceiptsQueueURL)); n != 8 {
-		t.Fatalf("receipts: %d, want 8", n)
-	}
+	f.checkApplied(t, "after the redelivery", valid, valid)
+	f.checkOutbound(t, valid)
 }
 
-// TestDuplicatesAcrossBatches: the same payments arrive in three batches (with new
-// message ids, as after the FIFO dedup window) and concurrently: each is credited once.
+// TestDuplicatesAcrossBatches: the same messages arrive in three batches (with new
+// message ids, as after the FIFO dedup window) and concurrently: each is applied once.
 func TestDuplicatesAcrossBatches(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
-	_, ev := readEvent(t, "sqs-fifo-batch.json")
-	var other []events.SQSMessage
-	for _, r := range ev.Records {
-		r.MessageId = "redelivered-" + r.MessageId
-		other = append(other, r)
-	}
+	valid := f.traffic(t, 8, 3)
+	first, other := f.records(valid, "m-"), f.records(valid, "redelivered-")
 	done := make(chan []string, 3)
-	for _, batch := range [][]events.SQSMessage{ev.Records, other, ev.Records} {
+	for _, batch := range [][]events.SQSMessage{first, other, first} {
 		go func() { done <- invoke(t, h, context.Background(), encode(t, batch)) }()
 	}
 	retry := map[string]bool{}
@@ -283,7 +375,7 @@ func TestDuplicatesAcrossBatches(t *testing.T) {
 	}
 	// Records refused as in progress (another batch held the key) are redelivered.
 	var again []events.SQSMessage
-	for _, r := range append(slices.Clone(ev.Records), other...) {
+	for _, r := range append(slices.Clone(first), other...) {
 		if retry[r.MessageId] {
 			again = append(again, r)
 		}
@@ -293,57 +385,40 @@ func TestDuplicatesAcrossBatches(t *testing.T) {
 			t.Fatalf("redelivery failures %v", failed)
 		}
 	}
-	want := map[string]int64{"acct-1001": 1750, "acct-2002": 5000, "acct-3003": 1000}
-	if got := f.balances(t); !maps.Equal(got, want) {
-		t.Fatalf("balances %v, want %v", got, want)
-	}
-	seen := map[string]int{}
-	for _, m := range f.drain(t, f.cfg.ReceiptsQueueURL) {
-		var r ledger.Receipt
-		_ = json.Unmarshal([]byte(aws.ToString(m.Body)), &r)
-		seen[r.PaymentID]++
-	}
-	if len(seen) != 8 {
-		t.Fatalf("receipts for %d payments, want 8: %v", len(seen), seen)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("payment %s: %d receipts", id, n)
-		}
-	}
+	f.checkApplied(t, "after three deliveries", valid, valid)
+	f.checkOutbound(t, valid)
 }
 
 // TestDeadlineMargin: with the deadline closer than the margin no record starts and all
-// are reported as failures; nothing is credited.
+// are reported as failures; nothing is applied.
 func TestDeadlineMargin(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
-	raw, ev := readEvent(t, "sqs-fifo-batch.json")
+	valid := f.traffic(t, 8, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // margin is 2s
 	defer cancel()
-	failed := invoke(t, h, ctx, raw)
-	if len(failed) != len(ev.Records) {
-		t.Fatalf("%d failures, want all %d", len(failed), len(ev.Records))
+	if failed := invoke(t, h, ctx, encode(t, f.records(valid, "m-"))); len(failed) != len(valid) {
+		t.Fatalf("%d failures, want all %d", len(failed), len(valid))
 	}
-	if got := f.balances(t); len(got) != 0 {
-		t.Fatalf("credited near the deadline: %v", got)
-	}
+	f.checkApplied(t, "near the deadline", valid, nil)
+	f.checkOutbound(t, nil)
 }
 
 // TestStoreDownFailsClosed: with DynamoDB unreachable every record is reported for
-// redelivery, nothing is dead-lettered and no receipt is sent.
+// redelivery, nothing is dead-lettered and no outbound message is sent.
 func TestStoreDownFailsClosed(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, func(idem.DynamoDBAPI) idem.DynamoDBAPI { return down{} })
-	raw, ev := readEvent(t, "sqs-fifo-batch.json")
-	failed := invoke(t, h, context.Background(), raw)
+	valid := f.traffic(t, 8, 3)
 	// The first record of each group fails and the rest of the group is skipped.
-	if len(failed) != len(ev.Records) {
-		t.Fatalf("%d failures, want %d", len(failed), len(ev.Records))
+	if failed := invoke(t, h, context.Background(), encode(t, f.records(valid, "m-"))); len(failed) != len(valid) {
+		t.Fatalf("%d failures, want %d", len(failed), len(valid))
 	}
-	if n := len(f.drain(t, f.cfg.ReceiptsQueueURL)) + len(f.drain(t, f.cfg.DLQURL)); n != 0 {
-		t.Fatalf("%d messages sent while the store was down", n)
+	if n := len(f.drain(t, f.cfg.DLQURL)); n != 0 {
+		t.Fatalf("%d messages dead-lettered while the store was down", n)
 	}
+	f.checkOutbound(t, nil)
+	f.checkApplied(t, "with the store down", valid, nil)
 }
 
 type down struct{ idem.DynamoDBAPI }
@@ -354,23 +429,98 @@ func (down) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.O
 	return nil, errDown
 }
 
-func TestFromEnv(t *testing.T) {
-	env := map[string]string{"IDEMPOTENCY_TABLE": "i", "LEDGER_TABLE": "l", "DLQ_URL": "d", "RECEIPTS_QUEUE_URL": "r", "IDEMPOTENCY_TTL": "2h", "INFLIGHT_SHARDS": "8"}
-	lookup := func(m map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+func (down) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return nil, errDown
+}
+
+// consumerVars are the variables FromEnv requires whatever the example.
+var consumerVars = []string{"IDEMPOTENCY_TABLE", "DLQ_URL", "IDEMPOTENCY_SCOPE"}
+
+// exampleVars are the variables the example's template block gives the consumer,
+// EXAMPLE aside: the names of its environment region.
+func exampleVars(t testing.TB, ex example.Example) []string {
+	t.Helper()
+	block := string(ex.Template())
+	_, rest, ok := strings.Cut(block, "# example:begin environment")
+	region, _, ok2 := strings.Cut(rest, "# example:end environment")
+	if !ok || !ok2 {
+		t.Fatalf("example %s: its block has no environment region", ex.Name())
 	}
-	cfg, err := consumerapp.FromEnv(lookup(env))
-	if err != nil || cfg.TTL != 2*time.Hour || cfg.Shards != 8 || cfg.Scope != "payments" || cfg.LeaseGrace != 30*time.Second || cfg.Mode != idem.ModeLease {
+	var names []string
+	for line := range strings.Lines(region) {
+		name, _, found := strings.Cut(strings.TrimSpace(line), ":")
+		if found && name != "" && !strings.HasPrefix(name, "#") && name != example.Var {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// minimalEnv is the part of the template's environment FromEnv requires: the
+// consumer's required variables, EXAMPLE and the example's variables.
+func minimalEnv(t testing.TB, f *fixture) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, name := range append(append(slices.Clone(consumerVars), example.Var), exampleVars(t, f.ex)...) {
+		m[name] = f.st.Must(t, name)
+	}
+	return m
+}
+
+func TestFromEnv(t *testing.T) {
+	f := newFixture(t)
+	env := minimalEnv(t, f)
+	env["IDEMPOTENCY_TTL"], env["INFLIGHT_SHARDS"] = "2h", "8"
+	cfg, err := consumerapp.FromEnv(lookupIn(env))
+	if err != nil || cfg.TTL != 2*time.Hour || cfg.Shards != 8 || cfg.Scope != env["IDEMPOTENCY_SCOPE"] || cfg.LeaseGrace != 30*time.Second ||
+		cfg.Mode != idem.ModeLease || cfg.KeyField != "" || cfg.Example == nil || cfg.Example.Name() != f.ex.Name() || cfg.Handler == nil {
 		t.Fatalf("cfg=%+v err=%v", cfg, err)
 	}
 	env["IDEMPOTENCY_MODE"] = "single-transaction"
-	if cfg, err := consumerapp.FromEnv(lookup(env)); err != nil || cfg.Mode != idem.ModeSingleTransaction {
+	if cfg, err := consumerapp.FromEnv(lookupIn(env)); err != nil || cfg.Mode != idem.ModeSingleTransaction {
 		t.Fatalf("IDEMPOTENCY_MODE=single-transaction: cfg=%+v err=%v", cfg, err)
 	}
-	_, err = consumerapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TTL": "soon", "INFLIGHT_SHARDS": "0", "IDEMPOTENCY_MODE": "fast"}))
-	for _, want := range []string{"IDEMPOTENCY_TABLE is not set", "LEDGER_TABLE", "DLQ_URL", "RECEIPTS_QUEUE_URL", `IDEMPOTENCY_TTL="soon"`, `INFLIGHT_SHARDS="0"`, `IDEMPOTENCY_MODE="fast" is not one of lease, single-transaction`} {
+	// Everything wrong at once is reported at once.
+	_, err = consumerapp.FromEnv(lookupIn(map[string]string{example.Var: f.ex.Name(), "IDEMPOTENCY_TTL": "soon", "INFLIGHT_SHARDS": "0", "IDEMPOTENCY_MODE": "fast"}))
+	wants := []string{`IDEMPOTENCY_TTL="soon"`, `INFLIGHT_SHARDS="0"`, `IDEMPOTENCY_MODE="fast" is not one of lease, single-transaction`}
+	for _, name := range consumerVars {
+		wants = append(wants, name+" is not set")
+	}
+	for _, want := range wants {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %s", err, want)
 		}
 	}
+}
+
+// TestFromEnvExample: an EXAMPLE no example of the build has is refused as
+// example.ErrUnknown, and a missing variable of the example is named, together with
+// the consumer's own missing variables.
+func TestFromEnvExample(t *testing.T) {
+	f := newFixture(t)
+	env := minimalEnv(t, f)
+	unknown := maps.Clone(env)
+	unknown[example.Var] = "no-such-example"
+	delete(unknown, "DLQ_URL")
+	_, err := consumerapp.FromEnv(lookupIn(unknown))
+	if !errors.Is(err, example.ErrUnknown) || !strings.Contains(err.Error(), `"no-such-example"`) || !strings.Contains(err.Error(), f.ex.Name()) ||
+		!strings.Contains(err.Error(), "DLQ_URL is not set") {
+		t.Errorf("EXAMPLE=no-such-example without DLQ_URL: error %v, want example.ErrUnknown naming the name, the build's examples and DLQ_URL", err)
+	}
+	required := 0
+	for _, name := range exampleVars(t, f.ex) {
+		without := maps.Clone(env)
+		delete(without, name)
+		if _, err := consumerapp.FromEnv(lookupIn(without)); err == nil {
+			t.Logf("%s of example %s is optional", name, f.ex.Name())
+			continue
+		}
+		required++
+		delete(without, "IDEMPOTENCY_TABLE")
+		_, err := consumerapp.FromEnv(lookupIn(without))
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "IDEMPOTENCY_TABLE is not set") {
+			t.Errorf("without %s and IDEMPOTENCY_TABLE: error %v, want both named", name, err)
+		}
+	}
+	t.Logf("example %s: %d required variables of %v", f.ex.Name(), required, exampleVars(t, f.ex))
 }

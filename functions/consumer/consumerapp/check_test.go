@@ -10,9 +10,7 @@ import (
 // TestFromEnvRejectsWhatCannotWork: a function timeout at or below DEADLINE_MARGIN
 // leaves no time for any record, so the init fails and says which settings to change.
 func TestFromEnvRejectsWhatCannotWork(t *testing.T) {
-	base := map[string]string{
-		"IDEMPOTENCY_TABLE": "t", "LEDGER_TABLE": "l", "DLQ_URL": "d", "RECEIPTS_QUEUE_URL": "r",
-	}
+	base := minimalEnv(t, newFixture(t)) // the required variables only: no FUNCTION_TIMEOUT
 	for _, tc := range []struct {
 		name    string
 		vars    map[string]string

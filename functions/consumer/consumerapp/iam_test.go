@@ -1,8 +1,11 @@
 package consumerapp_test
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
@@ -88,12 +93,29 @@ func (r *recorder) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMe
 	return r.sqs.ChangeMessageVisibility(ctx, in, o...)
 }
 
-// grants reads what the ConsumerFunction's role allows in template.yaml as deployed,
-// after the SAM transform (which can add policies the YAML does not show): logical id
-// of the resource → the actions allowed on it.
-func grants(t *testing.T) map[string][]string {
+// grants reads what the ConsumerFunction's role allows in template.yaml as deployed
+// with ex's block (example.Wire), after the SAM transform (which can add policies the
+// YAML does not show): logical id of the resource → the actions allowed on it. The
+// role's statements include the AWS::IAM::Policy resources attached to it, such as the
+// example's grants (ExampleConsumerPolicy).
+func grants(t *testing.T, ex example.Example) map[string][]string {
 	t.Helper()
-	tpl, err := samtemplate.Transform(context.Background(), "../../../template.yaml")
+	path := exampletest.TemplatePath()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wired, err := example.Wire(data, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(wired, data) {
+		path = filepath.Join(t.TempDir(), "template.yaml")
+		if err := os.WriteFile(path, wired, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tpl, err := samtemplate.Transform(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +129,13 @@ func grants(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestTemplateGrantsEveryCall runs the consumer over the sample events (first
-// deliveries, duplicates, a bad message for the DLQ), records every AWS action it takes
-// and on what, and checks that the ConsumerFunction's policies in template.yaml allow
-// each one, in the template as the SAM transform outputs it. moto does not enforce IAM, so without this test a missing action would only
-// show once deployed, as AccessDenied on every message.
+// TestTemplateGrantsEveryCall runs the consumer over the example's traffic (first
+// deliveries, duplicates, bad messages for the DLQ, a delivery of a held key), records
+// every AWS action it takes and on what, and checks that the ConsumerFunction's policies
+// in template.yaml allow each one, in the template as the SAM transform outputs it. The
+// resources are named by the stack's own list (logical id, name, URL, ARN), so the test
+// names none. moto does not enforce IAM, so without this test a missing action would
+// only show once deployed, as AccessDenied on every message.
 func TestTemplateGrantsEveryCall(t *testing.T) {
 	f := newFixture(t)
 	rec := &recorder{DynamoDBAPI: f.ddb, sqs: f.sqs, calls: map[string]bool{}}
@@ -119,38 +143,50 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, file := range []string{"sqs-fifo-batch.json", "sqs-duplicates-malformed.json"} {
-		raw, _ := readEvent(t, file)
+	valid := f.traffic(t, 6, 3)
+	recs := f.records(valid[:3], "m-")
+	for i, b := range f.ex.Bad(f.run, valid[:3]) {
+		recs = append(recs, f.record(b.Message, fmt.Sprintf("bad-%d", i)))
+	}
+	for _, batch := range [][]events.SQSMessage{recs, f.records(valid[3:], "m-")} {
 		for range 2 { // the second time, every record is a duplicate
-			invoke(t, lambda.NewHandler(h), context.Background(), raw)
+			invoke(t, lambda.NewHandler(h), context.Background(), encode(t, batch))
 		}
+	}
+	if n := len(f.drain(t, f.cfg.DLQURL)); n == 0 {
+		t.Error("nothing was dead-lettered: the DLQ's grant is not exercised")
 	}
 	// A delivery that finds its key held by a live lease hides its message until the
 	// lease ends (ChangeMessageVisibility on the queue of its eventSourceARN).
-	held := heldEvent(t)
+	held := events.SQSEvent{Records: []events.SQSMessage{f.record(valid[0], "iam-held-message")}}
+	held.Records[0].MessageAttributes[idem.KeyAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String("iam-held-key")}
 	holder, err := idem.New(idem.Config{Store: mustStore(t, f), Scope: f.cfg.Scope, Owner: "holder"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := holder.Do(context.Background(), &idem.Request{Key: "iam-held-key", Payload: []byte(held.Records[0].Body)},
 		func(ctx context.Context, _ *idem.Request) (idem.Result, error) {
-			raw, _ := json.Marshal(held)
-			if failed := invoke(t, lambda.NewHandler(h), context.Background(), raw); len(failed) != 1 {
+			if failed := invoke(t, lambda.NewHandler(h), context.Background(), encode(t, held.Records)); len(failed) != 1 {
 				t.Errorf("a delivery of a held key: failures %v, want its message id", failed)
 			}
 			return idem.Result{Response: []byte("{}")}, nil
 		}); err != nil {
 		t.Fatal(err)
 	}
-	inputURL, err := idem.QueueURLFromARN(held.Records[0].EventSourceARN)
-	if err != nil {
-		t.Fatal(err)
+	logical := map[string]string{} // table name, queue URL -> logical id
+	for _, r := range f.st.Env.Resources {
+		logical[r.Name] = r.LogicalID
+		if r.URL != "" {
+			logical[r.URL] = r.LogicalID
+			// The queue as the consumer finds it from a record's eventSourceARN.
+			url, err := idem.QueueURLFromARN(r.ARN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logical[url] = r.LogicalID
+		}
 	}
-	logical := map[string]string{
-		f.cfg.IdempotencyTable: "IdempotencyTable", f.cfg.LedgerTable: "LedgerTable",
-		f.cfg.DLQURL: "DeadLetterQueue", f.cfg.ReceiptsQueueURL: "ReceiptsQueue", inputURL: "InputQueue",
-	}
-	allowed := grants(t)
+	allowed := grants(t, f.ex)
 	var used []string
 	for call := range rec.calls {
 		used = append(used, call)
@@ -160,31 +196,17 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 		action, resource, _ := strings.Cut(call, " ")
 		id, ok := logical[resource]
 		if !ok {
-			t.Errorf("%s on %s: a resource the test does not know", action, resource)
+			t.Errorf("%s on %s: not a resource of the template", action, resource)
 			continue
 		}
 		if !slices.Contains(allowed[id], action) {
 			t.Errorf("template.yaml does not allow %s on %s (ConsumerFunction policies allow %v)", action, id, allowed[id])
 		}
 	}
+	if f.outbound != "" && !rec.calls["sqs:SendMessage "+f.outbound] {
+		t.Errorf("no outbound message was sent: the example's grant on its outbound queue is not exercised")
+	}
 	t.Logf("%d action/resource pairs used: %v", len(used), used)
-}
-
-// heldEvent is one FIFO record keyed "iam-held-key", from the input queue of the sample
-// events.
-func heldEvent(t *testing.T) events.SQSEvent {
-	t.Helper()
-	raw, _ := readEvent(t, "sqs-fifo-batch.json")
-	var ev events.SQSEvent
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
-	rec := ev.Records[0]
-	rec.MessageId = "iam-held-message"
-	rec.MessageAttributes = map[string]events.SQSMessageAttribute{
-		idem.KeyAttribute: {DataType: "String", StringValue: aws.String("iam-held-key")},
-	}
-	return events.SQSEvent{Records: []events.SQSMessage{rec}}
 }
 
 func mustStore(t *testing.T, f *fixture) idem.Store {

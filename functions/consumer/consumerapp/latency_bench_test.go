@@ -18,9 +18,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/faults"
@@ -50,8 +52,8 @@ const batchLatencyDelay = 10 * time.Millisecond
 
 // latencyEnv is a consumer stack on the emulator whose clients go through a proxy.
 type latencyEnv struct {
+	f     *fixture // the resources, created directly on the emulator
 	tcp   *faults.TCP
-	cfg   consumerapp.Config
 	ddb   *dynamodb.Client // through the proxy
 	sqs   *sqs.Client      // through the proxy
 	calls *awstest.Calls   // every attempt of both clients
@@ -62,26 +64,8 @@ type latencyEnv struct {
 
 func newLatencyEnv(tb testing.TB) *latencyEnv {
 	tb.Helper()
-	ctx := context.Background()
-	direct := awstest.DynamoDB(tb)
 	e := &latencyEnv{calls: awstest.NewCalls(), times: &opTimes{}, run: strings.ReplaceAll(awstest.Name(tb, "lat"), "-", "")}
-	e.cfg = consumerapp.Config{
-		IdempotencyTable: awstest.Name(tb, "idem"), LedgerTable: awstest.Name(tb, "ledger"),
-		Scope: "payments", TTL: time.Hour, LeaseGrace: 5 * time.Second, Shards: 2, Concurrency: 10,
-		DeadlineMargin: 2 * time.Second, CacheSize: 100, KeyField: "payment_id", MetricsNamespace: "Bench",
-	}
-	if err := idem.CreateTable(ctx, direct, e.cfg.IdempotencyTable); err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := direct.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(e.cfg.LedgerTable),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("account_id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("account_id"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	e.cfg.DLQURL = fifoQueue(tb, "dlq")
+	e.f = newFixture(tb, map[string]string{"MAX_CONCURRENCY": "10", "METRICS_NAMESPACE": "Bench"})
 	p, err := faults.NewTCP(awstest.Endpoint(tb))
 	if err != nil {
 		tb.Fatal(err)
@@ -140,13 +124,26 @@ func (o *opTimes) failed() []string {
 	return slices.Clone(o.errors)
 }
 
-// fifoQueue creates a FIFO queue directly on the emulator.
-func fifoQueue(tb testing.TB, prefix string) string {
+// outboundQueue creates a queue like the example's outbound queue (FIFO or not)
+// directly on the emulator.
+func (e *latencyEnv) outboundQueue(tb testing.TB) string {
 	tb.Helper()
-	out, err := awstest.SQS(tb).CreateQueue(context.Background(), &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(tb, prefix) + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
+	ctx := context.Background()
+	attrs, err := e.f.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(e.f.outbound), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
 	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	in := &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(tb, "out")), Attributes: map[string]string{}}
+	if attrs.Attributes["FifoQueue"] == "true" {
+		in.QueueName = aws.String(*in.QueueName + ".fifo")
+		in.Attributes["FifoQueue"] = "true"
+		if v := attrs.Attributes["ContentBasedDeduplication"]; v != "" {
+			in.Attributes["ContentBasedDeduplication"] = v
+		}
+	}
+	out, err := e.f.sqs.CreateQueue(ctx, in)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -165,39 +162,37 @@ func (e *latencyEnv) setLatency(tb testing.TB, d time.Duration) {
 	}
 }
 
-// handler builds the consumer as main.go does, with its own receipts queue (so queues
-// do not grow across cases) and the given concurrency.
+// handler builds the consumer as main.go does, with an outbound queue of its own (so
+// queues do not grow across cases) and the given concurrency.
 func (e *latencyEnv) handler(tb testing.TB, concurrency int, mode idem.Mode) consumerapp.Handler {
 	tb.Helper()
-	cfg := e.cfg
-	cfg.Concurrency, cfg.Mode = concurrency, mode
-	cfg.ReceiptsQueueURL = fifoQueue(tb, "rcpt")
-	h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: e.ddb, SQS: e.sqs, Logs: io.Discard, Metrics: io.Discard, Owner: "latency-bench"})
+	env := map[string]string{"MAX_CONCURRENCY": strconv.Itoa(concurrency), "METRICS_NAMESPACE": "Bench", "IDEMPOTENCY_MODE": mode.String()}
+	if e.f.outbound != "" {
+		env[e.f.ex.OutboundQueue()] = e.outboundQueue(tb)
+	}
+	h, err := consumerapp.New(e.f.config(tb, env), consumerapp.Deps{DynamoDB: e.ddb, SQS: e.sqs, Logs: io.Discard, Metrics: io.Discard, Owner: "latency-bench"})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return h
 }
 
-// event returns a FIFO event of n new payments spread round-robin over the given
-// number of groups (one account per group, as the producers do).
-func (e *latencyEnv) event(groups, n int) events.SQSEvent {
+// event returns a FIFO event of n new messages of the example's traffic over the given
+// number of groups, each group used when n allows it, the example prepared for them.
+func (e *latencyEnv) event(tb testing.TB, groups, n int) events.SQSEvent {
+	tb.Helper()
 	e.seq++
-	var ev events.SQSEvent
-	for i := range n {
-		id := fmt.Sprintf("pay-%s-%d-%d", e.run, e.seq, i)
-		acct := fmt.Sprintf("acct-%s-%d", e.run, i%groups)
-		key := "payment:" + id
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: fmt.Sprintf("m-%s-%d-%d", e.run, e.seq, i),
-			Body:      fmt.Sprintf(`{"payment_id":%q,"account_id":%q,"amount_cents":%d,"currency":"EUR"}`, id, acct, 100+i),
-			Attributes: map[string]string{
-				"MessageGroupId": acct, "MessageDeduplicationId": key, "ApproximateReceiveCount": "1",
-				"SequenceNumber": strconv.Itoa(e.seq*100 + i),
-			},
-			MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)}},
-			EventSource:       "aws:sqs",
-		})
+	run := fmt.Sprintf("%s%d", e.run, e.seq)
+	var msgs []example.Message
+	if groups >= n {
+		msgs = spread(tb, e.f, run, n)
+	} else {
+		msgs = e.f.ex.Traffic(e.f.rng, run, n, groups)
+		e.f.prepare(tb, msgs)
+	}
+	ev := events.SQSEvent{Records: e.f.records(msgs, fmt.Sprintf("m-%s-", run))}
+	for i := range ev.Records {
+		ev.Records[i].Attributes["SequenceNumber"] = strconv.Itoa(e.seq*100 + i)
 	}
 	return ev
 }
@@ -221,7 +216,7 @@ func (e *latencyEnv) rtt(tb testing.TB, n int) time.Duration {
 	for range n {
 		start := time.Now()
 		if _, err := e.ddb.GetItem(context.Background(), &dynamodb.GetItemInput{
-			TableName: aws.String(e.cfg.IdempotencyTable),
+			TableName: aws.String(e.f.cfg.IdempotencyTable),
 			Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "rtt"}},
 		}); err != nil {
 			tb.Fatal(err)
@@ -273,10 +268,10 @@ func batchLatency(b *testing.B, mode idem.Mode) {
 			for _, c := range batchCases {
 				b.Run(c.name, func(b *testing.B) {
 					h := e.handler(b, c.concurrency, mode)
-					timeBatch(b, h, e.event(c.groups, c.n)) // warm up: connections, first writes
+					timeBatch(b, h, e.event(b, c.groups, c.n)) // warm up: connections, first writes
 					evs := make([]events.SQSEvent, b.N)
 					for i := range evs {
-						evs[i] = e.event(c.groups, c.n)
+						evs[i] = e.event(b, c.groups, c.n)
 					}
 					e.calls.Reset()
 					b.ResetTimer()
@@ -313,7 +308,7 @@ func TestBatchLatencyTable(t *testing.T) {
 	handlers := make([]consumerapp.Handler, len(batchCases))
 	for i, c := range batchCases {
 		handlers[i] = e.handler(t, c.concurrency, idem.ModeLease)
-		timeBatch(t, handlers[i], e.event(c.groups, c.n)) // warm up
+		timeBatch(t, handlers[i], e.event(t, c.groups, c.n)) // warm up
 	}
 	type result struct {
 		rtt   time.Duration
@@ -329,7 +324,7 @@ func TestBatchLatencyTable(t *testing.T) {
 		times := make([][]time.Duration, len(batchCases))
 		for range iters {
 			for i, c := range batchCases {
-				ev := e.event(c.groups, c.n)
+				ev := e.event(t, c.groups, c.n)
 				e.times.take()
 				e.calls.Reset()
 				times[i] = append(times[i], timeBatch(t, handlers[i], ev))

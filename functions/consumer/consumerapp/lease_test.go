@@ -13,8 +13,7 @@ import (
 // TestLeaseFitsVisibility: the consumer refuses to start (at init) when a crashed
 // invocation's lease (timeout + grace) would outlive its message's visibility timeout.
 func TestLeaseFitsVisibility(t *testing.T) {
-	base := map[string]string{"IDEMPOTENCY_TABLE": "i", "LEDGER_TABLE": "l",
-		"DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/d.fifo", "RECEIPTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/r.fifo"}
+	base := minimalEnv(t, newFixture(t)) // the required variables only
 	for _, tc := range []struct {
 		timeout, grace, visibility string
 		ok                         bool

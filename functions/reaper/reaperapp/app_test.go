@@ -34,7 +34,7 @@ func TestScheduledSweep(t *testing.T) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	c, err := idem.New(idem.Config{Store: store, Scope: "payments", Shards: 3, DefaultLease: time.Minute, Clock: clock})
+	c, err := idem.New(idem.Config{Store: store, Scope: "test", Shards: 3, DefaultLease: time.Minute, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

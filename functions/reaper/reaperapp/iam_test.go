@@ -55,7 +55,7 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Hour)
-	if _, _, err := store.Create(ctx, &idem.Record{Key: "payments#crashed", Status: idem.StatusInProgress, LeaseToken: "t", LeaseUntil: past,
+	if _, _, err := store.Create(ctx, &idem.Record{Key: "test#crashed", Status: idem.StatusInProgress, LeaseToken: "t", LeaseUntil: past,
 		Inflight: "0", ExpiresAt: past.Add(48 * time.Hour), PayloadHash: "h", Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil {
 		t.Fatal(err)
 	}

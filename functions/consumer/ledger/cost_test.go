@@ -1,4 +1,4 @@
-package consumerapp_test
+package ledger_test
 
 import (
 	"context"
@@ -165,7 +165,7 @@ func (p *powertools) handle(ctx context.Context, msg events.SQSMessage) error {
 // the requests by DynamoDB's rules (package cost); SQS requests are counted by a
 // middleware; function time is measured in a second pass without the meter's reads.
 func TestCostPerMillion(t *testing.T) {
-	f := newFixture(t)
+	f := newConsumer(t)
 	ctx := context.Background()
 	tpl, err := samtemplate.Transform(ctx, "../../../template.yaml")
 	if err != nil {
@@ -186,7 +186,7 @@ func TestCostPerMillion(t *testing.T) {
 	}
 	meter := cost.NewMeter(f.ddb, map[string]cost.Table{
 		f.cfg.IdempotencyTable: {Key: []string{"pk"}, Indexes: []cost.Index{{Keys: []string{"inflight", "lease_until"}, Projected: []string{"lease_token", "owner", "attempt"}}}},
-		f.cfg.LedgerTable:      {Key: []string{"account_id"}},
+		f.table:                {Key: []string{"account_id"}},
 		ptTable:                {Key: []string{"id"}},
 	})
 	metered := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, meter.APIOption) })
@@ -203,7 +203,7 @@ func TestCostPerMillion(t *testing.T) {
 		return lambda.NewHandler(h)
 	}
 	baseline := func(ddb idem.DynamoDBAPI) *powertools {
-		return &powertools{ddb: ddb, sqs: sqsC, table: ptTable, ledger: f.cfg.LedgerTable, rcpts: f.cfg.ReceiptsQueueURL, cache: map[string]bool{}}
+		return &powertools{ddb: ddb, sqs: sqsC, table: ptTable, ledger: f.table, rcpts: f.receipts, cache: map[string]bool{}}
 	}
 	store, err := idem.NewDynamoStore(f.ddb, f.cfg.IdempotencyTable)
 	if err != nil {

@@ -1,4 +1,4 @@
-package consumerapp_test
+package ledger_test
 
 import (
 	"bytes"
@@ -116,24 +116,6 @@ func (c badCase) record(t *testing.T, id string) events.SQSMessage {
 	return r
 }
 
-// sqsRecord is a record as Lambda's event source mapping delivers it from a FIFO queue.
-func sqsRecord(id, group, body string, attrs map[string]events.SQSMessageAttribute) events.SQSMessage {
-	return events.SQSMessage{
-		MessageId:     id,
-		ReceiptHandle: "handle-" + id,
-		Body:          body,
-		Attributes: map[string]string{
-			"ApproximateReceiveCount": "1", "SentTimestamp": "1763632961530", "SequenceNumber": "18889596386470770358",
-			"MessageGroupId": group, "SenderId": "AROA3XFRBF23EXAMPLE7:payments-api",
-			"ApproximateFirstReceiveTimestamp": "1763633743741",
-		},
-		MessageAttributes: attrs,
-		EventSource:       "aws:sqs",
-		EventSourceARN:    "arn:aws:sqs:us-east-1:123456789012:input.fifo",
-		AWSRegion:         "us-east-1",
-	}
-}
-
 // payment is a valid record: the key as attribute and dedup id, the group = the account.
 func payment(id, account, key string, cents int64) events.SQSMessage {
 	body := fmt.Sprintf(`{"payment_id":%q,"account_id":%q,"amount_cents":%d,"currency":"EUR"}`, id, account, cents)
@@ -179,8 +161,8 @@ func TestBadInput(t *testing.T) {
 
 func runBadCase(t *testing.T, stem string, c badCase) {
 	ctx := context.Background()
-	f := newFixture(t)
-	h := f.handler(t, nil)
+	f := newConsumer(t)
+	h := f.handler(t)
 	want := map[string]int64{otherGroup: 300, badGroup: 700}
 	receipts := 2
 
@@ -260,7 +242,7 @@ func runBadCase(t *testing.T, stem string, c badCase) {
 	if n := queueDepth(t, f, f.cfg.DLQURL); (c.Expect == "dlq" && n != 1) || (c.Expect == "ok" && n != 0) {
 		t.Errorf("DLQ holds %d messages after the redelivery", n)
 	}
-	if n := len(f.drain(t, f.cfg.ReceiptsQueueURL)); n != receipts {
+	if n := len(f.drain(t, f.receipts)); n != receipts {
 		t.Errorf("%d receipts, want %d", n, receipts)
 	}
 	logs := f.logs.String()
@@ -334,7 +316,7 @@ func checkDLQ(t *testing.T, dlq []sqstypes.Message, bad events.SQSMessage, body,
 }
 
 // queueDepth is the number of messages in a queue, visible or in flight.
-func queueDepth(t *testing.T, f *fixture, url string) int {
+func queueDepth(t *testing.T, f *consumer, url string) int {
 	t.Helper()
 	out, err := f.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url),
