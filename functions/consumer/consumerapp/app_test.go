@@ -125,18 +125,19 @@ func (f *fixture) prepare(t testing.TB, msgs []example.Message) {
 	}
 }
 
-// record is m as Lambda delivers it from the input queue, with message id id: the key
-// as the idempotency-key attribute and (hashed when SQS needs it) as deduplication id,
-// or neither when m has no key.
+// record is m as Lambda delivers it from the FIFO input queue, with message id id: the
+// key as the idempotency-key attribute and (hashed when SQS needs it) as deduplication
+// id. A message without a key still has a deduplication id, as every message of a FIFO
+// queue without content-based deduplication does: the producer's own ("nokey-" + the
+// business id), which the consumer takes as the key.
 func (f *fixture) record(m example.Message, id string) events.SQSMessage {
 	var attrs map[string]events.SQSMessageAttribute
 	if m.Key != "" {
 		attrs = map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(m.Key)}}
 	}
 	r := sqsRecord(id, m.Group, m.Body, attrs)
+	r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID("nokey-" + m.ID)
 	if m.Key != "" {
-		// A message without a key has no deduplication id either: the consumer would
-		// take that as its key (as from a queue with content-based deduplication).
 		r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID(m.Key)
 	}
 	r.EventSourceARN = f.inputARN
