@@ -12,7 +12,7 @@ TOOLS := internal/makefile/tools.sh
 LAMBDA_ARCH ?= arm64
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost local-deploy
+.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost local-deploy rename
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -61,6 +61,10 @@ build-ReaperFunction:
 
 deploy: tools ## sam build && sam deploy (needs the SAM CLI and AWS credentials; see README)
 	sam build && sam deploy
+
+# No network: the old path is read from go.mod, so a renamed copy can be renamed again.
+rename: tools ## rewrite the module path to MODULE (make rename MODULE=example.com/orders): go.mod, imports, other files; refuses uncommitted changes unless FORCE=1
+	@$(GO) run ./internal/rename/cmd/rename -module '$(MODULE)' $(if $(filter-out 0,$(FORCE)),-force)
 
 local-deploy: ## UNTESTED here (needs Docker): build and deploy template.yaml into LocalStack with samlocal (localstack/deploy.sh)
 	localstack/deploy.sh

@@ -37,9 +37,6 @@ func TestMain(m *testing.M) {
 	os.Exit(awstest.Main(m))
 }
 
-// module is the import path of the functions' module.
-const module = "github.com/idemgo/sqs-lambda-consumer"
-
 // TestColdStart builds the consumer and the reaper for the host as the Makefile builds
 // them for Lambda, creates the template's resources on the local endpoint, and starts
 // each bootstrap IDEM_COLDSTART_RUNS times (after one unmeasured start) with a Lambda
@@ -119,11 +116,13 @@ func TestColdStart(t *testing.T) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
 
-// build compiles functions/<name> for the host with the Makefile's LAMBDA_BUILD flags.
+// build compiles functions/<name> for the host with the Makefile's LAMBDA_BUILD flags. The
+// package is named by its directory, not its import path, so that a copy of the template
+// whose module path gonew rewrote (only in go.mod and imports) builds it too.
 func build(t *testing.T, dir, name string) string {
 	t.Helper()
 	bin := filepath.Join(dir, name, "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bin, module+"/functions/"+name)
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bin, "../../functions/"+name)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
