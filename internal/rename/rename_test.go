@@ -17,7 +17,7 @@ import (
 // keep lists the files of this repository that hold the module path in a kept form
 // after a rename: references to the upstream template (URLs, path@version).
 var keep = map[string]bool{
-	"docs-rename.md": true, // the gonew command names the upstream template
+	"README.md": true, // the gonew command and the clone URL name the upstream template
 }
 
 func TestCheckPath(t *testing.T) {
