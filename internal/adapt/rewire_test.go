@@ -12,22 +12,22 @@ func TestRewire(t *testing.T) {
 
 import (
 	"example.com/m/functions/consumer/example"
-	"example.com/m/functions/consumer/inventory"
-	"example.com/m/functions/consumer/ledger"
+	"example.com/m/functions/consumer/beta"
+	"example.com/m/functions/consumer/alpha"
 )
 
-var Examples = []example.Example{ledger.Example{}, inventory.Example{}}
+var Examples = []example.Example{alpha.Example{}, beta.Example{}}
 `
-	out, err := adapt.Rewire([]byte(src), "example.com/m", "inventory")
+	out, err := adapt.Rewire([]byte(src), "example.com/m", "beta")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := string(out)
-	if strings.Contains(got, "ledger") || !strings.Contains(got, "var Examples = []example.Example{inventory.Example{}}") ||
-		!strings.Contains(got, `"example.com/m/functions/consumer/example"`) || !strings.Contains(got, `"example.com/m/functions/consumer/inventory"`) {
+	if strings.Contains(got, "alpha") || !strings.Contains(got, "var Examples = []example.Example{beta.Example{}}") ||
+		!strings.Contains(got, `"example.com/m/functions/consumer/example"`) || !strings.Contains(got, `"example.com/m/functions/consumer/beta"`) {
 		t.Errorf("rewired:\n%s", got)
 	}
-	if _, err := adapt.Rewire([]byte("package wiring\n"), "example.com/m", "inventory"); err == nil {
+	if _, err := adapt.Rewire([]byte("package wiring\n"), "example.com/m", "beta"); err == nil {
 		t.Error("a wiring file without an Examples line was rewired")
 	}
 }

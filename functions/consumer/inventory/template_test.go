@@ -9,17 +9,22 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 )
 
 // TestTemplateBlock: the inventory's block swapped into the repository's template.yaml
-// gives a template cfn-lint accepts, wired to the inventory; swapping the ledger's block
-// back gives the original template byte for byte.
+// gives a template cfn-lint accepts, wired to the inventory; swapping the block of the
+// example template.yaml carries back gives the original template byte for byte.
 func TestTemplateBlock(t *testing.T) {
 	orig, err := os.ReadFile("../../../template.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledgerBlock, err := os.ReadFile("../ledger/template.yaml")
+	carried, err := example.BlockExample(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carriedEx, err := example.Find(wiring.Examples, carried)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,12 +53,12 @@ func TestTemplateBlock(t *testing.T) {
 	if err != nil || !bytes.Equal(wired, swapped) {
 		t.Errorf("Wire(template, inventory) differs from SwapBlock (err %v)", err)
 	}
-	back, err := example.SwapBlock(swapped, ledgerBlock)
+	back, err := example.SwapBlock(swapped, carriedEx.Template())
 	if err != nil {
-		t.Fatalf("SwapBlock back to the ledger: %v", err)
+		t.Fatalf("SwapBlock back to %s: %v", carried, err)
 	}
 	if !bytes.Equal(back, orig) {
-		t.Fatalf("swapping the ledger's block back does not give template.yaml byte for byte")
+		t.Fatalf("swapping %s's block back does not give template.yaml byte for byte", carried)
 	}
 
 	lint, err := exec.LookPath("cfn-lint")
