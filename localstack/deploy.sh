@@ -69,18 +69,22 @@ LAMBDA_ARCH=$(go env GOARCH) samlocal build
 samlocal deploy --stack-name "$STACK" --resolve-s3 --capabilities CAPABILITY_IAM \
   --no-confirm-changeset --no-fail-on-empty-changeset
 
-# The variables idemctl needs, from the stack's outputs.
+# The variables idemctl needs: the deployed consumer's environment (whatever the wired
+# example's block gives it: EXAMPLE, its tables and queues, IDEMPOTENCY_SCOPE...), as
+# `idemctl up` exports it, and QUEUE_URL, the input queue, from the stack's outputs.
 out() { awslocal cloudformation describe-stacks --stack-name "$STACK" \
   --query "Stacks[0].Outputs[?OutputKey=='$1'].OutputValue" --output text; }
+consumer_env() { awslocal lambda get-function-configuration --function-name "$(out ConsumerFunctionName)" \
+  --query 'Environment.Variables' --output json |
+  python3 -c 'import json, shlex, sys
+for k, v in json.load(sys.stdin).items():
+    print("export %s=%s" % (k, shlex.quote(v)))'; }
 mkdir -p .aws-sam
-cat > .aws-sam/localstack.env <<ENV
-export AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL AWS_REGION=$AWS_REGION AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
-export QUEUE_URL='$(out QueueUrl)'
-export DLQ_URL='$(out DlqUrl)'
-export RECEIPTS_QUEUE_URL='$(out ReceiptsQueueUrl)'
-export IDEMPOTENCY_TABLE='$(out IdempotencyTableName)'
-export LEDGER_TABLE='$(out LedgerTableName)'
-ENV
+{
+  echo "export AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL AWS_REGION=$AWS_REGION AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test"
+  consumer_env
+  echo "export QUEUE_URL='$(out QueueUrl)'"
+} > .aws-sam/localstack.env
 echo "local-deploy: stack $STACK is deployed in LocalStack ($AWS_ENDPOINT_URL)."
 echo "  source .aws-sam/localstack.env"
 echo "  go run ./cmd/idemctl send --count 200 --duplicates 0.3 --record sent.jsonl   # traffic"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,12 +22,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
+
+const templatePath = "../../template.yaml"
 
 // bootstrapsDir holds the consumer's and the reaper's bootstrap for this host, built once
 // for the test binary: `idemctl run` and the demo run them as Lambda execution
@@ -73,32 +79,95 @@ func idemctl(t *testing.T, e env, args ...string) result {
 	return result{stdout.String(), stderr.String(), code}
 }
 
-// upStack runs `idemctl up` for a stack of the test's own and returns the environment
-// with the exported variables added, like eval "$(idemctl up)" does. The queues and
-// tables are deleted after the test.
+// upStack runs `idemctl up` for the example under test (exampletest.Example) and a
+// stack of the test's own, and returns the environment with the exported variables
+// added, like eval "$(idemctl up)" does. The queues and tables are deleted after the
+// test.
 func upStack(t *testing.T) env {
 	t.Helper()
 	e := localEnv(t)
+	name := stackName(t)
+	r := idemctl(t, e, "up", "--template", templatePath, "--example", exampletest.Example(t).Name(), "--stack", name)
+	if r.code != 0 {
+		t.Fatalf("up: exit %d\n%s", r.code, r.stderr)
+	}
+	maps.Copy(e, parseExports(t, r.stdout))
+	return e
+}
+
+// stackName returns a stack name unique to the test, short enough for SQS's 80
+// characters with "-DeadLetterQueue.fifo" appended, and deletes the stack's queues and
+// tables after the test.
+func stackName(t *testing.T) string {
+	t.Helper()
 	name := awstest.Name(t, "c")
 	if len(name)+len("-DeadLetterQueue.fifo") > 80 {
 		t.Fatalf("stack name %s too long for the queue names", name)
 	}
-	r := idemctl(t, e, "up", "--template", "../../template.yaml", "--stack", name)
-	if r.code != 0 {
-		t.Fatalf("up: exit %d\n%s", r.code, r.stderr)
-	}
-	vars := parseExports(t, r.stdout)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		for _, q := range []string{"QUEUE_URL", "DLQ_URL", "RECEIPTS_QUEUE_URL"} {
-			_, _ = awstest.SQS(t).DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(vars[q])})
+		queues, tables := listStack(t, name)
+		for _, q := range queues {
+			_, _ = awstest.SQS(t).DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(q)})
 		}
-		for _, tb := range []string{"IDEMPOTENCY_TABLE", "LEDGER_TABLE"} {
-			_, _ = awstest.DynamoDB(t).DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(vars[tb])})
+		for _, tb := range tables {
+			_, _ = awstest.DynamoDB(t).DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(tb)})
 		}
 	})
-	maps.Copy(e, vars)
-	return e
+	return name
+}
+
+// listStack returns the URLs of the queues and the names of the tables of the stack
+// name on the endpoint: those named <stack>-<LogicalId>.
+func listStack(t *testing.T, name string) (queues, tables []string) {
+	t.Helper()
+	ctx := context.Background()
+	qs, err := awstest.SQS(t).ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(name + "-")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues = qs.QueueUrls
+	var start *string
+	for {
+		out, err := awstest.DynamoDB(t).ListTables(ctx, &dynamodb.ListTablesInput{ExclusiveStartTableName: start})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range out.TableNames {
+			if strings.HasPrefix(tb, name+"-") {
+				tables = append(tables, tb)
+			}
+		}
+		if start = out.LastEvaluatedTableName; start == nil {
+			return queues, tables
+		}
+	}
+}
+
+// stackIDs returns the logical ids of the stack's queues and tables, from their names.
+func stackIDs(t *testing.T, name string) []string {
+	t.Helper()
+	queues, tables := listStack(t, name)
+	var ids []string
+	for _, q := range queues {
+		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(q[strings.LastIndex(q, "/")+1:], name+"-"), ".fifo"))
+	}
+	for _, tb := range tables {
+		ids = append(ids, strings.TrimPrefix(tb, name+"-"))
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// templateFor reads template.yaml with ex's block in it.
+func templateFor(t *testing.T, ex example.Example) *exampletest.Template {
+	t.Helper()
+	return exampletest.ReadTemplate(t, exampletest.Wired(t, ex))
+}
+
+// storeIDs returns the logical ids of the template's queues and tables, sorted.
+func storeIDs(tpl *exampletest.Template) []string {
+	return slices.Sorted(slices.Values(tpl.OfType(stack.TypeQueue, stack.TypeTable)))
 }
 
 // parseExports reads export NAME='value' lines (values without quotes inside).
@@ -119,28 +188,29 @@ func parseExports(t *testing.T, out string) map[string]string {
 func TestUp(t *testing.T) {
 	t.Parallel()
 	e := localEnv(t)
-	name := awstest.Name(t, "c")
-	r := idemctl(t, e, "up", "--template", "../../template.yaml", "--stack", name, "--param", "RetentionHours=24")
+	ex := exampletest.Example(t)
+	name := stackName(t)
+	r := idemctl(t, e, "up", "--template", templatePath, "--example", ex.Name(), "--stack", name, "--param", "RetentionHours=24")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	vars := parseExports(t, r.stdout)
-	t.Cleanup(func() {
-		for _, q := range []string{"QUEUE_URL", "DLQ_URL", "RECEIPTS_QUEUE_URL"} {
-			_, _ = awstest.SQS(t).DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(vars[q])})
-		}
-		for _, tb := range []string{"IDEMPOTENCY_TABLE", "LEDGER_TABLE"} {
-			_, _ = awstest.DynamoDB(t).DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(vars[tb])})
-		}
-	})
+	// The functions' variables the template gives, and QUEUE_URL.
+	tpl := templateFor(t, ex)
 	names := slices.Sorted(maps.Keys(vars))
-	want := []string{"DLQ_URL", "FUNCTION_TIMEOUT", "IDEMPOTENCY_MODE", "IDEMPOTENCY_SCOPE", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "INFLIGHT_SHARDS",
-		"LEASE_GRACE", "LEDGER_TABLE", "METRICS_NAMESPACE", "QUEUE_URL", "RECEIPTS_QUEUE_URL", "VISIBILITY_TIMEOUT"}
+	want := slices.Sorted(slices.Values(append(tpl.VarNames(), stack.QueueURLVar)))
 	if !slices.Equal(names, want) {
-		t.Errorf("exported %v, want %v", names, want)
+		t.Errorf("exported %v, want the template's %v", names, want)
 	}
-	if vars["IDEMPOTENCY_TTL"] != "24h" || !strings.HasSuffix(vars["QUEUE_URL"], name+"-InputQueue.fifo") {
+	if vars["IDEMPOTENCY_TTL"] != "24h" || !strings.HasSuffix(vars["QUEUE_URL"], name+"-InputQueue.fifo") || vars[example.Var] != ex.Name() {
 		t.Errorf("values %v", vars)
+	}
+	if scope := vars["IDEMPOTENCY_SCOPE"]; scope == "" || scope != tpl.Defaults["ScopeName"] {
+		t.Errorf("IDEMPOTENCY_SCOPE %q, want the ScopeName default %q", scope, tpl.Defaults["ScopeName"])
+	}
+	// The template's queues and tables, and nothing else.
+	if got, want := stackIDs(t, name), storeIDs(tpl); !slices.Equal(got, want) {
+		t.Errorf("up created %v, want the template's queues and tables %v", got, want)
 	}
 	for _, want := range []string{"created", "InputQueue", "skipped", "ConsumerFunction"} {
 		if !strings.Contains(r.stderr, want) {
@@ -159,7 +229,7 @@ func TestUp(t *testing.T) {
 		}
 	}
 
-	again := idemctl(t, e, "up", "--template", "../../template.yaml", "--stack", name, "--param", "RetentionHours=24")
+	again := idemctl(t, e, "up", "--template", templatePath, "--example", ex.Name(), "--stack", name, "--param", "RetentionHours=24")
 	if again.code != 0 || again.stdout != r.stdout || strings.Contains("\n"+again.stderr, "\ncreated") || !strings.Contains(again.stderr, "\nexists") {
 		t.Errorf("second up: exit %d, same exports %v\n%s", again.code, again.stdout == r.stdout, again.stderr)
 	}
@@ -167,7 +237,7 @@ func TestUp(t *testing.T) {
 
 func TestUpRefusesWithoutEndpoint(t *testing.T) {
 	t.Parallel()
-	r := idemctl(t, env{}, "up", "--template", "../../template.yaml")
+	r := idemctl(t, env{}, "up", "--template", templatePath)
 	if r.code != 1 || !strings.Contains(r.stderr, "AWS_ENDPOINT_URL is not set") {
 		t.Errorf("exit %d: %s", r.code, r.stderr)
 	}
@@ -175,9 +245,66 @@ func TestUpRefusesWithoutEndpoint(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "nope.yaml") || !strings.Contains(r.stderr, "--template") {
 		t.Errorf("missing template: exit %d: %s", r.code, r.stderr)
 	}
-	r = idemctl(t, localEnv(t), "up", "--template", "../../template.yaml", "--param", "Nope=1")
+	r = idemctl(t, localEnv(t), "up", "--template", templatePath, "--param", "Nope=1")
 	if r.code != 1 || !strings.Contains(r.stderr, "no parameter Nope") {
 		t.Errorf("unknown parameter: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// TestUpExample: `idemctl up --example NAME` creates the queues and tables of the
+// template with NAME's block (the machinery's and the block's), exports the
+// consumer's variables for it and EXAMPLE=NAME; an unknown name is a usage error that
+// lists the known ones.
+func TestUpExample(t *testing.T) {
+	t.Parallel()
+	for _, ex := range wiring.Examples {
+		t.Run(ex.Name(), func(t *testing.T) {
+			t.Parallel()
+			name := stackName(t)
+			r := idemctl(t, localEnv(t), "up", "--template", templatePath, "--example", ex.Name(), "--stack", name)
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s", r.code, r.stderr)
+			}
+			vars := parseExports(t, r.stdout)
+			if vars[example.Var] != ex.Name() {
+				t.Errorf("%s=%q, want %s", example.Var, vars[example.Var], ex.Name())
+			}
+			tm, err := stack.LoadFor(templatePath, ex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fn, err := tm.Function("ConsumerFunction")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range fn.VarNames {
+				if _, ok := vars[v]; !ok {
+					t.Errorf("the consumer's %s is not exported", v)
+				}
+			}
+			// What stack.LoadFor reads: template.yaml with the block swapped in.
+			tpl := templateFor(t, ex)
+			if got, want := stackIDs(t, name), storeIDs(tpl); !slices.Equal(got, want) {
+				t.Errorf("up created %v, want %v", got, want)
+			}
+			for _, r := range exampletest.Block(t, ex).Resources {
+				if (r.Type == stack.TypeQueue || r.Type == stack.TypeTable) && !slices.Contains(stackIDs(t, name), r.ID) {
+					t.Errorf("the block's %s was not created", r.ID)
+				}
+			}
+			if ex.OutboundQueue() != "" && vars[ex.OutboundQueue()] == "" {
+				t.Errorf("the outbound queue's %s is not exported", ex.OutboundQueue())
+			}
+		})
+	}
+	r := idemctl(t, localEnv(t), "up", "--template", templatePath, "--example", "nope")
+	if r.code != 2 || !strings.Contains(r.stderr, `unknown example "nope"`) {
+		t.Errorf("--example nope: exit %d, want 2: %s", r.code, r.stderr)
+	}
+	for _, ex := range wiring.Examples {
+		if !strings.Contains(r.stderr, ex.Name()) {
+			t.Errorf("--example nope: the message does not list %s: %s", ex.Name(), r.stderr)
+		}
 	}
 }
 
@@ -219,97 +346,126 @@ func attr(m sqstypes.Message, name string) string {
 	return ""
 }
 
+// decodeAll decodes message bodies as the consumer does, failing the test on one it
+// refuses.
+func decodeAll(t *testing.T, ex example.Example, bodies []string) []example.Message {
+	t.Helper()
+	out := make([]example.Message, 0, len(bodies))
+	for _, b := range bodies {
+		m, err := ex.Decode([]byte(b))
+		if err != nil {
+			t.Fatalf("body %s: %v", b, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func recordLines(t *testing.T, path string) []string {
+	t.Helper()
+	return strings.Split(strings.TrimSpace(readFile(t, path)), "\n")
+}
+
 func TestSend(t *testing.T) {
 	t.Parallel()
+	ex := exampletest.Example(t)
 	e := upStack(t)
 	record := filepath.Join(t.TempDir(), "sent.jsonl")
-	r := idemctl(t, e, "send", "--count", "25", "--accounts", "3", "--duplicates", "0.2", "--seed", "42", "--record", record)
+	r := idemctl(t, e, "send", "--count", "25", "--groups", "3", "--duplicates", "0.2", "--seed", "42", "--record", record)
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "sent 30 of 30 messages (25 payments, 5 duplicates)") || !strings.Contains(r.stdout, "0 failed") {
-		t.Errorf("summary: %s", r.stdout)
+	if want := fmt.Sprintf("sent 30 of 30 messages (25 %s messages, 5 duplicates)", ex.Name()); !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "0 failed") {
+		t.Errorf("summary lacks %q: %s", want, r.stdout)
 	}
 
-	// SQS dropped the 5 duplicates by their deduplication id: 25 distinct payments.
+	// SQS dropped the 5 duplicates by their deduplication id: 25 distinct messages, each
+	// with its key as attribute and (hashed if need be) as deduplication id, in its group.
 	msgs := receiveAll(t, e["QUEUE_URL"])
-	seen := map[string]ledger.Payment{}
-	for _, m := range msgs {
-		p, err := ledger.Decode([]byte(aws.ToString(m.Body)))
-		if err != nil {
-			t.Fatalf("body %s: %v", aws.ToString(m.Body), err)
+	seen := map[string]example.Message{}
+	groups := map[string]bool{}
+	for _, sm := range msgs {
+		m := decodeAll(t, ex, []string{aws.ToString(sm.Body)})[0]
+		if _, dup := seen[m.ID]; dup {
+			t.Errorf("message %s delivered twice", m.ID)
 		}
-		if _, dup := seen[p.PaymentID]; dup {
-			t.Errorf("payment %s delivered twice", p.PaymentID)
+		seen[m.ID] = m
+		groups[m.Group] = true
+		if got := attr(sm, idem.KeyAttribute); got != m.Key || m.Key == "" {
+			t.Errorf("%s: key attribute %q, want %q", m.ID, got, m.Key)
 		}
-		seen[p.PaymentID] = p
-		key := "payment:" + p.PaymentID
-		if got := attr(m, idem.KeyAttribute); got != key {
-			t.Errorf("%s: key attribute %q, want %q", p.PaymentID, got, key)
+		if got, want := sm.Attributes["MessageDeduplicationId"], idem.DeduplicationID(m.Key); got != want {
+			t.Errorf("%s: deduplication id %q, want %q", m.ID, got, want)
 		}
-		if got := m.Attributes["MessageDeduplicationId"]; got != key {
-			t.Errorf("%s: deduplication id %q, want %q", p.PaymentID, got, key)
-		}
-		if got := m.Attributes["MessageGroupId"]; got != p.AccountID {
-			t.Errorf("%s: group %q, want the account %q", p.PaymentID, got, p.AccountID)
-		}
-		if !slices.Contains([]string{"acct-1", "acct-2", "acct-3"}, p.AccountID) || p.Currency != "EUR" || p.AmountCents < 1 {
-			t.Errorf("payment %+v", p)
+		if got, want := sm.Attributes["MessageGroupId"], idem.DeduplicationID(m.Group); got != want {
+			t.Errorf("%s: group %q, want %q", m.ID, got, want)
 		}
 	}
 	if len(msgs) != 25 || len(seen) != 25 {
-		t.Fatalf("received %d messages, %d distinct payments; want 25", len(msgs), len(seen))
+		t.Fatalf("received %d messages, %d distinct; want 25", len(msgs), len(seen))
 	}
-	for i := 1; i <= 25; i++ {
-		if _, ok := seen[fmt.Sprintf("pay-42-%d", i)]; !ok {
-			t.Errorf("pay-42-%d missing", i)
-		}
+	if len(groups) > 3 {
+		t.Errorf("%d groups, want at most --groups 3: %v", len(groups), groups)
 	}
 
-	// The record lists each payment sent once: what ExpectedBalances needs.
-	data, err := os.ReadFile(record)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recorded []ledger.Payment
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var p ledger.Payment
-		if err := json.Unmarshal([]byte(line), &p); err != nil {
-			t.Fatal(err)
+	// The record lists each message sent once, its body as sent: what check needs.
+	recorded := recordLines(t, record)
+	for i, m := range decodeAll(t, ex, recorded) {
+		got, ok := seen[m.ID]
+		if !ok || got.Key != m.Key || got.Group != m.Group || !sameJSON(got.Body, recorded[i]) {
+			t.Errorf("recorded %+v, received %+v", m, got)
 		}
-		if seen[p.PaymentID] != p {
-			t.Errorf("recorded %+v, received %+v", p, seen[p.PaymentID])
-		}
-		recorded = append(recorded, p)
 	}
 	if len(recorded) != 25 {
-		t.Errorf("recorded %d payments, want 25", len(recorded))
+		t.Errorf("recorded %d messages, want 25", len(recorded))
 	}
 
-	// The same seed gives the same payments.
+	// The same seed gives the same messages (--accounts is --groups).
 	again := idemctl(t, e, "send", "--count", "25", "--accounts", "3", "--seed", "42", "--record", record+"2")
-	data2, _ := os.ReadFile(record + "2")
-	if again.code != 0 || string(data2) != string(data) {
-		t.Errorf("send with the same seed: exit %d, same payments %v", again.code, string(data2) == string(data))
+	if data2 := readFile(t, record+"2"); again.code != 0 || data2 != readFile(t, record) {
+		t.Errorf("send with the same seed: exit %d, same messages %v", again.code, data2 == readFile(t, record))
 	}
+}
+
+// sameJSON says whether a and b are the same JSON value.
+func sameJSON(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}
+
+// invalidBody returns the body of one of the example's bad messages that its Decode
+// refuses, and Decode's error.
+func invalidBody(t *testing.T, ex example.Example, valid []example.Message) (string, error) {
+	t.Helper()
+	for _, b := range ex.Bad("x", valid) {
+		if _, err := ex.Decode([]byte(b.Body)); err != nil && !strings.Contains(b.Body, "\n") {
+			return b.Body, err
+		}
+	}
+	t.Fatalf("example %s has no bad message that Decode refuses", ex.Name())
+	return "", nil
 }
 
 func TestSendFromFile(t *testing.T) {
 	t.Parallel()
+	ex := exampletest.Example(t)
 	e := upStack(t)
-	file := filepath.Join(t.TempDir(), "payments.jsonl")
-	lines := `{"payment_id":"f-1","account_id":"a","amount_cents":100,"currency":"EUR"}
-
-{"payment_id":"f-2","account_id":"b","amount_cents":250,"currency":"USD"}
-{"payment_id":"f-3","account_id":"a","amount_cents":12.5,"currency":"EUR"}
-{"payment_id":"f-4","account_id":"a","amount_cents":7,"currency":"EUR"}
-`
+	traffic := ex.Traffic(rand.New(rand.NewPCG(7, 7)), "f", 3, 2)
+	bad, badErr := invalidBody(t, ex, traffic)
+	file := filepath.Join(t.TempDir(), "messages.jsonl")
+	// Line 4 is invalid; line 2 is blank.
+	lines := traffic[0].Body + "\n\n" + traffic[1].Body + "\n" + bad + "\n" + traffic[2].Body + "\n"
 	if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := idemctl(t, e, "send", "--from-file", file)
-	if r.code != 1 || !strings.Contains(r.stderr, file+":4:") || !strings.Contains(r.stderr, "amount_cents") || !strings.Contains(r.stderr, "nothing sent") {
-		t.Fatalf("exit %d, want 1 naming line 4:\n%s", r.code, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, file+":4: "+badErr.Error()) || !strings.Contains(r.stderr, "nothing sent") {
+		t.Fatalf("exit %d, want 1 naming line 4 (%v):\n%s", r.code, badErr, r.stderr)
 	}
 	if msgs := receiveAll(t, e["QUEUE_URL"]); len(msgs) != 0 {
 		t.Fatalf("%d messages sent from a file with an invalid line", len(msgs))
@@ -321,15 +477,13 @@ func TestSendFromFile(t *testing.T) {
 	}
 	var ids []string
 	for _, m := range receiveAll(t, e["QUEUE_URL"]) {
-		p, err := ledger.Decode([]byte(aws.ToString(m.Body)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, p.PaymentID)
+		ids = append(ids, decodeAll(t, ex, []string{aws.ToString(m.Body)})[0].ID)
 	}
+	want := []string{traffic[0].ID, traffic[1].ID, traffic[2].ID}
 	slices.Sort(ids)
-	if !slices.Equal(ids, []string{"f-1", "f-2", "f-4"}) {
-		t.Errorf("sent %v", ids)
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Errorf("sent %v, want %v", ids, want)
 	}
 
 	if r := idemctl(t, e, "send", "--from-file", file, "--count", "3"); r.code != 2 {
@@ -358,7 +512,7 @@ func client(t *testing.T, e env) (*idem.Client, *idem.DynamoStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idem.New(idem.Config{Store: store, Scope: "payments", TTL: time.Hour})
+	c, err := idem.New(idem.Config{Store: store, Scope: e["IDEMPOTENCY_SCOPE"], TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,10 +523,11 @@ func TestInspect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := upStack(t)
+	scope := e["IDEMPOTENCY_SCOPE"]
 	c, _ := client(t, e)
-	key := "payment:pay-i-1"
+	key := "key:i-1"
 	if _, err := c.Do(ctx, &idem.Request{Key: key, Payload: []byte(`{"a":1}`)}, func(ctx context.Context, req *idem.Request) (idem.Result, error) {
-		if err := req.Attempt.Step(ctx, "receipt", func(context.Context) error { return nil }); err != nil {
+		if err := req.Attempt.Step(ctx, "notify", func(context.Context) error { return nil }); err != nil {
 			return idem.Result{}, err
 		}
 		return idem.Result{Response: []byte(`{"ok":true}`)}, nil
@@ -384,7 +539,7 @@ func TestInspect(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"payments#" + key, "COMPLETED", "attempt", "receipt", "11 bytes", "left)"} {
+	for _, want := range []string{scope + "#" + key, "COMPLETED", "attempt", "notify", "11 bytes", "left)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect output does not show %q:\n%s", want, r.stdout)
 		}
@@ -407,35 +562,39 @@ func TestInspect(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
-	if v.Record != "payments#"+key || v.Status != "COMPLETED" || v.Attempt != 1 || v.Expired || v.ResponseBytes != 11 ||
-		!slices.Equal(v.Steps, []string{"receipt"}) || time.Until(v.ExpiresAt) < 50*time.Minute || !strings.HasSuffix(v.LeaseToken, "…") {
+	if v.Record != scope+"#"+key || v.Status != "COMPLETED" || v.Attempt != 1 || v.Expired || v.ResponseBytes != 11 ||
+		!slices.Equal(v.Steps, []string{"notify"}) || time.Until(v.ExpiresAt) < 50*time.Minute || !strings.HasSuffix(v.LeaseToken, "…") {
 		t.Errorf("inspect --json: %+v", v)
 	}
 
-	// A commit whose receipt could not be sent shows it pending, then sent.
+	// A commit whose outbound message could not be sent shows it pending, then sent.
+	outbound := e["DLQ_URL"] // any queue will do when the example sends nothing
+	if v := exampletest.Example(t).OutboundQueue(); v != "" {
+		outbound = e[v]
+	}
 	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, sender := range []idem.SQSBatchSender{refusingSender{}, awstest.SQS(t)} {
-		c, err := idem.New(idem.Config{Store: store, Scope: "payments", TTL: time.Hour, Sender: sender, Clock: func() time.Time { return time.Now().Add(time.Duration(i) * time.Hour) }})
+		c, err := idem.New(idem.Config{Store: store, Scope: scope, TTL: time.Hour, Sender: sender, Clock: func() time.Time { return time.Now().Add(time.Duration(i) * time.Hour) }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Do(ctx, &idem.Request{Key: "payment:pay-i-2", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
-			return idem.Result{Messages: []idem.Message{{QueueURL: e["RECEIPTS_QUEUE_URL"], Body: "receipt", GroupID: "g"}}}, nil
+		_, err = c.Do(ctx, &idem.Request{Key: "key:i-2", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{{QueueURL: outbound, Body: "outbound", GroupID: "g"}}}, nil
 		})
 		if (i == 0) == (err == nil) {
 			t.Fatalf("delivery %d: %v", i, err)
 		}
-		want := map[int]string{0: "1 committed, not sent yet (to " + e["RECEIPTS_QUEUE_URL"], 1: "1 sent"}[i]
-		if r := idemctl(t, e, "inspect", "payment:pay-i-2"); !strings.Contains(r.stdout, want) {
+		want := map[int]string{0: "1 committed, not sent yet (to " + outbound, 1: "1 sent"}[i]
+		if r := idemctl(t, e, "inspect", "key:i-2"); !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect after delivery %d does not say %q:\n%s", i, want, r.stdout)
 		}
 	}
 
-	r = idemctl(t, e, "inspect", "payment:never-sent")
-	if r.code != 1 || !strings.Contains(r.stderr, `no record for key "payment:never-sent" (scope payments)`) {
+	r = idemctl(t, e, "inspect", "key:never-sent")
+	if r.code != 1 || !strings.Contains(r.stderr, `no record for key "key:never-sent" (scope `+scope+`)`) {
 		t.Errorf("missing key: exit %d: %s", r.code, r.stderr)
 	}
 	r = idemctl(t, e, "inspect", key, "--scope", "other")
@@ -443,13 +602,22 @@ func TestInspect(t *testing.T) {
 		t.Errorf("other scope: exit %d: %s", r.code, r.stderr)
 	}
 	e2 := localEnv(t)
-	e2["IDEMPOTENCY_TABLE"] = awstest.Name(t, "missing")
+	e2["IDEMPOTENCY_TABLE"], e2["IDEMPOTENCY_SCOPE"] = awstest.Name(t, "missing"), scope
 	r = idemctl(t, e2, "inspect", key)
 	if r.code != 1 || !strings.Contains(r.stderr, "table "+e2["IDEMPOTENCY_TABLE"]+" not found: run idemctl up") {
 		t.Errorf("missing table: exit %d: %s", r.code, r.stderr)
 	}
 	if r := idemctl(t, localEnv(t), "inspect", key); r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_TABLE is not set") {
 		t.Errorf("no table set: exit %d: %s", r.code, r.stderr)
+	}
+	// No scope: no default, the consumer's is needed.
+	noScope := maps.Clone(e)
+	delete(noScope, "IDEMPOTENCY_SCOPE")
+	if r := idemctl(t, noScope, "inspect", key); r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_SCOPE is not set") {
+		t.Errorf("no scope set: exit %d: %s", r.code, r.stderr)
+	}
+	if r := idemctl(t, noScope, "inspect", key, "--scope", scope); r.code != 0 || !strings.Contains(r.stdout, "COMPLETED") {
+		t.Errorf("--scope: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := idemctl(t, e, "inspect"); r.code != 2 {
 		t.Errorf("no key: exit %d", r.code)
@@ -460,9 +628,10 @@ func TestUnlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := upStack(t)
+	scope := e["IDEMPOTENCY_SCOPE"]
 	c, store := client(t, e)
-	key := "payment:pay-u-1"
-	pk, err := idem.RecordKey("payments", key, false)
+	key := "key:u-1"
+	pk, err := idem.RecordKey(scope, key, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +639,7 @@ func TestUnlock(t *testing.T) {
 	now := time.Now()
 	if _, created, err := store.Create(ctx, &idem.Record{
 		Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(time.Minute),
-		Inflight: "1", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "stuck-worker", Steps: []string{"receipt"},
+		Inflight: "1", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "stuck-worker", Steps: []string{"notify"},
 		CreatedAt: now, UpdatedAt: now,
 	}, now); err != nil || !created {
 		t.Fatalf("create: %v, %v", created, err)
@@ -480,7 +649,7 @@ func TestUnlock(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"unlocked payments#" + key, "was IN_PROGRESS", "stuck-worker", "FAILED, retryable", "attempt 2"} {
+	for _, want := range []string{"unlocked " + scope + "#" + key, "was IN_PROGRESS", "stuck-worker", "FAILED, retryable", "attempt 2"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("unlock output does not say %q:\n%s", want, r.stdout)
 		}
@@ -506,28 +675,28 @@ func TestUnlock(t *testing.T) {
 	ran := 0
 	res, err := c.Do(ctx, &idem.Request{Key: key, Payload: []byte(`{}`)}, func(ctx context.Context, req *idem.Request) (idem.Result, error) {
 		ran++
-		return idem.Result{}, req.Attempt.Step(ctx, "receipt", func(context.Context) error {
-			return errors.New("the receipt step ran again")
+		return idem.Result{}, req.Attempt.Step(ctx, "notify", func(context.Context) error {
+			return errors.New("the notify step ran again")
 		})
 	})
 	if err != nil || ran != 1 || res.Attempt != 2 {
 		t.Errorf("delivery after unlock: ran %d, attempt %d, err %v", ran, res.Attempt, err)
 	}
 
-	if r := idemctl(t, e, "unlock", "payment:never-sent"); r.code != 1 || !strings.Contains(r.stderr, "no record for key") {
+	if r := idemctl(t, e, "unlock", "key:never-sent"); r.code != 1 || !strings.Contains(r.stderr, "no record for key") {
 		t.Errorf("missing key: exit %d: %s", r.code, r.stderr)
 	}
 
 	// A permanent failure replays its stored error until the operator clears it.
-	bad := "payment:pay-u-2"
+	bad := "key:u-2"
 	fails := func(context.Context, *idem.Request) (idem.Result, error) {
-		return idem.Result{}, idem.Permanent(errors.New("currency XAU not accepted"))
+		return idem.Result{}, idem.Permanent(errors.New("rule R7 refused it"))
 	}
 	if _, err := c.Do(ctx, &idem.Request{Key: bad, Payload: []byte(`{}`)}, fails); !idem.IsPermanent(err) {
 		t.Fatalf("permanent failure: %v", err)
 	}
-	r = idemctl(t, e, "unlock", bad, "--reason", "XAU accepted since v2")
-	if r.code != 0 || !strings.Contains(r.stdout, "cleared payments#"+bad) || !strings.Contains(r.stdout, "currency XAU not accepted") {
+	r = idemctl(t, e, "unlock", bad, "--reason", "R7 lifted")
+	if r.code != 0 || !strings.Contains(r.stdout, "cleared "+scope+"#"+bad) || !strings.Contains(r.stdout, "rule R7 refused it") {
 		t.Fatalf("clear: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 	ran = 0
@@ -547,24 +716,24 @@ func TestRedrive(t *testing.T) {
 	// Three messages the consumer dead-lettered: keys, groups and an extra attribute.
 	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer"}
 	type original struct{ id, key, group string }
-	originals := []original{{"m-1", "payment:r-1", "acct-1"}, {"m-2", "payment:r-2", "acct-2"}, {"m-3", "payment:r-3", "acct-1"}}
+	originals := []original{{"m-1", "key:r-1", "g-1"}, {"m-2", "key:r-2", "g-2"}, {"m-3", "key:r-3", "g-1"}}
 	for _, o := range originals {
 		err := dl.DeadLetter(ctx, events.SQSMessage{
-			MessageId: o.id, Body: `{"payment_id":"` + o.key + `"}`, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input.fifo",
+			MessageId: o.id, Body: `{"id":"` + o.key + `"}`, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input.fifo",
 			Attributes: map[string]string{"MessageGroupId": o.group, "MessageDeduplicationId": o.key},
 			MessageAttributes: map[string]events.SQSMessageAttribute{
 				idem.KeyAttribute: {DataType: "String", StringValue: aws.String(o.key)},
 				"trace-id":        {DataType: "String", StringValue: aws.String("trace-" + o.id)},
 			},
-		}, errors.New("ledger: invalid payment: amount_cents: missing"))
+		}, errors.New("invalid message: field: missing"))
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	dry := idemctl(t, e, "redrive", "--dry-run")
-	if dry.code != 0 || !strings.Contains(dry.stdout, "3 messages would move") || strings.Count(dry.stdout, "amount_cents: missing") != 3 ||
-		!strings.Contains(dry.stdout, idem.HashKey("payment:r-2")) || strings.Contains(dry.stdout, "payment:r-2") {
+	if dry.code != 0 || !strings.Contains(dry.stdout, "3 messages would move") || strings.Count(dry.stdout, "field: missing") != 3 ||
+		!strings.Contains(dry.stdout, idem.HashKey("key:r-2")) || strings.Contains(dry.stdout, "key:r-2") {
 		t.Fatalf("dry run: exit %d\n%s%s", dry.code, dry.stdout, dry.stderr)
 	}
 
@@ -589,7 +758,7 @@ func TestRedrive(t *testing.T) {
 		if got := m.Attributes["MessageDeduplicationId"]; !strings.HasPrefix(got, "redrive-") || len(got) > 128 {
 			t.Errorf("%s: deduplication id %q", key, got)
 		}
-		if aws.ToString(m.Body) != `{"payment_id":"`+o.key+`"}` || attr(m, "trace-id") != "trace-"+o.id {
+		if aws.ToString(m.Body) != `{"id":"`+o.key+`"}` || attr(m, "trace-id") != "trace-"+o.id {
 			t.Errorf("%s: body %s, trace-id %q", key, aws.ToString(m.Body), attr(m, "trace-id"))
 		}
 		for name := range m.MessageAttributes {
@@ -616,10 +785,10 @@ func TestUnreachableEndpoint(t *testing.T) {
 	ep := fmt.Sprintf("http://127.0.0.1:%d", port)
 	e := env{
 		"AWS_ENDPOINT_URL": ep, "QUEUE_URL": ep + "/123456789012/q.fifo", "DLQ_URL": ep + "/123456789012/d.fifo",
-		"IDEMPOTENCY_TABLE": "t",
+		"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_SCOPE": "s",
 	}
 	for _, args := range [][]string{
-		{"up", "--template", "../../template.yaml"},
+		{"up", "--template", templatePath},
 		{"send", "--count", "1"},
 		{"inspect", "k"},
 		{"unlock", "k"},
@@ -648,6 +817,12 @@ func TestUsage(t *testing.T) {
 		{[]string{"send", "--duplicates", "1.5"}, 2, "--duplicates must be from 0 to 1"},
 		{[]string{"inspect", "-h"}, 0, "usage: idemctl inspect KEY"},
 		{[]string{"up", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"up", "--example", "nope"}, 2, `unknown example "nope"`},
+		{[]string{"send", "--example", "nope"}, 2, `unknown example "nope"`},
+		{[]string{"send", "--example", "nope", "--count", "3"}, 2, wiring.Default().Name()},
+		{[]string{"check", "--example", "nope", "--record", "r.jsonl"}, 2, `unknown example "nope"`},
+		{[]string{"check"}, 2, "want --record FILE"},
+		{[]string{"demo", "--example", "nope"}, 2, `unknown example "nope"`},
 	}
 	for _, tt := range tests {
 		r := idemctl(t, env{}, tt.args...)

@@ -52,6 +52,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if len(pos) > 0 {
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
+	if *exName != "" {
+		if _, err := pickExample(*exName, env); err != nil {
+			return usageError(flags, stderr, "--example: %v", err)
+		}
+	}
 	if *kills < 0 || *kills > 10_000 || *maxUp < 200*time.Millisecond {
 		return usageError(flags, stderr, "want 0 <= --kills <= 10000 and --kill-within >= 200ms")
 	}

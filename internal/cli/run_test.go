@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"maps"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,25 +13,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
+	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
-// TestRun sends payments with duplicates, then consumes them with `idemctl run` and two
-// consumers until idle: every balance equals the sum of the distinct payments.
+// TestRun sends the example's messages with duplicates, then consumes them with
+// `idemctl run` and two consumers until idle: the example's tables hold what the
+// distinct messages leave (its Expect against its Read), and `idemctl check` says so.
 func TestRun(t *testing.T) {
+	ex := exampletest.Example(t)
 	e := upStack(t)
 	record := filepath.Join(t.TempDir(), "sent.jsonl")
-	if r := idemctl(t, e, "send", "--count", "40", "--accounts", "4", "--duplicates", "0.3", "--seed", "11", "--record", record); r.code != 0 {
+	if r := idemctl(t, e, "send", "--count", "40", "--groups", "4", "--duplicates", "0.3", "--seed", "11", "--record", record); r.code != 0 {
 		t.Fatalf("send: %d\n%s", r.code, r.stderr)
 	}
-	r := idemctl(t, e, "run", "--template", "../../template.yaml", "--consumers", "2", "--until-idle", "2s",
+	r := idemctl(t, e, "run", "--template", templatePath, "--consumers", "2", "--until-idle", "2s",
 		"--wait", "1s", "--reaper-every", "1s", "--retry-after", "1s")
 	if r.code != 0 {
 		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
@@ -38,47 +40,79 @@ func TestRun(t *testing.T) {
 	if !strings.Contains(r.stderr, "40 deleted") {
 		t.Errorf("run summary: %s", lastLine(r.stderr))
 	}
-	var payments []ledger.Payment
-	for _, line := range strings.Split(strings.TrimSpace(readFile(t, record)), "\n") {
-		p, err := ledger.Decode([]byte(line))
-		if err != nil {
-			t.Fatal(err)
-		}
-		payments = append(payments, p)
-	}
-	got, err := ledger.Balances(context.Background(), awstest.DynamoDB(t), e["LEDGER_TABLE"])
+	msgs := decodeAll(t, ex, recordLines(t, record))
+	want, err := ex.Expect(msgs, msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := ledger.ExpectedBalances(payments); !maps.Equal(got, want) || len(payments) != 40 {
-		t.Fatalf("balances %v, want %v (%d payments)", got, want, len(payments))
-	}
-	// idemctl check says the same; after one more payment than was consumed, it fails.
-	if c := idemctl(t, e, "check", "--record", record); c.code != 0 || !strings.Contains(c.stdout, "every balance = sum of distinct payments OK") {
-		t.Errorf("check: exit %d\n%s%s", c.code, c.stdout, c.stderr)
-	}
-	extra := filepath.Join(t.TempDir(), "more.jsonl")
-	if s := idemctl(t, e, "send", "--count", "1", "--accounts", "1", "--seed", "99", "--record", extra); s.code != 0 {
-		t.Fatalf("send: %s", s.stderr)
-	}
-	if err := os.WriteFile(record, []byte(readFile(t, record)+readFile(t, extra)), 0o600); err != nil {
+	got, err := ex.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if c := idemctl(t, e, "check", "--record", record); c.code != 1 || !strings.Contains(c.stderr, "balances differ") {
-		t.Errorf("check with an unconsumed payment: exit %d\n%s", c.code, c.stderr)
+	if diffs := demo.CompareState(want, got.State); len(diffs) > 0 || got.Applied != 40 || len(msgs) != 40 {
+		t.Fatalf("tables differ from what the %d messages leave (%d effects counted, want 40):\n%s", len(msgs), got.Applied, strings.Join(diffs, "\n"))
 	}
 	// stdout carries the consumer's JSON log lines and EMF metrics, as in Lambda.
 	if !strings.Contains(r.stdout, `"outcome":"applied"`) || !strings.Contains(r.stdout, `"CloudWatchMetrics"`) {
 		t.Errorf("run stdout lacks logs or metrics: %.300s", r.stdout)
 	}
+	checkCommand(t, ex, e, record)
+}
+
+// checkCommand checks `idemctl check` on the stack e, whose tables hold what the
+// messages of record leave: it passes; with one more message in the record, sent but
+// not consumed, it fails with exit 1 naming what differs.
+func checkCommand(t *testing.T, ex example.Example, e env, record string) {
+	t.Helper()
+	c := idemctl(t, e, "check", "--record", record)
+	if want := ex.Name() + " check: tables = what the distinct messages sent leave OK"; c.code != 0 || !strings.Contains(c.stdout, want) {
+		t.Errorf("check: exit %d, want 0 and %q\n%s%s", c.code, want, c.stdout, c.stderr)
+	}
+	// The same through $EXAMPLE, which up exported, and through --example.
+	if c := idemctl(t, e, "check", "--record", record, "--example", ex.Name()); c.code != 0 {
+		t.Errorf("check --example %s: exit %d\n%s", ex.Name(), c.code, c.stderr)
+	}
+
+	extra := filepath.Join(t.TempDir(), "more.jsonl")
+	if s := idemctl(t, e, "send", "--count", "1", "--groups", "1", "--seed", "99", "--record", extra); s.code != 0 {
+		t.Fatalf("send: %s", s.stderr)
+	}
+	tampered := filepath.Join(t.TempDir(), "tampered.jsonl")
+	if err := os.WriteFile(tampered, []byte(readFile(t, record)+readFile(t, extra)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c = idemctl(t, e, "check", "--record", tampered)
+	if c.code != 1 || !strings.Contains(c.stderr, "the tables differ from what the messages sent leave") {
+		t.Fatalf("check with an unconsumed message: exit %d, want 1\n%s", c.code, c.stderr)
+	}
+	// It names what differs: a value the unconsumed message would have changed.
+	sent := decodeAll(t, ex, recordLines(t, record))
+	all := decodeAll(t, ex, recordLines(t, tampered))
+	before, err := ex.Expect(sent, sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := ex.Expect(all, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for k, v := range after {
+		if before[k] != v && strings.Contains(c.stderr, k+":") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("check does not name a value the unconsumed message changes (%v):\n%s", demo.CompareState(before, after), c.stderr)
+	}
 }
 
 func TestRunNeedsEnvironment(t *testing.T) {
-	r := idemctl(t, localEnv(t), "run", "--template", "../../template.yaml")
+	r := idemctl(t, localEnv(t), "run", "--template", templatePath)
 	if r.code != 1 || !strings.Contains(r.stderr, "QUEUE_URL is not set") {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	r = idemctl(t, env{"QUEUE_URL": "http://127.0.0.1:1/q"}, "run", "--template", "../../template.yaml")
+	r = idemctl(t, env{"QUEUE_URL": "http://127.0.0.1:1/q"}, "run", "--template", templatePath)
 	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_TABLE is not set") {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -88,22 +122,28 @@ func TestRunNeedsEnvironment(t *testing.T) {
 // SIGKILL mid-batch and four more killed at random moments: the summary says OK and
 // stale locks were reaped.
 func TestDemo(t *testing.T) {
+	ex := exampletest.Example(t)
 	bin := filepath.Join(t.TempDir(), "idemctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
 		t.Fatalf("build idemctl: %v\n%s", err, out)
 	}
-	r := idemctl(t, localEnv(t), "demo", "--template", "../../template.yaml", "--payments", "60", "--accounts", "6",
+	r := idemctl(t, localEnv(t), "demo", "--template", templatePath, "--example", ex.Name(), "--messages", "60", "--groups", "6",
 		"--consumers", "2", "--seed", "5", "--idemctl", bin, "--kills", "4", "--kill-within", "2s", "--logs", filepath.Join(t.TempDir(), "demo.log"))
 	if r.code != 0 {
 		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"business effects applied (ledger credits)            60 (distinct valid payments: 60)",
-		"consumers killed (SIGKILL)                           5", "ledger check: every balance = sum of distinct payments OK", "demo: OK"} {
+	line := func(label string, v any) string { return fmt.Sprintf("  %-52s %v\n", label, v) }
+	for _, want := range []string{
+		line("business effects applied (counted in its tables)", "60 (distinct valid messages: 60)"),
+		line("consumers killed (SIGKILL)", 5),
+		line(ex.Name()+" check: tables = what the applied messages leave", "OK"),
+		"demo: OK",
+	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if strings.Contains(r.stdout, "stale locks reaped                                   0\n") {
+	if strings.Contains(r.stdout, line("stale locks reaped", 0)) {
 		t.Errorf("no stale lock reaped:\n%s", r.stdout)
 	}
 	// The demo's own consumers and reaper ran as execution environments. (The children
@@ -132,75 +172,105 @@ func readFile(t *testing.T, path string) string {
 // command exits 0 with its summary and leaves nothing half-done.
 func TestRunStopsCleanly(t *testing.T) {
 	e := upStack(t)
-	if r := idemctl(t, e, "send", "--count", "10", "--accounts", "2", "--seed", "3"); r.code != 0 {
+	if r := idemctl(t, e, "send", "--count", "10", "--groups", "2", "--seed", "3"); r.code != 0 {
 		t.Fatalf("send: %s", r.stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := cli.Main(ctx, []string{"run", "--template", "../../template.yaml", "--wait", "1s"}, &stdout, &stderr, e.lookup)
+	code := cli.Main(ctx, []string{"run", "--template", templatePath, "--wait", "1s"}, &stdout, &stderr, e.lookup)
 	if code != 0 || time.Since(start) > 15*time.Second || !strings.Contains(stderr.String(), "10 deleted") {
 		t.Fatalf("exit %d after %s:\n%s", code, time.Since(start), stderr.String())
 	}
 }
 
-// TestRedriveAfterAFix plays the operator's path for a business rule's refusal: a
-// payment to an account opened in the wrong currency is dead-lettered with the ledger's
-// reason and gets no receipt; once the account is corrected, `idemctl redrive` and the
-// next `idemctl run` apply it once, with one receipt, and nothing else is needed.
-func TestRedriveAfterAFix(t *testing.T) {
-	ctx := context.Background()
-	e := upStack(t)
-	ddb := awstest.DynamoDB(t)
-	account := func(currency string) {
-		t.Helper()
-		if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e["LEDGER_TABLE"]), Item: map[string]types.AttributeValue{
-			"account_id": &types.AttributeValueMemberS{Value: "acct-fix"}, "currency": &types.AttributeValueMemberS{Value: currency},
-			"balance_cents": &types.AttributeValueMemberN{Value: "0"}, "payment_count": &types.AttributeValueMemberN{Value: "0"},
-		}}); err != nil {
-			t.Fatal(err)
+// TestRedriveRefused plays the operator's path for a message the example's business
+// rule refuses (a bad message whose body is valid): it is dead-lettered with the
+// example's reason and gets no outbound message; `idemctl redrive` and the next
+// `idemctl run` refuse it again the same way, apply nothing twice, and the tables hold
+// what the valid message left.
+func TestRedriveRefused(t *testing.T) {
+	ex := exampletest.Example(t)
+	valid := ex.Traffic(rand.New(rand.NewPCG(3, 3)), "fix", 1, 1)
+	var refused example.Bad
+	for _, b := range ex.Bad("fix", valid) {
+		if _, err := ex.Decode([]byte(b.Body)); err == nil && b.Key != "" {
+			refused = b
+			break
 		}
 	}
-	account("EUR") // opened in the wrong currency
-	file := filepath.Join(t.TempDir(), "payments.jsonl")
-	if err := os.WriteFile(file, []byte(`{"payment_id":"fix-1","account_id":"acct-fix","amount_cents":700,"currency":"USD"}`+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	if refused.Body == "" {
+		t.Skipf("example %s has no bad message with a valid body", ex.Name())
 	}
-	if r := idemctl(t, e, "send", "--from-file", file); r.code != 0 {
-		t.Fatalf("send: %d\n%s", r.code, r.stderr)
+	e := upStack(t)
+	dir := t.TempDir()
+	send := func(file, body string) {
+		t.Helper()
+		path := filepath.Join(dir, file)
+		if err := os.WriteFile(path, []byte(body+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := idemctl(t, e, "send", "--from-file", path); r.code != 0 {
+			t.Fatalf("send: %d\n%s", r.code, r.stderr)
+		}
 	}
 	run := func() {
 		t.Helper()
-		if r := idemctl(t, e, "run", "--template", "../../template.yaml", "--consumers", "1", "--until-idle", "2s", "--wait", "1s"); r.code != 0 {
+		if r := idemctl(t, e, "run", "--template", templatePath, "--consumers", "1", "--until-idle", "2s", "--wait", "1s"); r.code != 0 {
 			t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
 		}
 	}
+	outbound := func() int {
+		t.Helper()
+		if ex.OutboundQueue() == "" {
+			return -1
+		}
+		return len(receiveAll(t, e[ex.OutboundQueue()]))
+	}
+	parked := func(when string) {
+		t.Helper()
+		dry := idemctl(t, e, "redrive", "--dry-run")
+		if !strings.Contains(dry.stdout, "1 messages would move") || !strings.Contains(dry.stdout, refused.Reason) {
+			t.Fatalf("%s: the DLQ does not hold the refused message with the example's reason %q:\n%s%s", when, refused.Reason, dry.stdout, dry.stderr)
+		}
+	}
+	send("valid.jsonl", valid[0].Body)
 	run()
-	dry := idemctl(t, e, "redrive", "--dry-run")
-	if !strings.Contains(dry.stdout, "currency USD does not match the account's EUR") {
-		t.Fatalf("the DLQ message does not carry the ledger's reason:\n%s%s", dry.stdout, dry.stderr)
+	if n := outbound(); n != 1 && n != -1 {
+		t.Fatalf("%d outbound messages for one valid message, want 1", n)
 	}
-	if n := len(receiveAll(t, e["RECEIPTS_QUEUE_URL"])); n != 0 {
-		t.Fatalf("%d receipts for a refused payment", n)
+	send("refused.jsonl", refused.Body)
+	run()
+	parked("after the first run")
+	if n := outbound(); n > 0 {
+		t.Fatalf("%d outbound messages for a refused message", n)
 	}
-	account("USD") // the fix
 	if r := idemctl(t, e, "redrive"); r.code != 0 || !strings.Contains(r.stdout, "moved 1 messages") {
 		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	run()
-	accts, err := ledger.Accounts(ctx, ddb, e["LEDGER_TABLE"])
+	parked("after the redrive")
+	if n := outbound(); n > 0 {
+		t.Fatalf("%d outbound messages after the redrive of a refused message", n)
+	}
+	checkState(t, ex, e, valid)
+}
+
+// checkState checks that the example's tables hold what applied leave, each applied
+// once.
+func checkState(t *testing.T, ex example.Example, e env, applied []example.Message) {
+	t.Helper()
+	want, err := ex.Expect(applied, applied)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := accts["acct-fix"]; a.BalanceCents != 700 || a.Payments != 1 {
-		t.Fatalf("account after the redrive: %+v, want 700 from one payment", a)
+	got, err := ex.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := len(receiveAll(t, e["RECEIPTS_QUEUE_URL"])); n != 1 {
-		t.Fatalf("%d receipts after the redrive, want 1", n)
-	}
-	if r := idemctl(t, e, "redrive", "--dry-run"); !strings.Contains(r.stdout, "0 messages would move") {
-		t.Fatalf("DLQ after the redrive:\n%s", r.stdout)
+	if diffs := demo.CompareState(want, got.State); len(diffs) > 0 || got.Applied != len(applied) {
+		t.Fatalf("tables: %d effects counted, want %d; differences:\n%s", got.Applied, len(applied), strings.Join(diffs, "\n"))
 	}
 }
 
@@ -210,7 +280,7 @@ func TestRedriveAfterAFix(t *testing.T) {
 func TestConsumerInitErrorReported(t *testing.T) {
 	e, err := lambdaenv.New(lambdaenv.Function{
 		Name: "ConsumerFunction", Bin: filepath.Join(bootstrapsDir, "consumer", "bootstrap"), Timeout: 10 * time.Second,
-		Env: []string{"IDEMPOTENCY_TABLE=t", "LEDGER_TABLE=l", "DLQ_URL=d", "RECEIPTS_QUEUE_URL=r", "FUNCTION_TIMEOUT=2s"},
+		Env: initEnv(t, "FUNCTION_TIMEOUT=2s"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -221,4 +291,24 @@ func TestConsumerInitErrorReported(t *testing.T) {
 	if !errors.As(err, &ie) || ie.Type != "ConfigError" || !strings.Contains(ie.Message, "FUNCTION_TIMEOUT 2s is not more than DEADLINE_MARGIN 2s") {
 		t.Fatalf("invoke: %v, want the consumer's init error", err)
 	}
+}
+
+// initEnv is the consumer's environment as the template gives it, with the example
+// under test wired: its parameters' defaults, a queue URL for each queue and a name
+// for each table, then extra.
+func initEnv(t *testing.T, extra ...string) []string {
+	t.Helper()
+	tpl := templateFor(t, exampletest.Example(t))
+	var out []string
+	for _, v := range tpl.Env("ConsumerFunction") {
+		value, ok := tpl.Static(v.Value)
+		if r, isRes := tpl.Resource(v.Value.Value); !ok && isRes && r.Type == stack.TypeQueue {
+			value, ok = "https://sqs.us-east-1.amazonaws.com/123456789012/"+r.ID+".fifo", true
+		}
+		if !ok {
+			value = "t-" + v.Name
+		}
+		out = append(out, v.Name+"="+value)
+	}
+	return append(out, extra...)
 }

@@ -57,6 +57,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer, env loo
 	if len(pos) > 0 {
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
+	if *exName != "" {
+		if _, err := pickExample(*exName, env); err != nil {
+			return usageError(flags, stderr, "--example: %v", err)
+		}
+	}
 	if err := up(ctx, *template, *exName, *stackName, params, stdout, stderr, env); err != nil {
 		return fail(stderr, "up", err)
 	}

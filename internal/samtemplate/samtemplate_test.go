@@ -3,29 +3,70 @@ package samtemplate_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
+const templatePath = "../../template.yaml"
+
 var (
-	once     sync.Once
-	deployed *samtemplate.Template
-	loadErr  error
+	mu          sync.Mutex
+	transformed = map[string]*samtemplate.Template{} // by example
 )
 
 // load transforms the repository's template.yaml once for all the tests.
 func load(t *testing.T) *samtemplate.Template {
 	t.Helper()
-	once.Do(func() { deployed, loadErr = samtemplate.Transform(context.Background(), "../../template.yaml") })
-	if loadErr != nil {
-		t.Fatal(loadErr)
+	return loadFor(t, wiring.Default())
+}
+
+// loadFor transforms template.yaml with ex's block in it (example.Wire), once per
+// example: written to a temporary directory unless it is the block template.yaml has.
+func loadFor(t *testing.T, ex example.Example) *samtemplate.Template {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if tpl, ok := transformed[ex.Name()]; ok {
+		return tpl
 	}
-	return deployed
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := templatePath
+	if name, err := example.BlockExample(data); err != nil || name != ex.Name() {
+		wired, err := example.Wire(data, ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path = filepath.Join(t.TempDir(), "template.yaml")
+		if err := os.WriteFile(path, wired, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tpl, err := samtemplate.Transform(context.Background(), path)
+	if err != nil {
+		t.Fatalf("example %s: %v", ex.Name(), err)
+	}
+	transformed[ex.Name()] = tpl
+	return tpl
+}
+
+// eachExample runs check on the template with each example of the build wired.
+func eachExample(t *testing.T, check func(t *testing.T, ex example.Example, tpl *samtemplate.Template)) {
+	t.Helper()
+	for _, ex := range wiring.Examples {
+		t.Run(ex.Name(), func(t *testing.T) { check(t, ex, loadFor(t, ex)) })
+	}
 }
 
 // functions returns the Lambda functions of the transformed template with their roles.
@@ -50,7 +91,10 @@ func functions(t *testing.T, tpl *samtemplate.Template) map[string]string {
 // when a function with an SQS event has no Role), no Resource "*", and every resource a
 // resource of the stack.
 func TestRolesAreScoped(t *testing.T) {
-	tpl := load(t)
+	eachExample(t, func(t *testing.T, _ example.Example, tpl *samtemplate.Template) { rolesAreScoped(t, tpl) })
+}
+
+func rolesAreScoped(t *testing.T, tpl *samtemplate.Template) {
 	roles := tpl.OfType("AWS::IAM::Role")
 	if len(roles) == 0 {
 		t.Fatal("no AWS::IAM::Role in the transformed template")
@@ -167,22 +211,95 @@ func TestFunctionsCanLog(t *testing.T) {
 // GetItem and the outbound messages that a crashed consumer committed but did not send.
 // reaperapp's TestTemplateGrantsEveryCall checks the calls the reaper makes today.
 func TestReaperGrants(t *testing.T) {
-	allowed, err := load(t).FunctionAllowed("ReaperFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string][]string{
-		"IdempotencyTable/index/inflight": {"dynamodb:Query"},
-		"IdempotencyTable":                {"dynamodb:UpdateItem", "dynamodb:GetItem"},
-		"ReceiptsQueue":                   {"sqs:SendMessage"},
-	}
-	for res, actions := range want {
-		for _, a := range actions {
-			if !slices.Contains(allowed[res], a) {
-				t.Errorf("ReaperFunction may not %s on %s (allowed: %v)", a, res, allowed)
+	eachExample(t, func(t *testing.T, ex example.Example, tpl *samtemplate.Template) {
+		allowed, err := tpl.FunctionAllowed("ReaperFunction")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string][]string{
+			"IdempotencyTable/index/inflight": {"dynamodb:Query"},
+			"IdempotencyTable":                {"dynamodb:UpdateItem", "dynamodb:GetItem"},
+		}
+		if q := outboundQueue(t, ex, tpl); q != "" {
+			want[q] = []string{"sqs:SendMessage"}
+		}
+		for res, actions := range want {
+			for _, a := range actions {
+				if !slices.Contains(allowed[res], a) {
+					t.Errorf("ReaperFunction may not %s on %s (allowed: %v)", a, res, allowed)
+				}
 			}
 		}
+	})
+}
+
+// TestExampleGrants checks the example's grants: its AWS::IAM::Policy resources are
+// attached to the consumer's and the reaper's roles, and the consumer may send to the
+// example's outbound queue and write to each of the example's tables.
+func TestExampleGrants(t *testing.T) {
+	eachExample(t, func(t *testing.T, ex example.Example, tpl *samtemplate.Template) {
+		for policy, role := range map[string]string{"ExampleConsumerPolicy": "ConsumerRole", "ExampleReaperPolicy": "ReaperRole"} {
+			var p struct {
+				Roles []json.RawMessage `json:"Roles"`
+			}
+			if err := tpl.Props(policy, &p); err != nil {
+				t.Fatalf("%s: %v", policy, err)
+			}
+			if len(p.Roles) != 1 || refName(t, p.Roles[0]) != role {
+				t.Errorf("%s is attached to %s, want %s only", policy, p.Roles, role)
+			}
+		}
+		allowed, err := tpl.FunctionAllowed("ConsumerFunction")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q := outboundQueue(t, ex, tpl); q != "" && !slices.Contains(allowed[q], "sqs:SendMessage") {
+			t.Errorf("ConsumerFunction may not send to the outbound queue %s (allowed: %v)", q, allowed)
+		}
+		for _, v := range consumerEnv(t, tpl) {
+			var ref struct {
+				Ref string `json:"Ref"`
+			}
+			if json.Unmarshal(v, &ref) != nil || ref.Ref == "" || tpl.Resources[ref.Ref].Type != "AWS::DynamoDB::Table" {
+				continue
+			}
+			if len(allowed[ref.Ref]) == 0 {
+				t.Errorf("ConsumerFunction has the table %s in its environment but no grant on it", ref.Ref)
+			}
+		}
+	})
+}
+
+// consumerEnv returns the consumer's Environment.Variables.
+func consumerEnv(t *testing.T, tpl *samtemplate.Template) map[string]json.RawMessage {
+	t.Helper()
+	var fn struct {
+		Environment struct {
+			Variables map[string]json.RawMessage `json:"Variables"`
+		} `json:"Environment"`
 	}
+	if err := tpl.Props("ConsumerFunction", &fn); err != nil {
+		t.Fatal(err)
+	}
+	return fn.Environment.Variables
+}
+
+// outboundQueue is the queue the example's outbound messages go to: what the variable
+// ex.OutboundQueue() refers to ("" when the example sends none).
+func outboundQueue(t *testing.T, ex example.Example, tpl *samtemplate.Template) string {
+	t.Helper()
+	if ex.OutboundQueue() == "" {
+		return ""
+	}
+	v, ok := consumerEnv(t, tpl)[ex.OutboundQueue()]
+	if !ok {
+		t.Fatalf("the consumer has no %s, the %s example's outbound queue", ex.OutboundQueue(), ex.Name())
+	}
+	q := refName(t, v)
+	if tpl.Resources[q].Type != "AWS::SQS::Queue" {
+		t.Fatalf("%s refers to %s, not a queue", ex.OutboundQueue(), q)
+	}
+	return q
 }
 
 // refName is the resource raw refers to: a Ref or a GetAtt .Arn.
@@ -210,7 +327,12 @@ func refName(t *testing.T, raw json.RawMessage) string {
 // (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/troubleshooting-fifo-throttling-issues.html),
 // and the consumer sends a receipt, and sometimes a dead letter, per record.
 func TestFIFOQueuesHighThroughput(t *testing.T) {
-	tpl := load(t)
+	eachExample(t, func(t *testing.T, ex example.Example, tpl *samtemplate.Template) {
+		fifoQueuesHighThroughput(t, ex, tpl)
+	})
+}
+
+func fifoQueuesHighThroughput(t *testing.T, ex example.Example, tpl *samtemplate.Template) {
 	fifo := 0
 	for _, id := range tpl.OfType("AWS::SQS::Queue") {
 		p, err := tpl.Queue(id)
@@ -225,8 +347,12 @@ func TestFIFOQueuesHighThroughput(t *testing.T) {
 			t.Errorf("%s: FifoThroughputLimit %q, DeduplicationScope %q; want perMessageGroupId, messageGroup", id, p.FifoThroughputLimit, p.DeduplicationScope)
 		}
 	}
-	if fifo != 3 {
-		t.Errorf("%d FIFO queues, want 3 (input, dead-letter, receipts)", fifo)
+	want := 2 // input, dead-letter
+	if outboundQueue(t, ex, tpl) != "" {
+		want++
+	}
+	if queues := len(tpl.OfType("AWS::SQS::Queue")); fifo != queues || fifo < want {
+		t.Errorf("%d FIFO queues of %d, want every queue FIFO and at least %d (input, dead-letter, the outbound queue)", fifo, queues, want)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
@@ -14,12 +16,16 @@ func TestFunctionOurTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	info := exampletest.ReadTemplateFile(t, templatePath)
+	if len(info.Env("ConsumerFunction")) == 0 || len(info.Env("ReaperFunction")) == 0 {
+		t.Fatal("the template gives the functions no variables")
+	}
 	for _, tc := range []struct {
 		id   string
 		vars []string
 	}{
-		{"ConsumerFunction", []string{"IDEMPOTENCY_TABLE", "LEDGER_TABLE", "DLQ_URL", "RECEIPTS_QUEUE_URL", "LEASE_GRACE"}},
-		{"ReaperFunction", []string{"IDEMPOTENCY_TABLE", "INFLIGHT_SHARDS", "LEASE_GRACE"}},
+		{"ConsumerFunction", varNames(info.Env("ConsumerFunction"))},
+		{"ReaperFunction", varNames(info.Env("ReaperFunction"))},
 	} {
 		fn, err := tpl.Function(tc.id)
 		if err != nil {
@@ -34,8 +40,17 @@ func TestFunctionOurTemplate(t *testing.T) {
 			}
 		}
 	}
-	if fn, err := tpl.Function("ReaperFunction"); err == nil && slices.Contains(fn.VarNames, "LEDGER_TABLE") {
-		t.Errorf("the reaper got the consumer's LEDGER_TABLE: %v", fn.VarNames)
+	// The example's variables (those referring to its block's resources) are the
+	// consumer's only.
+	block := exampletest.Block(t, wiring.Default())
+	reaper, err := tpl.Function("ReaperFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range info.Env("ConsumerFunction") {
+		if _, ofBlock := block.Resource(v.Value.Value); v.Value.Tag == "!Ref" && ofBlock && slices.Contains(reaper.VarNames, v.Name) {
+			t.Errorf("the reaper got the consumer's %s: %v", v.Name, reaper.VarNames)
+		}
 	}
 	if _, err := tpl.Function("InputQueue"); err == nil {
 		t.Error("Function(InputQueue): want an error, it is a queue")

@@ -20,6 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
@@ -97,38 +98,30 @@ func TestUpOurTemplate(t *testing.T) {
 	name := stackName(t)
 	env, progress := up(t, tm, name)
 
-	wantStatus := map[string]string{
-		"InputQueue": "created", "DeadLetterQueue": "created", "ReceiptsQueue": "created",
-		"IdempotencyTable": "created", "LedgerTable": "created",
-		"ConsumerFunction": "skipped", "ReaperFunction": "skipped", "ConsumerLogGroup": "skipped",
-		"ReaperLogGroup": "skipped", "DeadLetterQueueDepthAlarm": "skipped", "StaleLocksReapedAlarm": "skipped",
-		"ConsumerRole": "skipped", "ReaperRole": "skipped",
+	// What the template says: its queues and tables created, the rest skipped.
+	info := exampletest.ReadTemplateFile(t, templatePath)
+	wantStatus := map[string]string{}
+	for _, r := range info.Resources {
+		wantStatus[r.ID] = "skipped"
+		if r.Type == stack.TypeQueue || r.Type == stack.TypeTable {
+			wantStatus[r.ID] = "created"
+		}
 	}
 	if got := progressStatus(progress); !reflect.DeepEqual(got, wantStatus) {
 		t.Errorf("first run progress:\n%s\nstatuses %v, want %v", progress, got, wantStatus)
 	}
 
-	// The environment: exactly these names, in template order, resolved.
+	// The environment: the functions' variables, in template order, resolved, then
+	// QUEUE_URL.
 	dlq, _ := env.Resource("DeadLetterQueue")
 	input, _ := env.Resource("InputQueue")
-	receipts, _ := env.Resource("ReceiptsQueue")
-	want := []stack.Var{
-		{"IDEMPOTENCY_TABLE", name + "-IdempotencyTable"},
-		{"LEDGER_TABLE", name + "-LedgerTable"},
-		{"DLQ_URL", dlq.URL},
-		{"RECEIPTS_QUEUE_URL", receipts.URL},
-		{"IDEMPOTENCY_SCOPE", "payments"},
-		{"IDEMPOTENCY_TTL", "168h"},
-		{"LEASE_GRACE", "30s"},
-		{"INFLIGHT_SHARDS", "4"},
-		{"IDEMPOTENCY_MODE", "lease"},
-		{"METRICS_NAMESPACE", "IdempotentConsumer"},
-		{"FUNCTION_TIMEOUT", "30s"},
-		{"VISIBILITY_TIMEOUT", "180s"},
-		{"QUEUE_URL", input.URL},
-	}
+	want := templateEnv(t, info, env, name)
+	want = append(want, stack.Var{Name: stack.QueueURLVar, Value: input.URL})
 	if !reflect.DeepEqual(env.Vars, want) {
 		t.Errorf("env:\n%v\nwant\n%v", env.Vars, want)
+	}
+	if scope, _ := env.Lookup("IDEMPOTENCY_SCOPE"); scope == "" || scope != info.Defaults["ScopeName"] {
+		t.Errorf("IDEMPOTENCY_SCOPE %q, want the ScopeName default %q", scope, info.Defaults["ScopeName"])
 	}
 	// FUNCTION_TIMEOUT tells each function its own Timeout: they must agree.
 	for _, id := range []string{"ConsumerFunction", "ReaperFunction"} {
@@ -140,10 +133,15 @@ func TestUpOurTemplate(t *testing.T) {
 			t.Errorf("%s: FUNCTION_TIMEOUT %s, Timeout %s: change both together", id, v, fn.Timeout)
 		}
 	}
-	for _, q := range []stack.Resource{dlq, input, receipts} {
-		if !strings.HasSuffix(q.URL, "/"+name+"-"+q.LogicalID+".fifo") || !strings.HasPrefix(q.ARN, "arn:aws:sqs:") {
-			t.Errorf("queue %s: URL %s, ARN %s", q.LogicalID, q.URL, q.ARN)
+	queues := info.OfType(stack.TypeQueue)
+	for _, id := range queues {
+		q, ok := env.Resource(id)
+		if !ok || !strings.HasSuffix(q.URL, "/"+name+"-"+q.LogicalID+".fifo") || !strings.HasPrefix(q.ARN, "arn:aws:sqs:") {
+			t.Errorf("queue %s: URL %s, ARN %s", id, q.URL, q.ARN)
 		}
+	}
+	if len(queues) < 3 {
+		t.Errorf("queues %v: want the input queue, the DLQ and the example's", queues)
 	}
 
 	// The input queue: FIFO, visibility 180 s, redrive to the DLQ after 5 receives.
@@ -200,12 +198,35 @@ func TestUpOurTemplate(t *testing.T) {
 	if d := ttl.TimeToLiveDescription; d.TimeToLiveStatus != ddbtypes.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != "expires_at" {
 		t.Errorf("TTL %+v", d)
 	}
-	ledger, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name + "-LedgerTable")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ks := ledger.Table.KeySchema; len(ks) != 1 || aws.ToString(ks[0].AttributeName) != "account_id" {
-		t.Errorf("ledger key schema %v", ks)
+	// Every table has the key schema the template gives it (the example's too).
+	for _, id := range info.OfType(stack.TypeTable) {
+		tb, ok := env.Resource(id)
+		if !ok {
+			t.Fatalf("table %s not created", id)
+		}
+		desc, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tb.Name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want []string
+		for _, k := range desc.Table.KeySchema {
+			got = append(got, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
+		}
+		if ks := info.Prop(id, "KeySchema"); ks != nil {
+			for _, k := range ks.Content {
+				var e struct {
+					AttributeName string `yaml:"AttributeName"`
+					KeyType       string `yaml:"KeyType"`
+				}
+				if err := k.Decode(&e); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, e.AttributeName+" "+e.KeyType)
+			}
+		}
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("table %s: key schema %v, want the template's %v", id, got, want)
+		}
 	}
 
 	// Twice: everything exists, nothing changes.
