@@ -185,23 +185,24 @@ func TestRunStopsCleanly(t *testing.T) {
 	}
 }
 
-// TestRedriveRefused plays the operator's path for a message the example's business
-// rule refuses (a bad message whose body is valid): it is dead-lettered with the
-// example's reason and gets no outbound message; `idemctl redrive` and the next
-// `idemctl run` refuse it again the same way, apply nothing twice, and the tables hold
-// what the valid message left.
-func TestRedriveRefused(t *testing.T) {
+// TestRedriveAfterAFix plays the operator's path for a message the example's business
+// rule refuses (a bad message with a Fix): it is dead-lettered with the example's reason
+// and gets no outbound message; `idemctl redrive` and the next `idemctl run` before the
+// fix refuse it again the same way and apply nothing; after the fix (the ledger's account
+// currency corrected, the inventory's sku restocked) the redriven message is applied
+// once, with one outbound message, and the DLQ is empty.
+func TestRedriveAfterAFix(t *testing.T) {
 	ex := exampletest.Example(t)
 	valid := ex.Traffic(rand.New(rand.NewPCG(3, 3)), "fix", 1, 1)
 	var refused example.Bad
 	for _, b := range ex.Bad("fix", valid) {
-		if _, err := ex.Decode([]byte(b.Body)); err == nil && b.Key != "" {
+		if _, err := ex.Decode([]byte(b.Body)); err == nil && b.Key != "" && b.Fix != nil {
 			refused = b
 			break
 		}
 	}
 	if refused.Body == "" {
-		t.Skipf("example %s has no bad message with a valid body", ex.Name())
+		t.Skipf("example %s has no bad message a fix can cure", ex.Name())
 	}
 	e := upStack(t)
 	dir := t.TempDir()
@@ -255,6 +256,29 @@ func TestRedriveRefused(t *testing.T) {
 		t.Fatalf("%d outbound messages after the redrive of a refused message", n)
 	}
 	checkState(t, ex, e, valid)
+
+	// The operator removes the cause, then redrives: applied once, one outbound message,
+	// nothing left in the DLQ.
+	if err := refused.Fix(context.Background(), awstest.DynamoDB(t), e.lookup); err != nil {
+		t.Fatal(err)
+	}
+	if r := idemctl(t, e, "redrive"); r.code != 0 || !strings.Contains(r.stdout, "moved 1 messages") {
+		t.Fatalf("redrive after the fix: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	run()
+	if n := outbound(); n != 1 && n != -1 {
+		t.Fatalf("%d outbound messages after the fix and the redrive, want 1", n)
+	}
+	if r := idemctl(t, e, "redrive", "--dry-run"); !strings.Contains(r.stdout, "0 messages would move") {
+		t.Fatalf("DLQ after the fix and the redrive:\n%s%s", r.stdout, r.stderr)
+	}
+	got, err := ex.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Applied != len(valid)+1 {
+		t.Fatalf("%d effects in the tables after the fix and the redrive, want %d: the refused message applied once", got.Applied, len(valid)+1)
+	}
 }
 
 // checkState checks that the example's tables hold what applied leave, each applied

@@ -97,6 +97,10 @@ type Message struct {
 type Bad struct {
 	Message        // Key "" means the message carries no key anywhere
 	Reason  string // a part of the dlq-reason the consumer must give it
+	// Fix, for a message a business rule refused (a write's condition), is what an
+	// operator does to remove the cause; the message redriven after it is applied once.
+	// nil: the message can never succeed.
+	Fix func(ctx context.Context, db DynamoDB, env Lookup) error
 }
 
 // State is what the example's tables hold, as named numbers ("acct-7 balance_cents").

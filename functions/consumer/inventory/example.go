@@ -107,6 +107,14 @@ func (Example) Bad(run string, valid []example.Message) []example.Bad {
 		bad = append(bad, example.Bad{
 			Message: message(Reservation{OrderID: id(6), SKU: first.SKU, Quantity: MaxQuantity}),
 			Reason:  "insufficient stock",
+			// The fix: restock the sku with the whole order.
+			Fix: func(ctx context.Context, db example.DynamoDB, env example.Lookup) error {
+				table, ok := env(TableVar)
+				if !ok || table == "" {
+					return fmt.Errorf("inventory: %s is not set", TableVar)
+				}
+				return AddStock(ctx, db, table, first.SKU, MaxQuantity)
+			},
 		})
 	}
 	// valid[0]'s key with another quantity: a producer bug.

@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
@@ -102,7 +106,25 @@ func (Example) Bad(run string, valid []example.Message) []example.Bad {
 	if other.Currency == first.Currency {
 		other.Currency = Currencies[1]
 	}
-	bad = append(bad, example.Bad{Message: message(other), Reason: "does not match the account's " + first.Currency})
+	bad = append(bad, example.Bad{Message: message(other), Reason: "does not match the account's " + first.Currency,
+		// The fix: the account was opened in the wrong currency; the operator corrects it.
+		Fix: func(ctx context.Context, db example.DynamoDB, env example.Lookup) error {
+			table, ok := env(TableVar)
+			if !ok || table == "" {
+				return fmt.Errorf("ledger: %s is not set", TableVar)
+			}
+			_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName:                 aws.String(table),
+				Key:                       map[string]types.AttributeValue{attrAccountID: &types.AttributeValueMemberS{Value: other.AccountID}},
+				UpdateExpression:          aws.String("SET #currency = :currency"),
+				ExpressionAttributeNames:  map[string]string{"#currency": attrCurrency},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":currency": &types.AttributeValueMemberS{Value: other.Currency}},
+			})
+			if err != nil {
+				return fmt.Errorf("ledger: correct the currency of %s: %w", other.AccountID, err)
+			}
+			return nil
+		}})
 	// valid[0]'s key with another amount: a producer bug.
 	conflict := first
 	conflict.AmountCents++
