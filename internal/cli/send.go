@@ -47,6 +47,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	duplicates := flags.Float64("duplicates", 0, "fraction `F` (0..1) of the messages sent a second time with the same deduplication id")
 	fromFile := flags.String("from-file", "", "send the message bodies of this JSON-lines `file` (one body per line, validated as the consumer does) instead of generating them")
 	skipInvalid := flags.Bool("skip-invalid", false, "with --from-file: skip invalid lines instead of sending nothing")
+	prepare := flags.Bool("prepare", true, "first write what the messages need in the example's tables (its Prepare: the inventory's stock); "+
+		"default true for generated messages, false with --from-file")
 	seed := flags.Uint64("seed", 0, "random seed: business ids carry it (default: a random seed, printed)")
 	concurrency := flags.Int("concurrency", 4, "SendMessageBatch calls in flight")
 	queueURL := flags.String("queue-url", "", "input queue URL (default $QUEUE_URL)")
@@ -106,9 +108,22 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if err != nil {
 		return fail(stderr, "send", err)
 	}
-	// What the messages need in the example's tables first (the inventory's stock).
-	if err := ex.Prepare(ctx, dynamodb.NewFromConfig(cfg), example.Lookup(env), traffic); err != nil {
-		return fail(stderr, "send", fmt.Errorf("prepare the %s example's tables: %w", ex.Name(), err))
+	// What the messages need in the example's tables first (the inventory's stock): for
+	// generated traffic unless --prepare=false; for a file's messages only with --prepare,
+	// since they may be meant to meet the tables as they are.
+	doPrepare := *prepare
+	if *fromFile != "" {
+		doPrepare = false
+		flags.Visit(func(f *flag.Flag) {
+			if f.Name == "prepare" {
+				doPrepare = *prepare
+			}
+		})
+	}
+	if doPrepare {
+		if err := ex.Prepare(ctx, dynamodb.NewFromConfig(cfg), example.Lookup(env), traffic); err != nil {
+			return fail(stderr, "send", fmt.Errorf("prepare the %s example's tables: %w", ex.Name(), err))
+		}
 	}
 	api := sqs.NewFromConfig(cfg)
 	fifo, err := isFIFO(ctx, api, url)
