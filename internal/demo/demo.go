@@ -817,7 +817,7 @@ func (s Summary) Print(w io.Writer) {
 		if s.ChildConsumers {
 			why = "a consumer process killed after its commit, or a commit whose answer was lost"
 		}
-		line("  unreported credits (computed: credits - reports)", fmt.Sprintf("%d (%s)", unreported, why))
+		line("  unreported effects (computed: effects - reports)", fmt.Sprintf("%d (%s)", unreported, why))
 	}
 	line("outbound messages received downstream", fmt.Sprintf("%d for %d messages (%d for messages not applied)", s.OutboundMessages, s.Outbound, s.OutboundNotApplied))
 	dlq := 0

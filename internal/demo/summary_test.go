@@ -161,10 +161,10 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 	if _, ok := summaryValue(printed.String(), "  reported applied by the consumer processes"); ok || strings.Contains(printed.String(), "consumer process") {
 		t.Errorf("the summary speaks of consumer processes in a run without them:\n%s", printed.String())
 	}
-	// A credit no local consumer reported is printed, as computed, only when there is one.
-	_, shown := summaryValue(printed.String(), "  unreported credits (computed: credits - reports)")
+	// An effect no local consumer reported is printed, as computed, only when there is one.
+	_, shown := summaryValue(printed.String(), "  unreported effects (computed: effects - reports)")
 	if shown != (s.Applied != lines["applied"]) {
-		t.Errorf("the unreported-credits line is shown=%v with %d credits and %d applied lines", shown, s.Applied, lines["applied"])
+		t.Errorf("the unreported-effects line is shown=%v with %d effects and %d applied lines", shown, s.Applied, lines["applied"])
 	}
 }
 
@@ -192,7 +192,7 @@ func shows(out, label, value string) (string, bool) {
 // credits nobody reported appear only when there is something counted to show, and
 // the explanation fits the run.
 func TestSummaryPrintsCountedLinesOnly(t *testing.T) {
-	const procs, unreported = "  reported applied by the consumer processes", "  unreported credits (computed: credits - reports)"
+	const procs, unreported = "  reported applied by the consumer processes", "  unreported effects (computed: effects - reports)"
 	cases := []struct {
 		name                 string
 		s                    demo.Summary
