@@ -31,7 +31,7 @@ func swapTo(t *testing.T) example.Example {
 // TestSwapTheWiredExample is what README.md's "Adapting it to your own messages" promises:
 // from a clean copy of the repository, the second example is wired by changing only
 // functions/consumer/wiring/wiring.go and the template block of template.yaml. Then the
-// build, vet, the template lint, the fast suites (reliability, demo, consumer) and
+// build, the template lint, the fast suites (reliability, demo, consumer) and
 // `idemctl demo` must pass in the copy, on the new example.
 func TestSwapTheWiredExample(t *testing.T) {
 	if testing.Short() {
@@ -74,9 +74,8 @@ func TestSwapTheWiredExample(t *testing.T) {
 		t.Fatalf("the swap changed %v, want exactly %v", changed, want)
 	}
 
-	// 3. Build, vet and lint the copy.
+	// 3. Build and lint the copy (the test runs below type-check its tests).
 	run(t, dir, 10*time.Minute, nil, "go", "build", "./...")
-	run(t, dir, 10*time.Minute, nil, "go", "vet", "./...")
 	if _, err := exec.LookPath("cfn-lint"); err == nil {
 		run(t, dir, 5*time.Minute, nil, "cfn-lint", "template.yaml")
 	} else {
@@ -84,19 +83,21 @@ func TestSwapTheWiredExample(t *testing.T) {
 	}
 	// 4. The fast suites, on the wired example (EXAMPLE unset: the default): the consumer's
 	// and the example's own tests, the demo's, and the reliability scenarios whose outcome
-	// depends on the example (the storm, crash injection, fencing). The store-faults and
-	// timeout scenarios and the single-transaction variants test the machinery the same
-	// way for every example; make test runs them on the default example.
+	// depends most on the example (the duplicate storm and crash injection, each ending with
+	// the example's check). Fencing, store faults, timeouts and the single-transaction
+	// variants test the machinery the same way for every example; make test runs them on
+	// the default example, and `EXAMPLE=<name> go test ./internal/reliability/` on any.
 	env := []string{"AWS_ENDPOINT_URL=" + awstest.Endpoint(t), "EXAMPLE="}
 	out := run(t, dir, 15*time.Minute, env, "go", "test", "-count=1", "-p", "1",
 		"./internal/demo/", "./functions/consumer/consumerapp/", "./functions/consumer/"+ex.Name()+"/")
 	out += run(t, dir, 15*time.Minute, env, "go", "test", "-count=1",
-		"-run", "^(TestDuplicateStorm|TestCrashInjection|TestFencingUnderRealTiming)$", "./internal/reliability/")
+		"-run", "^(TestDuplicateStorm|TestCrashInjection)$", "./internal/reliability/")
 	t.Logf("fast suites in the copy:\n%s", out)
-	// 5. The demo.
+	// 5. The demo (without its crashed consumer, which waits 30 s for its messages to come
+	// back: crash injection above kills consumers on this example).
 	run(t, dir, 5*time.Minute, nil, "go", "build", "-o", filepath.Join(dir, ".aws-sam", "idemctl"), "./cmd/idemctl")
 	demo := run(t, dir, 10*time.Minute, env, filepath.Join(dir, ".aws-sam", "idemctl"), "demo",
-		"--messages", "200", "--groups", "8", "--consumers", "2", "--seed", "7")
+		"--messages", "200", "--groups", "8", "--consumers", "2", "--seed", "7", "--no-crash")
 	for _, want := range []string{ex.Name() + " check: tables = what the applied messages leave OK", "demo: OK"} {
 		if !strings.Contains(demo, want) {
 			t.Errorf("idemctl demo in the copy: no line %q:\n%s", want, demo)
