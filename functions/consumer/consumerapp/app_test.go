@@ -3,7 +3,6 @@ package consumerapp_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
@@ -135,7 +133,7 @@ func (f *fixture) record(m example.Message, id string) events.SQSMessage {
 	if m.Key != "" {
 		attrs = map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(m.Key)}}
 	}
-	r := sqsRecord(id, m.Group, m.Body, attrs)
+	r := exampletest.FIFORecord(id, m.Group, m.Body, attrs)
 	r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID("nokey-" + m.ID)
 	if m.Key != "" {
 		r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID(m.Key)
@@ -153,24 +151,6 @@ func (f *fixture) records(msgs []example.Message, prefix string) []events.SQSMes
 	return recs
 }
 
-// sqsRecord is a record as Lambda's event source mapping delivers it from a FIFO queue.
-func sqsRecord(id, group, body string, attrs map[string]events.SQSMessageAttribute) events.SQSMessage {
-	return events.SQSMessage{
-		MessageId:     id,
-		ReceiptHandle: "handle-" + id,
-		Body:          body,
-		Attributes: map[string]string{
-			"ApproximateReceiveCount": "1", "SentTimestamp": "1763632961530", "SequenceNumber": "18889596386470770358",
-			"MessageGroupId": group, "SenderId": "AROA3XFRBF23EXAMPLE7:producer",
-			"ApproximateFirstReceiveTimestamp": "1763633743741",
-		},
-		MessageAttributes: attrs,
-		EventSource:       "aws:sqs",
-		EventSourceARN:    "arn:aws:sqs:us-east-1:123456789012:input.fifo",
-		AWSRegion:         "us-east-1",
-	}
-}
-
 // handler builds the consumer exactly as main.go does, with wrap wrapping DynamoDB.
 func (f *fixture) handler(t testing.TB, wrap func(idem.DynamoDBAPI) idem.DynamoDBAPI) lambda.Handler {
 	t.Helper()
@@ -183,34 +163,6 @@ func (f *fixture) handler(t testing.TB, wrap func(idem.DynamoDBAPI) idem.DynamoD
 		t.Fatal(err)
 	}
 	return lambda.NewHandler(h)
-}
-
-// invoke pushes raw event JSON through the handler as the Lambda runtime does and
-// returns the message ids of the batch item failures.
-func invoke(t testing.TB, h lambda.Handler, ctx context.Context, payload []byte) []string {
-	t.Helper()
-	out, err := h.Invoke(ctx, payload)
-	if err != nil {
-		t.Fatalf("invoke: %v", err)
-	}
-	var resp events.SQSEventResponse
-	if err := json.Unmarshal(out, &resp); err != nil {
-		t.Fatalf("response %s: %v", out, err)
-	}
-	ids := []string{}
-	for _, f := range resp.BatchItemFailures {
-		ids = append(ids, f.ItemIdentifier)
-	}
-	return ids
-}
-
-func encode(t testing.TB, recs []events.SQSMessage) []byte {
-	t.Helper()
-	b, err := json.Marshal(events.SQSEvent{Records: recs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // checkApplied checks the example's tables against exactly applied (distinct messages
@@ -245,7 +197,7 @@ func (f *fixture) checkOutbound(t testing.TB, applied []example.Message) {
 		return
 	}
 	seen := map[string]int{}
-	for _, m := range f.drain(t, f.outbound) {
+	for _, m := range exampletest.ReceiveAll(t, f.sqs, f.outbound) {
 		id, ok := f.ex.Confirms(aws.ToString(m.Body))
 		if !ok {
 			t.Errorf("an outbound message confirms no message: %.200s", aws.ToString(m.Body))
@@ -261,25 +213,6 @@ func (f *fixture) checkOutbound(t testing.TB, applied []example.Message) {
 	}
 	for id, n := range seen {
 		t.Errorf("%d outbound messages confirm %s, which was not applied", n, id)
-	}
-}
-
-// drain receives every message of a queue (deleting nothing; they stay invisible).
-func (f *fixture) drain(t testing.TB, url string) []sqstypes.Message {
-	t.Helper()
-	var all []sqstypes.Message
-	for {
-		out, err := f.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 60,
-			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		all = append(all, out.Messages...)
 	}
 }
 
@@ -333,7 +266,7 @@ func TestFIFOGroupStopsAtFirstFailure(t *testing.T) {
 	}
 	h := f.handler(t, func(d idem.DynamoDBAPI) idem.DynamoDBAPI { return &throttleOnce{DynamoDBAPI: d, pk: pk} })
 	recs := f.records(valid, "m-")
-	failed := invoke(t, h, context.Background(), encode(t, recs))
+	failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, recs))
 	var want []string
 	var again []events.SQSMessage
 	var applied []example.Message
@@ -350,7 +283,7 @@ func TestFIFOGroupStopsAtFirstFailure(t *testing.T) {
 	}
 	f.checkApplied(t, "after the first delivery", valid, applied)
 	// SQS redelivers the failed records (the others were deleted).
-	if failed := invoke(t, h, context.Background(), encode(t, again)); len(failed) != 0 {
+	if failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, again)); len(failed) != 0 {
 		t.Fatalf("redelivery failures %v", failed)
 	}
 	f.checkApplied(t, "after the redelivery", valid, valid)
@@ -366,7 +299,7 @@ func TestDuplicatesAcrossBatches(t *testing.T) {
 	first, other := f.records(valid, "m-"), f.records(valid, "redelivered-")
 	done := make(chan []string, 3)
 	for _, batch := range [][]events.SQSMessage{first, other, first} {
-		go func() { done <- invoke(t, h, context.Background(), encode(t, batch)) }()
+		go func() { done <- exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, batch)) }()
 	}
 	retry := map[string]bool{}
 	for range 3 {
@@ -382,7 +315,7 @@ func TestDuplicatesAcrossBatches(t *testing.T) {
 		}
 	}
 	if len(again) > 0 {
-		if failed := invoke(t, h, context.Background(), encode(t, again)); len(failed) != 0 {
+		if failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, again)); len(failed) != 0 {
 			t.Fatalf("redelivery failures %v", failed)
 		}
 	}
@@ -398,7 +331,7 @@ func TestDeadlineMargin(t *testing.T) {
 	valid := f.traffic(t, 8, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // margin is 2s
 	defer cancel()
-	if failed := invoke(t, h, ctx, encode(t, f.records(valid, "m-"))); len(failed) != len(valid) {
+	if failed := exampletest.Invoke(t, h, ctx, exampletest.Encode(t, f.records(valid, "m-"))); len(failed) != len(valid) {
 		t.Fatalf("%d failures, want all %d", len(failed), len(valid))
 	}
 	f.checkApplied(t, "near the deadline", valid, nil)
@@ -412,10 +345,10 @@ func TestStoreDownFailsClosed(t *testing.T) {
 	h := f.handler(t, func(idem.DynamoDBAPI) idem.DynamoDBAPI { return down{} })
 	valid := f.traffic(t, 8, 3)
 	// The first record of each group fails and the rest of the group is skipped.
-	if failed := invoke(t, h, context.Background(), encode(t, f.records(valid, "m-"))); len(failed) != len(valid) {
+	if failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, f.records(valid, "m-"))); len(failed) != len(valid) {
 		t.Fatalf("%d failures, want %d", len(failed), len(valid))
 	}
-	if n := len(f.drain(t, f.cfg.DLQURL)); n != 0 {
+	if n := len(exampletest.ReceiveAll(t, f.sqs, f.cfg.DLQURL)); n != 0 {
 		t.Fatalf("%d messages dead-lettered while the store was down", n)
 	}
 	f.checkOutbound(t, nil)

@@ -13,6 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 // TestBadMessages pushes the example's bad messages (example.Example.Bad) through the
@@ -27,7 +28,7 @@ func TestBadMessages(t *testing.T) {
 	ctx := context.Background()
 	valid := f.traffic(t, 6, 2)
 	half := len(valid) / 2
-	if failed := invoke(t, h, ctx, encode(t, f.records(valid[:half], "m-"))); len(failed) != 0 {
+	if failed := exampletest.Invoke(t, h, ctx, exampletest.Encode(t, f.records(valid[:half], "m-"))); len(failed) != 0 {
 		t.Fatalf("the first half of the traffic: failures %v", failed)
 	}
 	bad := f.ex.Bad(f.run, valid)
@@ -48,12 +49,12 @@ func TestBadMessages(t *testing.T) {
 			for j := range batch {
 				batch[j].Attributes["ApproximateReceiveCount"] = strconv.Itoa(round)
 			}
-			if failed := invoke(t, h, ctx, encode(t, batch)); len(failed) != 0 {
+			if failed := exampletest.Invoke(t, h, ctx, exampletest.Encode(t, batch)); len(failed) != 0 {
 				t.Fatalf("round %d: batch item failures %v, want none (bad messages are dead-lettered and acknowledged)", round, failed)
 			}
 		}
 		f.checkApplied(t, fmt.Sprintf("round %d", round), valid, valid)
-		dlq := f.drain(t, f.cfg.DLQURL)
+		dlq := exampletest.ReceiveAll(t, f.sqs, f.cfg.DLQURL)
 		if round == 2 {
 			// The second dead-lettering has the same MessageDeduplicationId ("dlq-" +
 			// message id): SQS, and moto alike, drop it within the 5-minute window.

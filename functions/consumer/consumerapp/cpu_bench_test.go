@@ -20,6 +20,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 // cpuGroups is the number of FIFO groups of every benchmark event: one record per
@@ -71,7 +72,7 @@ func consumerCPU(b *testing.B, mode idem.Mode) {
 		for i := range recs {
 			recs[i].Attributes["SequenceNumber"] = strconv.FormatInt(seq*cpuGroups+int64(i), 10)
 		}
-		return encode(b, recs)
+		return exampletest.Encode(b, recs)
 	}
 	invoke := func(payload []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

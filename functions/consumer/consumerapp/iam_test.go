@@ -150,10 +150,10 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 	}
 	for _, batch := range [][]events.SQSMessage{recs, f.records(valid[3:], "m-")} {
 		for range 2 { // the second time, every record is a duplicate
-			invoke(t, lambda.NewHandler(h), context.Background(), encode(t, batch))
+			exampletest.Invoke(t, lambda.NewHandler(h), context.Background(), exampletest.Encode(t, batch))
 		}
 	}
-	if n := len(f.drain(t, f.cfg.DLQURL)); n == 0 {
+	if n := len(exampletest.ReceiveAll(t, f.sqs, f.cfg.DLQURL)); n == 0 {
 		t.Error("nothing was dead-lettered: the DLQ's grant is not exercised")
 	}
 	// A delivery that finds its key held by a live lease hides its message until the
@@ -166,7 +166,7 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 	}
 	if _, err := holder.Do(context.Background(), &idem.Request{Key: "iam-held-key", Payload: []byte(held.Records[0].Body)},
 		func(ctx context.Context, _ *idem.Request) (idem.Result, error) {
-			if failed := invoke(t, lambda.NewHandler(h), context.Background(), encode(t, held.Records)); len(failed) != 1 {
+			if failed := exampletest.Invoke(t, lambda.NewHandler(h), context.Background(), exampletest.Encode(t, held.Records)); len(failed) != 1 {
 				t.Errorf("a delivery of a held key: failures %v, want its message id", failed)
 			}
 			return idem.Result{Response: []byte("{}")}, nil

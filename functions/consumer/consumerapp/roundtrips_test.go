@@ -12,6 +12,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 // TestExampleRoundTrips counts the requests the consumer of the example sends for a
@@ -67,7 +68,7 @@ func exampleRoundTrips(t *testing.T, mode idem.Mode) {
 	for i, tc := range cases {
 		ddbCalls.Reset()
 		sqsCalls.Reset()
-		if failed := invoke(t, tc.h, context.Background(), encode(t, f.records(valid, fmt.Sprint(i)))); len(failed) != 0 {
+		if failed := exampletest.Invoke(t, tc.h, context.Background(), exampletest.Encode(t, f.records(valid, fmt.Sprint(i)))); len(failed) != 0 {
 			t.Fatalf("%s: failures %v", tc.name, failed)
 		}
 		d, s := ddbCalls.Ops(), sqsCalls.Ops()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 // badCase is one file of testdata/bad: one SQS record to inject. The format is
@@ -109,7 +110,7 @@ func (c badCase) record(t *testing.T, id string) events.SQSMessage {
 	if c.DedupID != nil {
 		dedup = *c.DedupID
 	}
-	r := sqsRecord(id, badGroup, string(body), attrs)
+	r := exampletest.FIFORecord(id, badGroup, string(body), attrs)
 	if dedup != "" {
 		r.Attributes["MessageDeduplicationId"] = dedup
 	}
@@ -119,7 +120,7 @@ func (c badCase) record(t *testing.T, id string) events.SQSMessage {
 // payment is a valid record: the key as attribute and dedup id, the group = the account.
 func payment(id, account, key string, cents int64) events.SQSMessage {
 	body := fmt.Sprintf(`{"payment_id":%q,"account_id":%q,"amount_cents":%d,"currency":"EUR"}`, id, account, cents)
-	r := sqsRecord(id, account, body, map[string]events.SQSMessageAttribute{
+	r := exampletest.FIFORecord(id, account, body, map[string]events.SQSMessageAttribute{
 		idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)},
 	})
 	r.Attributes["MessageDeduplicationId"] = key
@@ -170,7 +171,7 @@ func runBadCase(t *testing.T, stem string, c badCase) {
 	if len(c.Before) > 0 {
 		var recs []events.SQSMessage
 		for i, b := range c.Before {
-			r := sqsRecord(fmt.Sprintf("%s-before-%d", stem, i), badGroup, b.Body, map[string]events.SQSMessageAttribute{
+			r := exampletest.FIFORecord(fmt.Sprintf("%s-before-%d", stem, i), badGroup, b.Body, map[string]events.SQSMessageAttribute{
 				idem.KeyAttribute: {DataType: "String", StringValue: aws.String(b.Key)},
 			})
 			r.Attributes["MessageDeduplicationId"] = b.Key
@@ -182,7 +183,7 @@ func runBadCase(t *testing.T, stem string, c badCase) {
 			want[p.AccountID] += p.AmountCents
 			receipts++
 		}
-		if failed := invoke(t, h, ctx, encode(t, recs)); len(failed) != 0 {
+		if failed := exampletest.Invoke(t, h, ctx, exampletest.Encode(t, recs)); len(failed) != 0 {
 			t.Fatalf("earlier batch: failures %v", failed)
 		}
 	}
@@ -196,7 +197,7 @@ func runBadCase(t *testing.T, stem string, c badCase) {
 	// What the handler sees is the record after a JSON round trip, as from the Lambda
 	// runtime: invalid UTF-8 in a string becomes U+FFFD there.
 	var seen events.SQSEvent
-	if err := json.Unmarshal(encode(t, batch), &seen); err != nil {
+	if err := json.Unmarshal(exampletest.Encode(t, batch), &seen); err != nil {
 		t.Fatal(err)
 	}
 	badBody := seen.Records[1].Body
@@ -219,7 +220,7 @@ func runBadCase(t *testing.T, stem string, c badCase) {
 			batch[i].Attributes["ApproximateReceiveCount"] = strconv.Itoa(round)
 		}
 		mark := f.logs.Len()
-		if failed := invoke(t, h, ctx, encode(t, batch)); len(failed) != 0 {
+		if failed := exampletest.Invoke(t, h, ctx, exampletest.Encode(t, batch)); len(failed) != 0 {
 			t.Fatalf("round %d: batch item failures %v, want none", round, failed)
 		}
 		if got := f.balances(t); !maps.Equal(got, want) {
@@ -227,7 +228,7 @@ func runBadCase(t *testing.T, stem string, c badCase) {
 		}
 		checkRecordLines(t, round, f.logs.Bytes()[mark:], wantOutcome, bad.MessageId, c.Reason)
 
-		dlq := f.drain(t, f.cfg.DLQURL)
+		dlq := exampletest.ReceiveAll(t, f.sqs, f.cfg.DLQURL)
 		switch {
 		case round == 2 && len(dlq) != 0:
 			// The second dead-lettering has the same MessageDeduplicationId ("dlq-" +
@@ -242,7 +243,7 @@ func runBadCase(t *testing.T, stem string, c badCase) {
 	if n := queueDepth(t, f, f.cfg.DLQURL); (c.Expect == "dlq" && n != 1) || (c.Expect == "ok" && n != 0) {
 		t.Errorf("DLQ holds %d messages after the redelivery", n)
 	}
-	if n := len(f.drain(t, f.receipts)); n != receipts {
+	if n := len(exampletest.ReceiveAll(t, f.sqs, f.receipts)); n != receipts {
 		t.Errorf("%d receipts, want %d", n, receipts)
 	}
 	logs := f.logs.String()

@@ -24,6 +24,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cost"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
@@ -77,7 +78,7 @@ func costPayments(prefix string, n int) []events.SQSMessage {
 func deliver(t *testing.T, h lambda.Handler, msgs []events.SQSMessage) {
 	t.Helper()
 	for i := 0; i < len(msgs); i += recordsPerCall {
-		if failed := invoke(t, h, context.Background(), encode(t, msgs[i:min(i+recordsPerCall, len(msgs))])); len(failed) > 0 {
+		if failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, msgs[i:min(i+recordsPerCall, len(msgs))])); len(failed) > 0 {
 			t.Fatalf("failures %v", failed)
 		}
 	}
