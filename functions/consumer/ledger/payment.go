@@ -1,17 +1,13 @@
 package ledger
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example/strict"
 )
 
 // Payment is the message this example consumes. Replace it with your own message.
@@ -44,6 +40,12 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidPayment, fmt.Sprintf(format, args...))
 }
 
+// decoder decodes a payment's fields, reported missing in this order.
+var decoder = strict.Decoder{
+	Fields:  []string{"payment_id", "account_id", "amount_cents", "currency"},
+	Invalid: func(msg string) error { return fmt.Errorf("%w: %s", ErrInvalidPayment, msg) },
+}
+
 // Decode parses and validates a message body. It is strict on purpose, because a
 // lenient parser turns producer bugs into wrong balances:
 //   - the body is one JSON object in valid UTF-8, with nothing after it;
@@ -60,129 +62,32 @@ func invalid(format string, args ...any) error {
 // Every error wraps ErrInvalidPayment and names the field.
 func Decode(body []byte) (Payment, error) {
 	var p Payment
-	if !utf8.Valid(body) {
-		return Payment{}, invalid("body is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return Payment{}, invalid("body is not a JSON object")
-	}
-	seen := make(map[string]bool, 4)
-	for dec.More() {
-		tok, err := dec.Token()
-		name, ok := tok.(string)
-		if err != nil || !ok {
-			return Payment{}, invalid("body is not valid JSON")
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return Payment{}, invalid("body is not valid JSON") // cut off or broken: no field to blame
-		}
-		if seen[name] {
-			return Payment{}, invalid("%s: duplicate field", fieldName(name))
-		}
-		seen[name] = true
+	err := decoder.Object(body, func(name string, raw json.RawMessage) (err error) {
 		switch name {
 		case "payment_id":
-			p.PaymentID, err = decodeID(name, raw)
+			p.PaymentID, err = decoder.ID(name, raw, MaxIDBytes)
 		case "account_id":
-			p.AccountID, err = decodeID(name, raw)
+			p.AccountID, err = decoder.ID(name, raw, MaxIDBytes)
 			if err == nil && strings.HasPrefix(p.AccountID, EntryPrefix) {
 				err = invalid("account_id: must not begin with %q (reserved for journal entries)", EntryPrefix)
 			}
 		case "amount_cents":
-			p.AmountCents, err = decodeAmount(name, raw)
+			p.AmountCents, err = decoder.PositiveInt(name, raw, MaxAmountCents, "an integer in minor units")
 		case "currency":
 			p.Currency, err = decodeCurrency(name, raw)
-		default:
-			err = invalid("%s: unknown field", fieldName(name))
 		}
-		if err != nil {
-			return Payment{}, err
-		}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return Payment{}, invalid("body is not valid JSON")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Payment{}, invalid("data after the JSON object")
-	}
-	for _, f := range []string{"payment_id", "account_id", "amount_cents", "currency"} {
-		if !seen[f] {
-			return Payment{}, invalid("%s: missing", f)
-		}
+		return err
+	})
+	if err != nil {
+		return Payment{}, err
 	}
 	return p, nil
 }
 
-// fieldName quotes an unknown field's name for an error message, cut to a sane length.
-func fieldName(name string) string {
-	switch name {
-	case "payment_id", "account_id", "amount_cents", "currency":
-		return name
-	}
-	if len(name) > 40 {
-		name = strings.ToValidUTF8(name[:40], "") + "..."
-	}
-	return strconv.Quote(name)
-}
-
-func decodeID(field string, raw json.RawMessage) (string, error) {
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", invalid("%s: must be a string", field)
-	}
-	switch {
-	case s == "":
-		return "", invalid("%s: must not be empty", field)
-	case len(s) > MaxIDBytes:
-		return "", invalid("%s: longer than %d bytes", field, MaxIDBytes)
-	case !printable(s):
-		return "", invalid("%s: must be printable characters without leading or trailing spaces", field)
-	}
-	return s, nil
-}
-
-// printable rejects control and format characters, U+FFFD (what an escaped lone
-// surrogate such as "\ud800" decodes to) and surrounding spaces, so that two IDs that
-// look the same are the same.
-func printable(s string) bool {
-	if strings.TrimSpace(s) != s {
-		return false
-	}
-	for _, r := range s {
-		if r == utf8.RuneError || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
-
-func decodeAmount(field string, raw json.RawMessage) (int64, error) {
-	s := string(raw)
-	switch {
-	case s[0] == '-':
-		return 0, invalid("%s: must be positive", field)
-	case s[0] < '0' || s[0] > '9':
-		return 0, invalid("%s: must be a JSON integer", field)
-	case strings.ContainsAny(s, ".eE"):
-		return 0, invalid("%s: must be an integer in minor units, without fraction or exponent", field)
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	switch {
-	case err != nil || n > MaxAmountCents:
-		// ParseInt fails only on overflow here: the token is all digits.
-		return 0, invalid("%s: too large (limit %d)", field, int64(MaxAmountCents))
-	case n == 0:
-		return 0, invalid("%s: must be positive", field)
-	}
-	return n, nil
-}
-
 func decodeCurrency(field string, raw json.RawMessage) (string, error) {
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", invalid("%s: must be a string", field)
+	s, err := decoder.String(field, raw)
+	if err != nil {
+		return "", err
 	}
 	if !slices.Contains(Currencies, s) {
 		return "", invalid("%s: must be one of %s", field, strings.Join(Currencies, ", "))
