@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -47,14 +46,8 @@ func NewHandler(cfg Config) (idem.Handler, error) {
 	if cfg.StockTable == "" {
 		return nil, errors.New("inventory: Config.StockTable is empty")
 	}
-	u, err := url.Parse(cfg.ConfirmationsQueueURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("inventory: Config.ConfirmationsQueueURL %q is not an http(s) queue URL", cfg.ConfirmationsQueueURL)
-	}
-	// Deduplication by MessageDeduplicationId, which the confirmation relies on, exists
-	// only on FIFO queues, and FIFO queue names end in ".fifo".
-	if !strings.HasSuffix(u.Path, ".fifo") {
-		return nil, fmt.Errorf("inventory: Config.ConfirmationsQueueURL %q is not a FIFO queue (name must end in .fifo)", cfg.ConfirmationsQueueURL)
+	if err := example.CheckFIFOQueueURL(cfg.ConfirmationsQueueURL); err != nil {
+		return nil, fmt.Errorf("inventory: Config.ConfirmationsQueueURL %q %w", cfg.ConfirmationsQueueURL, err)
 	}
 	return &handler{cfg: cfg}, nil
 }

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -48,14 +47,8 @@ func NewHandler(cfg Config) (idem.Handler, error) {
 	if cfg.LedgerTable == "" {
 		return nil, errors.New("ledger: Config.LedgerTable is empty")
 	}
-	u, err := url.Parse(cfg.ReceiptsQueueURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("ledger: Config.ReceiptsQueueURL %q is not an http(s) queue URL", cfg.ReceiptsQueueURL)
-	}
-	// Deduplication by MessageDeduplicationId, which the receipt relies on, exists only
-	// on FIFO queues, and FIFO queue names end in ".fifo".
-	if !strings.HasSuffix(u.Path, ".fifo") {
-		return nil, fmt.Errorf("ledger: Config.ReceiptsQueueURL %q is not a FIFO queue (name must end in .fifo)", cfg.ReceiptsQueueURL)
+	if err := example.CheckFIFOQueueURL(cfg.ReceiptsQueueURL); err != nil {
+		return nil, fmt.Errorf("ledger: Config.ReceiptsQueueURL %q %w", cfg.ReceiptsQueueURL, err)
 	}
 	return &handler{cfg: cfg}, nil
 }
