@@ -38,6 +38,19 @@ type Parameter struct {
 type Resource struct {
 	Type       string          `json:"Type"`
 	Properties json.RawMessage `json:"Properties"`
+	DependsOn  json.RawMessage `json:"DependsOn"` // a logical id or a list of them
+}
+
+// DependsOn returns the logical ids resource id names in its DependsOn attribute.
+func (t *Template) DependsOn(id string) []string {
+	raw := t.Resources[id].DependsOn
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}
+	}
+	var many []string
+	_ = json.Unmarshal(raw, &many) // absent or malformed: none
+	return many
 }
 
 // Statement is one Allow or Deny statement of an IAM policy, its resources given as

@@ -270,6 +270,43 @@ func TestExampleGrants(t *testing.T) {
 	})
 }
 
+// TestExampleGrantsBeforeTheFirstEvent: the functions are created only after the
+// example's policies are attached (DependsOn: "that resource is created only after the
+// creation of the resource specified in the DependsOn attribute",
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-dependson.html),
+// and the SQS event source mapping refers to the consumer function, so it is created
+// after it (an implicit dependency of a Ref, same page): no event reaches the consumer
+// before it may write the example's tables. moto's CloudFormation does not enforce IAM,
+// so the order is checked on the template as CloudFormation receives it.
+func TestExampleGrantsBeforeTheFirstEvent(t *testing.T) {
+	eachExample(t, func(t *testing.T, _ example.Example, tpl *samtemplate.Template) {
+		for fn, policy := range map[string]string{"ConsumerFunction": "ExampleConsumerPolicy", "ReaperFunction": "ExampleReaperPolicy"} {
+			if !slices.Contains(tpl.DependsOn(fn), policy) {
+				t.Errorf("%s DependsOn %v, want %s", fn, tpl.DependsOn(fn), policy)
+			}
+		}
+		mappings := 0
+		for id, r := range tpl.Resources {
+			if r.Type != "AWS::Lambda::EventSourceMapping" {
+				continue
+			}
+			mappings++
+			var p struct {
+				FunctionName json.RawMessage `json:"FunctionName"`
+			}
+			if err := tpl.Props(id, &p); err != nil {
+				t.Fatal(err)
+			}
+			if refName(t, p.FunctionName) != "ConsumerFunction" {
+				t.Errorf("event source mapping %s invokes %s, want a Ref to ConsumerFunction", id, p.FunctionName)
+			}
+		}
+		if mappings == 0 {
+			t.Error("no event source mapping in the transformed template")
+		}
+	})
+}
+
 // consumerEnv returns the consumer's Environment.Variables.
 func consumerEnv(t *testing.T, tpl *samtemplate.Template) map[string]json.RawMessage {
 	t.Helper()
