@@ -99,8 +99,9 @@ scale: tools ## the scale model of SCALING.md: ceilings and what to raise at 100
 	@SCALE_TABLE=1 $(GO) test -count=1 -v -run TestScaleTable ./internal/scale/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'
 
 # make test runs the same scenarios at small sizes.
-reliability: tools ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes; EXAMPLE=name for another example)
+reliability: tools ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes), then idem's 12 800-acquire race (2 more); EXAMPLE=name for another example
 	$(LOCAL_AWS) --free-port -- env RELIABILITY=full EXAMPLE=$(EXAMPLE) $(GO) test -count=1 -v -timeout 150m ./internal/reliability/
+	$(LOCAL_AWS) --free-port -- env RELIABILITY=full $(GO) test -race -count=1 -v -run '^TestConcurrentAcquireRunsOnce$$' ./idem/
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
 # awstest.Main from starting moto in the fuzzing process and in each of its workers.
