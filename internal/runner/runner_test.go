@@ -125,6 +125,35 @@ func TestRunPlaysTheEventSourceMapping(t *testing.T) {
 	}
 }
 
+// TestIdleStopAbandonsNoReceive: a run that stops because the queue went idle lets its
+// pollers' long polls finish instead of cutting them short: a long poll the client gave
+// up on goes on in the queue, and would hide a message sent right after the stop for the
+// visibility timeout (the storm's next phase waited 10 s for its messages that way).
+func TestIdleStopAbandonsNoReceive(t *testing.T) {
+	api := awstest.SQS(t)
+	url := fifoQueue(t, api)
+	h := func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		return events.SQSEventResponse{}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := runner.Run(ctx, runner.Config{
+		SQS: api, QueueURL: url, Consumers: 4, WaitTime: 2 * time.Second, UntilIdle: time.Second,
+		NewHandler: func(int) (runner.Handler, error) { return h, nil },
+	}); err != nil || ctx.Err() != nil {
+		t.Fatalf("run: %v (ctx %v)", err, ctx.Err())
+	}
+	send(t, api, url, 1)
+	out, err := api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 1 {
+		v, f, _ := runner.Depth(context.Background(), api, url)
+		t.Fatalf("the message sent after the run stopped was not received (%d visible, %d in flight): a receive of the run took it", v, f)
+	}
+}
+
 // TestInvocationErrorRetriesWholeBatch: a handler error leaves every record.
 func TestInvocationErrorRetriesWholeBatch(t *testing.T) {
 	api := awstest.SQS(t)
