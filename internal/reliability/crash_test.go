@@ -28,6 +28,7 @@ func TestCrashInjectionSingleTransaction(t *testing.T) {
 }
 
 func crashInjection(t *testing.T, mode idem.Mode, kills int) {
+	parallel(t)
 	payments, accounts := size(200, 2000), size(10, 50)
 	bin, err := idemctlBinary()
 	if err != nil {

@@ -28,6 +28,17 @@ func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 // full reports whether the full sizes were asked for (make reliability).
 func full() bool { return os.Getenv("RELIABILITY") == "full" }
 
+// parallel lets a scenario run beside the others at the fast sizes (make test): each has
+// its own stack, its own consumers and its own clock, and they mostly wait (idle queues,
+// visibility timeouts, stalled commits, killed processes), which is time the others can
+// use. At the full sizes (make reliability) they run one at a time, as RELIABILITY.md
+// measured them: each of them alone loads moto.
+func parallel(t *testing.T) {
+	if !full() {
+		t.Parallel()
+	}
+}
+
 // size picks the fast or the full size of a scenario.
 func size(fast, big int) int {
 	if full() {
