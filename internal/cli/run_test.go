@@ -26,6 +26,7 @@ import (
 // `idemctl run` and two consumers until idle: the example's tables hold what the
 // distinct messages leave (its Expect against its Read), and `idemctl check` says so.
 func TestRun(t *testing.T) {
+	t.Parallel()
 	ex := exampletest.Example(t)
 	e := upStack(t)
 	record := filepath.Join(t.TempDir(), "sent.jsonl")
@@ -108,6 +109,7 @@ func checkCommand(t *testing.T, ex example.Example, e env, record string) {
 }
 
 func TestRunNeedsEnvironment(t *testing.T) {
+	t.Parallel()
 	r := idemctl(t, localEnv(t), "run", "--template", templatePath)
 	if r.code != 1 || !strings.Contains(r.stderr, "QUEUE_URL is not set") {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -122,6 +124,7 @@ func TestRunNeedsEnvironment(t *testing.T) {
 // SIGKILL mid-batch and four more killed at random moments: the summary says OK and
 // stale locks were reaped.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	ex := exampletest.Example(t)
 	bin := filepath.Join(t.TempDir(), "idemctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
@@ -171,6 +174,7 @@ func readFile(t *testing.T, path string) string {
 // TestRunStopsCleanly: cancelling the context (Ctrl-C in main) stops the pollers; the
 // command exits 0 with its summary and leaves nothing half-done.
 func TestRunStopsCleanly(t *testing.T) {
+	t.Parallel()
 	e := upStack(t)
 	if r := idemctl(t, e, "send", "--count", "10", "--groups", "2", "--seed", "3"); r.code != 0 {
 		t.Fatalf("send: %s", r.stderr)
@@ -192,6 +196,7 @@ func TestRunStopsCleanly(t *testing.T) {
 // currency corrected, the inventory's sku restocked) the redriven message is applied
 // once, with one outbound message, and the DLQ is empty.
 func TestRedriveAfterAFix(t *testing.T) {
+	t.Parallel()
 	ex := exampletest.Example(t)
 	valid := ex.Traffic(rand.New(rand.NewPCG(3, 3)), "fix", 1, 1)
 	var refused example.Bad
@@ -302,6 +307,7 @@ func checkState(t *testing.T, ex example.Example, e env, applied []example.Messa
 // leaves no time for a record, fails its init as Lambda has runtimes report it (a post
 // to /runtime/init/error), and the invocation fails with that error.
 func TestConsumerInitErrorReported(t *testing.T) {
+	t.Parallel()
 	e, err := lambdaenv.New(lambdaenv.Function{
 		Name: "ConsumerFunction", Bin: filepath.Join(bootstrapsDir, "consumer", "bootstrap"), Timeout: 10 * time.Second,
 		Env: initEnv(t, "FUNCTION_TIMEOUT=2s"),
