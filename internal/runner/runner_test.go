@@ -69,6 +69,7 @@ func send(t *testing.T, api *sqs.Client, url string, n int) {
 // TestRunPlaysTheEventSourceMapping: records arrive as Lambda builds them, failures are
 // redelivered (soon, with RetryAfter), successes deleted, and the run stops when idle.
 func TestRunPlaysTheEventSourceMapping(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	url := fifoQueue(t, api)
 	send(t, api, url, 12)
@@ -130,6 +131,7 @@ func TestRunPlaysTheEventSourceMapping(t *testing.T) {
 // up on goes on in the queue, and would hide a message sent right after the stop for the
 // visibility timeout (the storm's next phase waited 10 s for its messages that way).
 func TestIdleStopAbandonsNoReceive(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	url := fifoQueue(t, api)
 	h := func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
@@ -156,6 +158,7 @@ func TestIdleStopAbandonsNoReceive(t *testing.T) {
 
 // TestInvocationErrorRetriesWholeBatch: a handler error leaves every record.
 func TestInvocationErrorRetriesWholeBatch(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	url := fifoQueue(t, api)
 	send(t, api, url, 3)
@@ -199,6 +202,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 // mapping makes them: one receive per batch of up to 10 and one DeleteMessageBatch per
 // batch, never a delete per message; the idle polls at the end come on top.
 func TestSQSCallsPerBatch(t *testing.T) {
+	t.Parallel()
 	calls := awstest.NewCalls()
 	api := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
 	url := fifoQueue(t, api)
