@@ -16,7 +16,9 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+// TestMain: a moto of the package's own under make test (awstest.MainOwn), which the
+// copy's suites and demo share: they load moto as much as the reliability suite does.
+func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
 
 // swapTo is the example the test wires in place of the default: the second of the
 // build's examples.
@@ -108,7 +110,7 @@ func TestSwapTheWiredExample(t *testing.T) {
 	// back: crash injection above kills consumers on this example), on bootstraps built in
 	// the copy: idemctl's default bootstrap directory is shared by every idemctl on the
 	// machine.
-	env := []string{"AWS_ENDPOINT_URL=" + awstest.Endpoint(t), "EXAMPLE="}
+	env := []string{"AWS_ENDPOINT_URL=" + awstest.Endpoint(t), "EXAMPLE=", awstest.OwnMotoVar + "="}
 	t.Run("suites", func(t *testing.T) {
 		t.Run("consumer, example, demo", func(t *testing.T) {
 			t.Parallel()

@@ -23,7 +23,10 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+// TestMain: a moto of the suite's own under make test (awstest.MainOwn): the scenarios
+// run side by side and load moto, and their checks hold real timing (reaps, fences,
+// timeouts) that other packages' load on a shared moto would stretch.
+func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
 
 // full reports whether the full sizes were asked for (make reliability).
 func full() bool { return os.Getenv("RELIABILITY") == "full" }
