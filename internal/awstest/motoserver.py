@@ -46,12 +46,14 @@ And it takes out work moto repeats on every request without changing its answers
 here on the duplicate storm, two runs each: moto's CPU per request from 8.5 and 7.9 ms to
 7.3 and 6.0 ms; moto's CPU is what limits how many tests can share one): the request
 dispatcher lists moto's package directory (a listdir and a stat per entry) to find the
-backend of each request; camelCase names are converted to snake_case with a character loop
-each time, about 70 times per SQS request (a queue's attributes are all rebuilt for each
-one read); a GetQueueAttributes naming attributes rebuilds all of them three times per name;
-and each message sent or received reads the queue's retention period by rebuilding all its
-attributes. The patch caches the directory listing and the name conversions (pure functions
-of their input), and the backend found for each host name; builds the attributes once per
+backend of each request, and the method names of the request's response class (an
+inspect.getmembers over the class, a sixth of a trivial request); camelCase names are
+converted to snake_case with a character loop each time, about 70 times per SQS request
+(a queue's attributes are all rebuilt for each one read); a GetQueueAttributes naming
+attributes rebuilds all of them three times per name; and each message sent or received
+reads the queue's retention period by rebuilding all its attributes. The patch caches the
+directory listing, the method names and the name conversions (pure functions of their
+input), and the backend found for each host name; builds the attributes once per
 GetQueueAttributes; and reads the retention period from the queue itself, the value the
 attributes carry.
 
@@ -154,6 +156,7 @@ def cheaper_dispatch():
     convert = functools.lru_cache(maxsize=4096)(utils.camelcase_to_underscores)
     for module in (utils, responses, models):
         module.camelcase_to_underscores = convert
+    responses.method_names_from_class = functools.lru_cache(maxsize=256)(utils.method_names_from_class)
 
     def get_queue_attributes(self, queue_name, attribute_names):
         queue = self.get_queue(queue_name)
