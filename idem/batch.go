@@ -277,7 +277,7 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 			p.metrics.Add(MetricSkipped, 1)
 			p.logRecord(ctx, msg, outcomeInvalid, 0, errors.New("idem: record has no messageId"), false)
 		} else {
-			rctx := ctx
+			rctx := context.WithValue(ctx, messageKey{}, msg)
 			if slots != nil {
 				rctx = withPendingSlot(ctx, &slots[i])
 			}
@@ -289,6 +289,16 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 			return
 		}
 	}
+}
+
+type messageKey struct{}
+
+// MessageFromContext returns the SQS record a BatchProcessor runs ctx for: a handler can
+// read the message's id, attributes and receive count. ok is false outside a
+// BatchProcessor's record.
+func MessageFromContext(ctx context.Context) (msg events.SQSMessage, ok bool) {
+	msg, ok = ctx.Value(messageKey{}).(events.SQSMessage)
+	return msg, ok
 }
 
 // lateErr returns why no record may start now, or nil.

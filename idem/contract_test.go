@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simdb"
 )
 
 // fakeClock is the injectable clock of the tests: it moves only when told.
@@ -47,9 +48,16 @@ type env struct {
 	clock    *fakeClock
 	bizWrite func(id string) types.TransactWriteItem
 	bizCount func(t *testing.T, id string) int
-	calls    *awstest.Calls // DynamoDB requests; nil for the memory store
-	ddb      *dynamodb.Client
+	calls    *awstest.Calls // DynamoDB requests; nil for the memory store and the simulator's
+	ddb      dynamoClient   // nil for the memory store
 	table    string
+}
+
+// dynamoClient is what the tests call on DynamoDB directly: *dynamodb.Client on moto, or
+// the simulator's in-memory DynamoDB (internal/sim/simdb).
+type dynamoClient interface {
+	idem.DynamoDBAPI
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 func (e *env) client(t *testing.T, mod ...func(*idem.Config)) *idem.Client {
@@ -96,9 +104,30 @@ func newMemoryEnv(t *testing.T) *env {
 
 func newDynamoEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
 	calls := awstest.NewCalls()
 	ddb := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	e := newDynamoStoreEnv(t, ddb)
+	calls.Reset()
+	e.calls = calls
+	return e
+}
+
+// newSimEnv is DynamoStore on the simulator's in-memory DynamoDB: the simulator's
+// store must keep the contract moto keeps.
+func newSimEnv(t *testing.T) *env {
+	t.Helper()
+	return newDynamoStoreEnv(t, simdb.New())
+}
+
+// dynamoAdmin is a DynamoDB that can also create tables.
+type dynamoAdmin interface {
+	dynamoClient
+	idem.TableAdmin
+}
+
+func newDynamoStoreEnv(t *testing.T, ddb dynamoAdmin) *env {
+	t.Helper()
+	ctx := context.Background()
 	table := awstest.Name(t, "idem")
 	if err := idem.CreateTable(ctx, ddb, table); err != nil {
 		t.Fatalf("create table: %v", err)
@@ -117,9 +146,8 @@ func newDynamoEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls.Reset()
 	return &env{
-		store: store, clock: newClock(), calls: calls, ddb: ddb, table: table,
+		store: store, clock: newClock(), ddb: ddb, table: table,
 		bizWrite: func(id string) types.TransactWriteItem {
 			return types.TransactWriteItem{Update: &types.Update{
 				TableName:                 aws.String(effects),
@@ -153,7 +181,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, e *env)) {
 	for _, b := range []struct {
 		name string
 		mk   func(*testing.T) *env
-	}{{"memory", newMemoryEnv}, {"dynamodb", newDynamoEnv}} {
+	}{{"memory", newMemoryEnv}, {"dynamodb", newDynamoEnv}, {"simdb", newSimEnv}} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			fn(t, b.mk(t))
