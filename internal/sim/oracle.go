@@ -1,0 +1,411 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simdb"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
+)
+
+// The oracle: a small model of what must hold, checked as the run goes (an effect
+// applied twice, an acknowledgement without an outcome) and at its end, once the faults
+// have stopped and the world has settled. It reads only what an outside observer could:
+// the business table, the queues and the idempotency table; never the code under test.
+
+// Violation is one broken promise.
+type Violation struct {
+	Check string // effect, ack, dead-letter, outbound, order, stuck, ...
+	Text  string
+}
+
+func (v Violation) String() string { return v.Check + ": " + v.Text }
+
+type observations struct {
+	violations  []Violation
+	done        map[*invocation]bool
+	killed      int
+	sent        map[*op][]string  // message ids SQS stored for an operation
+	credits     map[string]int    // effect id -> credits committed
+	creditSeq   map[string]int64  // effect id -> commit sequence of its first credit
+	creditGroup map[string]string // effect id -> the input message group whose delivery committed it
+	parked      map[string]bool   // effect ids of operations a message of which SQS moved to the DLQ
+	msgOp       map[string]*op    // input message id -> operation
+	acks        int
+	receives    int
+	stats       Stats
+}
+
+// Stats counts what a run did.
+type Stats struct {
+	Ops, Sends, Receives, Invocations, Killed, Acks int
+	Calls                                           int64
+	OutboundDelivered, OutboundDuplicates           int
+	DeadLettered, Parked                            int
+	VirtualTime                                     time.Duration
+}
+
+func (o *observations) violation(check, format string, args ...any) {
+	o.violations = append(o.violations, Violation{Check: check, Text: fmt.Sprintf(format, args...)})
+}
+
+func (o *observations) received(m simsqs.Message) { o.receives++ }
+
+// onWrite watches the business table: a credit is an account update that set last_op.
+func (w *world) onWrite(wr simdb.Write) {
+	if wr.Table != bizTable || wr.New == nil {
+		return
+	}
+	pk, _ := wr.New["pk"].(*types.AttributeValueMemberS)
+	if pk == nil || !strings.HasPrefix(pk.Value, "acct#") {
+		return
+	}
+	if numAttr(wr.New, "applied") == numAttr(wr.Old, "applied") {
+		return
+	}
+	id, _ := wr.New["last_op"].(*types.AttributeValueMemberS)
+	if id == nil {
+		return
+	}
+	w.obs.credits[id.Value]++
+	if w.obs.credits[id.Value] == 1 {
+		w.obs.creditSeq[id.Value] = wr.Seq
+		if c := w.cur; c != nil {
+			for _, m := range c.inv.msgs {
+				if m.ID == c.msgID {
+					w.obs.creditGroup[id.Value] = m.Group
+				}
+			}
+		}
+	}
+	w.tracef("commit #%d credits %s", wr.Seq, id.Value)
+	if n := w.obs.credits[id.Value]; n > 1 && !w.secondApplyAllowed(id.Value) {
+		w.obs.violation("effect", "effect %s applied %d times", id.Value, n)
+	}
+}
+
+// secondApplyAllowed: an operation without a guard whose record expired is a new
+// execution by contract; the workload sends such operations no delivery after their
+// TTL, so no operation may be applied twice.
+func (w *world) secondApplyAllowed(string) bool { return false }
+
+func (w *world) opOf(m simsqs.Message) *op {
+	if v, ok := m.Attributes["sim-op"]; ok {
+		for _, o := range w.ops {
+			if o.name == aws.ToString(v.StringValue) {
+				return o
+			}
+		}
+	}
+	return nil
+}
+
+// dlqCopies returns the consumer's dead letters by source message id.
+func (w *world) dlqCopies() map[string]simsqs.Message {
+	out := map[string]simsqs.Message{}
+	for _, m := range w.sqs.Messages(w.dlq) {
+		if src, ok := m.Attributes[idem.DLQSourceMessageIDAttribute]; ok {
+			out[aws.ToString(src.StringValue)] = m
+		}
+	}
+	return out
+}
+
+// acknowledged checks a message the event source mapping is about to delete: its
+// operation's effect is in place, or the consumer dead-lettered it. Anything else is an
+// error acknowledged as success.
+func (o *observations) acknowledged(w *world, m simsqs.Message) {
+	o.acks++
+	op := w.opOf(m)
+	if op == nil {
+		return
+	}
+	if _, ok := w.dlqCopies()[m.ID]; ok {
+		return
+	}
+	if w.journalHas(op) {
+		return
+	}
+	o.violation("ack", "message %s of %s (%s) acknowledged, but neither its effect is in place nor is it dead-lettered", m.ID, op.name, op.kind)
+}
+
+// journalHas reports whether the journal holds op's effect with op's amount.
+func (w *world) journalHas(o *op) bool {
+	items, _ := w.db.Items(bizTable)
+	for _, it := range items {
+		pk, _ := it["pk"].(*types.AttributeValueMemberS)
+		if pk != nil && pk.Value == "entry#"+o.effectID() && numAttr(it, "amt") == o.amt {
+			return true
+		}
+	}
+	return false
+}
+
+// check is the end-of-run oracle.
+func (w *world) check() {
+	o := &w.obs
+	dlq := w.sqs.Messages(w.dlq)
+	reasons := map[*op][]string{}
+	for _, m := range dlq {
+		op := w.opOf(m)
+		if m.MovedBySQS {
+			o.violation("stuck", "message %s of %s is still parked in the dead-letter queue after the redrive", m.ID, opName(op))
+			continue
+		}
+		if _, ok := m.Attributes[outboundQueueAttribute]; ok {
+			continue // an outbound message dead-lettered: checked with the outbound messages
+		}
+		r := aws.ToString(m.Attributes[idem.DLQReasonAttribute].StringValue)
+		if op == nil {
+			o.violation("dead-letter", "message %s in the dead-letter queue belongs to no operation: %s", m.ID, r)
+			continue
+		}
+		reasons[op] = append(reasons[op], r)
+	}
+	// Effects, per effect id: the operations that must have applied it.
+	byEffect := map[string][]*op{}
+	for _, op := range w.ops {
+		byEffect[op.effectID()] = append(byEffect[op.effectID()], op)
+	}
+	for _, op := range w.ops {
+		rs := reasons[op]
+		delivered := len(o.sent[op]) > 0
+		expect := op.kind.reasons()
+		for _, r := range rs {
+			if !containsAny(r, expect) && !(op.kind == kindValid && w.twinDeadLettered(op, r)) {
+				o.violation("dead-letter", "%s (%s) dead-lettered with %q", op.name, op.kind, r)
+			}
+		}
+		switch op.kind {
+		case kindBad, kindClosed, kindKeyless, kindNoKey:
+			if delivered && len(rs) == 0 {
+				o.violation("dead-letter", "%s (%s) was delivered but is not in the dead-letter queue", op.name, op.kind)
+			}
+		}
+	}
+	for id, ops := range byEffect {
+		want := 0
+		var who []string
+		for _, op := range ops {
+			if len(o.sent[op]) == 0 || len(reasons[op]) > 0 {
+				continue
+			}
+			switch op.kind {
+			case kindValid, kindCapped, kindTwin:
+				want++
+				who = append(who, op.name)
+			case kindKeyless:
+				want++ // each stored operation is one credit, or one dead letter
+				who = append(who, op.name)
+			}
+		}
+		if want > 1 && ops[0].kind != kindKeyless {
+			want = 1 // twins share one effect: the other is dead-lettered
+		}
+		if got := o.credits[id]; got != want {
+			o.violation("effect", "effect %s applied %d times, want %d (operations %s not dead-lettered)", shortID(id), got, want, strings.Join(who, ","))
+		}
+	}
+	w.checkRecords()
+	w.checkOutbound()
+	if n := len(w.sqs.Messages(w.input)); n > 0 {
+		o.violation("stuck", "%d messages still in the input queue", n)
+	}
+}
+
+func opName(o *op) string {
+	if o == nil {
+		return "?"
+	}
+	return o.name
+}
+
+func shortID(id string) string {
+	if len(id) > 16 {
+		return id[:12] + "…"
+	}
+	return id
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, x := range subs {
+		if strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// twinDeadLettered: of a valid operation and its twin (same key, other payload), the
+// one processed second is dead-lettered, whichever it is.
+func (w *world) twinDeadLettered(o *op, reason string) bool {
+	if !strings.Contains(reason, "payload does not match") {
+		return false
+	}
+	for _, t := range w.ops {
+		if t.twinOf == o {
+			return true
+		}
+	}
+	return false
+}
+
+func (k opKind) reasons() []string {
+	switch k {
+	case kindBad:
+		return []string{"invalid message", "hash payload", "not valid JSON"}
+	case kindCapped:
+		return []string{"over the cap"}
+	case kindTwin:
+		return []string{"payload does not match"}
+	}
+	if r := k.reason(); r != "" {
+		return []string{r}
+	}
+	return nil
+}
+
+// checkRecords: once settled, nothing is in progress and no outbox is pending.
+func (w *world) checkRecords() {
+	items, _ := w.db.Items(idemTable)
+	for _, it := range items {
+		pk, _ := it["pk"].(*types.AttributeValueMemberS)
+		status, _ := it["status"].(*types.AttributeValueMemberS)
+		if status != nil && status.Value == string(idem.StatusInProgress) {
+			w.obs.violation("stuck", "record %s is still IN_PROGRESS", pk.Value)
+		}
+		if _, ok := it["outbox"]; ok {
+			w.obs.violation("stuck", "record %s still has outbound messages pending", pk.Value)
+		}
+	}
+}
+
+// outboundQueueAttribute marks an outbound message that was dead-lettered.
+const outboundQueueAttribute = "dlq-outbound-queue"
+
+// delivery is one outbound message as a downstream consumer receives it.
+type delivery struct {
+	queue, group, key, body string
+	src                     string
+	i, n                    int
+	seq                     int64
+}
+
+// checkOutbound is the downstream receiver's view: every applied operation's messages
+// arrive (or are dead-lettered with a reason), no two distinct messages share a key, a
+// message keeps its key and body on every delivery, and in each FIFO group the first
+// deliveries follow the order of the commits.
+func (w *world) checkOutbound() {
+	o := &w.obs
+	var ds []delivery
+	for _, a := range w.sqs.Accepted() {
+		if a.Queue != w.outFIFO && a.Queue != w.outStd {
+			continue
+		}
+		var b outbound
+		if err := json.Unmarshal([]byte(a.Msg.Body), &b); err != nil {
+			o.violation("outbound", "unreadable outbound message %s: %v", a.Msg.ID, err)
+			continue
+		}
+		key := ""
+		if v, ok := a.Msg.Attributes[idem.KeyAttribute]; ok {
+			key = aws.ToString(v.StringValue)
+		}
+		ds = append(ds, delivery{queue: a.Queue, group: a.Msg.Group, key: key, body: a.Msg.Body, src: b.Src, i: b.I, n: b.N, seq: a.Msg.Seq})
+	}
+	type logical struct {
+		src string
+		i   int
+	}
+	first := map[logical]delivery{}
+	byKey := map[string]logical{}
+	for _, d := range ds {
+		l := logical{d.src, d.i}
+		if f, ok := first[l]; ok {
+			o.stats.OutboundDuplicates++ // delivered again after the deduplication interval, or on a standard queue
+			if f.key != d.key || f.body != d.body || f.queue != d.queue || f.group != d.group {
+				o.violation("outbound", "message %d of %s was delivered twice with different keys, bodies or groups", d.i, shortID(d.src))
+			}
+			continue
+		}
+		first[l] = d
+		o.stats.OutboundDelivered++
+		if d.key == "" {
+			o.violation("outbound", "message %d of %s carries no %s attribute", d.i, shortID(d.src), idem.KeyAttribute)
+		} else if prev, ok := byKey[d.key]; ok && prev != l {
+			o.violation("outbound", "messages %d and %d of %s share the key %q: a receiver keyed on it applies one and refuses the other", prev.i, d.i, shortID(d.src), d.key)
+		}
+		byKey[d.key] = l
+	}
+	// Dead-lettered outbound messages.
+	dead := map[logical]bool{}
+	for _, m := range w.sqs.Messages(w.dlq) {
+		if _, ok := m.Attributes[outboundQueueAttribute]; !ok {
+			continue
+		}
+		var b outbound
+		if json.Unmarshal([]byte(m.Body), &b) == nil {
+			dead[logical{b.Src, b.I}] = true
+			if !strings.Contains(aws.ToString(m.Attributes[idem.DLQReasonAttribute].StringValue), "shorter than") {
+				o.violation("outbound", "message %d of %s dead-lettered for an unexpected reason: %s", b.I, shortID(b.Src),
+					aws.ToString(m.Attributes[idem.DLQReasonAttribute].StringValue))
+			}
+		}
+	}
+	// Every applied effect's messages arrived or were dead-lettered; none of an effect
+	// that was not applied.
+	want := map[string]int{}
+	for _, op := range w.ops {
+		if o.credits[op.effectID()] > 0 {
+			var b body
+			if json.Unmarshal([]byte(op.body), &b) == nil {
+				want[op.effectID()] = b.Out
+			}
+		}
+	}
+	for src, n := range want {
+		for i := range n {
+			l := logical{src, i}
+			if _, ok := first[l]; !ok && !dead[l] {
+				o.violation("outbound", "message %d of %d of %s was never delivered", i, n, shortID(src))
+			}
+		}
+	}
+	for l := range first {
+		if _, ok := want[l.src]; !ok {
+			o.violation("outbound", "message %d of %s was sent, but its effect was not applied", l.i, shortID(l.src))
+		}
+	}
+	// FIFO order: per group, first deliveries in commit order, then position order.
+	groups := map[string][]delivery{}
+	for _, d := range ds {
+		if d.queue == w.outFIFO && first[logical{d.src, d.i}].seq == d.seq {
+			groups[d.group] = append(groups[d.group], d)
+		}
+	}
+	names := make([]string, 0, len(groups))
+	for g := range groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	for _, g := range names {
+		seq := groups[g]
+		for j := 1; j < len(seq); j++ {
+			a, b := seq[j-1], seq[j]
+			if o.parked[a.src] || o.parked[b.src] || !w.sc.fifo || o.creditGroup[a.src] != o.creditGroup[b.src] {
+				continue // the guarantee is per input group (and SQS broke that group's order when it parked a message)
+			}
+			ca, cb := o.creditSeq[a.src], o.creditSeq[b.src]
+			if ca > cb || ca == cb && a.i > b.i {
+				o.violation("order", "group %s: message %d of %s arrived before message %d of %s, committed earlier", g, b.i, shortID(b.src), a.i, shortID(a.src))
+			}
+		}
+	}
+}

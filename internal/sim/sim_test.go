@@ -1,0 +1,153 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeed      = flag.Uint64("seed", 0, "replay one schedule and print its trace")
+	flagSchedules = flag.Int("schedules", 0, "schedules to explore (default SIM_SCHEDULES, else 10000)")
+	flagFirst     = flag.Uint64("first", 1, "first seed of the budget")
+	flagSeconds   = flag.Duration("seconds", 0, "stop exploring after this long (default SIM_SECONDS, else no limit)")
+	flagTrace     = flag.Bool("show", false, "with -seed: print the trace even when the schedule passes")
+	flagKeepGoing = flag.Bool("keepgoing", false, "explore the whole budget even after failures, and count the failures by check")
+)
+
+func budget() (int, time.Duration) {
+	n := *flagSchedules
+	if n == 0 {
+		if v, err := fmt.Sscan(os.Getenv("SIM_SCHEDULES"), &n); v != 1 || err != nil {
+			n = 10000
+		}
+	}
+	d := *flagSeconds
+	if d == 0 {
+		var secs int
+		if v, err := fmt.Sscan(os.Getenv("SIM_SECONDS"), &secs); v == 1 && err == nil {
+			d = time.Duration(secs) * time.Second
+		}
+	}
+	return n, d
+}
+
+// TestSim explores the schedules of seeds first..first+N-1 and fails on the first
+// broken promise, with the command that replays it. With -seed it replays one.
+func TestSim(t *testing.T) {
+	if *flagSeed != 0 {
+		rep := Run(t, *flagSeed, true)
+		if rep.Failed() || *flagTrace {
+			t.Logf("seed %d: %s\n%s", rep.Seed, rep.Scenario, rep.Trace)
+		}
+		for _, v := range rep.Violations {
+			t.Errorf("seed %d: %s", rep.Seed, v)
+		}
+		return
+	}
+	n, limit := budget()
+	start := time.Now()
+	var next atomic.Uint64
+	next.Store(*flagFirst)
+	last := *flagFirst + uint64(n)
+	var mu sync.Mutex
+	var failed []*Report
+	var done atomic.Int64
+	var total Stats
+	byCheck, firstSeed := map[string]int{}, map[string]uint64{}
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	progress := time.NewTicker(10 * time.Second)
+	defer progress.Stop()
+	stopProgress := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-progress.C:
+				d := done.Load()
+				fmt.Fprintf(os.Stderr, "sim: %d/%d schedules, %.0f/s, %d failed\n", d, n, float64(d)/time.Since(start).Seconds(), len(failed))
+			case <-stopProgress:
+				return
+			}
+		}
+	}()
+	for range workers {
+		wg.Go(func() {
+			for {
+				seed := next.Add(1) - 1
+				if seed >= last || limit > 0 && time.Since(start) > limit {
+					return
+				}
+				mu.Lock()
+				stop := len(failed) >= 5 && !*flagKeepGoing
+				mu.Unlock()
+				if stop {
+					return
+				}
+				rep := Run(t, seed, false)
+				done.Add(1)
+				mu.Lock()
+				total.add(rep.Stats)
+				if rep.Failed() {
+					failed = append(failed, rep)
+					seen := map[string]bool{}
+					for _, v := range rep.Violations {
+						if !seen[v.Check] {
+							seen[v.Check] = true
+							byCheck[v.Check]++
+							if firstSeed[v.Check] == 0 || rep.Seed < firstSeed[v.Check] {
+								firstSeed[v.Check] = rep.Seed
+							}
+						}
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(stopProgress)
+	el := time.Since(start)
+	d := done.Load()
+	t.Logf("sim: %d schedules in %s (%.0f schedules/s, %.0f a minute) on %d workers; %d operations, %d sends, %d invocations (%d killed), %d requests, %d outbound deliveries (%d duplicates a receiver drops by key), %d dead letters, %d messages parked by SQS and redriven, %s of virtual time",
+		d, el.Round(time.Millisecond), float64(d)/el.Seconds(), float64(d)/el.Minutes(), workers, total.Ops, total.Sends, total.Invocations, total.Killed,
+		total.Calls, total.OutboundDelivered, total.OutboundDuplicates, total.DeadLettered, total.Parked, total.VirtualTime.Round(time.Hour))
+	if len(byCheck) > 0 {
+		t.Logf("failed schedules by check: %v (first seed of each: %v)", byCheck, firstSeed)
+	}
+	if len(failed) > 5 {
+		failed = failed[:5]
+	}
+	for _, rep := range failed {
+		var b strings.Builder
+		for i, v := range rep.Violations {
+			if i == 8 {
+				fmt.Fprintf(&b, "\n    … and %d more", len(rep.Violations)-i)
+				break
+			}
+			fmt.Fprintf(&b, "\n    %s", v)
+		}
+		t.Errorf("seed %d failed (%s):%s\n  replay: go test ./internal/sim -run TestSim -seed %d", rep.Seed, rep.Scenario, b.String(), rep.Seed)
+	}
+}
+
+func (s *Stats) add(o Stats) {
+	s.Ops += o.Ops
+	s.Sends += o.Sends
+	s.Receives += o.Receives
+	s.Invocations += o.Invocations
+	s.Killed += o.Killed
+	s.Acks += o.Acks
+	s.Calls += o.Calls
+	s.OutboundDelivered += o.OutboundDelivered
+	s.OutboundDuplicates += o.OutboundDuplicates
+	s.DeadLettered += o.DeadLettered
+	s.Parked += o.Parked
+	s.VirtualTime += o.VirtualTime
+}
