@@ -272,7 +272,7 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	res, herr := c.run(ctx, next, req, att)
 	if herr == nil {
-		res.Messages, herr = c.prepare(pk, req.Key, res)
+		res.Messages, herr = c.prepare(pk, res)
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		return Result{}, c.refuseMismatch(ctx, att, pk, gm.applied)
@@ -295,11 +295,11 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 }
 
 // prepare checks what the handler returned before anything is committed.
-func (c *Client) prepare(pk, key string, res Result) ([]Message, error) {
+func (c *Client) prepare(pk string, res Result) ([]Message, error) {
 	if res.Guarded && (len(res.Writes) > 0 || len(res.Messages) > 0) {
 		return nil, Permanent(errors.New("idem: a handler result with Guarded set must have no Writes and no Messages"))
 	}
-	msgs, err := prepareMessages(pk, key, res.Messages)
+	msgs, err := prepareMessages(pk, res.Messages)
 	if err != nil {
 		return nil, err
 	}

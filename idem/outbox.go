@@ -41,10 +41,22 @@ type Message struct {
 	// resend is a duplicate downstream.
 	DeduplicationID string `json:"d,omitempty"`
 	// Attributes are String message attributes (at most 9: the middleware adds
-	// KeyAttribute with the idempotency key, so a consumer built on this package finds
-	// the key where it looks first).
+	// KeyAttribute with the message's own idempotency key, OutboundKey, so a consumer
+	// built on this package finds it where it looks first). A handler that sets
+	// KeyAttribute itself must give each message of a result a key of its own.
 	Attributes map[string]string `json:"a,omitempty"`
 }
+
+// OutboundKey is the idempotency key of the outbound message at position i of the
+// Result.Messages committed under the record key pk (Client.RecordKey): pk, "#", i. The
+// middleware puts it in the message's KeyAttribute, and its FIFO deduplication id is
+// DeduplicationID(OutboundKey(pk, i)). Each message of a record has a key of its own, and
+// a resent message (a crash between its send and the mark that it was sent) carries the
+// same key again: a receiver that keys on it, as a consumer built on this package does,
+// applies every message once, even a resend that comes after SQS's 5-minute
+// deduplication interval. The scope in pk keeps two scopes' messages apart on a shared
+// queue.
+func OutboundKey(pk string, i int) string { return pk + "#" + strconv.Itoa(i) }
 
 // Outbox limits.
 const (
@@ -85,7 +97,7 @@ type Pending struct {
 
 // prepareMessages validates a handler's outbound messages and fills in what the
 // middleware derives: the deduplication id of FIFO messages and the key attribute.
-func prepareMessages(pk, key string, msgs []Message) ([]Message, error) {
+func prepareMessages(pk string, msgs []Message) ([]Message, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -93,20 +105,27 @@ func prepareMessages(pk, key string, msgs []Message) ([]Message, error) {
 		return nil, fmt.Errorf("%w: %d messages, at most %d", ErrInvalidMessage, len(msgs), MaxOutboundMessages)
 	}
 	out := make([]Message, len(msgs))
+	keys := make(map[string]int, len(msgs))
 	for i, m := range msgs {
 		m.Attributes = maps.Clone(m.Attributes)
 		if m.Attributes == nil {
 			m.Attributes = map[string]string{}
 		}
 		if _, ok := m.Attributes[KeyAttribute]; !ok {
-			m.Attributes[KeyAttribute] = key
+			m.Attributes[KeyAttribute] = OutboundKey(pk, i)
 		}
 		if fifoQueue(m.QueueURL) && m.DeduplicationID == "" {
-			m.DeduplicationID = DeduplicationID(pk + "#" + strconv.Itoa(i))
+			m.DeduplicationID = DeduplicationID(OutboundKey(pk, i))
 		}
 		if err := m.validate(); err != nil {
 			return nil, fmt.Errorf("%w: message %d: %w", ErrInvalidMessage, i, err)
 		}
+		// A receiver keyed on the message's key would apply the first of two messages
+		// that share one and refuse the other as a payload mismatch.
+		if j, dup := keys[m.Attributes[KeyAttribute]]; dup {
+			return nil, fmt.Errorf("%w: messages %d and %d have the same %s attribute: each needs a key of its own", ErrInvalidMessage, j, i, KeyAttribute)
+		}
+		keys[m.Attributes[KeyAttribute]] = i
 		out[i] = m
 	}
 	return out, nil

@@ -161,8 +161,8 @@ func TestOutboxSendsOnceAfterTheCommit(t *testing.T) {
 			t.Fatalf("queue holds %v, want the one receipt", bodies(got))
 		}
 		m := got[0]
-		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != "k1" {
-			t.Errorf("key attribute %q, want k1", v)
+		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != idem.OutboundKey("contract#k1", 0) {
+			t.Errorf("key attribute %q, want the message's own key, %q", v, idem.OutboundKey("contract#k1", 0))
 		}
 		if g := m.Attributes["MessageGroupId"]; g != "g-k1" {
 			t.Errorf("group %q, want g-k1", g)
@@ -690,4 +690,60 @@ func checkRedrivable(t *testing.T, e *env, c *idem.Client, mode idem.Mode, key s
 	case mode == idem.ModeLease && (err != nil || rec.Status != idem.StatusFailed || !rec.Retryable):
 		t.Errorf("%s: record %+v, %v; want FAILED and retryable (redrivable after the fix)", key, rec, err)
 	}
+}
+
+// TestEachOutboundMessageHasItsOwnKey: the messages of one record carry keys of their
+// own (OutboundKey), so a consumer built on this package downstream applies each one,
+// instead of applying the first and refusing the others as a payload mismatch. Two
+// messages with the same explicit key are refused before anything commits.
+func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = o.sqs })
+		three := func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{o.msg("first", "g"), o.msg("second", "g"), o.msg("third", "g")}}, nil
+		}
+		if _, err := c.Do(ctx, req("order-1", `{}`), three); err != nil {
+			t.Fatal(err)
+		}
+		got := o.drain(t)
+		if len(got) != 3 {
+			t.Fatalf("%d messages sent, want 3", len(got))
+		}
+		pk, _ := c.RecordKey("order-1")
+		// Downstream: another consumer on this package, keyed on the messages' own keys.
+		down := e.client(t, func(cfg *idem.Config) { cfg.Scope = "downstream" })
+		var applied []string
+		for i, m := range got {
+			key := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue)
+			if key != idem.OutboundKey(pk, i) || m.Attributes["MessageDeduplicationId"] != idem.DeduplicationID(key) {
+				t.Errorf("message %d: key %q, deduplication id %q; want %q and its deduplication id", i, key, m.Attributes["MessageDeduplicationId"], idem.OutboundKey(pk, i))
+			}
+			_, err := down.Do(ctx, req(key, aws.ToString(m.Body)), func(_ context.Context, r *idem.Request) (idem.Result, error) {
+				applied = append(applied, string(r.Payload))
+				return idem.Result{}, nil
+			})
+			if err != nil {
+				t.Errorf("downstream consumer refused message %d: %v", i, err)
+			}
+		}
+		if strings.Join(applied, ",") != "first,second,third" {
+			t.Errorf("downstream applied %v, want each message once", applied)
+		}
+		// A handler that sets the key itself must not give two messages the same one.
+		same := func(context.Context, *idem.Request) (idem.Result, error) {
+			m := o.msg("a", "g")
+			m.Attributes = map[string]string{idem.KeyAttribute: "k"}
+			n := m
+			n.Body = "b"
+			return idem.Result{Messages: []idem.Message{m, n}}, nil
+		}
+		if _, err := c.Do(ctx, req("order-2", `{}`), same); !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
+			t.Fatalf("two messages with one key: %v, want ErrInvalidMessage", err)
+		}
+		if n := len(o.drain(t)); n != 0 {
+			t.Fatalf("%d messages sent for a refused result", n)
+		}
+	})
 }
