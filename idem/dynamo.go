@@ -181,9 +181,11 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	}
 	if len(outbox) > 0 {
 		// The record stays in the in-flight index until MarkSent, so the reaper finds
-		// messages a crash left unsent.
-		set = append(set, "outbox = :outbox")
+		// messages a crash left unsent; its range key becomes the commit time, so the
+		// reaper lists pending messages in the order they were committed.
+		set = append(set, "outbox = :outbox", "lease_until = :committed")
 		vals[":outbox"] = &types.AttributeValueMemberB{Value: outbox}
+		vals[":committed"] = avN(epochMillis(now))
 	} else {
 		remove = append(remove, "inflight", "outbox")
 	}

@@ -130,15 +130,19 @@ const (
 	// with the outbound messages stored in the record. A duplicate finds the record in
 	// the condition's failure and is answered from it, as in ModeLease; two concurrent
 	// deliveries both run the handler, one commits, the other is answered from its
-	// record. Nothing is ever in progress, so there is no lease to reap and no in-flight
-	// index entry: outbound messages a crash left pending are sent by the redelivery of
-	// the message that committed them (it is acknowledged only once they are sent).
+	// record. Nothing is ever in progress, so there is no lease to reap. A record
+	// committed with outbound messages goes into the in-flight index until they are
+	// sent: any later delivery of the key sends them, and the reaper does when none
+	// comes (a crash between the commit and the send).
 	//
 	// Only a handler whose effects are its Writes and Messages qualifies: it may read
 	// anything, but must call nothing outside DynamoDB that has an effect, since it may
 	// run more than once for one key. Attempt.Step and Attempt.Extend return
-	// ErrNotInThisMode. A retryable failure stores nothing (the next delivery runs
-	// again); a permanent one is stored and replayed as in ModeLease.
+	// ErrNotInThisMode. When the handler fails, the key's record is read: a key already
+	// completed is replayed (and its pending messages sent) whatever the handler says
+	// now, since it ran against state its own commit may have changed. Otherwise a
+	// retryable failure stores nothing (the next delivery runs again), and a permanent
+	// one is stored and replayed as in ModeLease.
 	ModeSingleTransaction
 )
 
@@ -364,14 +368,15 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 		return nil, false, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
 	}
 	switch {
-	case old.Status == StatusCompleted && len(old.Outbox) > 0 && (now.Before(old.LeaseUntil) || sentByThisBatch(ctx, old.LeaseToken)):
-		// The holder committed and is sending its messages (at the end of its batch, this
-		// one's included): a duplicate is answered and acknowledged without sending them
-		// twice. They stay covered: the holder's own message is acknowledged only once
-		// they are sent, and after the holder's lease any delivery, or the reaper, sends
-		// what is left.
+	case old.Status == StatusCompleted && len(old.Outbox) > 0 && sentByThisBatch(ctx, old.LeaseToken):
+		// This very batch committed them and sends them at its end, before the record
+		// that committed them is acknowledged: a duplicate in the batch is answered.
 		return &Result{Response: old.Response, Replayed: true}, false, nil
 	case old.Status == StatusCompleted && len(old.Outbox) > 0:
+		// Committed, not known to be sent: whoever committed may have died, and nothing
+		// tells how long ago. Every delivery that finds them sends them before it is
+		// acknowledged (a resend carries the same keys and deduplication ids); the reaper
+		// sends them when no delivery comes.
 		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox,
 			sent: &cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt}}}, false, nil
 	case old.Status == StatusCompleted:

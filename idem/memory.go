@@ -139,6 +139,8 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	r.Outbox = append([]Message(nil), c.Outbox...)
 	if len(c.Outbox) == 0 {
 		r.Inflight = ""
+	} else {
+		r.LeaseUntil = now.Truncate(time.Millisecond)
 	}
 	if c.PayloadHash != "" {
 		r.PayloadHash = c.PayloadHash

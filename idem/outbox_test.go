@@ -184,8 +184,10 @@ func TestOutboxSendsOnceAfterTheCommit(t *testing.T) {
 	})
 }
 
-// TestOutboxCrashBetweenCommitAndSend: the commit holds the messages; a delivery after
-// the holder's lease sends them, once, and the reaper does when no delivery comes.
+// TestOutboxCrashBetweenCommitAndSend: the commit holds the messages, in both modes
+// with the record in the in-flight index; any later delivery sends them, however soon
+// it comes (a redelivery inside the committer's lease included: the committer may be
+// dead), and the reaper does when no delivery comes.
 func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		ctx := context.Background()
@@ -202,42 +204,28 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 		if n := len(o.drain(t)); n != 0 {
 			t.Fatalf("%d messages sent before any send succeeded", n)
 		}
-		if rec := e.record(t, live, "redelivered"); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 1 || (rec.Inflight == "") != (mode == idem.ModeSingleTransaction) {
-			t.Fatalf("record after the failed send: %s, outbox %d, inflight %q; want COMPLETED with the message pending (in the index in the lease mode)", rec.Status, len(rec.Outbox), rec.Inflight)
+		if rec := e.record(t, live, "redelivered"); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 1 || rec.Inflight == "" ||
+			!rec.LeaseUntil.Equal(e.clock.Now().Truncate(time.Millisecond)) {
+			t.Fatalf("record after the failed send: %s, outbox %d, inflight %q, lease_until %s; want COMPLETED with the message pending, in the index at its commit time",
+				rec.Status, len(rec.Outbox), rec.Inflight, rec.LeaseUntil)
 		}
-		// Inside the holder's lease, a duplicate is answered and leaves the send to the
-		// holder (whose own message is not acknowledged until it sends).
-		if res, err := live.Do(ctx, req("redelivered", `{}`), journalEffect(e, o, &runs, "redelivered")); err != nil || !res.Replayed {
-			t.Fatalf("duplicate inside the lease: %+v, %v; want a replay", res, err)
-		}
-		if n := len(o.drain(t)); n != 0 {
-			t.Fatalf("%d messages sent by a duplicate inside the holder's lease", n)
-		}
-		e.clock.Advance(6 * time.Minute) // past the lease (no deadline: 5 minutes)
+		// At once, inside what was the committer's lease: the redelivery sends.
 		res, err := live.Do(ctx, req("redelivered", `{}`), journalEffect(e, o, &runs, "redelivered"))
 		if err != nil || !res.Replayed {
-			t.Fatalf("redelivery after the lease: %+v, %v; want a replay that sends", res, err)
+			t.Fatalf("redelivery: %+v, %v; want a replay that sends", res, err)
 		}
 		if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt redelivered {}" {
 			t.Fatalf("after the redelivery the queue holds %v, want its one receipt", got)
 		}
-		if mode == idem.ModeSingleTransaction {
-			// No in-flight index entry in this mode: the reaper finds nothing, and the
-			// redelivery of the message that committed sends what is pending.
-			r := &idem.Reaper{Store: e.store, Grace: time.Second, Clock: e.clock.Now, Sender: o.sqs}
-			if sw, err := r.Sweep(ctx); err != nil || sw.Scanned != 0 {
-				t.Fatalf("sweep in single-transaction mode: %+v, %v; want nothing listed", sw, err)
-			}
-			if res, err := live.Do(ctx, req("reaped", `{}`), journalEffect(e, o, &runs, "reaped")); err != nil || !res.Replayed {
-				t.Fatalf("redelivery of reaped: %+v, %v", res, err)
-			}
-			if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt reaped {}" {
-				t.Fatalf("after the redelivery the queue holds %v, want its receipt", got)
-			}
-			return
+		if rec := e.record(t, live, "redelivered"); len(rec.Outbox) != 0 || rec.Inflight != "" || rec.Sent != 1 {
+			t.Fatalf("record after the redelivery: outbox %d, inflight %q, sent %d; want marked sent, out of the index", len(rec.Outbox), rec.Inflight, rec.Sent)
 		}
-		// No delivery of "reaped" comes back: the reaper sends its message.
+		// No delivery of "reaped" comes back: the reaper sends its message, in both modes.
 		r := &idem.Reaper{Store: e.store, Grace: time.Second, Clock: e.clock.Now, Sender: o.sqs}
+		if sw, err := r.Sweep(ctx); err != nil || sw.Sent != 0 {
+			t.Fatalf("sweep before the grace: %+v, %v; want nothing sent yet", sw, err)
+		}
+		e.clock.Advance(2 * time.Second)
 		sw, err := r.Sweep(ctx)
 		if err != nil || sw.Sent != 1 || sw.Reaped != 0 || sw.Unsent != 0 {
 			t.Fatalf("sweep: %+v, %v; want one record's messages sent and nothing reaped", sw, err)
@@ -262,6 +250,45 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 		for _, key := range []string{"redelivered", "reaped"} {
 			if n := e.bizCount(t, key); n != 1 {
 				t.Fatalf("%s: %d effects, want 1", key, n)
+			}
+		}
+	})
+}
+
+// TestSingleTransactionCompletedKeyWhateverTheHandlerSays: in the single-transaction
+// mode the handler runs before the record is read, so a redelivery after a commit runs
+// it against the state its own commit changed. Whatever it says then, a permanent
+// refusal or a retryable error, the completed key is replayed and its pending messages
+// are sent.
+func TestSingleTransactionCompletedKeyWhateverTheHandlerSays(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		crashed := e.client(t, withMode(idem.ModeSingleTransaction), func(cfg *idem.Config) { cfg.Sender = &failingSender{} })
+		live := e.client(t, withMode(idem.ModeSingleTransaction), func(cfg *idem.Config) { cfg.Sender = o.sqs })
+		var runs atomic.Int64
+		for _, tc := range []struct {
+			key string
+			now error
+		}{
+			{"refused-now", idem.Permanent(errors.New("over the limit now that this very payment was applied"))},
+			{"failing-now", errors.New("a read timed out")},
+		} {
+			if _, err := crashed.Do(ctx, req(tc.key, `{}`), journalEffect(e, o, &runs, tc.key)); err == nil || idem.IsPermanent(err) {
+				t.Fatalf("%s: send failure gave %v, want a retryable error", tc.key, err)
+			}
+			res, err := live.Do(ctx, req(tc.key, `{}`), func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{}, tc.now })
+			if err != nil || !res.Replayed || string(res.Response) != "done "+tc.key {
+				t.Fatalf("%s: redelivery whose handler now says %v: %+v, %v; want the stored response", tc.key, tc.now, res, err)
+			}
+			if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt "+tc.key+" {}" {
+				t.Fatalf("%s: the queue holds %v, want the pending receipt sent", tc.key, got)
+			}
+			if rec := e.record(t, live, tc.key); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 0 {
+				t.Fatalf("%s: record %s with %d pending; want COMPLETED, sent", tc.key, rec.Status, len(rec.Outbox))
+			}
+			if n := e.bizCount(t, tc.key); n != 1 {
+				t.Fatalf("%s: %d effects, want 1", tc.key, n)
 			}
 		}
 	})

@@ -32,6 +32,12 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		return Result{}, herr
 	}
 	if herr != nil {
+		// The handler ran before the record was read, against state that a commit of this
+		// very key may already have changed (a redelivery after the commit): what the key
+		// already has decides first, whatever the handler says now.
+		if out, err := c.settled(ctx, pk, hash); out != nil || err != nil {
+			return c.replay(ctx, out, err)
+		}
 		if !IsPermanent(herr) || redrivable(herr) {
 			return Result{}, herr // nothing stored: the next delivery runs again
 		}
@@ -40,7 +46,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		out, err := c.putSingle(ctx, rec, nil, hash)
 		if err != nil || out != nil {
 			if err == nil {
-				return *out, nil
+				return c.replay(ctx, out, nil)
 			}
 			if errors.Is(err, ErrInProgress) || IsPermanent(err) {
 				return Result{}, err
@@ -54,10 +60,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if res.Guarded {
 		writes, rec.Outbox = nil, nil
 	}
-	// No in-flight index entry, even with messages: a crash between the commit and the
-	// send leaves them pending in the record, and the message that committed them is not
-	// acknowledged until they are sent, so its redelivery (or its redrive, if SQS parks
-	// it) sends them. That saves the index writes the lease mode pays.
+	pendingOutbox(rec, att.lease.Shard, c.cfg.Clock())
 	out, err := c.putSingle(ctx, rec, writes, hash)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
@@ -71,6 +74,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 			return Result{}, fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
 		case guarded:
 			rec.Outbox, res.Guarded = nil, true
+			pendingOutbox(rec, att.lease.Shard, c.cfg.Clock())
 			out, err = c.putSingle(ctx, rec, nil, hash)
 		default:
 			// Nothing is stored: the message is dead-lettered with the reason, and runs
@@ -88,10 +92,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		return Result{}, err
 	}
 	if out != nil { // the key was committed by another delivery: its outcome
-		if err := c.hand(ctx, out.pending); err != nil {
-			return Result{}, err
-		}
-		return *out, nil
+		return c.replay(ctx, out, nil)
 	}
 	result := Result{Response: res.Response, Attempt: rec.Attempt, Guarded: res.Guarded}
 	if len(rec.Outbox) > 0 {
@@ -103,6 +104,49 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	c.cache.put(cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)})
 	return result, nil
+}
+
+// pendingOutbox readies a record about to be committed with outbound messages for the
+// in-flight index: its shard, and its commit time as the index's range key
+// (lease_until), so the reaper finds the messages a crash left unsent, and finds them in
+// the order they were committed.
+func pendingOutbox(rec *Record, shard string, now time.Time) {
+	rec.UpdatedAt = now
+	if len(rec.Outbox) == 0 {
+		rec.Inflight = ""
+		return
+	}
+	rec.Inflight, rec.LeaseUntil = shard, now.Truncate(time.Millisecond)
+}
+
+// settled reads the key's record after a handler failed and returns its stored outcome
+// when it has one (a replay, with its pending messages, or the refusal it stands for);
+// nil and nil when the handler's error stands: no record, a record a new attempt may
+// replace, or one the read could not find. A failed read is returned: nothing can be
+// decided without it.
+func (c *Client) settled(ctx context.Context, pk, hash string) (*Result, error) {
+	now := c.cfg.Clock()
+	old, err := c.cfg.Store.Get(ctx, pk, now)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("idem: read %s after its handler failed: %w", redact(pk), err)
+	}
+	replay, _, err := c.verdict(ctx, pk, hash, old, now)
+	return replay, err
+}
+
+// replay answers with the stored outcome out, sending the messages its commit left
+// pending, or returns err.
+func (c *Client) replay(ctx context.Context, out *Result, err error) (Result, error) {
+	if err != nil {
+		return Result{}, err
+	}
+	if err := c.hand(ctx, out.pending); err != nil {
+		return Result{}, err
+	}
+	return *out, nil
 }
 
 // putSingle writes rec and writes on the condition that no live record exists; when one

@@ -24,8 +24,9 @@ type Store interface {
 	Takeover(ctx context.Context, seen *Record, next Lease, expiresAt, now time.Time) (*Record, error)
 	// Complete marks the record COMPLETED with c.Response, c.ExpiresAt and c.Outbox,
 	// fenced on the lease; c.Writes commit in the same transaction or not at all. Without
-	// an outbox the record leaves the in-flight index; with one it stays there (lease end
-	// unchanged) until MarkSent, so the reaper finds messages a crash left unsent. A lost
+	// an outbox the record leaves the in-flight index; with one it stays there until
+	// MarkSent, with the commit time as its LeaseUntil (the index's range key), so the
+	// reaper finds messages a crash left unsent, in commit order. A lost
 	// fence gives ErrLeaseLost; a failed business write condition *WriteConditionError;
 	// a request refused as invalid ErrInvalidRequest.
 	Complete(ctx context.Context, l Lease, c Completion, now time.Time) error
