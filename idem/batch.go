@@ -213,11 +213,12 @@ func (p *BatchProcessor) send(ctx context.Context, recs []events.SQSMessage, uni
 	errs := p.outbox.Deliver(ctx, pendings)
 	failed := map[int]error{}
 	for n, err := range errs {
+		p.metrics.Add(MetricOutboundDeadLettered, len(pendings[n].Dead))
 		if err != nil {
 			failed[idx[n]] = err
 			p.metrics.Add(MetricOutboundUnsent, 1)
 		} else {
-			p.metrics.Add(MetricOutboundSent, len(pendings[n].Messages))
+			p.metrics.Add(MetricOutboundSent, len(pendings[n].Messages)-len(pendings[n].Dead))
 		}
 	}
 	if len(failed) == 0 {
@@ -279,7 +280,7 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 		} else {
 			rctx := context.WithValue(ctx, messageKey{}, msg)
 			if slots != nil {
-				rctx = withPendingSlot(ctx, &slots[i])
+				rctx = withPendingSlot(rctx, &slots[i])
 			}
 			outcomes[i] = p.runRecord(rctx, msg)
 		}
@@ -292,6 +293,13 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 }
 
 type messageKey struct{}
+
+// deliveryGroup is the FIFO message group of the SQS record ctx runs for ("" outside a
+// BatchProcessor, or on a standard queue).
+func deliveryGroup(ctx context.Context) string {
+	m, _ := MessageFromContext(ctx)
+	return m.Attributes["MessageGroupId"]
+}
 
 // MessageFromContext returns the SQS record a BatchProcessor runs ctx for: a handler can
 // read the message's id, attributes and receive count. ok is false outside a

@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -30,6 +31,8 @@ const (
 	attrOutbox      = "outbox"
 	attrOutboxEnc   = "outbox_enc"
 	attrSent        = "sent"
+	attrOutboxDead  = "outbox_dead"
+	attrOutboxGroup = "outbox_group"
 	// attrGuardHash is the payload fingerprint the middleware adds to guard Puts.
 	attrGuardHash = "idem_payload_hash"
 	attrCreatedAt = "created_at"
@@ -157,6 +160,9 @@ func marshalRecord(r *Record) (map[string]types.AttributeValue, error) {
 		if enc != "" {
 			item[attrOutboxEnc] = avS(enc)
 		}
+		if r.OutboxGroup != "" {
+			item[attrOutboxGroup] = avS(r.OutboxGroup)
+		}
 	}
 	return item, nil
 }
@@ -215,10 +221,17 @@ func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
 	r.CreatedAt = fromMillis(num(attrCreatedAt))
 	r.UpdatedAt = fromMillis(num(attrUpdatedAt))
 	r.Sent = int(num(attrSent))
+	r.OutboxGroup = str(attrOutboxGroup)
 	enc := str(attrResponseEnc)
 	outboxEnc := str(attrOutboxEnc)
+	dead := str(attrOutboxDead)
 	if err != nil {
 		return nil, err
+	}
+	if dead != "" {
+		if err := json.Unmarshal([]byte(dead), &r.Dead); err != nil {
+			return nil, fmt.Errorf("idem: attribute %s: %w", attrOutboxDead, err)
+		}
 	}
 	if v, ok := item[attrRetryable].(*types.AttributeValueMemberBOOL); ok {
 		r.Retryable = v.Value

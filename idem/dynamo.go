@@ -181,13 +181,17 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	}
 	if len(outbox) > 0 {
 		// The record stays in the in-flight index until MarkSent, so the reaper finds
-		// messages a crash left unsent; its range key becomes the commit time, so the
-		// reaper lists pending messages in the order they were committed.
-		set = append(set, "outbox = :outbox", "lease_until = :committed")
+		// messages a crash left unsent (updated_at holds the commit time).
+		set = append(set, "outbox = :outbox")
 		vals[":outbox"] = &types.AttributeValueMemberB{Value: outbox}
-		vals[":committed"] = avN(epochMillis(now))
+		if c.Group != "" {
+			set = append(set, "outbox_group = :group")
+			vals[":group"] = avS(c.Group)
+		} else {
+			remove = append(remove, "outbox_group")
+		}
 	} else {
-		remove = append(remove, "inflight", "outbox")
+		remove = append(remove, "inflight", "outbox", "outbox_group")
 	}
 	if outboxEnc != "" {
 		set = append(set, "outbox_enc = :oenc")
@@ -376,19 +380,29 @@ func requestErr(op, key string, err error) error {
 }
 
 // MarkSent is one UpdateItem conditioned on the completion's token and a pending outbox.
-func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int, now time.Time) error {
+func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int, dead []DeadMessage, now time.Time) error {
+	vals := map[string]types.AttributeValue{
+		":tok":       avS(token),
+		":completed": avS(string(StatusCompleted)),
+		":sent":      avN(int64(sent)),
+		":now":       avN(epochMillis(now)),
+	}
+	set := "SET sent = :sent, updated_at = :now"
+	if len(dead) > 0 {
+		raw, err := json.Marshal(dead)
+		if err != nil {
+			return fmt.Errorf("idem: mark sent %s: %w", redact(key), err)
+		}
+		set += ", outbox_dead = :dead"
+		vals[":dead"] = avS(string(raw))
+	}
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      map[string]types.AttributeValue{attrPK: avS(key)},
-		UpdateExpression:         aws.String("SET sent = :sent, updated_at = :now REMOVE outbox, outbox_enc, inflight"),
-		ConditionExpression:      aws.String("lease_token = :tok AND #status = :completed AND attribute_exists(outbox)"),
-		ExpressionAttributeNames: map[string]string{"#status": attrStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok":       avS(token),
-			":completed": avS(string(StatusCompleted)),
-			":sent":      avN(int64(sent)),
-			":now":       avN(epochMillis(now)),
-		},
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{attrPK: avS(key)},
+		UpdateExpression:          aws.String(set + " REMOVE outbox, outbox_enc, outbox_group, inflight"),
+		ConditionExpression:       aws.String("lease_token = :tok AND #status = :completed AND attribute_exists(outbox)"),
+		ExpressionAttributeNames:  map[string]string{"#status": attrStatus},
+		ExpressionAttributeValues: vals,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {

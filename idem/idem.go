@@ -114,6 +114,11 @@ type Config struct {
 	// Mode chooses how a first delivery is committed: ModeLease (the default) or
 	// ModeSingleTransaction. See Mode.
 	Mode Mode
+	// OutboxDeadLetter keeps an outbound message SQS refuses for good (too large for its
+	// queue, say): it is dead-lettered with the reason instead of staying pending and
+	// holding up the messages after it (an *SQSDeadLetter on the consumer's dead-letter
+	// queue). When nil, such a message stays pending and is reported at every try.
+	OutboxDeadLetter OutboundDeadLetterer
 }
 
 // Mode is how the middleware runs a handler.
@@ -368,9 +373,14 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 		return nil, false, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
 	}
 	switch {
-	case old.Status == StatusCompleted && len(old.Outbox) > 0 && sentByThisBatch(ctx, old.LeaseToken):
+	case old.Status == StatusCompleted && len(old.Outbox) > 0 &&
+		(sentByThisBatch(ctx, old.LeaseToken) || old.OutboxGroup != "" && deliveryGroup(ctx) != "" && deliveryGroup(ctx) != old.OutboxGroup):
 		// This very batch committed them and sends them at its end, before the record
-		// that committed them is acknowledged: a duplicate in the batch is answered.
+		// that committed them is acknowledged: a duplicate in the batch is answered. So
+		// is a delivery in another FIFO group than the one that committed them: sent
+		// from here they could overtake the pending messages of records committed before
+		// them in that group. That group's own redelivery of the key, or the reaper (in
+		// commit order), sends them.
 		return &Result{Response: old.Response, Replayed: true}, false, nil
 	case old.Status == StatusCompleted && len(old.Outbox) > 0:
 		// Committed, not known to be sent: whoever committed may have died, and nothing
@@ -412,7 +422,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	exp := now.Add(c.cfg.TTL)
 	out := Result{Response: res.Response, Attempt: att.number, Guarded: res.Guarded}
 	writes := guardWrites(res.Writes, res.Guards, hash)
-	err := c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages}, now)
+	err := c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: deliveryGroup(ctx)}, now)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, appliedHash := guardFired(wce, res.Guards)

@@ -23,6 +23,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	rec := &Record{
 		Key: pk, Status: StatusCompleted, LeaseToken: att.lease.Token, LeaseUntil: att.lease.Until,
 		ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: hash, Attempt: 1, Owner: att.lease.Owner, CreatedAt: now, UpdatedAt: now,
+		OutboxGroup: deliveryGroup(ctx),
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		rec.PayloadHash = gm.applied
@@ -60,7 +61,6 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if res.Guarded {
 		writes, rec.Outbox = nil, nil
 	}
-	pendingOutbox(rec, att.lease.Shard, c.cfg.Clock())
 	out, err := c.putSingle(ctx, rec, writes, hash)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
@@ -74,7 +74,6 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 			return Result{}, fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
 		case guarded:
 			rec.Outbox, res.Guarded = nil, true
-			pendingOutbox(rec, att.lease.Shard, c.cfg.Clock())
 			out, err = c.putSingle(ctx, rec, nil, hash)
 		default:
 			// Nothing is stored: the message is dead-lettered with the reason, and runs
@@ -106,17 +105,17 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	return result, nil
 }
 
-// pendingOutbox readies a record about to be committed with outbound messages for the
-// in-flight index: its shard, and its commit time as the index's range key
-// (lease_until), so the reaper finds the messages a crash left unsent, and finds them in
-// the order they were committed.
-func pendingOutbox(rec *Record, shard string, now time.Time) {
-	rec.UpdatedAt = now
+// indexOutbox readies rec for its put: with outbound messages, it goes into the
+// in-flight index (its shard), so the reaper finds the messages a crash left unsent;
+// without, it stays out of the index. UpdatedAt is the commit time: the reaper sends in
+// that order.
+func (c *Client) indexOutbox(rec *Record) {
+	rec.UpdatedAt = c.cfg.Clock()
 	if len(rec.Outbox) == 0 {
-		rec.Inflight = ""
+		rec.Inflight, rec.OutboxGroup = "", ""
 		return
 	}
-	rec.Inflight, rec.LeaseUntil = shard, now.Truncate(time.Millisecond)
+	rec.Inflight = shardOf(rec.Key, c.cfg.Shards)
 }
 
 // settled reads the key's record after a handler failed and returns its stored outcome
@@ -155,6 +154,7 @@ func (c *Client) replay(ctx context.Context, out *Result, err error) (Result, er
 func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.TransactWriteItem, hash string) (*Result, error) {
 	var seen *Record
 	for {
+		c.indexOutbox(rec)
 		old, err := c.cfg.Store.Put(ctx, rec, writes, seen, c.cfg.Clock())
 		if err != nil || old == nil {
 			return nil, err

@@ -50,17 +50,16 @@ func MessageKey(msg events.SQSMessage, jsonField string) (string, error) {
 	if id != "" && !contentBased {
 		return id, nil
 	}
-	if jsonField == "" {
-		if contentBased {
-			return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute, and its MessageDeduplicationId is the SHA-256 of its body "+
-				"(content-based deduplication), which names a body, not an operation: the same body sent again after SQS's 5-minute "+
-				"deduplication interval would be taken for a duplicate; set the %q attribute or a key field: %w",
-				msg.MessageId, KeyAttribute, KeyAttribute, ErrMissingKey))
-		}
-		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute and no MessageDeduplicationId: %w",
-			msg.MessageId, KeyAttribute, ErrMissingKey))
+	noID := "no MessageDeduplicationId"
+	if contentBased {
+		noID = "a MessageDeduplicationId that is the SHA-256 of its body (content-based deduplication), which names a body, " +
+			"not an operation: the same body sent again after SQS's 5-minute deduplication interval would be taken for a duplicate"
 	}
-	return bodyKey(msg, jsonField)
+	if jsonField == "" {
+		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute and %s: %w",
+			msg.MessageId, KeyAttribute, noID, ErrMissingKey))
+	}
+	return bodyKey(msg, jsonField, noID)
 }
 
 // contentDeduplicationID reports whether id is the deduplication id SQS derives for a
@@ -78,7 +77,7 @@ func contentDeduplicationID(id, body string) bool {
 }
 
 // bodyKey reads the key from a top-level field of the JSON body.
-func bodyKey(msg events.SQSMessage, field string) (string, error) {
+func bodyKey(msg events.SQSMessage, field, noID string) (string, error) {
 	var obj map[string]json.RawMessage
 	dec := json.NewDecoder(strings.NewReader(msg.Body))
 	if err := dec.Decode(&obj); err != nil {
@@ -92,8 +91,8 @@ func bodyKey(msg events.SQSMessage, field string) (string, error) {
 	}
 	raw, ok := obj[field]
 	if !ok || bytes.Equal(raw, []byte("null")) {
-		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute, no MessageDeduplicationId and no JSON field %q: %w",
-			msg.MessageId, KeyAttribute, field, ErrMissingKey))
+		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute, %s, and no JSON field %q: %w",
+			msg.MessageId, KeyAttribute, noID, field, ErrMissingKey))
 	}
 	switch c := raw[0]; {
 	case c == '"':

@@ -50,7 +50,7 @@ func runWorld(seed uint64, trace bool) *Report {
 	}
 	w.obs = observations{
 		done: map[*invocation]bool{}, sent: map[*op][]string{}, credits: map[string]int{},
-		creditSeq: map[string]int64{}, creditGroup: map[string]string{}, parked: map[string]bool{}, msgOp: map[string]*op{},
+		creditSeq: map[string]int64{}, creditGroup: map[string]string{}, creditAt: map[string]time.Time{}, reexecuted: map[string]int{}, parked: map[string]bool{}, msgOp: map[string]*op{},
 	}
 	w.start = time.Now()
 	w.ops = w.sc.ops
@@ -84,22 +84,16 @@ func runWorld(seed uint64, trace bool) *Report {
 			lastSend = max(lastSend, s.at)
 		}
 	}
-	// Faults, then the world settles without them; then an operator redrives what SQS
-	// parked in the dead-letter queue, and the world settles again.
-	w.run(w.start.Add(max(w.sc.faultEnd, lastSend)), nil)
-	w.settle(4 * time.Hour)
-	for _, m := range w.sqs.Messages(w.dlq) {
-		if m.MovedBySQS {
-			if o := w.opOf(m); o != nil {
-				w.obs.parked[o.effectID()] = true
-			}
-			w.obs.stats.Parked++
-		}
-	}
-	if n := w.sqs.Redrive(w.dlq, w.input, func(m simsqs.Message) bool { return m.MovedBySQS }); n > 0 {
-		w.tracef("operator redrives %d messages parked by SQS", n)
-		w.wakePollers()
-		w.settle(4 * time.Hour)
+	// Faults, then the world settles without them; an operator redrives what SQS parked
+	// in the dead-letter queue, and the world settles again, sends still to come
+	// included.
+	w.run(w.start.Add(w.sc.faultEnd), nil)
+	w.settle(time.Hour, false)
+	w.redriveParked()
+	w.run(w.start.Add(lastSend), nil)
+	w.settle(time.Hour, true)
+	if w.redriveParked() {
+		w.settle(time.Hour, true)
 	}
 	w.check()
 	w.stop()
@@ -139,25 +133,42 @@ func (w *world) expire() {
 }
 
 // settle runs the world until nothing is left to do (no message in the input queue, no
-// invocation running, no record in progress or with outbound messages pending, no send
-// still to come), or reports what is stuck after limit.
-func (w *world) settle(limit time.Duration) {
+// invocation running, no record in progress or with outbound messages pending, and, with
+// sends, no send still to come), or reports what is stuck after limit.
+func (w *world) settle(limit time.Duration, sends bool) {
 	end := time.Now().Add(limit)
 	for time.Now().Before(end) {
-		if w.settled() {
+		if w.pendingWork(sends) == "" {
 			return
 		}
 		w.run(time.Now().Add(30*time.Second), nil)
 	}
-	if !w.settled() {
-		w.obs.violation("stuck", "not settled %s after the faults stopped: %s", limit, w.pendingWork())
+	if p := w.pendingWork(sends); p != "" {
+		w.obs.violation("stuck", "not settled %s after the faults stopped: %s", limit, p)
 	}
 }
 
-func (w *world) settled() bool { return w.pendingWork() == "" }
+// redriveParked is an operator redriving what SQS moved to the dead-letter queue after
+// maxReceiveCount receives; it reports whether there was any.
+func (w *world) redriveParked() bool {
+	for _, m := range w.sqs.Messages(w.dlq) {
+		if m.MovedBySQS {
+			if o := w.opOf(m); o != nil {
+				w.obs.parked[o.effectID()] = true
+			}
+			w.obs.stats.Parked++
+		}
+	}
+	n := w.sqs.Redrive(w.dlq, w.input, func(m simsqs.Message) bool { return m.MovedBySQS })
+	if n > 0 {
+		w.tracef("operator redrives %d messages parked by SQS", n)
+		w.wakePollers()
+	}
+	return n > 0
+}
 
 // pendingWork says what is left to do, "" when nothing.
-func (w *world) pendingWork() string {
+func (w *world) pendingWork(sends bool) string {
 	var parts []string
 	if n := len(w.sqs.Messages(w.input)); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d input messages", n))
@@ -167,9 +178,6 @@ func (w *world) pendingWork() string {
 			parts = append(parts, "an invocation running")
 			break
 		}
-	}
-	if w.reaping {
-		parts = append(parts, "a sweep running")
 	}
 	items, _ := w.db.Items(idemTable)
 	for _, it := range items {
@@ -182,7 +190,7 @@ func (w *world) pendingWork() string {
 			break
 		}
 	}
-	if w.sendsLeft > 0 {
+	if sends && w.sendsLeft > 0 {
 		parts = append(parts, fmt.Sprintf("%d sends to come", w.sendsLeft))
 	}
 	return strings.Join(parts, ", ")

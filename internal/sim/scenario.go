@@ -205,7 +205,9 @@ func (sc *scenario) dedupID(o *op, n int) string {
 	}
 	k := o.key
 	if k == "" {
-		k = "d-" + o.name
+		// Without the key attribute the deduplication id is the key: a producer that
+		// follows the README sends every copy of the operation with the same one.
+		return "d-" + o.id
 	}
 	if n == 0 {
 		return k

@@ -151,3 +151,23 @@ func (s *Stats) add(o Stats) {
 	s.Parked += o.Parked
 	s.VirtualTime += o.VirtualTime
 }
+
+// TestSimIsDeterministic: one seed is one history. Each of these seeds runs twice and
+// must give the same trace, event for event, whatever the Go scheduler did.
+func TestSimIsDeterministic(t *testing.T) {
+	for _, seed := range []uint64{3, 7, 42, 78, 1001, 4242} {
+		a, b := Run(t, seed, true), Run(t, seed, true)
+		if a.Trace != b.Trace {
+			la, lb := strings.Split(a.Trace, "\n"), strings.Split(b.Trace, "\n")
+			for i := range min(len(la), len(lb)) {
+				if la[i] != lb[i] {
+					t.Fatalf("seed %d: the two runs differ at line %d:\n  %s\n  %s", seed, i+1, la[i], lb[i])
+				}
+			}
+			t.Fatalf("seed %d: the two runs differ in length: %d and %d lines", seed, len(la), len(lb))
+		}
+		if len(a.Trace) < 1000 {
+			t.Fatalf("seed %d: a trace of %d bytes: the run did nothing", seed, len(a.Trace))
+		}
+	}
+}

@@ -152,8 +152,13 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &r); err != nil {
 				t.Fatalf("receipt body %q: %v", aws.ToString(m.Body), err)
 			}
-			if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != r.IdempotencyKey {
-				t.Errorf("receipt %s: idempotency-key attribute %q, body %q", r.PaymentID, got, r.IdempotencyKey)
+			// The receipt's own key: the payment's record key and its position (one receipt).
+			pk, err := st.client.RecordKey(r.IdempotencyKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != idem.OutboundKey(pk, 0) {
+				t.Errorf("receipt %s: idempotency-key attribute %q, want %q (the payment's key is %q)", r.PaymentID, got, idem.OutboundKey(pk, 0), r.IdempotencyKey)
 			}
 			all = append(all, r)
 			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
