@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -62,7 +63,9 @@ func encodeBlob(resp []byte, what string) (data []byte, enc string, err error) {
 	data = resp
 	if len(resp) > compressAbove {
 		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
+		zw := gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(zw)
+		zw.Reset(&buf)
 		if _, err := zw.Write(resp); err != nil {
 			return nil, "", fmt.Errorf("idem: compress %s: %w", what, err)
 		}
@@ -78,6 +81,10 @@ func encodeBlob(resp []byte, what string) (data []byte, enc string, err error) {
 	}
 	return data, enc, nil
 }
+
+// gzipWriters keeps gzip writers between records: a new one allocates about 800 KB,
+// more than the work of compressing a response or an outbox.
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
 
 func decodeResponse(data []byte, enc string) ([]byte, error) {
 	switch enc {

@@ -28,6 +28,7 @@ type slot struct {
 	busy    bool
 	env     *environment
 	polling bool // a poll is scheduled
+	gen     int  // the scheduled poll's generation: an older one is dropped
 }
 
 // environment is one Lambda execution environment: the handler built at its init,
@@ -86,9 +87,12 @@ func (w *world) newEnv() (*environment, error) {
 // environment with it after the batching window (and, under faults, a delay: Lambda
 // throttled, or slow to scale), so the invocation may start well after the receive
 // started the messages' visibility timeout.
-func (w *world) poll(s *slot) {
+func (w *world) poll(s *slot, gen int) {
+	if gen != s.gen {
+		return // replaced by a later poll
+	}
 	s.polling = false
-	if s.busy {
+	if s.busy || w.stopped {
 		return
 	}
 	msgs := w.sqs.Receive(w.input, w.sc.batchSize, w.rng)
@@ -119,16 +123,16 @@ func (w *world) schedulePoll(s *slot, t time.Time) {
 		return
 	}
 	s.polling = true
-	w.at(t, func() { w.poll(s) })
+	s.gen++
+	gen := s.gen
+	w.at(t, func() { w.poll(s, gen) })
 }
 
-// wakePollers is SQS answering the long polls that wait: a message arrived.
+// wakePollers is SQS answering the long polls that wait: a message arrived, and a
+// waiting poll returns at once.
 func (w *world) wakePollers() {
 	for _, s := range w.slots {
-		if !s.busy && !s.polling {
-			w.schedulePoll(s, time.Now().Add(10*time.Millisecond))
-		} else if !s.busy && s.polling {
-			// Already waiting: the long poll returns at once.
+		if !s.busy {
 			s.polling = false
 			w.schedulePoll(s, time.Now().Add(10*time.Millisecond))
 		}
