@@ -838,3 +838,75 @@ type refusingSender struct{}
 func (refusingSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	return nil, errors.New("connection refused")
 }
+
+// TestRedriveOutbound: an outbound message that its queue refused for good was
+// dead-lettered with the queue it was for; once the cause is fixed, redrive sends it
+// back to that queue (not to the input queue), with its key, its group and none of the
+// dlq-* attributes.
+func TestRedriveOutbound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := upStack(t)
+	api := awstest.SQS(t)
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "out") + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := aws.ToString(q.QueueUrl)
+	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer"}
+	m := idem.Message{QueueURL: out, Body: `{"receipt":"r-1"}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}
+	if err := dl.DeadLetterOutbound(ctx, m, errors.New("InvalidParameterValue: Message must be shorter than 1024 bytes.")); err != nil {
+		t.Fatal(err)
+	}
+	if r := idemctl(t, e, "redrive"); r.code != 0 || !strings.Contains(r.stdout, "moved 1 messages") {
+		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if in := receiveAll(t, e["QUEUE_URL"]); len(in) != 0 {
+		t.Fatalf("%d messages went to the input queue, want none", len(in))
+	}
+	got := receiveAll(t, out)
+	if len(got) != 1 || aws.ToString(got[0].Body) != m.Body || attr(got[0], idem.KeyAttribute) != "payments#p-1#0" ||
+		got[0].Attributes["MessageGroupId"] != "acct-1" || got[0].Attributes["MessageDeduplicationId"] != idem.DeduplicationID("payments#p-1#0") {
+		t.Fatalf("outbound queue holds %+v, want the message with its key, group and deduplication id", got)
+	}
+	for name := range got[0].MessageAttributes {
+		if strings.HasPrefix(name, "dlq-") {
+			t.Errorf("attribute %s kept", name)
+		}
+	}
+}
+
+// TestInspectDeadLetteredOutbound: an outbound message its queue refused for good shows
+// in the record: which one, the queue, and the reason.
+func TestInspectDeadLetteredOutbound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := upStack(t)
+	api := awstest.SQS(t)
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "small") + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true", "MaximumMessageSize": "1024"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idem.New(idem.Config{Store: store, Scope: e["IDEMPOTENCY_SCOPE"], TTL: time.Hour, Sender: api,
+		OutboxDeadLetter: &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Do(ctx, &idem.Request{Key: "key:big", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Messages: []idem.Message{{QueueURL: aws.ToString(q.QueueUrl), Body: strings.Repeat("x", 2000), GroupID: "g"}}}, nil
+	})
+	if err != nil {
+		t.Fatalf("delivery: %v, want the message dead-lettered and the delivery done", err)
+	}
+	r := idemctl(t, e, "inspect", "key:big")
+	for _, want := range []string{"0 sent", "dead-lettered", "message 0, refused by " + aws.ToString(q.QueueUrl), "1024"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("inspect does not say %q:\n%s", want, r.stdout)
+		}
+	}
+}
