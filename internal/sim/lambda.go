@@ -249,7 +249,7 @@ func (w *world) finish(inv *invocation) {
 			if failed[m.ID] {
 				continue
 			}
-			w.obs.acknowledged(w, m)
+			w.obs.acknowledged(w, inv, m)
 			if w.faultsOn() && w.p(w.sc.faults.lostDelete) {
 				w.tracef("%s: delete of %s lost", inv, m.ID)
 				continue

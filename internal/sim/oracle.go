@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -37,9 +39,10 @@ type observations struct {
 	creditSeq   map[string]int64  // effect id -> commit sequence of its first credit
 	creditGroup map[string]string // effect id -> the input message group whose delivery committed it
 	creditAt    map[string]time.Time
-	reexecuted  map[string]int  // effect ids applied again past their record's TTL (no guard: a new execution by contract)
-	parked      map[string]bool // effect ids of operations a message of which SQS moved to the DLQ
-	msgOp       map[string]*op  // input message id -> operation
+	creditMsg   map[string]string // effect id -> the input message whose delivery committed it
+	reexecuted  map[string]int    // effect ids applied again past their record's TTL (no guard: a new execution by contract)
+	parked      map[string]bool   // effect ids of operations a message of which SQS moved to the DLQ
+	msgOp       map[string]*op    // input message id -> operation
 	acks        int
 	receives    int
 	stats       Stats
@@ -81,6 +84,7 @@ func (w *world) onWrite(wr simdb.Write) {
 		w.obs.creditSeq[id.Value] = wr.Seq
 		w.obs.creditAt[id.Value] = time.Now()
 		if c := w.cur; c != nil {
+			w.obs.creditMsg[id.Value] = c.msgID
 			for _, m := range c.inv.msgs {
 				if m.ID == c.msgID {
 					w.obs.creditGroup[id.Value] = m.Group
@@ -136,7 +140,7 @@ func (w *world) dlqCopies() map[string]simsqs.Message {
 // acknowledged checks a message the event source mapping is about to delete: its
 // operation's effect is in place, or the consumer dead-lettered it. Anything else is an
 // error acknowledged as success.
-func (o *observations) acknowledged(w *world, m simsqs.Message) {
+func (o *observations) acknowledged(w *world, inv *invocation, m simsqs.Message) {
 	o.acks++
 	op := w.opOf(m)
 	if op == nil {
@@ -145,10 +149,44 @@ func (o *observations) acknowledged(w *world, m simsqs.Message) {
 	if _, ok := w.dlqCopies()[m.ID]; ok {
 		return
 	}
-	if w.journalHas(op) {
+	if !w.journalHas(op) {
+		o.violation("ack", "message %s of %s (%s) acknowledged, but neither its effect is in place nor is it dead-lettered", m.ID, op.name, op.kind)
 		return
 	}
-	o.violation("ack", "message %s of %s (%s) acknowledged, but neither its effect is in place nor is it dead-lettered", m.ID, op.name, op.kind)
+	// The message whose delivery committed the effect is acknowledged only once the
+	// outbound messages of that commit are sent (or dead-lettered), unless another
+	// delivery of the key in the same batch holds them (it is not acknowledged until
+	// they are sent).
+	if o.creditMsg[op.effectID()] == m.ID && !w.otherDeliveryIn(inv, m, op) && w.outboxPending(m) {
+		o.violation("ack", "message %s of %s, which committed its effect, acknowledged while the commit's outbound messages are still pending", m.ID, op.name)
+	}
+}
+
+// otherDeliveryIn reports whether inv's batch holds another message of op's effect.
+func (w *world) otherDeliveryIn(inv *invocation, m simsqs.Message, op *op) bool {
+	for _, x := range inv.msgs {
+		if o := w.opOf(x); x.ID != m.ID && o != nil && o.effectID() == op.effectID() {
+			return true
+		}
+	}
+	return false
+}
+
+// outboxPending reports whether the idempotency record of m's key holds pending
+// outbound messages.
+func (w *world) outboxPending(m simsqs.Message) bool {
+	ev := w.sqs.Event(w.input, []simsqs.Message{m})
+	key, err := idem.MessageKey(ev.Records[0], w.sc.keyField)
+	if err != nil {
+		return false
+	}
+	pk, err := idem.RecordKey(scope, key, false)
+	if err != nil {
+		return false
+	}
+	out, _ := w.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(idemTable), Key: map[string]types.AttributeValue{"pk": avS(pk)}})
+	_, pending := out.Item["outbox"]
+	return pending
 }
 
 // journalHas reports whether the journal holds op's effect with op's amount.

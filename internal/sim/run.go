@@ -50,7 +50,7 @@ func runWorld(seed uint64, trace bool) *Report {
 	}
 	w.obs = observations{
 		done: map[*invocation]bool{}, sent: map[*op][]string{}, credits: map[string]int{},
-		creditSeq: map[string]int64{}, creditGroup: map[string]string{}, creditAt: map[string]time.Time{}, reexecuted: map[string]int{}, parked: map[string]bool{}, msgOp: map[string]*op{},
+		creditSeq: map[string]int64{}, creditGroup: map[string]string{}, creditAt: map[string]time.Time{}, creditMsg: map[string]string{}, reexecuted: map[string]int{}, parked: map[string]bool{}, msgOp: map[string]*op{},
 	}
 	w.start = time.Now()
 	w.ops = w.sc.ops
