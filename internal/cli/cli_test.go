@@ -292,8 +292,8 @@ func TestUpExample(t *testing.T) {
 					t.Errorf("the block's %s was not created", r.ID)
 				}
 			}
-			if ex.OutboundQueue() != "" && vars[ex.OutboundQueue()] == "" {
-				t.Errorf("the outbound queue's %s is not exported", ex.OutboundQueue())
+			if _, name := exampletest.Confirms(ex); name != "" && vars[name] == "" {
+				t.Errorf("the outbound queue's %s is not exported", name)
 			}
 		})
 	}
@@ -369,6 +369,7 @@ func recordLines(t *testing.T, path string) []string {
 func TestSend(t *testing.T) {
 	t.Parallel()
 	ex := exampletest.Example(t)
+	exampletest.Traffic(t, ex) // send generates the example's traffic
 	e := upStack(t)
 	record := filepath.Join(t.TempDir(), "sent.jsonl")
 	r := idemctl(t, e, "send", "--count", "25", "--groups", "3", "--duplicates", "0.2", "--seed", "42", "--record", record)
@@ -442,7 +443,7 @@ func sameJSON(a, b string) bool {
 // refuses, and Decode's error.
 func invalidBody(t *testing.T, ex example.Example, valid []example.Message) (string, error) {
 	t.Helper()
-	for _, b := range ex.Bad("x", valid) {
+	for _, b := range exampletest.Traffic(t, ex).Bad("x", valid) {
 		if _, err := ex.Decode([]byte(b.Body)); err != nil && !strings.Contains(b.Body, "\n") {
 			return b.Body, err
 		}
@@ -455,7 +456,7 @@ func TestSendFromFile(t *testing.T) {
 	t.Parallel()
 	ex := exampletest.Example(t)
 	e := upStack(t)
-	traffic := ex.Traffic(rand.New(rand.NewPCG(7, 7)), "f", 3, 2)
+	traffic := exampletest.Traffic(t, ex).Traffic(rand.New(rand.NewPCG(7, 7)), "f", 3, 2)
 	bad, badErr := invalidBody(t, ex, traffic)
 	file := filepath.Join(t.TempDir(), "messages.jsonl")
 	// Line 4 is invalid; line 2 is blank.
@@ -569,7 +570,7 @@ func TestInspect(t *testing.T) {
 
 	// A commit whose outbound message could not be sent shows it pending, then sent.
 	outbound := e["DLQ_URL"] // any queue will do when the example sends nothing
-	if v := exampletest.Example(t).OutboundQueue(); v != "" {
+	if _, v := exampletest.Confirms(exampletest.Example(t)); v != "" {
 		outbound = e[v]
 	}
 	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])

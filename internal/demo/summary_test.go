@@ -89,6 +89,8 @@ func (l *lockedBuffer) outcomes(t *testing.T) map[string]int {
 // example's tables, the DLQ reasons.
 func TestSummaryLinesTraceToEvents(t *testing.T) {
 	ex := exampletest.Example(t)
+	exampletest.Traffic(t, ex)
+	exampletest.Checker(t, ex) // the tables' line and the check's verdict
 	st := exampletest.Up(t, ex)
 	sqsAPI, ddb := st.SQS, st.DynamoDB
 	vars := map[string]string{}

@@ -29,7 +29,14 @@ var block []byte
 // the demo and the reliability suite know of payments.
 type Example struct{}
 
-var _ example.Example = Example{}
+// It implements the contract and every optional interface, so every tool runs on it.
+var (
+	_ example.Example   = Example{}
+	_ example.Traffic   = Example{}
+	_ example.Preparer  = Example{}
+	_ example.Checker   = Example{}
+	_ example.Confirmer = Example{}
+)
 
 // Name is "ledger".
 func (Example) Name() string { return "ledger" }
