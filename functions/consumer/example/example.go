@@ -120,6 +120,17 @@ type Confirmer interface {
 	Confirms(body string) (id string, ok bool)
 }
 
+// Full is an example that implements every optional interface, as the ledger and the
+// inventory do: every tool runs on it. A line var _ example.Full = Example{} in its
+// package keeps it so.
+type Full interface {
+	Example
+	Traffic
+	Preparer
+	Checker
+	Confirmer
+}
+
 // MissingError says that an example lacks an optional interface a tool needs.
 type MissingError struct {
 	Example   string // the example's name

@@ -29,14 +29,7 @@ var block []byte
 // the demo and the reliability suite know of payments.
 type Example struct{}
 
-// It implements the contract and every optional interface, so every tool runs on it.
-var (
-	_ example.Example   = Example{}
-	_ example.Traffic   = Example{}
-	_ example.Preparer  = Example{}
-	_ example.Checker   = Example{}
-	_ example.Confirmer = Example{}
-)
+var _ example.Full = Example{} // every tool runs on it
 
 // Name is "ledger".
 func (Example) Name() string { return "ledger" }
