@@ -1,7 +1,9 @@
 // Package exampletest gives tests the wired example and its resources: the queues and
 // tables of template.yaml, with the example's block, created on the test's endpoint
 // (moto) by the same code as `idemctl up`. Tests that use it name no example and no
-// resource: they read both from the template.
+// resource: they read both from the template. A test that needs one of the example's
+// optional interfaces gets it through Traffic or Checker, which skip the test, with the
+// interface to implement, when the example lacks it.
 package exampletest
 
 import (

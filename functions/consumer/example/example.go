@@ -11,8 +11,8 @@
 //     without --from-file, idemctl events, the reliability suite, the benchmarks and
 //     most consumer tests need it.
 //   - Checker (Expect, Read): what the traffic must leave in the example's tables, and
-//     those tables read back. The demo's and idemctl check's verdict, the reliability
-//     suite and the tests' table checks need it.
+//     those tables read back. idemctl check, the reliability suite and the tests' table
+//     checks need it; the demo skips its table check without it.
 //   - Preparer (Prepare): what the traffic needs in the tables before it is sent (stock
 //     to reserve). Without it there is nothing to prepare.
 //   - Confirmer (OutboundQueue, Confirms): which outbound message confirms which message.
@@ -26,7 +26,8 @@
 //
 // The two examples of this repository are functions/consumer/ledger (payments credited
 // to accounts; the default) and functions/consumer/inventory (stock reservations); both
-// implement every optional interface.
+// implement every optional interface (Full). What they share is beside this package:
+// strict decodes a body, guarded is their handler's shape.
 package example
 
 import (
@@ -93,8 +94,7 @@ type Preparer interface {
 }
 
 // Checker is implemented by an example whose tables can be checked from outside: the
-// demo's and idemctl check's verdict, the reliability suite and the tests compare
-// Expect with Read.
+// demo, idemctl check, the reliability suite and the tests compare Expect with Read.
 type Checker interface {
 	// Expect returns what the example's tables must hold once exactly the messages of
 	// applied (a subset of valid, each applied once) were applied, after Prepare(valid).
@@ -109,7 +109,7 @@ type Checker interface {
 
 // Confirmer is implemented by an example whose handler sends outbound messages: the
 // demo and the tests then expect exactly one per applied message, and none for a
-// message that was refused.
+// message that was refused. Without it they do not look at outbound messages.
 type Confirmer interface {
 	// OutboundQueue names the variable that holds the URL of the queue the handler's
 	// outbound messages go to.
