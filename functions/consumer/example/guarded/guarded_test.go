@@ -54,7 +54,9 @@ func TestHandle(t *testing.T) {
 		err.Error() != "notes: handler must run under the idem middleware: "+idem.ErrNoLease.Error() {
 		t.Errorf("outside the middleware: %v", err)
 	}
-	req := func(body string) *idem.Request { return &idem.Request{Key: "note:n-1", Payload: []byte(body), Attempt: &idem.Attempt{}} }
+	req := func(body string) *idem.Request {
+		return &idem.Request{Key: "note:n-1", Payload: []byte(body), Attempt: &idem.Attempt{}}
+	}
 	if _, err := h.Handle(context.Background(), req(`{}`)); !errors.Is(err, errBad) || !idem.IsPermanent(err) {
 		t.Errorf("an invalid note: %v, want a permanent error wrapping Decode's", err)
 	}
