@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
@@ -52,10 +53,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if len(pos) > 0 {
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
-	if *exName != "" {
-		if _, err := pickExample(*exName, env); err != nil {
-			return usageError(flags, stderr, "--example: %v", err)
-		}
+	if _, _, err := needExample(*exName, env, example.TrafficOf); err != nil {
+		return usageError(flags, stderr, "%v", err)
 	}
 	if *kills < 0 || *kills > 10_000 || *maxUp < 200*time.Millisecond {
 		return usageError(flags, stderr, "want 0 <= --kills <= 10000 and --kill-within >= 200ms")
@@ -142,7 +141,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	fmt.Fprintf(stderr, "demo: stack %s ready for example %s; consumer logs go to %s\n", stackName, ex.Name(), logPath)
 
 	opts := demo.Options{
-		Env: vars, SQS: sqsClient, DynamoDB: ddb, Messages: o.messages, Groups: o.accounts,
+		Env: vars, Examples: examples, SQS: sqsClient, DynamoDB: ddb, Messages: o.messages, Groups: o.accounts,
 		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: syncw.New(logs),
 		Storm: o.storm, MaxDeliveries: o.maxDeliveries,
 	}

@@ -125,7 +125,7 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 	if o.queueURL == "" {
 		return runner.Stats{}, 0, errNotSet("QUEUE_URL", "queue-url")
 	}
-	consumerCfg, err := consumerapp.FromEnv(env)
+	consumerCfg, err := consumerapp.FromEnvOf(examples, env)
 	if err != nil {
 		return runner.Stats{}, 0, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
 	}

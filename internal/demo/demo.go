@@ -2,7 +2,10 @@
 // ledger's payments by default) with duplicates of every kind, bad input and a consumer
 // killed mid-batch, consumed by several local consumers and the reaper, then checked
 // from outside: the example's tables must hold what the distinct messages sent leave
-// (example.Example's Expect against its Read), with one outbound message each.
+// (example.Checker's Expect against its Read), with one outbound message each
+// (example.Confirmer). The traffic is the example's (example.Traffic): an example
+// without it has no demo, and one without a Checker or a Confirmer has those checks
+// skipped, the summary says why.
 package demo
 
 import (
@@ -27,6 +30,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -61,7 +65,10 @@ type Crasher func(ctx context.Context) (int, error)
 
 // Options configures Run. Env holds the variables `idemctl up` prints.
 type Options struct {
-	Env      map[string]string
+	Env map[string]string
+	// Examples are the examples Env's EXAMPLE picks from (default: the build's,
+	// functions/consumer/wiring).
+	Examples []example.Example
 	SQS      SQSAPI
 	DynamoDB DynamoDBAPI
 	Messages int // distinct valid messages (default 2000)
@@ -157,8 +164,10 @@ type Summary struct {
 	Outbound           int            // distinct messages with an outbound message (the ledger's receipts)
 	OutboundMessages   int            // outbound messages (one per applied message expected)
 	OutboundNotApplied int            // outbound messages for messages that were not applied (0 expected)
+	OutboundSkipped    string         // why outbound messages were not counted ("": they were)
 	StateOK            bool           // the example's tables hold what Expect says
 	StateDiffs         []string
+	StateSkipped       string // why the tables were not checked ("": they were)
 	OK                 bool
 	Elapsed            time.Duration
 }
@@ -185,7 +194,19 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		o.Logs = io.Discard
 	}
 	lookup := func(k string) (string, bool) { v, ok := o.Env[k]; return v, ok }
-	cfg, err := consumerapp.FromEnv(lookup)
+	if o.Examples == nil {
+		o.Examples = wiring.Examples
+	}
+	// The traffic first: without it there is no demo, whatever the environment.
+	ex, err := example.FromEnv(o.Examples, lookup)
+	if err != nil {
+		return Summary{}, fmt.Errorf("demo: %w", err)
+	}
+	gen, err := example.TrafficOf(ex)
+	if err != nil {
+		return Summary{}, fmt.Errorf("demo: %w", err)
+	}
+	cfg, err := consumerapp.FromEnvOf(o.Examples, lookup)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -194,17 +215,25 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return Summary{}, errors.New("demo: QUEUE_URL is not set")
 	}
 	cfg.LeaseGrace, cfg.DeadlineMargin = LeaseGrace, DeadlineMargin
-	ex := cfg.Example
-	outboundURL := o.Env[ex.OutboundQueue()]
-	if ex.OutboundQueue() != "" && outboundURL == "" {
-		return Summary{}, fmt.Errorf("demo: %s (example %s's outbound queue) is not set", ex.OutboundQueue(), ex.Name())
+	s := Summary{Example: ex.Name()}
+	checker, err := example.CheckerOf(ex)
+	if err != nil {
+		s.StateSkipped = err.Error()
+	}
+	rr := &receiptReader{api: o.SQS, seen: map[string]int{}}
+	if conf, err := example.ConfirmerOf(ex); err != nil {
+		s.OutboundSkipped = err.Error()
+	} else if name := conf.OutboundQueue(); name != "" {
+		if rr.url = o.Env[name]; rr.url == "" {
+			return Summary{}, fmt.Errorf("demo: %s (example %s's outbound queue) is not set", name, ex.Name())
+		}
+		rr.confirms = conf.Confirms
 	}
 
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	run := fmt.Sprintf("%d", time.Now().Unix())
-	traffic := ex.Traffic(rng, run, o.Messages, o.Groups)
-	s := Summary{Example: ex.Name()}
-	if err := ex.Prepare(ctx, o.DynamoDB, lookup, traffic); err != nil {
+	traffic := gen.Traffic(rng, run, o.Messages, o.Groups)
+	if err := example.Prepare(ctx, ex, o.DynamoDB, lookup, traffic); err != nil {
 		return s, fmt.Errorf("demo: prepare example %s: %w", ex.Name(), err)
 	}
 	var bads []example.Bad
@@ -214,7 +243,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			o.MaxDeliveries = 5
 		}
 		st := stormStream(rng, traffic, o.MaxDeliveries)
-		bads = ex.Bad(run, traffic)
+		bads = gen.Bad(run, traffic)
 		bad = badMessages(bads)
 		first, second, afterDone, afterTTL, afterDelete, s.Deliveries = st.first, append(st.second, bad...), st.afterDone, st.afterTTL, st.afterDelete, st.kinds
 		rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
@@ -223,7 +252,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 		s.GuardedExpected = len(afterTTL) + len(afterDelete)
 	} else {
-		bads = ex.Bad(run, traffic)
+		bads = gen.Bad(run, traffic)
 		first, second, extra, bad = stream(rng, traffic, badMessages(bads))
 	}
 	s.Distinct, s.BadSent = len(traffic), len(bad)
@@ -255,7 +284,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 		defer fns.Close()
 	}
-	rr := &receiptReader{api: o.SQS, url: outboundURL, confirms: ex.Confirms, seen: map[string]int{}}
 	rctx, stopReceipts := context.WithCancel(ctx)
 	defer stopReceipts()
 	go rr.every(rctx, 5*time.Second)
@@ -474,11 +502,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err := rr.drain(ctx); err != nil {
 		return s, err
 	}
-	got, err := ex.Read(ctx, o.DynamoDB, lookup)
-	if err != nil {
-		return s, fmt.Errorf("demo: read example %s's tables: %w", ex.Name(), err)
-	}
-	s.Applied = got.Applied // counted from the example's tables themselves
 	s.AppliedByMetrics = c[idem.MetricAcquired]
 	var applicable []example.Message
 	for _, p := range traffic {
@@ -487,28 +510,40 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 	}
 	s.Outbound, s.OutboundMessages, s.OutboundNotApplied = rr.counts(applicable)
-	want, err := ex.Expect(traffic, applicable)
-	if err != nil {
-		return s, err
-	}
-	s.StateDiffs = CompareState(want, got.State)
-	s.StateOK = len(s.StateDiffs) == 0
 	dlq := 0
 	for _, v := range s.DeadLettered {
 		dlq += v
 	}
-	// Outbound messages go out after the commit: exactly one per applied message, none for
-	// a message that was refused or not applied (an example without any expects 0). A run
-	// stopped by the guard is a second execution of a message: expected after the record's
-	// TTL or its deletion (the storm plays those), a bug anywhere else.
-	wantOutbound := s.Applied
-	if ex.OutboundQueue() == "" {
-		wantOutbound = 0
-	}
-	s.OK = s.StateOK && s.Applied == s.Distinct-len(s.Parked) && dlq == s.BadSent && len(s.BadMissing) == 0 &&
-		s.Outbound == wantOutbound && s.OutboundMessages == s.Outbound && s.OutboundNotApplied == 0 &&
+	// A run stopped by the guard is a second execution of a message: expected after the
+	// record's TTL or its deletion (the storm plays those), a bug anywhere else.
+	s.OK = dlq == s.BadSent && len(s.BadMissing) == 0 &&
 		(s.Killed == 0 || s.Reaped > 0 || cfg.Mode == idem.ModeSingleTransaction) && // no lease, nothing to reap
 		s.Guarded <= s.GuardedExpected
+	// Every message not parked is applied once: counted in the example's tables, which
+	// hold what Expect says.
+	if checker != nil {
+		got, err := checker.Read(ctx, o.DynamoDB, lookup)
+		if err != nil {
+			return s, fmt.Errorf("demo: read example %s's tables: %w", ex.Name(), err)
+		}
+		s.Applied = got.Applied // counted from the example's tables themselves
+		want, err := checker.Expect(traffic, applicable)
+		if err != nil {
+			return s, err
+		}
+		s.StateDiffs = CompareState(want, got.State)
+		s.StateOK = len(s.StateDiffs) == 0
+		s.OK = s.OK && s.StateOK && s.Applied == s.Distinct-len(s.Parked)
+	}
+	// Outbound messages go out after the commit: exactly one per applied message, none for
+	// a message that was refused or not applied (an example that sends none expects 0).
+	if s.OutboundSkipped == "" {
+		wantOutbound := s.Distinct - len(s.Parked)
+		if rr.url == "" {
+			wantOutbound = 0
+		}
+		s.OK = s.OK && s.Outbound == wantOutbound && s.OutboundMessages == s.Outbound && s.OutboundNotApplied == 0
+	}
 	s.Elapsed = time.Since(start)
 	return s, nil
 }
@@ -807,19 +842,27 @@ func (s Summary) Print(w io.Writer) {
 	line("  not delivered (computed: sent - delivered)", s.SuppressedBySQS)
 	line("answered from the stored result (duplicates)", s.SuppressedByDynamo)
 	line("refused while another consumer held the key", s.InProgress)
-	line("business effects applied (counted in its tables)", fmt.Sprintf("%d (distinct valid messages: %d)", s.Applied, s.Distinct))
+	if s.StateSkipped != "" {
+		line("business effects applied (counted in its tables)", fmt.Sprintf("not counted (distinct valid messages: %d)", s.Distinct))
+	} else {
+		line("business effects applied (counted in its tables)", fmt.Sprintf("%d (distinct valid messages: %d)", s.Applied, s.Distinct))
+	}
 	line("  reported applied by the local consumers", s.AppliedByMetrics)
 	if s.ChildConsumers {
 		line("  reported applied by the consumer processes", s.AppliedByChildren)
 	}
-	if unreported := s.Applied - s.AppliedByMetrics - s.AppliedByChildren; unreported != 0 {
+	if unreported := s.Applied - s.AppliedByMetrics - s.AppliedByChildren; unreported != 0 && s.StateSkipped == "" {
 		why := "a commit whose answer its consumer did not get; the redelivery found it completed"
 		if s.ChildConsumers {
 			why = "a consumer process killed after its commit, or a commit whose answer was lost"
 		}
 		line("  unreported effects (computed: effects - reports)", fmt.Sprintf("%d (%s)", unreported, why))
 	}
-	line("outbound messages received downstream", fmt.Sprintf("%d for %d messages (%d for messages not applied)", s.OutboundMessages, s.Outbound, s.OutboundNotApplied))
+	if s.OutboundSkipped != "" {
+		line("outbound messages received downstream", "not counted: "+s.OutboundSkipped)
+	} else {
+		line("outbound messages received downstream", fmt.Sprintf("%d for %d messages (%d for messages not applied)", s.OutboundMessages, s.Outbound, s.OutboundNotApplied))
+	}
 	dlq := 0
 	for _, n := range s.DeadLettered {
 		dlq += n
@@ -863,7 +906,10 @@ func (s Summary) Print(w io.Writer) {
 		line("  latest reap past lease end + grace", late)
 	}
 	verdict := "OK"
-	if !s.StateOK {
+	switch {
+	case s.StateSkipped != "":
+		verdict = "skipped: " + s.StateSkipped
+	case !s.StateOK:
 		verdict = "FAIL"
 	}
 	line(s.Example+" check: tables = what the applied messages leave", verdict)

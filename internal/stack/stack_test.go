@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -140,8 +141,12 @@ func TestUpOurTemplate(t *testing.T) {
 			t.Errorf("queue %s: URL %s, ARN %s", id, q.URL, q.ARN)
 		}
 	}
-	if len(queues) < 3 {
-		t.Errorf("queues %v: want the input queue, the DLQ and the example's", queues)
+	wantQueues := 2 // the input queue and the DLQ
+	if _, outbound := exampletest.Confirms(wiring.Default()); outbound != "" {
+		wantQueues++ // and the example's outbound queue
+	}
+	if len(queues) < wantQueues {
+		t.Errorf("queues %v: want the input queue, the DLQ and the example's outbound queue if it has one", queues)
 	}
 
 	// The input queue: FIFO, visibility 180 s, redrive to the DLQ after 5 receives.

@@ -44,8 +44,15 @@ type Config struct {
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
-// missing or malformed variable at once.
+// missing or malformed variable at once. The example is one of the build's
+// (functions/consumer/wiring).
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	return FromEnvOf(wiring.Examples, lookup)
+}
+
+// FromEnvOf is FromEnv with the example picked from examples instead of the build's:
+// for a test's own message type. The consumer needs only example.Example's methods.
+func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (Config, error) {
 	e := envconf.New(lookup)
 	cfg := Config{
 		FunctionTimeout:   e.Duration("FUNCTION_TIMEOUT", 0),
@@ -71,7 +78,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		errs = append(errs, err)
 	}
 	var err error
-	if cfg.Example, err = example.FromEnv(wiring.Examples, lookup); err != nil {
+	if cfg.Example, err = example.FromEnv(examples, lookup); err != nil {
 		errs = append(errs, err)
 	} else if cfg.Handler, err = cfg.Example.NewHandler(lookup); err != nil {
 		errs = append(errs, err)

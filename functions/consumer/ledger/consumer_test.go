@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -40,7 +41,8 @@ func newConsumer(t *testing.T) *consumer {
 		"IDEMPOTENCY_TTL": "1h", "LEASE_GRACE": "5s", "INFLIGHT_SHARDS": "2", "MAX_CONCURRENCY": "4",
 		"DEADLINE_MARGIN": "2s", "CACHE_SIZE": "100", "METRICS_NAMESPACE": "Test",
 	})
-	cfg, err := consumerapp.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	// The ledger, wired or not: these are its own tests.
+	cfg, err := consumerapp.FromEnvOf([]example.Example{ledger.Example{}}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}

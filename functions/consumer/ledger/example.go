@@ -29,7 +29,7 @@ var block []byte
 // the demo and the reliability suite know of payments.
 type Example struct{}
 
-var _ example.Example = Example{}
+var _ example.Full = Example{} // every tool runs on it
 
 // Name is "ledger".
 func (Example) Name() string { return "ledger" }
