@@ -52,7 +52,7 @@ func drainQueue(t *testing.T, client *sqs.Client, url string) []sqstypes.Message
 	return (&outbox{sqs: client, url: url}).drain(t)
 }
 
-func fifoRecord(id, group, key, body string) events.SQSMessage {
+func keyedFIFORecord(id, group, key, body string) events.SQSMessage {
 	return events.SQSMessage{
 		MessageId: id, Body: body, ReceiptHandle: "rh-" + id,
 		Attributes:        map[string]string{"MessageGroupId": group, "MessageDeduplicationId": key},
@@ -112,7 +112,7 @@ func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := events.SQSEvent{Records: []events.SQSMessage{fifoRecord("m-a", "in", "rec-a", `{"n":1}`), fifoRecord("m-b", "in", "rec-b", `{"n":2}`)}}
+		ev := events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-a", "in", "rec-a", `{"n":1}`), keyedFIFORecord("m-b", "in", "rec-b", `{"n":2}`)}}
 		resp, err := bp.Process(ctx, ev)
 		if err != nil || len(resp.BatchItemFailures) != 2 {
 			t.Fatalf("batch with a failed send: %+v, %v; want both records back", resp, err)
@@ -168,7 +168,7 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := events.SQSEvent{Records: []events.SQSMessage{fifoRecord("m-1", "in", "big-1", `{"n":1}`), fifoRecord("m-2", "in", "small-2", `{"n":2}`)}}
+		ev := events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "big-1", `{"n":1}`), keyedFIFORecord("m-2", "in", "small-2", `{"n":2}`)}}
 		if resp, err := bp.Process(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want both records acknowledged", resp, err)
 		}
