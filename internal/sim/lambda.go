@@ -140,6 +140,10 @@ func (w *world) wakePollers() {
 }
 
 func (w *world) invoke(s *slot, msgs []simsqs.Message) {
+	if s.env != nil && w.faultsOn() && w.p(w.sc.faults.recycle) {
+		w.tracef("Lambda replaces env-%d with a fresh environment", s.env.id)
+		s.env = nil // Lambda reclaims idle environments: the next one starts cold, its cache empty
+	}
 	if s.env == nil {
 		env, err := w.newEnv()
 		if err != nil {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -273,27 +275,61 @@ func (f faultRates) name() string {
 	return "calm"
 }
 
-// tracer keeps a run's events when asked to.
+// tracer keeps a run's events when asked to. The functions' log lines come from their
+// goroutines, in whatever order they run: they wait in pending, and the scheduler adds
+// them to the trace, sorted, at its next step, so a replay prints the same trace.
 type tracer struct {
-	on bool
-	b  strings.Builder
+	on      bool
+	mu      sync.Mutex
+	b       strings.Builder
+	pending []string
 }
 
 func newTracer(on bool) *tracer { return &tracer{on: on} }
 
-func (t *tracer) String() string { return t.b.String() }
+func (t *tracer) String() string {
+	t.flush()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}
 
 // logs is where the functions' JSON log lines go: into the trace, or nowhere.
 func (t *tracer) logs() io.Writer {
 	if !t.on {
 		return io.Discard
 	}
-	return &t.b
+	return t
+}
+
+// Write takes one log line of a function.
+func (t *tracer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending = append(t.pending, string(p))
+	return len(p), nil
+}
+
+// flush adds the pending log lines to the trace, in a fixed order.
+func (t *tracer) flush() {
+	if !t.on {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	slices.Sort(t.pending)
+	for _, l := range t.pending {
+		t.b.WriteString(l)
+	}
+	t.pending = t.pending[:0]
 }
 
 func (w *world) tracef(format string, args ...any) {
 	if !w.trace.on {
 		return
 	}
+	w.trace.flush()
+	w.trace.mu.Lock()
+	defer w.trace.mu.Unlock()
 	fmt.Fprintf(&w.trace.b, "%10s  %s\n", time.Since(w.start).Round(time.Millisecond), fmt.Sprintf(format, args...))
 }

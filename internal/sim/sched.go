@@ -142,6 +142,7 @@ func (w *world) at(t time.Time, fn func()) {
 
 // collect takes what the code under test did since the last step, in a fixed order.
 func (w *world) collect() {
+	w.trace.flush()
 	w.mu.Lock()
 	arr, fin := w.arrivals, w.finished
 	w.arrivals, w.finished = nil, nil
