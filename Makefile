@@ -12,7 +12,7 @@ TOOLS := internal/makefile/tools.sh
 LAMBDA_ARCH ?= arm64
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost local-deploy rename
+.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost local-deploy rename sim sim-holes
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -24,6 +24,9 @@ test: tools check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn
 	@# One package at a time: the packages share one moto, whose DynamoDB requests are
 	@# applied one at a time, and idem's 12 800-acquire race would starve the others.
 	$(LOCAL_AWS) --free-port -- $(GO) test -race -count=1 -p 1 -timeout 30m ./...
+	@# The simulator's budget (seeds 1 to 10 000) without -race, which slows it tenfold;
+	@# under -race above it explores 300.
+	$(GO) test -count=1 -timeout 20m -v -run 'TestSim$$' ./internal/sim -schedules 10000
 
 unit: tools ## the tests, without -race (faster), against moto_server on a free port
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 ./...
@@ -101,6 +104,18 @@ scale: tools ## the scale model of SCALING.md: ceilings and what to raise at 100
 # make test runs the same scenarios at small sizes.
 reliability: tools ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes; EXAMPLE=name for another example)
 	$(LOCAL_AWS) --free-port -- env RELIABILITY=full EXAMPLE=$(EXAMPLE) $(GO) test -count=1 -v -timeout 150m ./internal/reliability/
+
+# The deterministic simulator (internal/sim, RELIABILITY.md): SIM_SCHEDULES schedules from
+# seed SIM_FIRST, or until SIM_SECONDS have passed, with progress every 10 s and a summary.
+SIM_SCHEDULES ?= 1000000
+SIM_SECONDS ?= 0
+SIM_FIRST ?= 1
+
+sim: tools ## the simulator's long run: SIM_SCHEDULES schedules (default 1 000 000; make test runs 10 000) or SIM_SECONDS seconds, from seed SIM_FIRST; a broken promise prints its seed and replay command
+	$(GO) test -count=1 -timeout 0 -v -run 'TestSim$$' ./internal/sim -schedules $(SIM_SCHEDULES) -seconds $(SIM_SECONDS)s -first $(SIM_FIRST)
+
+sim-holes: tools ## put each hole of issue 19 back (internal/sim/holes) in a copy and check that the simulator's make-test budget finds it
+	internal/sim/holes/check.sh
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
 # awstest.Main from starting moto in the fuzzing process and in each of its workers.

@@ -131,7 +131,6 @@ func TestSim(t *testing.T) {
 		total.Ops, total.Sends, total.Invocations, total.Killed,
 		total.Calls, total.OutboundDelivered, total.OutboundDuplicates, total.DeadLettered, total.Parked, total.VirtualTime.Round(time.Hour))
 	fmt.Fprintln(os.Stderr, summary)
-	t.Log(summary)
 	if len(byCheck) > 0 {
 		t.Logf("failed schedules by check: %v (first seed of each: %v)", byCheck, firstSeed)
 	}
