@@ -156,6 +156,14 @@ type Summary struct {
 	Reaped             int            // stale locks failed by the reaper
 	ReapLate           time.Duration  // the in-process reaper's latest reap past lease end + grace (period ReapEvery)
 	ReapLateChildren   time.Duration  // the same for the consumer processes' reapers
+	// How the in-process reaper's sweeps went: the longest gap between the starts of two
+	// sweeps, and the longest sweep. A lock becomes reapable at lease end + grace; the
+	// first sweep to start after that finds it, at most SweepGap later, and fails it
+	// before that sweep ends, at most SweepTook after its start: so ReapLate stays under
+	// SweepGap + SweepTook. (The ticker starts a sweep every ReapEvery, or at the first
+	// tick after a sweep that ran longer.)
+	SweepGap, SweepTook time.Duration
+	SweepTookChildren   time.Duration // the consumer processes' longest sweep
 	Guarded            int            // runs stopped by the example's guard write (a redelivery past the TTL)
 	LeaseLost          int            // commits refused because the lease had moved on
 	Deliveries         map[string]int // storm: extra deliveries sent, by kind
@@ -296,14 +304,21 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	var seenMu sync.Mutex
 	seen := map[string]bool{}
 	var reaped int64
+	var lastSweep time.Time
 	sweep := func(ctx context.Context) (idem.SweepResult, error) {
 		sweepOnce := reaper.Sweep
 		if fns.Reap != nil {
 			sweepOnce = fns.Reap
 		}
+		start := time.Now()
 		res, err := sweepOnce(ctx)
+		took := time.Since(start)
 		seenMu.Lock()
 		s.ReapLate = max(s.ReapLate, res.MaxLate)
+		if !lastSweep.IsZero() {
+			s.SweepGap = max(s.SweepGap, start.Sub(lastSweep))
+		}
+		s.SweepTook, lastSweep = max(s.SweepTook, took), start
 		seenMu.Unlock()
 		return res, err
 	}
@@ -343,10 +358,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		logs := ChildLog{
 			OnMessage: func(id string) { seenMu.Lock(); seen[id] = true; seenMu.Unlock() },
 			OnApplied: func() { seenMu.Lock(); s.AppliedByChildren++; seenMu.Unlock() },
-			OnReaped: func(n int, late time.Duration) {
+			OnReaped: func(n int, late, took time.Duration) {
 				seenMu.Lock()
 				reaped += int64(n)
 				s.ReapLateChildren = max(s.ReapLateChildren, late)
+				s.SweepTookChildren = max(s.SweepTookChildren, took)
 				seenMu.Unlock()
 			},
 		}
