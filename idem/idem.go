@@ -49,6 +49,15 @@ type Result struct {
 	// Response alone and returns with Guarded set; if it holds another payload's, the
 	// delivery fails with ErrPayloadMismatch.
 	Guards []int
+	// HomeGuard says that the first guard (Writes[Guards[0]], a Put to the idempotency
+	// table of a DynamoStore) is where the record lives: the record is folded into that
+	// item (its attributes become the record's, at the record's key) instead of being an
+	// item of its own, so the commit writes one item fewer (two write units fewer in a
+	// transaction). The record then lives as long as the guard, for good: it gets no
+	// TTL. The guard's item, read by the business, carries the record's attributes
+	// besides its own, and its key is the record's (DynamoStore.Key). MemoryStore keeps
+	// the two apart, with the same outcomes.
+	HomeGuard bool
 	// Guarded is set by the middleware when a guard write showed that the effect had
 	// already been applied, so the record was completed without the writes and without
 	// the messages. A handler may set it itself, with no Writes and no Messages, when
@@ -308,6 +317,9 @@ func (c *Client) prepare(pk string, res Result) ([]Message, error) {
 	if res.Guarded && (len(res.Writes) > 0 || len(res.Messages) > 0) {
 		return nil, Permanent(errors.New("idem: a handler result with Guarded set must have no Writes and no Messages"))
 	}
+	if res.HomeGuard && (len(res.Guards) == 0 || res.Guards[0] < 0 || res.Guards[0] >= len(res.Writes) || res.Writes[res.Guards[0]].Put == nil) {
+		return nil, Permanent(errors.New("idem: a handler result with HomeGuard set needs Guards[0] to be the position of a Put in Writes"))
+	}
 	msgs, err := prepareMessages(pk, res.Messages)
 	if err != nil {
 		return nil, err
@@ -422,7 +434,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	exp := now.Add(c.cfg.TTL)
 	out := Result{Response: res.Response, Attempt: att.number, Guarded: res.Guarded}
 	writes := guardWrites(res.Writes, res.Guards, hash)
-	err := c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: deliveryGroup(ctx)}, now)
+	err := c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: deliveryGroup(ctx), Home: homeOf(res)}, now)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, appliedHash := guardFired(wce, res.Guards)
@@ -480,6 +492,14 @@ func (c *Client) refuseMismatch(ctx context.Context, att *Attempt, pk, applied s
 		return errors.Join(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch), err)
 	}
 	return fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
+}
+
+// homeOf is Completion.Home for a handler's result.
+func homeOf(res Result) int {
+	if !res.HomeGuard || len(res.Guards) == 0 {
+		return 0
+	}
+	return res.Guards[0] + 1
 }
 
 // guardWrites returns writes with the payload's fingerprint added to each guard Put, and

@@ -109,9 +109,10 @@ func journalEffect(e *env, o *outbox, runs *atomic.Int64, id string) idem.Handle
 
 func journal(e *env, id string) types.TransactWriteItem {
 	return types.TransactWriteItem{Put: &types.Put{
-		TableName:           e.bizWrite(id).Update.TableName,
-		Item:                map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "journal-" + id}},
-		ConditionExpression: aws.String("attribute_not_exists(id)"),
+		TableName:                aws.String(e.bizTable),
+		Item:                     e.bizKey("journal-" + id),
+		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
+		ExpressionAttributeNames: map[string]string{"#k": e.bizKeyAttr},
 	}}
 }
 
@@ -127,7 +128,7 @@ func (e *env) forget(t *testing.T, c *idem.Client, key string) {
 		return
 	}
 	if _, err := e.ddb.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
-		TableName: aws.String(e.table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
+		TableName: aws.String(e.table), Key: e.store.(*idem.DynamoStore).Key(pk),
 	}); err != nil {
 		t.Fatalf("delete record: %v", err)
 	}
@@ -413,9 +414,9 @@ func TestRedriveAfterAFix(t *testing.T) {
 			}
 			checkRedrivable(t, e, c, mode, "pay-1")
 			// The operator opens the account, then redrives the message.
-			if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: e.bizWrite("acct").Update.TableName, Item: map[string]types.AttributeValue{
-				"id": &types.AttributeValueMemberS{Value: "acct"}, "open_since": &types.AttributeValueMemberN{Value: "1"},
-			}}); err != nil {
+			if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.bizTable), Item: e.bizItem("acct", map[string]types.AttributeValue{
+				"open_since": &types.AttributeValueMemberN{Value: "1"},
+			})}); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 2 {
@@ -507,9 +508,9 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 			big := strings.Repeat("x", 410*1024)
 			for name, writes := range map[string][]types.TransactWriteItem{
 				"two actions on one item": {e.bizWrite("same"), e.bizWrite("same")},
-				"item over 400 KB": {{Put: &types.Put{TableName: e.bizWrite("x").Update.TableName, Item: map[string]types.AttributeValue{
-					"id": &types.AttributeValueMemberS{Value: "big"}, "blob": &types.AttributeValueMemberS{Value: big},
-				}}}},
+				"item over 400 KB": {{Put: &types.Put{TableName: aws.String(e.bizTable), Item: e.bizItem("big", map[string]types.AttributeValue{
+					"blob": &types.AttributeValueMemberS{Value: big},
+				})}}},
 			} {
 				_, err := c.Do(ctx, req(name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 					return idem.Result{Writes: writes}, nil
@@ -556,7 +557,7 @@ func TestAppliedSkipsStepsAfterDeletion(t *testing.T) {
 		h := func(id string) idem.HandlerFunc {
 			return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
 				g := journal(e, id)
-				applied, err := r.Attempt.Applied(ctx, aws.ToString(g.Put.TableName), map[string]types.AttributeValue{"id": g.Put.Item["id"]})
+				applied, err := r.Attempt.Applied(ctx, aws.ToString(g.Put.TableName), e.bizKey("journal-"+id))
 				if err != nil {
 					return idem.Result{}, err
 				}

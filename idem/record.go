@@ -42,6 +42,8 @@ type Record struct {
 	Owner       string        // diagnostics: who holds or held the lease (Lambda request id)
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+
+	home int // ModeSingleTransaction's Put: 1 + the position of the home write (Completion.Home)
 }
 
 // expired reports whether the record's TTL has passed: DynamoDB deletes such items late,

@@ -56,10 +56,10 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		}
 		return Result{}, herr
 	}
-	rec.Response, rec.Outbox = res.Response, res.Messages
+	rec.Response, rec.Outbox, rec.home = res.Response, res.Messages, homeOf(res)
 	writes := guardWrites(res.Writes, res.Guards, hash)
 	if res.Guarded {
-		writes, rec.Outbox = nil, nil
+		writes, rec.Outbox, rec.home = nil, nil, 0
 	}
 	out, err := c.putSingle(ctx, rec, writes, hash)
 	var wce *WriteConditionError
@@ -67,13 +67,13 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		guarded, applied := guardFired(wce, res.Guards)
 		switch {
 		case guarded && applied != "" && applied != hash:
-			rec.PayloadHash, rec.Response, rec.Outbox = applied, nil, nil
+			rec.PayloadHash, rec.Response, rec.Outbox, rec.home = applied, nil, nil, 0
 			if _, err := c.putSingle(ctx, rec, nil, hash); err != nil {
 				return Result{}, err
 			}
 			return Result{}, fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
 		case guarded:
-			rec.Outbox, res.Guarded = nil, true
+			rec.Outbox, rec.home, res.Guarded = nil, 0, true
 			out, err = c.putSingle(ctx, rec, nil, hash)
 		default:
 			// Nothing is stored: the message is dead-lettered with the reason, and runs

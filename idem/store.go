@@ -74,6 +74,10 @@ type Completion struct {
 	// Group is the FIFO message group of the delivery that commits (stored with an
 	// outbox: see Record.OutboxGroup).
 	Group string
+	// Home, when not 0, is 1 + the position in Writes of the guard Put that is the
+	// record's home (Result.HomeGuard): a store that can (DynamoStore) folds it into the
+	// record instead of writing an item of its own; others treat it as any write.
+	Home int
 	// PayloadHash, when set, replaces the record's payload hash (a guarded completion
 	// that found the effect in place for another payload records the payload it was
 	// applied for).
