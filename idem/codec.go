@@ -116,7 +116,9 @@ func avBool(b bool) types.AttributeValue { return &types.AttributeValueMemberBOO
 
 // marshalRecord encodes a record for PutItem in the default layout (MemoryStore checks
 // its sizes with it).
-func marshalRecord(r *Record) (map[string]types.AttributeValue, error) { return defaultSchema.marshal(r) }
+func marshalRecord(r *Record) (map[string]types.AttributeValue, error) {
+	return defaultSchema.marshal(r)
+}
 
 // unmarshalRecord decodes an item of the default layout.
 func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {

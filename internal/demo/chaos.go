@@ -16,8 +16,8 @@ import (
 
 // ChildLog is what Chaos reads from its children's JSON log lines on stdout.
 type ChildLog struct {
-	OnMessage func(messageID string)             // a record the child received
-	OnApplied func()                             // a record the child reported applied
+	OnMessage func(messageID string)                   // a record the child received
+	OnApplied func()                                   // a record the child reported applied
 	OnReaped  func(n int, maxLate, took time.Duration) // a child's reaper sweep: locks failed, how late, how long it took
 }
 
@@ -117,9 +117,9 @@ func killedBySIGKILL(err error) bool {
 // line reads one JSON log line of a child.
 func (l ChildLog) line(b []byte) {
 	var rec struct {
-		Msg       string `json:"msg"`
-		MessageID string `json:"message_id"`
-		Outcome   string `json:"outcome"`
+		Msg        string `json:"msg"`
+		MessageID  string `json:"message_id"`
+		Outcome    string `json:"outcome"`
 		Reaped     int    `json:"reaped"`
 		MaxLateMS  int64  `json:"max_late_ms"`
 		DurationMS int64  `json:"duration_ms"`

@@ -163,21 +163,21 @@ type Summary struct {
 	// SweepGap + SweepTook. (The ticker starts a sweep every ReapEvery, or at the first
 	// tick after a sweep that ran longer.)
 	SweepGap, SweepTook time.Duration
-	SweepTookChildren   time.Duration // the consumer processes' longest sweep
-	Guarded            int            // runs stopped by the example's guard write (a redelivery past the TTL)
-	LeaseLost          int            // commits refused because the lease had moved on
-	Deliveries         map[string]int // storm: extra deliveries sent, by kind
-	GuardedExpected    int            // storm: the most guarded runs there may be (after-TTL deliveries)
-	LastProgress       time.Time      // when a local consumer last applied or answered a record
-	Outbound           int            // distinct messages with an outbound message (the ledger's receipts)
-	OutboundMessages   int            // outbound messages (one per applied message expected)
-	OutboundNotApplied int            // outbound messages for messages that were not applied (0 expected)
-	OutboundSkipped    string         // why outbound messages were not counted ("": they were)
-	StateOK            bool           // the example's tables hold what Expect says
-	StateDiffs         []string
-	StateSkipped       string // why the tables were not checked ("": they were)
-	OK                 bool
-	Elapsed            time.Duration
+	SweepTookChildren   time.Duration  // the consumer processes' longest sweep
+	Guarded             int            // runs stopped by the example's guard write (a redelivery past the TTL)
+	LeaseLost           int            // commits refused because the lease had moved on
+	Deliveries          map[string]int // storm: extra deliveries sent, by kind
+	GuardedExpected     int            // storm: the most guarded runs there may be (after-TTL deliveries)
+	LastProgress        time.Time      // when a local consumer last applied or answered a record
+	Outbound            int            // distinct messages with an outbound message (the ledger's receipts)
+	OutboundMessages    int            // outbound messages (one per applied message expected)
+	OutboundNotApplied  int            // outbound messages for messages that were not applied (0 expected)
+	OutboundSkipped     string         // why outbound messages were not counted ("": they were)
+	StateOK             bool           // the example's tables hold what Expect says
+	StateDiffs          []string
+	StateSkipped        string // why the tables were not checked ("": they were)
+	OK                  bool
+	Elapsed             time.Duration
 }
 
 // Run plays the whole demo against the resources in o.Env.
