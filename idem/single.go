@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -12,6 +13,15 @@ import (
 // handleSingle is ModeSingleTransaction: run the handler, then commit its result with
 // one request whose condition on the record decides, as the acquire's does.
 func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, pk, hash string, now time.Time) (Result, error) {
+	if redelivered(ctx) {
+		// SQS delivers this message again: the key is likely settled already. One read of
+		// the record alone answers such a duplicate as the lease mode's acquire does,
+		// without running the handler and without a transaction refused item by item.
+		// A first delivery goes straight to the handler: no second round trip.
+		if out, err := c.settled(ctx, pk, hash); out != nil || err != nil {
+			return c.replay(ctx, out, err)
+		}
+	}
 	att := &Attempt{
 		c: c, number: 1, hash: hash, single: true,
 		lease: Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now).Truncate(time.Millisecond), Owner: c.owner(ctx), Shard: shardOf(pk, c.cfg.Shards)},
@@ -103,6 +113,17 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	c.cache.put(cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)})
 	return result, nil
+}
+
+// redelivered reports whether the SQS record ctx runs for was received before
+// (ApproximateReceiveCount above 1).
+func redelivered(ctx context.Context) bool {
+	m, ok := MessageFromContext(ctx)
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	return err == nil && n > 1
 }
 
 // indexOutbox readies rec for its put: with outbound messages, it goes into the
