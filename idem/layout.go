@@ -86,6 +86,29 @@ func PowertoolsLayout(table string) Layout {
 	}}
 }
 
+// Validate reports what is wrong with the layout (an error wrapping ErrLayout that names
+// every problem), or nil.
+func (l Layout) Validate() error {
+	_, err := l.schema()
+	return err
+}
+
+// SetAttribute sets the name of the record attribute field (an Attributes field name,
+// such as "ExpiresAt") to name.
+func (a *Attributes) SetAttribute(field, name string) error {
+	for _, c := range a.canonical() {
+		if fieldName(c.name) == field {
+			*c.set = name
+			return nil
+		}
+	}
+	var fields []string
+	for _, c := range a.canonical() {
+		fields = append(fields, fieldName(c.name))
+	}
+	return fmt.Errorf("%w: no record attribute %q (one of %s)", ErrLayout, field, strings.Join(fields, ", "))
+}
+
 // schema is a Layout resolved: every name set, checked.
 type schema struct {
 	table, pk, sk, static, prefix, index string

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
 // recordFlags are the flags that locate an idempotency record.
@@ -57,7 +58,19 @@ func (rf *recordFlags) open(ctx context.Context, env lookupEnv, key string) (*re
 	if err != nil {
 		return nil, err
 	}
-	store, err := idem.NewDynamoStore(dynamodb.NewFromConfig(cfg), table)
+	// The record's place in the table: the consumer's layout variables (IDEMPOTENCY_SORT_KEY,
+	// IDEMPOTENCY_ATTRIBUTE_NAMES, ...), with the table from --table or the environment.
+	er := envconf.New(func(name string) (string, bool) {
+		if name == "IDEMPOTENCY_TABLE" {
+			return table, true
+		}
+		return env(name)
+	})
+	layout := er.Layout()
+	if err := er.Err(); err != nil {
+		return nil, err
+	}
+	store, err := idem.NewDynamoStoreLayout(dynamodb.NewFromConfig(cfg), layout)
 	if err != nil {
 		return nil, err
 	}

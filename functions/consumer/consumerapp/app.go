@@ -61,7 +61,11 @@ func New(cfg Config, d Deps) (Handler, error) {
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "consumer")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
 
-	store, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
+	layout := cfg.Layout
+	if layout.Table == "" {
+		layout.Table = cfg.IdempotencyTable
+	}
+	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}

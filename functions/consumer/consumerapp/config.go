@@ -29,7 +29,10 @@ type Config struct {
 	Example example.Example
 	Handler idem.Handler
 
-	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
+	IdempotencyTable string // IDEMPOTENCY_TABLE (required)
+	// Layout is where the records live in that table (the IDEMPOTENCY_* layout variables:
+	// envconf.Reader.Layout); its Table, when empty, is IdempotencyTable.
+	Layout           idem.Layout
 	DLQURL           string        // DLQ_URL (required): permanent failures go here
 	Scope            string        // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
 	TTL              time.Duration // IDEMPOTENCY_TTL (default 168h): retention of records
@@ -58,7 +61,7 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		FunctionTimeout:   e.Duration("FUNCTION_TIMEOUT", 0),
 		VisibilityTimeout: e.Duration("VISIBILITY_TIMEOUT", 0),
 
-		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		Layout:           e.Layout(),
 		DLQURL:           e.Required("DLQ_URL"),
 		Scope:            e.Required("IDEMPOTENCY_SCOPE"),
 		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
@@ -70,6 +73,7 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		KeyField:         e.String("KEY_FIELD", ""),
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
+	cfg.IdempotencyTable = cfg.Layout.Table
 	// The examples qualify for the single-transaction mode: their effects are their
 	// writes and their outbound messages.
 	mode := e.OneOf("IDEMPOTENCY_MODE", idem.ModeLease.String(), idem.ModeLease.String(), idem.ModeSingleTransaction.String())

@@ -21,6 +21,7 @@ import (
 // Config is the reaper's configuration.
 type Config struct {
 	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
+	Layout           idem.Layout   // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
 	Shards           int           // INFLIGHT_SHARDS (default 4): as the consumer's
 	Grace            time.Duration // LEASE_GRACE (default 30s): how long past its end a lease is reaped
 	Margin           time.Duration // SWEEP_MARGIN (default 2s): stop this long before the deadline
@@ -36,7 +37,7 @@ type Config struct {
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	e := envconf.New(lookup)
 	cfg := Config{
-		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		Layout:           e.Layout(),
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
 		Grace:            e.Duration("LEASE_GRACE", 30*time.Second),
 		Margin:           e.Duration("SWEEP_MARGIN", 2*time.Second),
@@ -44,6 +45,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		FunctionTimeout:  e.Duration("FUNCTION_TIMEOUT", 0),
 		DLQURL:           e.String("DLQ_URL", ""),
 	}
+	cfg.IdempotencyTable = cfg.Layout.Table
 	if consumer := e.Duration("CONSUMER_TIMEOUT", 0); consumer > 0 {
 		cfg.MaxLease = consumer + cfg.Grace
 	}
@@ -92,7 +94,11 @@ func New(cfg Config, d Deps) (Handler, error) {
 		d.Metrics = os.Stdout
 	}
 	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
-	store, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
+	layout := cfg.Layout
+	if layout.Table == "" {
+		layout.Table = cfg.IdempotencyTable
+	}
+	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
