@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -83,11 +85,15 @@ func idemctl(t *testing.T, e env, args ...string) result {
 // stack of the test's own, and returns the environment with the exported variables
 // added, like eval "$(idemctl up)" does. The queues and tables are deleted after the
 // test.
-func upStack(t *testing.T) env {
+func upStack(t *testing.T, params ...string) env {
 	t.Helper()
 	e := localEnv(t)
 	name := stackName(t)
-	r := idemctl(t, e, "up", "--template", templatePath, "--example", exampletest.Example(t).Name(), "--stack", name)
+	args := []string{"up", "--template", templatePath, "--example", exampletest.Example(t).Name(), "--stack", name}
+	for _, p := range params {
+		args = append(args, "--param", p)
+	}
+	r := idemctl(t, e, args...)
 	if r.code != 0 {
 		t.Fatalf("up: exit %d\n%s", r.code, r.stderr)
 	}
@@ -913,5 +919,58 @@ func TestInspectDeadLetteredOutbound(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect does not say %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// TestInspectAndUnlockInASingleTable: with the records in a single-table layout (the
+// template's IdempotencyPartitionKey and IdempotencySortKey), inspect and unlock find
+// them through the variables the functions read.
+func TestInspectAndUnlockInASingleTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := upStack(t, "IdempotencyPartitionKey=PK", "IdempotencySortKey=SK", "IdempotencyStaticPartitionKey=IDEM")
+	if e["IDEMPOTENCY_SORT_KEY"] != "SK" || e["IDEMPOTENCY_STATIC_PARTITION_KEY"] != "IDEM" {
+		t.Fatalf("idemctl up exported no single-table layout: %v", e)
+	}
+	layout := envconf.New(e.lookup).Layout()
+	store, err := idem.NewDynamoStoreLayout(awstest.DynamoDB(t), layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := e["IDEMPOTENCY_SCOPE"]
+	c, err := idem.New(idem.Config{Store: store, Scope: scope, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(ctx, &idem.Request{Key: "key:s-1", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte(`{"ok":true}`)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := idemctl(t, e, "inspect", "key:s-1"); r.code != 0 || !strings.Contains(r.stdout, "COMPLETED") {
+		t.Errorf("inspect: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	pk, err := idem.RecordKey(scope, "key:s-2", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, created, err := store.Create(ctx, &idem.Record{
+		Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(-time.Minute),
+		Inflight: "1", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "stuck-worker", CreatedAt: now, UpdatedAt: now,
+	}, now); err != nil || !created {
+		t.Fatalf("create: %v, %v", created, err)
+	}
+	if r := idemctl(t, e, "unlock", "key:s-2"); r.code != 0 || !strings.Contains(r.stdout, "stuck-worker") {
+		t.Errorf("unlock: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	rec, err := store.Get(ctx, pk, time.Now())
+	if err != nil || rec.Status != idem.StatusFailed || !rec.Retryable {
+		t.Errorf("record after unlock: %+v, %v", rec, err)
+	}
+	// The items are where the layout says: partition key IDEM, sort key the record's key.
+	out, err := awstest.DynamoDB(t).GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(layout.Table), Key: store.Key(pk)})
+	if err != nil || out.Item["PK"] == nil || out.Item["PK"].(*types.AttributeValueMemberS).Value != "IDEM" {
+		t.Errorf("item at %v: %v, %v", store.Key(pk), out.Item, err)
 	}
 }
