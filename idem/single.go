@@ -13,18 +13,26 @@ import (
 // handleSingle is ModeSingleTransaction: run the handler, then commit its result with
 // one request whose condition on the record decides, as the acquire's does.
 func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, pk, hash string, now time.Time) (Result, error) {
+	var seen *Record // the record a takeover is conditioned on, when read first
 	if redelivered(ctx) {
 		// SQS delivers this message again: the key is likely settled already. One read of
 		// the record alone answers such a duplicate as the lease mode's acquire does,
-		// without running the handler and without a transaction refused item by item.
-		// A first delivery goes straight to the handler: no second round trip.
-		if out, err := c.settled(ctx, pk, hash); out != nil || err != nil {
+		// without running the handler and without a transaction refused item by item; and
+		// when it finds an attempt to take over, the commit is conditioned on the record
+		// as read, without a refused transaction first. A first delivery goes straight to
+		// the handler: no second round trip.
+		out, old, err := c.look(ctx, pk, hash)
+		if out != nil || err != nil {
 			return c.replay(ctx, out, err)
 		}
+		seen = old
 	}
 	att := &Attempt{
 		c: c, number: 1, hash: hash, single: true,
 		lease: Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now).Truncate(time.Millisecond), Owner: c.owner(ctx), Shard: shardOf(pk, c.cfg.Shards)},
+	}
+	if seen != nil {
+		att.number = seen.Attempt + 1
 	}
 	res, herr := c.run(ctx, next, req, att)
 	if herr == nil {
@@ -37,7 +45,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		rec.PayloadHash = gm.applied
-		if _, err := c.putSingle(ctx, rec, nil, hash); err != nil {
+		if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
 			return Result{}, errors.Join(herr, err)
 		}
 		return Result{}, herr
@@ -54,7 +62,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		}
 		// A permanent failure is stored and replayed, as in ModeLease.
 		rec.Status, rec.Error = StatusFailed, truncate(herr.Error(), 1024)
-		out, err := c.putSingle(ctx, rec, nil, hash)
+		out, err := c.putSingle(ctx, rec, nil, hash, seen)
 		if err != nil || out != nil {
 			if err == nil {
 				return c.replay(ctx, out, nil)
@@ -71,20 +79,20 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if res.Guarded {
 		writes, rec.Outbox, rec.home = nil, nil, 0
 	}
-	out, err := c.putSingle(ctx, rec, writes, hash)
+	out, err := c.putSingle(ctx, rec, writes, hash, seen)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, applied := guardFired(wce, res.Guards)
 		switch {
 		case guarded && applied != "" && applied != hash:
 			rec.PayloadHash, rec.Response, rec.Outbox, rec.home = applied, nil, nil, 0
-			if _, err := c.putSingle(ctx, rec, nil, hash); err != nil {
+			if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
 				return Result{}, err
 			}
 			return Result{}, fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
 		case guarded:
 			rec.Outbox, rec.home, res.Guarded = nil, 0, true
-			out, err = c.putSingle(ctx, rec, nil, hash)
+			out, err = c.putSingle(ctx, rec, nil, hash, seen)
 		default:
 			// Nothing is stored: the message is dead-lettered with the reason, and runs
 			// again when redriven after the fix.
@@ -145,16 +153,26 @@ func (c *Client) indexOutbox(rec *Record) {
 // replace, or one the read could not find. A failed read is returned: nothing can be
 // decided without it.
 func (c *Client) settled(ctx context.Context, pk, hash string) (*Result, error) {
+	replay, _, err := c.look(ctx, pk, hash)
+	return replay, err
+}
+
+// look reads the record of pk and decides as the acquire does: the outcome to replay, a
+// refusal (the error), or the record an attempt takes over (nil when there is none).
+func (c *Client) look(ctx context.Context, pk, hash string) (replay *Result, takeover *Record, err error) {
 	now := c.cfg.Clock()
 	old, err := c.cfg.Store.Get(ctx, pk, now)
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("idem: read %s after its handler failed: %w", redact(pk), err)
+		return nil, nil, fmt.Errorf("idem: read %s: %w", redact(pk), err)
 	}
-	replay, _, err := c.verdict(ctx, pk, hash, old, now)
-	return replay, err
+	replay, take, err := c.verdict(ctx, pk, hash, old, now)
+	if take {
+		return nil, old, nil
+	}
+	return replay, nil, err
 }
 
 // replay answers with the stored outcome out, sending the messages its commit left
@@ -172,8 +190,12 @@ func (c *Client) replay(ctx context.Context, out *Result, err error) (Result, er
 // putSingle writes rec and writes on the condition that no live record exists; when one
 // does, it decides as the acquire does: the record's outcome (returned), a refusal (the
 // error), or a takeover, which puts rec again conditioned on the record as it was seen.
-func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.TransactWriteItem, hash string) (*Result, error) {
-	var seen *Record
+// With seen (the record as read before the handler ran), the first put is already that
+// takeover.
+func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.TransactWriteItem, hash string, seen *Record) (*Result, error) {
+	if seen != nil {
+		rec.Attempt, rec.Steps = seen.Attempt+1, seen.Steps
+	}
 	for {
 		c.indexOutbox(rec)
 		old, err := c.cfg.Store.Put(ctx, rec, writes, seen, c.cfg.Clock())

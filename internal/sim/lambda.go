@@ -65,9 +65,9 @@ func (w *world) newEnv() (*environment, error) {
 	w.envSeq++
 	sc := w.sc
 	cfg := consumerapp.Config{
-		FunctionTimeout:  sc.timeout,
-		Handler:          &handler{w: w, db: ddbAPI{w}, table: bizTable, outFIFO: w.outFIFOURL, outStd: w.outStdURL},
-		IdempotencyTable: idemTable, DLQURL: w.dlqURL, Scope: scope, TTL: sc.ttl, LeaseGrace: sc.grace,
+		FunctionTimeout: sc.timeout,
+		Handler:         &handler{w: w, db: ddbAPI{w}, table: bizTable, outFIFO: w.outFIFOURL, outStd: w.outStdURL, fold: sc.fold},
+		Layout:          sc.layout(), DLQURL: w.dlqURL, Scope: scope, TTL: sc.ttl, LeaseGrace: sc.grace,
 		Shards: sc.shards, Concurrency: sc.concurrency, DeadlineMargin: sc.margin, CacheSize: sc.cacheSize,
 		KeyField: sc.keyField, MetricsNamespace: "Sim", Mode: sc.mode,
 	}
@@ -296,8 +296,7 @@ func (w *world) reap(rh reaperapp.Handler) {
 
 // indexed reports whether any record is in the in-flight index.
 func (w *world) indexed() bool {
-	items, _ := w.db.Items(idemTable)
-	for _, it := range items {
+	for _, it := range w.records() {
 		if _, ok := it["inflight"]; ok {
 			return true
 		}
@@ -307,7 +306,7 @@ func (w *world) indexed() bool {
 
 func (w *world) newReaper() (reaperapp.Handler, error) {
 	return reaperapp.New(reaperapp.Config{
-		IdempotencyTable: idemTable, Shards: w.sc.shards, Grace: w.sc.grace, Margin: 2 * time.Second, MetricsNamespace: "Sim",
+		Layout: w.sc.layout(), Shards: w.sc.shards, Grace: w.sc.grace, Margin: 2 * time.Second, MetricsNamespace: "Sim",
 		DLQURL: w.dlqURL, MaxLease: w.sc.timeout + w.sc.grace,
 	}, reaperapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard})
 }

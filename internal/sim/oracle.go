@@ -54,6 +54,7 @@ type Stats struct {
 	Calls                                           int64
 	OutboundDelivered, OutboundDuplicates           int
 	DeadLettered, Parked                            int
+	Folded                                          int // commits whose journal entry was the record (fold scenarios)
 	VirtualTime                                     time.Duration
 }
 
@@ -69,6 +70,9 @@ func (w *world) onWrite(wr simdb.Write) {
 		return
 	}
 	pk, _ := wr.New["pk"].(*types.AttributeValueMemberS)
+	if pk != nil && strings.HasPrefix(pk.Value, recPrefix) && wr.New["op"] != nil && wr.Old["op"] == nil {
+		w.obs.stats.Folded++
+	}
 	if pk == nil || !strings.HasPrefix(pk.Value, "acct#") {
 		return
 	}
@@ -184,17 +188,18 @@ func (w *world) outboxPending(m simsqs.Message) bool {
 	if err != nil {
 		return false
 	}
-	out, _ := w.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(idemTable), Key: map[string]types.AttributeValue{"pk": avS(pk)}})
+	out, _ := w.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(w.sc.layout().Table), Key: w.recordItemKey(pk)})
 	_, pending := out.Item["outbox"]
 	return pending
 }
 
-// journalHas reports whether the journal holds op's effect with op's amount.
+// journalHas reports whether the journal holds op's effect with op's amount (an entry
+// of its own, or in a fold scenario the completed record that is the entry).
 func (w *world) journalHas(o *op) bool {
 	items, _ := w.db.Items(bizTable)
 	for _, it := range items {
-		pk, _ := it["pk"].(*types.AttributeValueMemberS)
-		if pk != nil && pk.Value == "entry#"+o.effectID() && numAttr(it, "amt") == o.amt {
+		id, _ := it["op"].(*types.AttributeValueMemberS)
+		if id != nil && id.Value == o.effectID() && numAttr(it, "amt") == o.amt {
 			return true
 		}
 	}
@@ -345,8 +350,7 @@ func (k opKind) reasons() []string {
 
 // checkRecords: once settled, nothing is in progress and no outbox is pending.
 func (w *world) checkRecords() {
-	items, _ := w.db.Items(idemTable)
-	for _, it := range items {
+	for _, it := range w.records() {
 		pk, _ := it["pk"].(*types.AttributeValueMemberS)
 		status, _ := it["status"].(*types.AttributeValueMemberS)
 		if status != nil && status.Value == string(idem.StatusInProgress) {

@@ -37,7 +37,10 @@ type scenario struct {
 	faultEnd        time.Duration // faults stop then
 	faults          faultRates
 	ops             []*op
-	accounts        []account
+	// fold keeps the records in the business table, and a guarded operation's journal
+	// entry is its record (idem.Result.HomeGuard): the commit writes one item fewer.
+	fold     bool
+	accounts []account
 }
 
 type account struct {

@@ -126,10 +126,10 @@ func TestSim(t *testing.T) {
 	close(stopProgress)
 	el := time.Since(start)
 	d := done.Load()
-	summary := fmt.Sprintf("sim: %d schedules (seeds %d to %d) in %s (%.0f schedules/s, %.0f a minute) on %d workers, %d failed; %d operations, %d sends, %d invocations (%d killed), %d requests, %d outbound deliveries (and %d duplicates that a receiver keyed on the message's own key drops), %d dead letters, %d messages parked by SQS and redriven, %s of virtual time",
+	summary := fmt.Sprintf("sim: %d schedules (seeds %d to %d) in %s (%.0f schedules/s, %.0f a minute) on %d workers, %d failed; %d operations, %d sends, %d invocations (%d killed), %d requests, %d outbound deliveries (and %d duplicates that a receiver keyed on the message's own key drops), %d dead letters, %d messages parked by SQS and redriven, %d commits folded into their journal entry, %s of virtual time",
 		d, *flagFirst, *flagFirst+uint64(d)-1, el.Round(time.Millisecond), float64(d)/el.Seconds(), float64(d)/el.Minutes(), workers, nFailed.Load(),
 		total.Ops, total.Sends, total.Invocations, total.Killed,
-		total.Calls, total.OutboundDelivered, total.OutboundDuplicates, total.DeadLettered, total.Parked, total.VirtualTime.Round(time.Hour))
+		total.Calls, total.OutboundDelivered, total.OutboundDuplicates, total.DeadLettered, total.Parked, total.Folded, total.VirtualTime.Round(time.Hour))
 	fmt.Fprintln(os.Stderr, summary)
 	if len(byCheck) > 0 {
 		t.Logf("failed schedules by check: %v (first seed of each: %v)", byCheck, firstSeed)
@@ -162,6 +162,7 @@ func (s *Stats) add(o Stats) {
 	s.OutboundDuplicates += o.OutboundDuplicates
 	s.DeadLettered += o.DeadLettered
 	s.Parked += o.Parked
+	s.Folded += o.Folded
 	s.VirtualTime += o.VirtualTime
 }
 

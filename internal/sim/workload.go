@@ -114,6 +114,7 @@ type handler struct {
 	db              ddbAPI
 	table           string
 	outFIFO, outStd string
+	fold            bool // a guarded operation's journal entry is its record
 }
 
 func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
@@ -169,7 +170,7 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	}
 	journal := &types.Put{
 		TableName: aws.String(h.table),
-		Item:      map[string]types.AttributeValue{"pk": avS("entry#" + id), "acct": avS(b.Acct), "amt": avN(b.Amt)},
+		Item:      map[string]types.AttributeValue{"pk": avS("entry#" + id), "op": avS(id), "acct": avS(b.Acct), "amt": avN(b.Amt)},
 	}
 	res := idem.Result{
 		Response: []byte(`{"applied":"` + id + `"}`),
@@ -187,6 +188,8 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	if b.Guard {
 		journal.ConditionExpression = aws.String("attribute_not_exists(pk)")
 		res.Guards = []int{1}
+		// The journal entry is the record's home: the store puts it at the record's key.
+		res.HomeGuard = h.fold
 	}
 	for i := range b.Out {
 		m := idem.Message{Body: fmt.Sprintf(`{"src":%q,"i":%d,"n":%d}`, id, i, b.Out)}

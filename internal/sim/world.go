@@ -26,7 +26,44 @@ const (
 	idemTable = "idem"
 	bizTable  = "biz"
 	scope     = "sim"
+	// recPrefix starts the key of a record kept in the business table (scenario.fold).
+	recPrefix = "rec#"
 )
+
+// layout is where the run keeps its idempotency records: a table of their own, or, in a
+// fold scenario, the business table, where a guarded operation's journal entry is its
+// record (idem.Result.HomeGuard).
+func (sc *scenario) layout() idem.Layout {
+	if sc.fold {
+		return idem.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: recPrefix}
+	}
+	return idem.Layout{Table: idemTable}
+}
+
+// recordItemKey is the item key of the record with key pk.
+func (w *world) recordItemKey(pk string) map[string]types.AttributeValue {
+	if w.sc.fold {
+		pk = recPrefix + pk
+	}
+	return map[string]types.AttributeValue{"pk": avS(pk)}
+}
+
+// records returns the idempotency records (in a fold scenario, the business table's
+// items that are records).
+func (w *world) records() []map[string]types.AttributeValue {
+	l := w.sc.layout()
+	items, _ := w.db.Items(l.Table)
+	if !w.sc.fold {
+		return items
+	}
+	var out []map[string]types.AttributeValue
+	for _, it := range items {
+		if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, recPrefix) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
 
 // world is one simulated run: the services, the Lambda side, the workload and what the
 // oracle observed. Everything but the code under test runs in the scheduler's goroutine.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -19,6 +20,31 @@ type Config struct {
 	LedgerTable string
 	// ReceiptsQueueURL is the outbound FIFO queue that gets one receipt per payment.
 	ReceiptsQueueURL string
+	// RecordsInLedger says that the idempotency records live in LedgerTable, in the
+	// layout RecordsLayout gives: each payment's journal entry is then its idempotency
+	// record (idem.Result.HomeGuard), and the commit writes two items (the entry and
+	// the credit) instead of three. Optional.
+	RecordsInLedger bool
+}
+
+// RecordsLayout is where the idempotency records live when they share the ledger table
+// (Config.RecordsInLedger): partition key account_id, every record's key starting with
+// EntryPrefix, so that Accounts tells them from the accounts. Create such a table with
+// idem.CreateTableFor(ctx, api, RecordsLayout(name)): it has the in-flight index the
+// reaper reads.
+func RecordsLayout(table string) idem.Layout {
+	return idem.Layout{Table: table, PartitionKey: attrAccountID, KeyPrefix: EntryPrefix}
+}
+
+// CheckRecordsLayout reports why the records' layout l cannot share the ledger table
+// (Config.RecordsInLedger), or nil.
+func CheckRecordsLayout(l idem.Layout) error {
+	want := RecordsLayout(l.Table)
+	if l.PartitionKey != want.PartitionKey || l.SortKey != "" || !strings.HasPrefix(l.KeyPrefix, EntryPrefix) {
+		return fmt.Errorf("ledger: records in the ledger table need partition key %s, no sort key and a key prefix starting with %s (IDEMPOTENCY_PARTITION_KEY=%s, IDEMPOTENCY_SORT_KEY=-, IDEMPOTENCY_KEY_PREFIX=%s); got partition key %q, sort key %q, prefix %q",
+			want.PartitionKey, EntryPrefix, want.PartitionKey, EntryPrefix, l.PartitionKey, l.SortKey, l.KeyPrefix)
+	}
+	return l.Validate()
 }
 
 // Receipt is the body of the message sent to the receipts queue.
@@ -61,6 +87,7 @@ func NewHandler(cfg Config) (idem.Handler, error) {
 	return &guarded.Handler[Payment]{
 		Name: "ledger", Decode: Decode, Response: response, Guard: h.entry, Effect: h.credit, Explain: explain,
 		Outbound: guarded.Outbound[Payment]{Name: "receipt", QueueURL: cfg.ReceiptsQueueURL, Body: receipt, Group: account},
+		Home:     cfg.RecordsInLedger,
 	}, nil
 }
 

@@ -32,7 +32,7 @@ for n in "${holes[@]}"; do
     echo "  NOT FOUND in $budget schedules ($took s)"
     missed=$((missed + 1))
   else
-    echo "$out" | grep -E 'seed [0-9]+ failed' | head -3 | sed 's/^ *sim_test.go:[0-9]*: /  /; s/ (mode=.*)://'
+    echo "$out" | grep -E 'seed [0-9]+ failed' | head -3 | sed 's/^ *sim_test.go:[0-9]*: /  /; s/ (fold=.*)://'
     echo "$out" | grep -A3 -E 'seed [0-9]+ failed' | grep -E '^\s+[a-z-]+: ' | head -3 | sed 's/^ */    /'
     echo "$out" | grep -E 'sim: [0-9]+ schedules' | sed 's/^ *sim_test.go:[0-9]*: /  /; s/ on 2 workers.*//'
     echo "  found ($took s, the copy's build included)"

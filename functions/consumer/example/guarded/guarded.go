@@ -21,8 +21,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
-// Handler is an idem.Handler of that shape for messages of type M. Every field is
-// required.
+// Handler is an idem.Handler of that shape for messages of type M. Every field but
+// Home is required.
 type Handler[M any] struct {
 	// Name starts every error of the handler ("ledger").
 	Name string
@@ -46,6 +46,11 @@ type Handler[M any] struct {
 	Explain func(m M, item map[string]types.AttributeValue) string
 	// Outbound is the message sent for m once it is committed.
 	Outbound Outbound[M]
+	// Home says that the idempotency records live in Guard's table and that the journal
+	// entry is the record itself (idem.Result.HomeGuard): the commit writes the entry at
+	// the record's key, with the record's attributes, and one item fewer. The entry then
+	// never expires, and the record with it.
+	Home bool
 }
 
 // Outbound is the one outbound message of a committed message, on a FIFO queue: one
@@ -81,7 +86,7 @@ func (h *Handler[M]) Handle(_ context.Context, req *idem.Request) (idem.Result, 
 	return idem.Result{
 		Response: resp,
 		Writes:   []types.TransactWriteItem{h.Guard(req.Key, m), h.Effect(m)},
-		Guards:   []int{0},
+		Guards:   []int{0}, HomeGuard: h.Home,
 		Messages: []idem.Message{out},
 		Explain: func(index int, item map[string]types.AttributeValue) string {
 			if index != 1 { // the effect; the guard (0) is explained by the middleware
