@@ -98,6 +98,9 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if layout.Table == "" {
 		layout.Table = cfg.IdempotencyTable
 	}
+	if layout.InflightIndex == idem.NoIndex {
+		return nil, fmt.Errorf("reaper: %w; give the table the index (idem.TableInputFor) or do not deploy the reaper (IDEMPOTENCY_INDEX=%s)", idem.ErrNoIndex, idem.NoIndex)
+	}
 	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
