@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
-FUNCTIONS := consumer reaper
+FUNCTIONS := consumer reaper ingress
 BUILD_DIR := .aws-sam/make
 LOCAL_AWS := localstack/with-local-aws.sh
 # Checks the tools the targets on the command line need; every target runs it first.
@@ -46,7 +46,7 @@ lint: tools ## golangci-lint (pinned version, built from the Go module proxy)
 cfn-lint: tools ## validate template.yaml; any finding fails
 	cfn-lint template.yaml
 
-build: tools ## build both Lambda bootstraps for linux/arm64 and print their sizes
+build: tools ## build the Lambda bootstraps (consumer, reaper, ingress) for linux/arm64 and print their sizes
 	@mkdir -p $(BUILD_DIR)
 	@for f in $(FUNCTIONS); do \
 	  $(LAMBDA_BUILD) -o $(BUILD_DIR)/$$f/bootstrap ./functions/$$f || exit 1; \
@@ -58,6 +58,8 @@ build-ConsumerFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/consumer
 build-ReaperFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/reaper
+build-IngressFunction:
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ingress
 
 deploy: tools ## sam build && sam deploy (needs the SAM CLI and AWS credentials; see README)
 	sam build && sam deploy
