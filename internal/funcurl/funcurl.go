@@ -20,7 +20,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -86,17 +85,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"Request must be smaller than %d bytes for the InvokeFunction operation", MaxPayloadBytes)})
 		return
 	}
-	ctx := r.Context()
+	// A function URL's invocation runs to its end when the client goes away: only the
+	// function's own timeout (and Server.Timeout) ends it.
+	ctx := context.WithoutCancel(r.Context())
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
 		defer cancel()
 	}
 	out, err := s.Invoke(ctx, payload)
+	if r.Context().Err() != nil {
+		return // the client went away: nobody to answer
+	}
 	if err != nil {
-		if errors.Is(r.Context().Err(), context.Canceled) {
-			return // the client went away
-		}
 		writeJSON(w, http.StatusBadGateway, map[string]string{"Message": "Internal Server Error", "Error": err.Error()})
 		return
 	}

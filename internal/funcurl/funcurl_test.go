@@ -42,7 +42,13 @@ func serve(t *testing.T, s *funcurl.Server) string {
 	return url
 }
 
-func call(t *testing.T, req *http.Request) (*http.Response, []byte) {
+// answer is an HTTP response, read.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func call(t *testing.T, req *http.Request) (answer, []byte) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -53,7 +59,7 @@ func call(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, b
+	return answer{resp.StatusCode, resp.Header}, b
 }
 
 // TestEvent: the function gets the event a function URL builds (lower-case header names,

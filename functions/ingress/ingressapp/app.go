@@ -139,6 +139,13 @@ func (a *App) post(ctx context.Context, key string, body []byte) answer {
 	}
 	old, err := a.store.create(ctx, rec, now)
 	if err != nil {
+		// The put may have been applied with its answer lost: release what would hold
+		// the key for the whole window (nothing, if it was not applied).
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if rerr := a.store.unsent(wctx, rec.Key, rec.Token, a.clock()); rerr != nil && !errors.Is(rerr, ErrChanged) {
+			err = errors.Join(err, rerr)
+		}
 		return unavailable(err, 1)
 	}
 	if old == nil {
@@ -154,7 +161,9 @@ func (a *App) post(ctx context.Context, key string, body []byte) answer {
 	case old.State == stateQueued:
 		return a.replay(ctx, key, old, now)
 	case old.State == stateSending && now.Before(old.SendingUntil):
-		return conflict(seconds(old.SendingUntil.Sub(now)))
+		// Retry-After 1: the holder's send takes milliseconds; the window (up to
+		// ACCEPT_WINDOW) is only how long a holder that died keeps the key.
+		return conflict(1)
 	}
 	// Unsent (its send failed), or a sender whose window is over (it died): this
 	// request sends the message itself.

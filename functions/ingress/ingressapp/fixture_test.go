@@ -39,17 +39,18 @@ func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 // on the local endpoint, and the ingress in this process behind a function URL played
 // over real HTTP on loopback (internal/funcurl).
 type fixture struct {
-	ex    example.Example
-	st    *exampletest.Stack
-	env   map[string]string
-	cfg   ingressapp.Config
-	url   string // the ingress's base URL
-	http  *http.Client
-	calls *awstest.Calls // every AWS request the ingress made
-	logs  syncBuffer
-	queue string // the input queue
-	rng   *rand.Rand
-	run   string
+	ex      example.Example
+	st      *exampletest.Stack
+	env     map[string]string
+	cfg     ingressapp.Config
+	url     string // the ingress's base URL
+	http    *http.Client
+	calls   *awstest.Calls // every AWS request the ingress made
+	logs    syncBuffer
+	queue   string // the input queue
+	rng     *rand.Rand
+	run     string
+	batches int
 }
 
 var runs atomic.Int64
@@ -242,10 +243,12 @@ func (f *fixture) get(t *testing.T, key string) reply {
 	return r
 }
 
-// traffic is n of the example's valid messages, each with a key of its own.
+// traffic is n of the example's valid messages, each with a key and business id of its
+// own: each call is a run of its own (the run names the business ids).
 func (f *fixture) traffic(t *testing.T, n int) []example.Message {
 	t.Helper()
-	return exampletest.Traffic(t, f.ex).Traffic(f.rng, f.run, n, max(1, n/2))
+	f.batches++
+	return exampletest.Traffic(t, f.ex).Traffic(f.rng, fmt.Sprintf("%sb%d", f.run, f.batches), n, max(1, n/2))
 }
 
 // key is a fresh Idempotency-Key.

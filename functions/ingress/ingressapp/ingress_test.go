@@ -432,8 +432,9 @@ func TestStatusOfEachOutcome(t *testing.T) {
 	// A business rule's refusal, through the real consumer: the example's bad messages
 	// that a fix can make pass (they decode, so the ingress takes them).
 	gen := exampletest.Traffic(t, f.ex)
-	valid := f.traffic(t, 3)
-	for _, b := range gen.Bad(f.run, valid) {
+	run := f.run + "refusal"
+	valid := gen.Traffic(f.rng, run, 3, 1)
+	for _, b := range gen.Bad(run, valid) {
 		if b.Fix == nil {
 			continue
 		}
