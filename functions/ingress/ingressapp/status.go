@@ -73,9 +73,9 @@ func deadLettered(errText string) bool {
 
 // payloadMismatch is the reason a request reports when the consumer's record of its key
 // is another body's.
-const payloadMismatch = "the consumer's record of this key holds another body's fingerprint: the key was used for another body " +
-	"(by another producer, or earlier than this record), so the consumer refuses this one as a payload mismatch (" +
-	"dead-lettered with that reason)"
+const payloadMismatch = "the consumer's record of this key holds another body's fingerprint: the key (or, for a guarded " +
+	"example, the business id in the body) was used before with another body, so the consumer refused this one as a " +
+	"payload mismatch and dead-lettered it with that reason"
 
 // statusOf is what the consumer's record rec (nil: none) says of the request whose body
 // has the fingerprint hash.
