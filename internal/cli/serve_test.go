@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
@@ -27,6 +28,9 @@ func TestServe(t *testing.T) {
 	ex := exampletest.Example(t)
 	m := exampletest.Traffic(t, ex).Traffic(rand.New(rand.NewPCG(21, 21)), "serve"+awstest.RunID(), 1, 1)[0]
 	e := upStack(t)
+	if err := example.Prepare(context.Background(), ex, awstest.DynamoDB(t), e.lookup, []example.Message{m}); err != nil {
+		t.Fatal(err)
+	}
 	port, err := awstest.FreePort()
 	if err != nil {
 		t.Fatal(err)

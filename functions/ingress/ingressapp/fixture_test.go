@@ -248,7 +248,17 @@ func (f *fixture) get(t *testing.T, key string) reply {
 func (f *fixture) traffic(t *testing.T, n int) []example.Message {
 	t.Helper()
 	f.batches++
-	return exampletest.Traffic(t, f.ex).Traffic(f.rng, fmt.Sprintf("%sb%d", f.run, f.batches), n, max(1, n/2))
+	msgs := exampletest.Traffic(t, f.ex).Traffic(f.rng, fmt.Sprintf("%sb%d", f.run, f.batches), n, max(1, n/2))
+	f.prepare(t, msgs)
+	return msgs
+}
+
+// prepare writes what msgs need in the example's tables (the inventory's stock).
+func (f *fixture) prepare(t *testing.T, msgs []example.Message) {
+	t.Helper()
+	if err := example.Prepare(context.Background(), f.ex, f.st.DynamoDB, f.lookup, msgs); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // key is a fresh Idempotency-Key.

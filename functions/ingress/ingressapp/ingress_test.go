@@ -434,6 +434,7 @@ func TestStatusOfEachOutcome(t *testing.T) {
 	gen := exampletest.Traffic(t, f.ex)
 	run := f.run + "refusal"
 	valid := gen.Traffic(f.rng, run, 3, 1)
+	f.prepare(t, valid)
 	for _, b := range gen.Bad(run, valid) {
 		if b.Fix == nil {
 			continue
