@@ -274,6 +274,16 @@ func (f *fixture) inputMessages(t *testing.T) []sqstypes.Message {
 // does) over the input queue until it is idle, and returns its log.
 func (f *fixture) consume(t *testing.T) string {
 	t.Helper()
+	return f.consumeWith(t, nil)
+}
+
+// consumeWith is consume with the consumer's DynamoDB client wrapped by wrap (nil: not).
+func (f *fixture) consumeWith(t *testing.T, wrap func(idem.DynamoDBAPI) idem.DynamoDBAPI) string {
+	t.Helper()
+	var ddb idem.DynamoDBAPI = f.st.DynamoDB
+	if wrap != nil {
+		ddb = wrap(ddb)
+	}
 	cfg, err := consumerapp.FromEnv(f.lookup)
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +293,7 @@ func (f *fixture) consume(t *testing.T) string {
 		SQS: f.st.SQS, QueueURL: f.queue, Consumers: 1, BatchSize: 10, FunctionTimeout: 10 * time.Second,
 		WaitTime: 500 * time.Millisecond, UntilIdle: time.Second, RetryAfter: 500 * time.Millisecond,
 		NewHandler: func(int) (runner.Handler, error) {
-			h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: &logs, Metrics: io.Discard, Owner: t.Name()})
+			h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: ddb, SQS: f.st.SQS, Logs: &logs, Metrics: io.Discard, Owner: t.Name()})
 			return runner.Handler(h), err
 		},
 	})
@@ -335,4 +345,24 @@ func wantProblem(t *testing.T, what string, r reply, code int, part string) {
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" || !strings.Contains(string(r.body), part) {
 		t.Errorf("%s: %s %s, want a problem whose text has %q", what, ct, r.body, part)
 	}
+}
+
+// beforeCommit runs fn once, when the consumer first commits (its TransactWriteItems or
+// the completion's UpdateItem), while it holds the key's lease: what a client sees then.
+type beforeCommit struct {
+	idem.DynamoDBAPI
+	once sync.Once
+	fn   func()
+}
+
+func (b *beforeCommit) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	b.once.Do(b.fn)
+	return b.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
+}
+
+func (b *beforeCommit) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if strings.Contains(aws.ToString(in.UpdateExpression), ":completed") {
+		b.once.Do(b.fn)
+	}
+	return b.DynamoDBAPI.UpdateItem(ctx, in, o...)
 }

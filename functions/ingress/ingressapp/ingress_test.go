@@ -26,8 +26,8 @@ import (
 
 // TestAcceptedRequestIsConsumedOnce carries a request from POST to its completed status
 // through a real consumer run: 202 with its Location, the status accepted, a retry
-// answered the same 202 without a second send, then the consumer's delivery acquires the
-// key and applies it as any first delivery (attempt 1, outcome applied: the ingress's
+// answered the same 202 without a second send, in_progress while the consumer holds the
+// key, then the consumer's delivery acquires the key and applies it as any first delivery (attempt 1, outcome applied: the ingress's
 // record, in its own table, is not the consumer's), and the status is completed with the
 // consumer's stored response; a POST retried after that answers 200 with it. The AWS
 // requests are counted on the way: 3 for an accepted request (the conditional put, the
@@ -86,7 +86,15 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 		}
 	}
 
-	logs := f.consume(t)
+	// While the consumer holds the key (acquired, not yet committed), the status is
+	// in_progress.
+	var during reply
+	logs := f.consumeWith(t, func(api idem.DynamoDBAPI) idem.DynamoDBAPI {
+		return &beforeCommit{DynamoDBAPI: api, fn: func() { during = f.get(t, key) }}
+	})
+	if st := during.status(t); during.code != http.StatusOK || st.Status != ingressapp.StatusInProgress {
+		t.Errorf("GET while the consumer holds the key: %s, want in_progress", during)
+	}
 	if want := `"key_hash":"` + idem.HashKey(key) + `"`; !strings.Contains(logs, want) || !strings.Contains(logs, `"outcome":"applied"`) {
 		t.Errorf("the consumer did not apply the key as a first delivery:\n%s", logs)
 	}
