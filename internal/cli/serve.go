@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -99,7 +98,7 @@ func ingressInvoke(ctx context.Context, o serveOptions, cfg ingressapp.Config, a
 		if err != nil {
 			return nil, nil, err
 		}
-		return lambda.NewHandler(app.Handler()).Invoke, func() {}, nil
+		return app.Invoke, func() {}, nil
 	}
 	t, _, err := loadTemplate(o.template, "", env)
 	if errors.Is(err, fs.ErrNotExist) {

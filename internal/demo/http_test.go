@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
@@ -47,7 +46,7 @@ func TestHTTPPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, stop, err := funcurl.Listen("127.0.0.1:0", &funcurl.Server{Invoke: lambda.NewHandler(app.Handler()).Invoke, Caller: funcurl.LocalCaller("test")})
+	url, stop, err := funcurl.Listen("127.0.0.1:0", &funcurl.Server{Invoke: app.Invoke, Caller: funcurl.LocalCaller("test")})
 	if err != nil {
 		t.Fatal(err)
 	}

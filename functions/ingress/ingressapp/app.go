@@ -2,6 +2,7 @@ package ingressapp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -310,4 +311,21 @@ const (
 
 func invalid(title, detail string) answer {
 	return answer{code: http.StatusBadRequest, outcome: MetricRejected, problem: &problem{Title: title, Detail: detail}}
+}
+
+// Invoke is the handler as Lambda's runtime calls it: the event's JSON in, the answer's
+// JSON out, for the ingress called in the process behind a local function URL
+// (internal/funcurl). It is safe for concurrent use, which aws-lambda-go's
+// lambda.NewHandler(h).Invoke is not: its answer is a pooled buffer that the next
+// invocation reuses.
+func (a *App) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	var req LambdaFunctionURLRequest
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, fmt.Errorf("ingress: the event: %w", err)
+	}
+	resp, err := a.Handler()(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(resp)
 }

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -143,7 +142,7 @@ func (f *fixture) startIngress(t *testing.T, o options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &funcurl.Server{Invoke: lambda.NewHandler(app.Handler()).Invoke}
+	srv := &funcurl.Server{Invoke: app.Invoke}
 	if !o.noCaller {
 		srv.Caller = funcurl.LocalCaller("test")
 	}
