@@ -23,7 +23,7 @@ var (
 	flagSeed      = flag.Uint64("seed", 0, "replay one schedule and print its trace")
 	flagSchedules = flag.Int("schedules", 0, "schedules to explore (default SIM_SCHEDULES, else 10000)")
 	flagFirst     = flag.Uint64("first", 1, "first seed of the budget")
-	flagSeconds   = flag.Duration("seconds", 0, "stop exploring after this long (default SIM_SECONDS, else no limit)")
+	flagLimit     = flag.Duration("seconds", 0, "stop exploring after this long (default SIM_SECONDS, else no limit)")
 	flagTrace     = flag.Bool("show", false, "with -seed: print the trace even when the schedule passes")
 	flagKeepGoing = flag.Bool("keepgoing", false, "explore the whole budget even after failures, and count the failures by check")
 )
@@ -38,7 +38,7 @@ func budget() (int, time.Duration) {
 			}
 		}
 	}
-	d := *flagSeconds
+	d := *flagLimit
 	if d == 0 {
 		var secs int
 		if v, err := fmt.Sscan(os.Getenv("SIM_SECONDS"), &secs); v == 1 && err == nil {
