@@ -31,6 +31,16 @@ func (a *Attempt) Number() int {
 	return a.number
 }
 
+// RecordKey returns the key of the record this attempt holds (Client.RecordKey): a
+// handler whose guard is the record's home (Result.HomeGuard) writes its guard there, at
+// DynamoStore.Key(RecordKey()).
+func (a *Attempt) RecordKey() string {
+	if a == nil {
+		return ""
+	}
+	return a.lease.Key
+}
+
 // Token returns the fencing token of this attempt.
 func (a *Attempt) Token() string {
 	if a == nil {

@@ -213,11 +213,12 @@ func (p *BatchProcessor) send(ctx context.Context, recs []events.SQSMessage, uni
 	errs := p.outbox.Deliver(ctx, pendings)
 	failed := map[int]error{}
 	for n, err := range errs {
+		p.metrics.Add(MetricOutboundDeadLettered, len(pendings[n].Dead))
 		if err != nil {
 			failed[idx[n]] = err
 			p.metrics.Add(MetricOutboundUnsent, 1)
 		} else {
-			p.metrics.Add(MetricOutboundSent, len(pendings[n].Messages))
+			p.metrics.Add(MetricOutboundSent, len(pendings[n].Messages)-len(pendings[n].Dead))
 		}
 	}
 	if len(failed) == 0 {
@@ -277,9 +278,9 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 			p.metrics.Add(MetricSkipped, 1)
 			p.logRecord(ctx, msg, outcomeInvalid, 0, errors.New("idem: record has no messageId"), false)
 		} else {
-			rctx := ctx
+			rctx := context.WithValue(ctx, messageKey{}, msg)
 			if slots != nil {
-				rctx = withPendingSlot(ctx, &slots[i])
+				rctx = withPendingSlot(rctx, &slots[i])
 			}
 			outcomes[i] = p.runRecord(rctx, msg)
 		}
@@ -289,6 +290,23 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 			return
 		}
 	}
+}
+
+type messageKey struct{}
+
+// deliveryGroup is the FIFO message group of the SQS record ctx runs for ("" outside a
+// BatchProcessor, or on a standard queue).
+func deliveryGroup(ctx context.Context) string {
+	m, _ := MessageFromContext(ctx)
+	return m.Attributes["MessageGroupId"]
+}
+
+// MessageFromContext returns the SQS record a BatchProcessor runs ctx for: a handler can
+// read the message's id, attributes and receive count. ok is false outside a
+// BatchProcessor's record.
+func MessageFromContext(ctx context.Context) (msg events.SQSMessage, ok bool) {
+	msg, ok = ctx.Value(messageKey{}).(events.SQSMessage)
+	return msg, ok
 }
 
 // lateErr returns why no record may start now, or nil.

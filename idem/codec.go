@@ -3,9 +3,11 @@ package idem
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -30,6 +32,8 @@ const (
 	attrOutbox      = "outbox"
 	attrOutboxEnc   = "outbox_enc"
 	attrSent        = "sent"
+	attrOutboxDead  = "outbox_dead"
+	attrOutboxGroup = "outbox_group"
 	// attrGuardHash is the payload fingerprint the middleware adds to guard Puts.
 	attrGuardHash = "idem_payload_hash"
 	attrCreatedAt = "created_at"
@@ -59,7 +63,9 @@ func encodeBlob(resp []byte, what string) (data []byte, enc string, err error) {
 	data = resp
 	if len(resp) > compressAbove {
 		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
+		zw := gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(zw)
+		zw.Reset(&buf)
 		if _, err := zw.Write(resp); err != nil {
 			return nil, "", fmt.Errorf("idem: compress %s: %w", what, err)
 		}
@@ -75,6 +81,10 @@ func encodeBlob(resp []byte, what string) (data []byte, enc string, err error) {
 	}
 	return data, enc, nil
 }
+
+// gzipWriters keeps gzip writers between records: a new one allocates about 800 KB,
+// more than the work of compressing a response or an outbox.
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
 
 func decodeResponse(data []byte, enc string) ([]byte, error) {
 	switch enc {
@@ -104,69 +114,86 @@ func avN(n int64) types.AttributeValue {
 }
 func avBool(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
 
-// marshalRecord encodes a record for PutItem. Empty optional attributes are left out:
-// DynamoDB rejects empty sets, and inflight must be absent unless IN_PROGRESS.
+// marshalRecord encodes a record for PutItem in the default layout (MemoryStore checks
+// its sizes with it).
 func marshalRecord(r *Record) (map[string]types.AttributeValue, error) {
-	item := map[string]types.AttributeValue{
-		attrPK:         avS(r.Key),
-		attrStatus:     avS(string(r.Status)),
-		attrLeaseToken: avS(r.LeaseToken),
-		attrLeaseUntil: avN(epochMillis(r.LeaseUntil)),
-		attrAttempt:    avN(int64(r.Attempt)),
-		attrCreatedAt:  avN(epochMillis(r.CreatedAt)),
-		attrUpdatedAt:  avN(epochMillis(r.UpdatedAt)),
-	}
-	if r.Inflight != "" {
-		item[attrInflight] = avS(r.Inflight)
+	return defaultSchema.marshal(r)
+}
+
+// unmarshalRecord decodes an item of the default layout.
+func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
+	return defaultSchema.unmarshal(item)
+}
+
+// marshal encodes a record for PutItem. Empty optional attributes are left out:
+// DynamoDB rejects empty sets, and inflight must be absent unless the record is in the
+// index (IN_PROGRESS, or with an outbox pending).
+func (s *schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
+	item := s.key(r.Key)
+	set := func(canonical string, v types.AttributeValue) { item[s.n(canonical)] = v }
+	set(attrStatus, avS(string(r.Status)))
+	set(attrLeaseToken, avS(r.LeaseToken))
+	set(attrLeaseUntil, avN(epochMillis(r.LeaseUntil)))
+	set(attrAttempt, avN(int64(r.Attempt)))
+	set(attrCreatedAt, avN(epochMillis(r.CreatedAt)))
+	set(attrUpdatedAt, avN(epochMillis(r.UpdatedAt)))
+	if r.Inflight != "" && s.hasIndex() {
+		set(attrInflight, avS(r.Inflight))
 	}
 	if !r.ExpiresAt.IsZero() {
-		item[attrExpiresAt] = avN(r.ExpiresAt.Unix())
+		set(attrExpiresAt, avN(r.ExpiresAt.Unix()))
 	}
 	if r.PayloadHash != "" {
-		item[attrPayloadHash] = avS(r.PayloadHash)
+		set(attrPayloadHash, avS(r.PayloadHash))
 	}
 	if r.Owner != "" {
-		item[attrOwner] = avS(r.Owner)
+		set(attrOwner, avS(r.Owner))
 	}
+	var respLen int
 	if len(r.Response) > 0 {
 		data, enc, err := encodeResponse(r.Response)
 		if err != nil {
 			return nil, err
 		}
-		item[attrResponse] = &types.AttributeValueMemberB{Value: data}
+		respLen = len(data)
+		set(attrResponse, &types.AttributeValueMemberB{Value: data})
 		if enc != "" {
-			item[attrResponseEnc] = avS(enc)
+			set(attrResponseEnc, avS(enc))
 		}
 	}
 	if r.Error != "" {
-		item[attrError] = avS(r.Error)
-		item[attrRetryable] = avBool(r.Retryable)
+		set(attrError, avS(r.Error))
+		set(attrRetryable, avBool(r.Retryable))
 	}
 	if len(r.Steps) > 0 {
-		item[attrSteps] = &types.AttributeValueMemberSS{Value: r.Steps}
+		set(attrSteps, &types.AttributeValueMemberSS{Value: r.Steps})
 	}
 	if len(r.Outbox) > 0 {
 		data, enc, err := encodeOutbox(r.Outbox)
 		if err != nil {
 			return nil, err
 		}
-		if resp, ok := item[attrResponse].(*types.AttributeValueMemberB); ok && len(resp.Value)+len(data) > MaxStoredResponse {
-			return nil, fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", ErrResponseTooLarge, len(resp.Value)+len(data), MaxStoredResponse)
+		if respLen+len(data) > MaxStoredResponse {
+			return nil, fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", ErrResponseTooLarge, respLen+len(data), MaxStoredResponse)
 		}
-		item[attrOutbox] = &types.AttributeValueMemberB{Value: data}
+		set(attrOutbox, &types.AttributeValueMemberB{Value: data})
 		if enc != "" {
-			item[attrOutboxEnc] = avS(enc)
+			set(attrOutboxEnc, avS(enc))
+		}
+		if r.OutboxGroup != "" {
+			set(attrOutboxGroup, avS(r.OutboxGroup))
 		}
 	}
 	return item, nil
 }
 
-// unmarshalRecord decodes an item; attributes of the wrong type are an error, missing
-// optional ones are zero.
-func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
+// unmarshal decodes an item; attributes of the wrong type are an error, missing optional
+// ones are zero.
+func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error) {
 	r := &Record{}
 	var err error
-	str := func(name string) string {
+	str := func(canonical string) string {
+		name := s.n(canonical)
 		if err != nil {
 			return ""
 		}
@@ -174,14 +201,15 @@ func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
 		if !ok {
 			return ""
 		}
-		s, ok := v.(*types.AttributeValueMemberS)
+		sv, ok := v.(*types.AttributeValueMemberS)
 		if !ok {
 			err = fmt.Errorf("idem: attribute %s: want S, got %T", name, v)
 			return ""
 		}
-		return s.Value
+		return sv.Value
 	}
-	num := func(name string) int64 {
+	num := func(canonical string) int64 {
+		name := s.n(canonical)
 		if err != nil {
 			return 0
 		}
@@ -200,7 +228,11 @@ func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
 		}
 		return i
 	}
-	r.Key = str(attrPK)
+	key, ok := s.recordKey(item)
+	if !ok {
+		return nil, fmt.Errorf("idem: item is not a record of table %s: its key is not %s", s.table, s.describeKey())
+	}
+	r.Key = key
 	r.Status = Status(str(attrStatus))
 	r.LeaseToken = str(attrLeaseToken)
 	r.LeaseUntil = fromMillis(num(attrLeaseUntil))
@@ -215,26 +247,41 @@ func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
 	r.CreatedAt = fromMillis(num(attrCreatedAt))
 	r.UpdatedAt = fromMillis(num(attrUpdatedAt))
 	r.Sent = int(num(attrSent))
+	r.OutboxGroup = str(attrOutboxGroup)
 	enc := str(attrResponseEnc)
 	outboxEnc := str(attrOutboxEnc)
+	dead := str(attrOutboxDead)
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := item[attrRetryable].(*types.AttributeValueMemberBOOL); ok {
+	if dead != "" {
+		if err := json.Unmarshal([]byte(dead), &r.Dead); err != nil {
+			return nil, fmt.Errorf("idem: attribute %s: %w", s.n(attrOutboxDead), err)
+		}
+	}
+	if v, ok := item[s.n(attrRetryable)].(*types.AttributeValueMemberBOOL); ok {
 		r.Retryable = v.Value
 	}
-	if v, ok := item[attrSteps].(*types.AttributeValueMemberSS); ok {
+	if v, ok := item[s.n(attrSteps)].(*types.AttributeValueMemberSS); ok {
 		r.Steps = v.Value
 	}
-	if v, ok := item[attrResponse].(*types.AttributeValueMemberB); ok {
+	if v, ok := item[s.n(attrResponse)].(*types.AttributeValueMemberB); ok {
 		if r.Response, err = decodeResponse(v.Value, enc); err != nil {
 			return nil, err
 		}
 	}
-	if v, ok := item[attrOutbox].(*types.AttributeValueMemberB); ok {
+	if v, ok := item[s.n(attrOutbox)].(*types.AttributeValueMemberB); ok {
 		if r.Outbox, err = decodeOutbox(v.Value, outboxEnc); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// describeKey says what a record's key looks like in the table.
+func (s *schema) describeKey() string {
+	if s.sk == "" {
+		return fmt.Sprintf("%s = %q + record key", s.pk, s.prefix)
+	}
+	return fmt.Sprintf("%s = %q, %s = %q + record key", s.pk, s.static, s.sk, s.prefix)
 }

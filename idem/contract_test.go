@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simdb"
 )
 
 // fakeClock is the injectable clock of the tests: it moves only when told.
@@ -44,13 +47,22 @@ func (c *fakeClock) Advance(d time.Duration) {
 // env is one store under test plus a business "effect counter" committed through
 // Result.Writes, so tests can count effects the way a user would observe them.
 type env struct {
-	store    idem.Store
-	clock    *fakeClock
-	bizWrite func(id string) types.TransactWriteItem
-	bizCount func(t *testing.T, id string) int
-	calls    *awstest.Calls // DynamoDB requests; nil for the memory store
-	ddb      *dynamodb.Client
-	table    string
+	store      idem.Store
+	clock      *fakeClock
+	bizTable   string                                          // where business effects go
+	bizKeyAttr string                                          // the business items' key attribute that says one exists
+	bizKey     func(id string) map[string]types.AttributeValue // the key of business item id
+	bizCount   func(t *testing.T, id string) int
+	calls      *awstest.Calls // DynamoDB requests; nil for the memory store and the simulator's
+	ddb        dynamoClient   // nil for the memory store
+	table      string
+}
+
+// dynamoClient is what the tests call on DynamoDB directly: *dynamodb.Client on moto, or
+// the simulator's in-memory DynamoDB (internal/sim/simdb).
+type dynamoClient interface {
+	idem.DynamoDBAPI
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 func (e *env) client(t *testing.T, mod ...func(*idem.Config)) *idem.Client {
@@ -69,14 +81,9 @@ func (e *env) client(t *testing.T, mod ...func(*idem.Config)) *idem.Client {
 func newMemoryEnv(t *testing.T) *env {
 	s := idem.NewMemoryStore()
 	return &env{
-		store: s,
-		clock: newClock(),
-		bizWrite: func(id string) types.TransactWriteItem {
-			return types.TransactWriteItem{Update: &types.Update{
-				TableName:        aws.String("effects"),
-				Key:              map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
-				UpdateExpression: aws.String("ADD n :one"),
-			}}
+		store: s, clock: newClock(), bizTable: "effects", bizKeyAttr: "id",
+		bizKey: func(id string) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}
 		},
 		bizCount: func(t *testing.T, id string) int {
 			n := 0
@@ -95,66 +102,145 @@ func newMemoryEnv(t *testing.T) *env {
 	}
 }
 
-func newDynamoEnv(t *testing.T) *env {
+// The layouts the contract runs on: the default (a table of the records' own), the
+// Powertools one, and a single table whose records live beside business items.
+const (
+	layoutDefault    = ""
+	layoutPowertools = "powertools"
+	layoutSingle     = "single-table"
+)
+
+func newDynamoEnv(t *testing.T) *env { return newDynamoLayoutEnv(t, layoutDefault) }
+
+func newDynamoLayoutEnv(t *testing.T, layout string) *env {
 	t.Helper()
-	ctx := context.Background()
 	calls := awstest.NewCalls()
 	ddb := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	e := newDynamoStoreEnv(t, ddb, layout)
+	calls.Reset()
+	e.calls = calls
+	return e
+}
+
+// newSimEnv is DynamoStore on the simulator's in-memory DynamoDB: the simulator's
+// store must keep the contract moto keeps.
+func newSimEnv(t *testing.T) *env { return newSimLayoutEnv(t, layoutDefault) }
+
+func newSimLayoutEnv(t *testing.T, layout string) *env {
+	t.Helper()
+	return newDynamoStoreEnv(t, simdb.New(), layout)
+}
+
+// dynamoAdmin is a DynamoDB that can also create tables.
+type dynamoAdmin interface {
+	dynamoClient
+	idem.TableAdmin
+}
+
+func newDynamoStoreEnv(t *testing.T, ddb dynamoAdmin, layout string) *env {
+	t.Helper()
+	ctx := context.Background()
 	table := awstest.Name(t, "idem")
-	if err := idem.CreateTable(ctx, ddb, table); err != nil {
+	l := idem.Layout{Table: table}
+	e := &env{clock: newClock(), ddb: ddb, table: table, bizKeyAttr: "id"}
+	e.bizKey = func(id string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}
+	}
+	switch layout {
+	case layoutPowertools:
+		l = idem.PowertoolsLayout(table)
+	case layoutSingle:
+		// One table for everything: records under the static partition key IDEMPOTENCY,
+		// business items under BUSINESS.
+		l = idem.Layout{Table: table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY", KeyPrefix: "record#"}
+		e.bizTable, e.bizKeyAttr = table, "SK"
+		e.bizKey = func(id string) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "BUSINESS"}, "SK": &types.AttributeValueMemberS{Value: id}}
+		}
+	}
+	if err := idem.CreateTableFor(ctx, ddb, l); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
-	effects := awstest.Name(t, "effects")
-	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(effects),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-	})
-	if err != nil {
-		t.Fatalf("create effects table: %v", err)
+	if e.bizTable == "" {
+		e.bizTable = awstest.Name(t, "effects")
+		_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            aws.String(e.bizTable),
+			BillingMode:          types.BillingModePayPerRequest,
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		})
+		if err != nil {
+			t.Fatalf("create effects table: %v", err)
+		}
 	}
-	store, err := idem.NewDynamoStore(ddb, table)
+	store, err := idem.NewDynamoStoreLayout(ddb, l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls.Reset()
-	return &env{
-		store: store, clock: newClock(), calls: calls, ddb: ddb, table: table,
-		bizWrite: func(id string) types.TransactWriteItem {
-			return types.TransactWriteItem{Update: &types.Update{
-				TableName:                 aws.String(effects),
-				Key:                       map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
-				UpdateExpression:          aws.String("ADD n :one"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
-			}}
-		},
-		bizCount: func(t *testing.T, id string) int {
-			out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{
-				TableName: aws.String(effects), ConsistentRead: aws.Bool(true),
-				Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
-			})
-			if err != nil {
-				t.Fatalf("read effect %s: %v", id, err)
-			}
-			v, ok := out.Item["n"].(*types.AttributeValueMemberN)
-			if !ok {
-				return 0
-			}
-			n, _ := strconv.Atoi(v.Value)
-			return n
-		},
+	e.store = store
+	e.bizCount = func(t *testing.T, id string) int {
+		out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.bizTable), ConsistentRead: aws.Bool(true), Key: e.bizKey(id)})
+		if err != nil {
+			t.Fatalf("read effect %s: %v", id, err)
+		}
+		v, ok := out.Item["n"].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0
+		}
+		n, _ := strconv.Atoi(v.Value)
+		return n
 	}
+	return e
 }
 
-// forEachStore runs fn against the in-memory store and against DynamoDB on the local
-// endpoint: the same contract for both.
+// bizWrite is the business effect of id: a counter, committed with the record.
+func (e *env) bizWrite(id string) types.TransactWriteItem {
+	u := &types.Update{TableName: aws.String(e.bizTable), Key: e.bizKey(id), UpdateExpression: aws.String("ADD n :one")}
+	if e.ddb != nil {
+		u.ExpressionAttributeValues = map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}
+	}
+	return types.TransactWriteItem{Update: u}
+}
+
+// bizItem is a business item of id with attrs: its key, and attrs.
+func (e *env) bizItem(id string, attrs map[string]types.AttributeValue) map[string]types.AttributeValue {
+	item := e.bizKey(id)
+	maps.Copy(item, attrs)
+	return item
+}
+
+// forEachStore runs fn against the in-memory store, DynamoDB on the local endpoint and
+// the simulator's DynamoDB, the latter in the three layouts: the same contract for all.
 func forEachStore(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range []struct {
-		name string
-		mk   func(*testing.T) *env
-	}{{"memory", newMemoryEnv}, {"dynamodb", newDynamoEnv}} {
+	runStores(t, fn, []storeCase{
+		{"memory", newMemoryEnv}, {"dynamodb", newDynamoEnv}, {"simdb", newSimEnv},
+		{"simdb-" + layoutPowertools, func(t *testing.T) *env { return newSimLayoutEnv(t, layoutPowertools) }},
+		{"simdb-" + layoutSingle, func(t *testing.T) *env { return newSimLayoutEnv(t, layoutSingle) }},
+	})
+}
+
+// forEachLayout is forEachStore with DynamoDB on the local endpoint in the three
+// layouts too: the store's contract tests run on moto in each.
+func forEachLayout(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	runStores(t, fn, []storeCase{
+		{"memory", newMemoryEnv}, {"dynamodb", newDynamoEnv}, {"simdb", newSimEnv},
+		{"dynamodb-" + layoutPowertools, func(t *testing.T) *env { return newDynamoLayoutEnv(t, layoutPowertools) }},
+		{"dynamodb-" + layoutSingle, func(t *testing.T) *env { return newDynamoLayoutEnv(t, layoutSingle) }},
+		{"simdb-" + layoutPowertools, func(t *testing.T) *env { return newSimLayoutEnv(t, layoutPowertools) }},
+		{"simdb-" + layoutSingle, func(t *testing.T) *env { return newSimLayoutEnv(t, layoutSingle) }},
+	})
+}
+
+type storeCase struct {
+	name string
+	mk   func(*testing.T) *env
+}
+
+func runStores(t *testing.T, fn func(t *testing.T, e *env), cases []storeCase) {
+	t.Helper()
+	for _, b := range cases {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			fn(t, b.mk(t))
@@ -173,7 +259,7 @@ func effect(e *env, runs *atomic.Int64, id, response string) idem.HandlerFunc {
 func req(key, payload string) *idem.Request { return &idem.Request{Key: key, Payload: []byte(payload)} }
 
 func TestFirstDeliveryRunsAndDuplicateReplays(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t)
 		var runs atomic.Int64
@@ -202,7 +288,7 @@ func TestFirstDeliveryRunsAndDuplicateReplays(t *testing.T) {
 }
 
 func TestPayloadMismatchIsPermanentAndHandlerDoesNotRun(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t)
 		var runs atomic.Int64
@@ -220,7 +306,7 @@ func TestPayloadMismatchIsPermanentAndHandlerDoesNotRun(t *testing.T) {
 }
 
 func TestInvalidKeysRejectedBeforeAnyWrite(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		c := e.client(t)
 		for name, key := range map[string]string{"empty": "", "not utf-8": "bad\xff\xfekey"} {
 			var runs atomic.Int64
@@ -236,7 +322,7 @@ func TestInvalidKeysRejectedBeforeAnyWrite(t *testing.T) {
 }
 
 func TestLongKeyIsHashedUnderTheKeyLimit(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		c := e.client(t)
 		long := strings.Repeat("k", 3000)
 		var runs atomic.Int64
@@ -260,7 +346,7 @@ func TestLongKeyIsHashedUnderTheKeyLimit(t *testing.T) {
 }
 
 func TestLiveLeaseGivesErrInProgress(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.CacheSize = 10 })
 		var inner error
@@ -279,7 +365,7 @@ func TestLiveLeaseGivesErrInProgress(t *testing.T) {
 }
 
 func TestHolderPastItsLeaseIsFencedOut(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute })
 		started, release := make(chan struct{}), make(chan struct{})
@@ -328,7 +414,7 @@ func TestHolderPastItsLeaseIsFencedOut(t *testing.T) {
 }
 
 func TestStaleHolderCannotFail(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute })
 		started, release := make(chan struct{}), make(chan struct{})
@@ -359,7 +445,7 @@ func TestStaleHolderCannotFail(t *testing.T) {
 }
 
 func TestCrashAfterStepResumesAtNextStep(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = 30 * time.Second })
 		var stepRuns [3]atomic.Int64
@@ -408,7 +494,7 @@ func TestCrashAfterStepResumesAtNextStep(t *testing.T) {
 }
 
 func TestExpiredRecordIsTreatedAsAbsent(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.TTL = time.Hour })
 		var runs atomic.Int64
@@ -429,7 +515,7 @@ func TestExpiredRecordIsTreatedAsAbsent(t *testing.T) {
 }
 
 func TestFailedRecords(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t)
 		var runs atomic.Int64
@@ -463,7 +549,7 @@ func TestFailedRecords(t *testing.T) {
 }
 
 func TestHandlerPanicReleasesTheLease(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		c := e.client(t)
 		_, err := c.Do(context.Background(), req("panic", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			panic("nil map")
@@ -479,7 +565,7 @@ func TestHandlerPanicReleasesTheLease(t *testing.T) {
 }
 
 func TestResponseSizes(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t)
 		// Large but compressible: stored gzip-compressed and replayed intact.
@@ -521,7 +607,7 @@ func TestResponseSizes(t *testing.T) {
 }
 
 func TestExtendKeepsTheLease(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute })
 		var inner error
@@ -544,7 +630,7 @@ func TestExtendKeepsTheLease(t *testing.T) {
 }
 
 func TestReaperFailsOnlyStaleLeases(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute; cfg.Shards = 3 })
 		// Three crashed holders (stale), one live holder, one completed record.
@@ -608,7 +694,7 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 }
 
 func TestReaperLosesRaceToLateCompletion(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute; cfg.Shards = 1 })
 		var listed []idem.StaleLease
@@ -634,7 +720,7 @@ func TestReaperLosesRaceToLateCompletion(t *testing.T) {
 }
 
 func TestUnlockFailsAStuckLockFenced(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t)
 		started, release := make(chan struct{}), make(chan struct{})
@@ -673,7 +759,7 @@ func TestConcurrentAcquireRunsOnce(t *testing.T) {
 	if os.Getenv("RELIABILITY") == "full" {
 		keys = 200
 	}
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.Clock = time.Now })
 		var ran, replayed, inProgress atomic.Int64
@@ -728,7 +814,7 @@ func TestConcurrentAcquireRunsOnce(t *testing.T) {
 }
 
 func TestEmptyResponseRoundTrips(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachLayout(t, func(t *testing.T, e *env) {
 		c := e.client(t)
 		var runs atomic.Int64
 		h := func(context.Context, *idem.Request) (idem.Result, error) { runs.Add(1); return idem.Result{}, nil }
@@ -742,4 +828,113 @@ func TestEmptyResponseRoundTrips(t *testing.T) {
 			t.Fatalf("runs=%d", runs.Load())
 		}
 	})
+}
+
+// txSpy records the size of every transaction it passes on.
+type txSpy struct {
+	idem.DynamoDBAPI
+	mu    sync.Mutex
+	items []int
+}
+
+func (s *txSpy) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	s.mu.Lock()
+	s.items = append(s.items, len(in.TransactItems))
+	s.mu.Unlock()
+	return s.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
+}
+
+// TestRecordFoldedIntoItsGuard: a handler whose guard write is the record's home
+// (Result.HomeGuard) commits one item fewer: the record is the journal entry, at the
+// record's key, with the journal's attributes beside its own and no TTL. Duplicates
+// replay, another payload is refused, a refusal leaves it redrivable, and the outbound
+// message goes out once: in both modes, on moto and on the simulator's DynamoDB, in the
+// single-table layout.
+func TestRecordFoldedIntoItsGuard(t *testing.T) {
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			runStores(t, func(t *testing.T, e *env) {
+				ctx := context.Background()
+				store := e.store.(*idem.DynamoStore)
+				spy := &txSpy{DynamoDBAPI: e.ddb}
+				folded, err := idem.NewDynamoStoreLayout(spy, idem.Layout{Table: e.table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY", KeyPrefix: "record#"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := newOutbox(t)
+				c, err := idem.New(idem.Config{Store: folded, Scope: "fold", Clock: e.clock.Now, Mode: mode, Sender: o.sqs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var runs atomic.Int64
+				h := func(amount string) idem.HandlerFunc {
+					return func(_ context.Context, r *idem.Request) (idem.Result, error) {
+						runs.Add(1)
+						pk, _ := c.RecordKey(r.Key)
+						entry := store.Key(pk)
+						entry["amount"] = &types.AttributeValueMemberN{Value: amount}
+						return idem.Result{
+							Response: []byte("credited " + amount),
+							Writes: []types.TransactWriteItem{{Put: &types.Put{
+								TableName: aws.String(e.table), Item: entry,
+								ConditionExpression: aws.String("attribute_not_exists(SK)"),
+							}}, e.bizWrite("acct")},
+							Guards: []int{0}, HomeGuard: true,
+							Messages: []idem.Message{o.msg("receipt "+r.Key, "g")},
+						}, nil
+					}
+				}
+				for i := range 3 {
+					res, err := c.Do(ctx, req("pay-1", `{"amount":5}`), h("5"))
+					if err != nil || res.Replayed != (i > 0) || string(res.Response) != "credited 5" {
+						t.Fatalf("delivery %d: %+v, %v", i, res, err)
+					}
+				}
+				// Lease mode: one transaction; single-transaction mode: a duplicate that misses the
+				// warm cache runs the handler and is answered by its transaction's refusal.
+				if len(spy.items) == 0 || slices.ContainsFunc(spy.items, func(n int) bool { return n != 2 }) || mode == idem.ModeLease && len(spy.items) != 1 {
+					t.Fatalf("transactions of %v items, want 2 each (the credit, and the record that is the journal entry)", spy.items)
+				}
+				pk, _ := c.RecordKey("pay-1")
+				got, err := e.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), Key: store.Key(pk), ConsistentRead: aws.Bool(true)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				item := got.Item
+				if s, _ := item["status"].(*types.AttributeValueMemberS); s == nil || s.Value != string(idem.StatusCompleted) {
+					t.Fatalf("the journal entry is not the completed record: %v", item)
+				}
+				if a, _ := item["amount"].(*types.AttributeValueMemberN); a == nil || a.Value != "5" {
+					t.Fatalf("the record lost the journal's attributes: %v", item)
+				}
+				if _, ok := item["expires_at"]; ok {
+					t.Fatalf("the folded record expires: %v; it must live as long as the journal", item["expires_at"])
+				}
+				if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt pay-1" {
+					t.Fatalf("receipts %v, want one", got)
+				}
+				if n := e.bizCount(t, "acct"); n != 1 {
+					t.Fatalf("%d credits, want 1", n)
+				}
+				if mode == idem.ModeLease && runs.Load() != 1 {
+					t.Fatalf("handler ran %d times, want 1", runs.Load())
+				}
+				// The same key with another payload: refused, nothing credited, nothing sent.
+				e.clock.Advance(30 * 24 * time.Hour) // past any TTL: the folded record still holds
+				if _, err := c.Do(ctx, req("pay-1", `{"amount":6}`), h("6")); !errors.Is(err, idem.ErrPayloadMismatch) {
+					t.Fatalf("another payload a month later: %v, want ErrPayloadMismatch", err)
+				}
+				if res, err := c.Do(ctx, req("pay-1", `{"amount":5}`), h("5")); err != nil || !res.Replayed {
+					t.Fatalf("the same payload a month later: %+v, %v; want a replay", res, err)
+				}
+				if n := e.bizCount(t, "acct"); n != 1 || len(o.drain(t)) != 0 {
+					t.Fatalf("%d credits, want 1, and no more receipt", n)
+				}
+			}, []storeCase{
+				{"dynamodb", func(t *testing.T) *env { return newDynamoLayoutEnv(t, layoutSingle) }},
+				{"simdb", func(t *testing.T) *env { return newSimLayoutEnv(t, layoutSingle) }},
+			})
+		})
+	}
 }

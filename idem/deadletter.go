@@ -34,6 +34,10 @@ const (
 	DLQFailedAtAttribute = "dlq-failed-at"
 	// DLQSourceAttribute holds SQSDeadLetter.Source, when set.
 	DLQSourceAttribute = "dlq-source"
+	// DLQOutboundQueueAttribute marks an outbound message (Result.Messages) that SQS
+	// refused for good: it holds the queue the message was for. Such a dead letter is
+	// not an input message: redriven, it goes back to that queue, not to the input.
+	DLQOutboundQueueAttribute = "dlq-outbound-queue"
 )
 
 // MaxDLQReasonBytes bounds the error text kept in DLQReasonAttribute.
@@ -106,7 +110,33 @@ type SQSDeadLetter struct {
 	MaxMessageBytes int
 }
 
-var _ DeadLetterer = (*SQSDeadLetter)(nil)
+var (
+	_ DeadLetterer         = (*SQSDeadLetter)(nil)
+	_ OutboundDeadLetterer = (*SQSDeadLetter)(nil)
+)
+
+// DeadLetterOutbound sends an outbound message that SQS refused for good to the
+// dead-letter queue: its body, its attributes (its idempotency key among them), the
+// reason, and DLQOutboundQueueAttribute with the queue it was for. On a FIFO
+// dead-letter queue it keeps its group and deduplicates on its key, so a message
+// refused on two tries is kept once.
+func (d *SQSDeadLetter) DeadLetterOutbound(ctx context.Context, m Message, cause error) error {
+	src := events.SQSMessage{Body: m.Body, MessageAttributes: map[string]events.SQSMessageAttribute{}, Attributes: map[string]string{}}
+	for name, v := range m.Attributes {
+		src.MessageAttributes[name] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String(v)}
+	}
+	if m.GroupID != "" {
+		src.Attributes["MessageGroupId"] = m.GroupID
+	}
+	in, err := d.inputFor(src, cause, m.QueueURL, m.Attributes[KeyAttribute])
+	if err == nil {
+		_, err = d.API.SendMessage(ctx, in)
+	}
+	if err != nil {
+		return fmt.Errorf("idem: dead-letter outbound message %s: %w", redact(m.Attributes[KeyAttribute]), err)
+	}
+	return nil
+}
 
 // DeadLetter sends msg, failed with cause, to the dead-letter queue.
 func (d *SQSDeadLetter) DeadLetter(ctx context.Context, msg events.SQSMessage, cause error) error {
@@ -122,12 +152,18 @@ func (d *SQSDeadLetter) DeadLetter(ctx context.Context, msg events.SQSMessage, c
 
 // input builds the SendMessage request for msg.
 func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMessageInput, error) {
+	return d.inputFor(msg, cause, "", "")
+}
+
+// inputFor builds the SendMessage request for an input message (outbound ""), or for
+// an outbound message to the queue outbound, whose key dedups it on a FIFO queue.
+func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, key string) (*sqs.SendMessageInput, error) {
 	switch {
 	case d == nil || d.API == nil:
 		return nil, errors.New("SQSDeadLetter.API is nil")
 	case d.QueueURL == "":
 		return nil, errors.New("SQSDeadLetter.QueueURL is empty")
-	case msg.MessageId == "":
+	case msg.MessageId == "" && outbound == "":
 		return nil, errors.New("message has no id")
 	case d.MaxMessageBytes < 0:
 		return nil, fmt.Errorf("SQSDeadLetter.MaxMessageBytes is negative (%d)", d.MaxMessageBytes)
@@ -155,6 +191,7 @@ func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMess
 	add(DLQSourceQueueAttribute, msg.EventSourceARN)
 	add(DLQFailedAtAttribute, now().UTC().Format(time.RFC3339))
 	add(DLQSourceAttribute, d.Source)
+	add(DLQOutboundQueueAttribute, outbound)
 
 	if v, ok := copyAttribute(msg.MessageAttributes[KeyAttribute]); ok {
 		attrs[KeyAttribute] = v
@@ -195,7 +232,11 @@ func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMess
 			group = "dead-letter"
 		}
 		in.MessageGroupId = aws.String(group)
-		in.MessageDeduplicationId = aws.String(dlqDeduplicationID(msg.MessageId))
+		if outbound != "" {
+			in.MessageDeduplicationId = aws.String(dlqDeduplicationID("outbound#" + key))
+		} else {
+			in.MessageDeduplicationId = aws.String(dlqDeduplicationID(msg.MessageId))
+		}
 	}
 	return in, nil
 }
@@ -270,7 +311,7 @@ func shortenText(s string, limit int) string {
 // replaced, not kept beside the new ones.
 func isDLQAttribute(name string) bool {
 	switch name {
-	case DLQReasonAttribute, DLQSourceMessageIDAttribute, DLQSourceQueueAttribute, DLQFailedAtAttribute, DLQSourceAttribute:
+	case DLQReasonAttribute, DLQSourceMessageIDAttribute, DLQSourceQueueAttribute, DLQFailedAtAttribute, DLQSourceAttribute, DLQOutboundQueueAttribute:
 		return true
 	}
 	return false

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,43 +30,118 @@ type DynamoDBAPI interface {
 // holds only IN_PROGRESS records.
 const InflightIndex = "inflight"
 
-// fence is the condition of every write a lease holder makes after its acquire.
-const fence = "lease_token = :tok AND #status = :inprogress"
-
-// DynamoStore is a Store on a DynamoDB table created as CreateTable does.
+// DynamoStore is a Store on a DynamoDB table laid out as its Layout says (by default,
+// CreateTable's).
 type DynamoStore struct {
-	api   DynamoDBAPI
-	table string
+	api DynamoDBAPI
+	s   *schema
 }
 
 var _ Store = (*DynamoStore)(nil)
 
-// NewDynamoStore returns a store on table through api.
+// NewDynamoStore returns a store on table through api, in the default layout.
 func NewDynamoStore(api DynamoDBAPI, table string) (*DynamoStore, error) {
-	if api == nil {
-		return nil, errors.New("idem: DynamoDB client is nil")
-	}
 	if table == "" {
 		return nil, errors.New("idem: table name is empty")
 	}
-	return &DynamoStore{api: api, table: table}, nil
+	return NewDynamoStoreLayout(api, Layout{Table: table})
+}
+
+// NewDynamoStoreLayout returns a store on the table of layout through api; an invalid
+// layout is an error wrapping ErrLayout that names each problem.
+func NewDynamoStoreLayout(api DynamoDBAPI, layout Layout) (*DynamoStore, error) {
+	if api == nil {
+		return nil, errors.New("idem: DynamoDB client is nil")
+	}
+	sc, err := layout.schema()
+	if err != nil {
+		return nil, err
+	}
+	return &DynamoStore{api: api, s: sc}, nil
 }
 
 // Table returns the table name.
-func (s *DynamoStore) Table() string { return s.table }
+func (s *DynamoStore) Table() string { return s.s.table }
+
+// Key returns the table key of the record whose key is rk (Client.RecordKey).
+func (s *DynamoStore) Key(rk string) map[string]types.AttributeValue { return s.s.key(rk) }
+
+// expr builds the attribute names and values of one request: every record attribute
+// goes through a placeholder, so any layout's names work, reserved words included.
+type expr struct {
+	s     *schema
+	names map[string]string
+	vals  map[string]types.AttributeValue
+}
+
+func (s *DynamoStore) expr() *expr {
+	return &expr{s: s.s, names: map[string]string{}, vals: map[string]types.AttributeValue{}}
+}
+
+// a is the placeholder of a record attribute (canonical name).
+func (e *expr) a(canonical string) string {
+	p := "#" + canonical
+	e.names[p] = e.s.n(canonical)
+	return p
+}
+
+// key is the placeholder of the key attribute whose absence means "no record".
+func (e *expr) key() string {
+	e.names["#key"] = e.s.keyAttr()
+	return "#key"
+}
+
+// v is the placeholder of a value.
+func (e *expr) v(name string, v types.AttributeValue) string {
+	p := ":" + name
+	e.vals[p] = v
+	return p
+}
+
+// fence is the condition of every write a lease holder makes after its acquire.
+func (e *expr) fence(token string) string {
+	return fmt.Sprintf("%s = %s AND %s = %s", e.a(attrLeaseToken), e.v("tok", avS(token)), e.a(attrStatus), e.v("inprogress", avS(string(StatusInProgress))))
+}
+
+// absent is the condition of a write that creates a record: none, or an expired one.
+func (e *expr) absent(now time.Time) string {
+	return fmt.Sprintf("attribute_not_exists(%s) OR %s < %s", e.key(), e.a(attrExpiresAt), e.v("now_s", avN(now.Unix())))
+}
+
+// asSeen is the condition of a write that replaces the record as it was seen.
+func (e *expr) asSeen(seen *Record) string {
+	return fmt.Sprintf("%s = %s AND %s = %s AND %s = %s", e.a(attrLeaseToken), e.v("oldtok", avS(seen.LeaseToken)),
+		e.a(attrStatus), e.v("oldstatus", avS(string(seen.Status))), e.a(attrLeaseUntil), e.v("oldlu", avN(epochMillis(seen.LeaseUntil))))
+}
+
+func (e *expr) namesOrNil() map[string]string {
+	if len(e.names) == 0 {
+		return nil
+	}
+	return e.names
+}
+
+func (e *expr) valsOrNil() map[string]types.AttributeValue {
+	if len(e.vals) == 0 {
+		return nil
+	}
+	return e.vals
+}
 
 // Create is one conditional PutItem; on a conflict the live record comes back in the
 // ConditionalCheckFailedException (ReturnValuesOnConditionCheckFailure=ALL_OLD).
 func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*Record, bool, error) {
-	item, err := marshalRecord(rec)
+	item, err := s.s.marshal(rec)
 	if err != nil {
 		return nil, false, err
 	}
+	e := s.expr()
 	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(s.table),
+		TableName:                           aws.String(s.s.table),
 		Item:                                item,
-		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :now_s"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":now_s": avN(now.Unix())},
+		ConditionExpression:                 aws.String(e.absent(now)),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.vals,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -73,7 +150,7 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 			return nil, true, nil
 		}
 		// The put replaced an expired record that DynamoDB's TTL had not deleted yet.
-		replaced, err := unmarshalRecord(out.Attributes)
+		replaced, err := s.s.unmarshal(out.Attributes)
 		if err != nil {
 			return nil, true, nil //nolint:nilerr // the lease is ours; the old record is only advisory
 		}
@@ -81,12 +158,12 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return nil, false, fmt.Errorf("idem: acquire put: %w", err)
+		return nil, false, requestErr("acquire put", rec.Key, err)
 	}
 	if len(ccf.Item) == 0 {
 		return nil, false, fmt.Errorf("idem: acquire put: condition failed but the old item was not returned")
 	}
-	old, err := unmarshalRecord(ccf.Item)
+	old, err := s.s.unmarshal(ccf.Item)
 	if err != nil {
 		return nil, false, fmt.Errorf("idem: acquire put: %w", err)
 	}
@@ -100,27 +177,28 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 
 // Takeover is a compare-and-swap UpdateItem on the token, status and lease it saw.
 func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, expiresAt, now time.Time) (*Record, error) {
-	vals := map[string]types.AttributeValue{
-		":tok":        avS(next.Token),
-		":lu":         avN(epochMillis(next.Until)),
-		":inprogress": avS(string(StatusInProgress)),
-		":shard":      avS(next.Shard),
-		":owner":      avS(next.Owner),
-		":now":        avN(epochMillis(now)),
-		":exp":        avN(expiresAt.Unix()),
-		":one":        avN(1),
-		":oldtok":     avS(seen.LeaseToken),
-		":oldstatus":  avS(string(seen.Status)),
-		":oldlu":      avN(epochMillis(seen.LeaseUntil)),
+	e := s.expr()
+	set := []string{
+		e.a(attrLeaseToken) + " = " + e.v("tok", avS(next.Token)),
+		e.a(attrLeaseUntil) + " = " + e.v("lu", avN(epochMillis(next.Until))),
+		e.a(attrStatus) + " = " + e.v("inprogress", avS(string(StatusInProgress))),
+		e.a(attrOwner) + " = " + e.v("owner", avS(next.Owner)),
+		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
+		e.a(attrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix())),
 	}
+	if s.s.hasIndex() {
+		set = append(set, e.a(attrInflight)+" = "+e.v("shard", avS(next.Shard)))
+	}
+	update := "SET " + strings.Join(set, ", ") + " ADD " + e.a(attrAttempt) + " " + e.v("one", avN(1)) +
+		" REMOVE " + e.a(attrError) + ", " + e.a(attrRetryable)
+	cond := e.asSeen(seen)
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table),
-		Key:       map[string]types.AttributeValue{attrPK: avS(seen.Key)},
-		UpdateExpression: aws.String("SET lease_token = :tok, lease_until = :lu, #status = :inprogress, inflight = :shard, " +
-			"#owner = :owner, updated_at = :now, expires_at = :exp ADD attempt :one REMOVE #error, retryable"),
-		ConditionExpression:       aws.String("lease_token = :oldtok AND #status = :oldstatus AND lease_until = :oldlu"),
-		ExpressionAttributeNames:  map[string]string{"#status": attrStatus, "#owner": attrOwner, "#error": attrError},
-		ExpressionAttributeValues: vals,
+		TableName:                 aws.String(s.s.table),
+		Key:                       s.s.key(seen.Key),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.vals,
 		ReturnValues:              types.ReturnValueAllNew,
 		// A takeover applied on an attempt whose answer was lost fails the SDK's retry:
 		// the record then comes back holding our own token.
@@ -128,14 +206,14 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
-		if rec, uerr := unmarshalRecord(ccf.Item); uerr == nil && rec.LeaseToken == next.Token {
+		if rec, uerr := s.s.unmarshal(ccf.Item); uerr == nil && rec.LeaseToken == next.Token {
 			return rec, nil
 		}
 	}
 	if err != nil {
 		return nil, fenceErr("takeover", seen.Key, err)
 	}
-	rec, err := unmarshalRecord(out.Attributes)
+	rec, err := s.s.unmarshal(out.Attributes)
 	if err != nil {
 		return nil, fmt.Errorf("idem: takeover %s: %w", redact(seen.Key), err)
 	}
@@ -143,7 +221,8 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 }
 
 // Complete is one fenced UpdateItem, or one TransactWriteItems holding that update first
-// and the business writes after it.
+// and the business writes after it. A home write (Completion.Home) is folded into the
+// record's update: its attributes become the record's, its own item is not written.
 func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now time.Time) error {
 	data, enc, err := encodeResponse(c.Response)
 	if err != nil {
@@ -156,62 +235,74 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	if len(data)+len(outbox) > MaxStoredResponse {
 		return fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", ErrResponseTooLarge, len(data)+len(outbox), MaxStoredResponse)
 	}
-	set := []string{"#status = :completed", "expires_at = :exp", "updated_at = :now"}
-	var remove []string
-	names := map[string]string{"#status": attrStatus}
-	vals := map[string]types.AttributeValue{
-		":tok":        avS(l.Token),
-		":inprogress": avS(string(StatusInProgress)),
-		":completed":  avS(string(StatusCompleted)),
-		":exp":        avN(c.ExpiresAt.Unix()),
-		":now":        avN(epochMillis(now)),
+	writes, home, index, err := s.fold(l.Key, c.Writes, c.Home-1)
+	if err != nil {
+		return err
 	}
-	names["#response"] = attrResponse
-	if len(data) > 0 {
-		set = append(set, "#response = :resp")
-		vals[":resp"] = &types.AttributeValueMemberB{Value: data}
+	e := s.expr()
+	set := []string{
+		e.a(attrStatus) + " = " + e.v("completed", avS(string(StatusCompleted))),
+		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
+	}
+	var remove []string
+	if home == nil {
+		set = append(set, e.a(attrExpiresAt)+" = "+e.v("exp", avN(c.ExpiresAt.Unix())))
 	} else {
-		remove = append(remove, "#response")
+		// The record is the guard's home: it lives as long as the guard, for good.
+		remove = append(remove, e.a(attrExpiresAt))
+		names := slices.Sorted(maps.Keys(home))
+		for i, name := range names {
+			p := fmt.Sprintf("#h%d", i)
+			e.names[p] = name
+			set = append(set, p+" = "+e.v(fmt.Sprintf("h%d", i), home[name]))
+		}
+	}
+	if len(data) > 0 {
+		set = append(set, e.a(attrResponse)+" = "+e.v("resp", &types.AttributeValueMemberB{Value: data}))
+	} else {
+		remove = append(remove, e.a(attrResponse))
 	}
 	if enc != "" {
-		set = append(set, "response_enc = :enc")
-		vals[":enc"] = avS(enc)
+		set = append(set, e.a(attrResponseEnc)+" = "+e.v("enc", avS(enc)))
 	} else {
-		remove = append(remove, "response_enc")
+		remove = append(remove, e.a(attrResponseEnc))
 	}
 	if len(outbox) > 0 {
 		// The record stays in the in-flight index until MarkSent, so the reaper finds
-		// messages a crash left unsent.
-		set = append(set, "outbox = :outbox")
-		vals[":outbox"] = &types.AttributeValueMemberB{Value: outbox}
+		// messages a crash left unsent (updated_at holds the commit time).
+		set = append(set, e.a(attrOutbox)+" = "+e.v("outbox", &types.AttributeValueMemberB{Value: outbox}))
+		if c.Group != "" {
+			set = append(set, e.a(attrOutboxGroup)+" = "+e.v("group", avS(c.Group)))
+		} else {
+			remove = append(remove, e.a(attrOutboxGroup))
+		}
 	} else {
-		remove = append(remove, "inflight", "outbox")
+		remove = append(remove, e.a(attrInflight), e.a(attrOutbox), e.a(attrOutboxGroup))
 	}
 	if outboxEnc != "" {
-		set = append(set, "outbox_enc = :oenc")
-		vals[":oenc"] = avS(outboxEnc)
+		set = append(set, e.a(attrOutboxEnc)+" = "+e.v("oenc", avS(outboxEnc)))
 	} else {
-		remove = append(remove, "outbox_enc")
+		remove = append(remove, e.a(attrOutboxEnc))
 	}
 	if c.PayloadHash != "" {
-		set = append(set, "payload_hash = :ph")
-		vals[":ph"] = avS(c.PayloadHash)
+		set = append(set, e.a(attrPayloadHash)+" = "+e.v("ph", avS(c.PayloadHash)))
 	}
-	expr := "SET " + strings.Join(set, ", ")
+	update := "SET " + strings.Join(set, ", ")
 	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
+		update += " REMOVE " + strings.Join(remove, ", ")
 	}
+	cond := e.fence(l.Token)
 	upd := &types.Update{
-		TableName:                 aws.String(s.table),
-		Key:                       map[string]types.AttributeValue{attrPK: avS(l.Key)},
-		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String(fence),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
+		TableName:                 aws.String(s.s.table),
+		Key:                       s.s.key(l.Key),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.vals,
 		// In a transaction, the record comes back in the cancellation reason.
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	if len(c.Writes) == 0 {
+	if len(writes) == 0 {
 		_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                           upd.TableName,
 			Key:                                 upd.Key,
@@ -227,12 +318,12 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 		}
 		return requestErr("complete", l.Key, err)
 	}
-	if len(c.Writes) > MaxWrites {
-		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", redact(l.Key), ErrInvalidRequest, len(c.Writes), MaxWrites)
+	if len(writes) > MaxWrites {
+		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", redact(l.Key), ErrInvalidRequest, len(writes), MaxWrites)
 	}
-	items := make([]types.TransactWriteItem, 0, len(c.Writes)+1)
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, types.TransactWriteItem{Update: upd})
-	items = append(items, c.Writes...)
+	items = append(items, writes...)
 	_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
 		return nil
@@ -247,16 +338,61 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 		}
 		return fmt.Errorf("idem: complete %s: %w", redact(l.Key), ErrLeaseLost)
 	}
-	return writesRefused("complete", l.Key, tce, err)
+	return writesRefused("complete", l.Key, tce, err, index)
+}
+
+// fold takes the home write out of writes: it returns the other writes, the home's
+// attributes (nil without a home), and for each remaining write its position in the
+// handler's writes. A home must be a Put to the record's own table: its key attributes
+// are replaced by the record's key.
+func (s *DynamoStore) fold(key string, writes []types.TransactWriteItem, home int) ([]types.TransactWriteItem, map[string]types.AttributeValue, []int, error) {
+	index := make([]int, 0, len(writes))
+	if home < 0 || home >= len(writes) {
+		for i := range writes {
+			index = append(index, i)
+		}
+		return writes, nil, index, nil
+	}
+	h := writes[home].Put
+	if h == nil || aws.ToString(h.TableName) != s.s.table {
+		return nil, nil, nil, fmt.Errorf("idem: complete %s: %w: the record's home (write %d) must be a Put to the record's table %s",
+			redact(key), ErrInvalidRequest, home, s.s.table)
+	}
+	attrs := map[string]types.AttributeValue{}
+	for name, v := range h.Item {
+		if name == s.s.pk || name == s.s.sk {
+			continue
+		}
+		if slices.Contains(slices.Collect(maps.Values(s.s.names)), name) {
+			return nil, nil, nil, fmt.Errorf("idem: complete %s: %w: the record's home (write %d) sets %s, an attribute of the record",
+				redact(key), ErrInvalidRequest, home, name)
+		}
+		attrs[name] = v
+	}
+	out := make([]types.TransactWriteItem, 0, len(writes)-1)
+	for i, w := range writes {
+		if i != home {
+			out = append(out, w)
+			index = append(index, i)
+		}
+	}
+	return out, attrs, index, nil
 }
 
 // writesRefused turns the cancellation of a transaction whose first item (the record)
 // passed into the error of its business writes: a *WriteConditionError listing every
 // write whose condition failed, ErrInvalidRequest for writes DynamoDB refused as invalid,
-// else the transaction's error (a conflict, throttling: retryable).
-func writesRefused(op, key string, tce *types.TransactionCanceledException, err error) error {
+// else the transaction's error (a conflict, throttling: retryable). index maps each
+// transaction item after the first to its position in the handler's writes.
+func writesRefused(op, key string, tce *types.TransactionCanceledException, err error, index []int) error {
 	var wce *WriteConditionError
 	var invalid []string
+	pos := func(i int) int {
+		if i-1 < len(index) {
+			return index[i-1]
+		}
+		return i - 1
+	}
 	for i, r := range tce.CancellationReasons {
 		if i == 0 {
 			continue
@@ -264,11 +400,11 @@ func writesRefused(op, key string, tce *types.TransactionCanceledException, err 
 		switch code := aws.ToString(r.Code); code {
 		case "ConditionalCheckFailed":
 			if wce == nil {
-				wce = &WriteConditionError{Index: i - 1, Reason: aws.ToString(r.Message)}
+				wce = &WriteConditionError{Index: pos(i), Reason: aws.ToString(r.Message)}
 			}
-			wce.Failed = append(wce.Failed, FailedWrite{Index: i - 1, Item: r.Item})
+			wce.Failed = append(wce.Failed, FailedWrite{Index: pos(i), Item: r.Item})
 		case "ValidationError", "ItemCollectionSizeLimitExceeded":
-			invalid = append(invalid, fmt.Sprintf("write %d: %s: %s", i-1, code, aws.ToString(r.Message)))
+			invalid = append(invalid, fmt.Sprintf("write %d: %s: %s", pos(i), code, aws.ToString(r.Message)))
 		}
 	}
 	switch {
@@ -282,24 +418,30 @@ func writesRefused(op, key string, tce *types.TransactionCanceledException, err 
 
 // Put is one conditional PutItem, or one TransactWriteItems holding that put first and
 // the business writes after it; a failed condition on the record returns the record
-// from the failure (ReturnValuesOnConditionCheckFailure=ALL_OLD).
+// from the failure (ReturnValuesOnConditionCheckFailure=ALL_OLD). A home write is folded
+// into the record, as in Complete.
 func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.TransactWriteItem, seen *Record, now time.Time) (*Record, error) {
-	item, err := marshalRecord(rec)
+	writes, home, index, err := s.fold(rec.Key, writes, rec.home-1)
 	if err != nil {
 		return nil, err
+	}
+	item, err := s.s.marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if home != nil {
+		// The record is the guard's home: it lives as long as the guard, for good.
+		delete(item, s.s.n(attrExpiresAt))
+		maps.Copy(item, home)
 	}
 	if len(writes) > MaxWrites {
 		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
 	}
-	cond := "attribute_not_exists(pk) OR expires_at < :now_s"
-	vals := map[string]types.AttributeValue{":now_s": avN(now.Unix())}
-	var names map[string]string
+	e := s.expr()
+	cond := e.absent(now)
 	if seen != nil {
-		cond = "lease_token = :oldtok AND #status = :oldstatus AND lease_until = :oldlu"
-		vals = map[string]types.AttributeValue{
-			":oldtok": avS(seen.LeaseToken), ":oldstatus": avS(string(seen.Status)), ":oldlu": avN(epochMillis(seen.LeaseUntil)),
-		}
-		names = map[string]string{"#status": attrStatus}
+		e = s.expr()
+		cond = e.asSeen(seen)
 	}
 	// existing decides a failed condition on the record: the record as it is, or nil
 	// when it holds our own token (a try applied earlier whose answer was lost).
@@ -315,8 +457,8 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	}
 	if len(writes) == 0 {
 		_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
-			ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
+			TableName: aws.String(s.s.table), Item: item, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: e.namesOrNil(), ExpressionAttributeValues: e.valsOrNil(),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		var ccf *types.ConditionalCheckFailedException
@@ -330,8 +472,8 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
+		TableName: aws.String(s.s.table), Item: item, ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.namesOrNil(), ExpressionAttributeValues: e.valsOrNil(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})
 	items = append(items, writes...)
@@ -346,14 +488,14 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	if r := tce.CancellationReasons; len(r) > 0 && aws.ToString(r[0].Code) == "ConditionalCheckFailed" {
 		return existing(r[0].Item)
 	}
-	return nil, writesRefused("put", rec.Key, tce, err)
+	return nil, writesRefused("put", rec.Key, tce, err, index)
 }
 
 // recordOf decodes the record a failed condition returned, or reads it (consistently)
 // when the service returned none.
 func (s *DynamoStore) recordOf(ctx context.Context, key string, item map[string]types.AttributeValue, now time.Time) (*Record, error) {
 	if len(item) > 0 {
-		return unmarshalRecord(item)
+		return s.s.unmarshal(item)
 	}
 	return s.Get(ctx, key, now)
 }
@@ -374,19 +516,26 @@ func requestErr(op, key string, err error) error {
 }
 
 // MarkSent is one UpdateItem conditioned on the completion's token and a pending outbox.
-func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int, now time.Time) error {
+func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int, dead []DeadMessage, now time.Time) error {
+	e := s.expr()
+	set := []string{
+		e.a(attrSent) + " = " + e.v("sent", avN(int64(sent))),
+		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
+	}
+	if len(dead) > 0 {
+		raw, err := json.Marshal(dead)
+		if err != nil {
+			return fmt.Errorf("idem: mark sent %s: %w", redact(key), err)
+		}
+		set = append(set, e.a(attrOutboxDead)+" = "+e.v("dead", avS(string(raw))))
+	}
+	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join([]string{e.a(attrOutbox), e.a(attrOutboxEnc), e.a(attrOutboxGroup), e.a(attrInflight)}, ", ")
+	cond := fmt.Sprintf("%s = %s AND %s = %s AND attribute_exists(%s)", e.a(attrLeaseToken), e.v("tok", avS(token)),
+		e.a(attrStatus), e.v("completed", avS(string(StatusCompleted))), e.a(attrOutbox))
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      map[string]types.AttributeValue{attrPK: avS(key)},
-		UpdateExpression:         aws.String("SET sent = :sent, updated_at = :now REMOVE outbox, outbox_enc, inflight"),
-		ConditionExpression:      aws.String("lease_token = :tok AND #status = :completed AND attribute_exists(outbox)"),
-		ExpressionAttributeNames: map[string]string{"#status": attrStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok":       avS(token),
-			":completed": avS(string(StatusCompleted)),
-			":sent":      avN(int64(sent)),
-			":now":       avN(epochMillis(now)),
-		},
+		TableName: aws.String(s.s.table), Key: s.s.key(key),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -400,20 +549,15 @@ func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int,
 
 // Retry is one UpdateItem conditioned on the token and a FAILED, not retryable record.
 func (s *DynamoStore) Retry(ctx context.Context, key, token, reason string, now time.Time) error {
+	e := s.expr()
+	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s", e.a(attrRetryable), e.v("true", avBool(true)),
+		e.a(attrError), e.v("reason", avS(nonEmpty(reason))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
+	cond := fmt.Sprintf("%s = %s AND %s = %s AND %s = %s", e.a(attrLeaseToken), e.v("tok", avS(token)),
+		e.a(attrStatus), e.v("failed", avS(string(StatusFailed))), e.a(attrRetryable), e.v("false", avBool(false)))
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      map[string]types.AttributeValue{attrPK: avS(key)},
-		UpdateExpression:         aws.String("SET retryable = :true, #error = :reason, updated_at = :now"),
-		ConditionExpression:      aws.String("lease_token = :tok AND #status = :failed AND retryable = :false"),
-		ExpressionAttributeNames: map[string]string{"#status": attrStatus, "#error": attrError},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok":    avS(token),
-			":failed": avS(string(StatusFailed)),
-			":true":   avBool(true),
-			":false":  avBool(false),
-			":reason": avS(nonEmpty(reason)),
-			":now":    avN(epochMillis(now)),
-		},
+		TableName: aws.String(s.s.table), Key: s.s.key(key),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
 	})
 	return fenceErr("retry", key, err)
 }
@@ -437,69 +581,51 @@ func (s *DynamoStore) completedBy(ctx context.Context, l Lease, item map[string]
 	return err == nil && rec.Status == StatusCompleted && rec.LeaseToken == l.Token
 }
 
+// fenced is one UpdateItem conditioned on the lease of token (and more when extra is set).
+func (s *DynamoStore) fenced(ctx context.Context, op, key, token string, e *expr, update, extra string) error {
+	cond := e.fence(token)
+	if extra != "" {
+		cond += " AND " + extra
+	}
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.s.table), Key: s.s.key(key),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
+	})
+	return fenceErr(op, key, err)
+}
+
 // Fail is one fenced UpdateItem.
 func (s *DynamoStore) Fail(ctx context.Context, l Lease, reason string, retryable bool, expiresAt, now time.Time) error {
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      map[string]types.AttributeValue{attrPK: avS(l.Key)},
-		UpdateExpression:         aws.String("SET #status = :failed, #error = :reason, retryable = :retryable, expires_at = :exp, updated_at = :now REMOVE inflight"),
-		ConditionExpression:      aws.String(fence),
-		ExpressionAttributeNames: map[string]string{"#status": attrStatus, "#error": attrError},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok":        avS(l.Token),
-			":inprogress": avS(string(StatusInProgress)),
-			":failed":     avS(string(StatusFailed)),
-			":reason":     avS(nonEmpty(reason)),
-			":retryable":  avBool(retryable),
-			":exp":        avN(expiresAt.Unix()),
-			":now":        avN(epochMillis(now)),
-		},
-	})
-	return fenceErr("fail", l.Key, err)
+	e := s.expr()
+	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s, %s = %s, %s = %s REMOVE %s",
+		e.a(attrStatus), e.v("failed", avS(string(StatusFailed))), e.a(attrError), e.v("reason", avS(nonEmpty(reason))),
+		e.a(attrRetryable), e.v("retryable", avBool(retryable)), e.a(attrExpiresAt), e.v("exp", avN(expiresAt.Unix())),
+		e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))), e.a(attrInflight))
+	return s.fenced(ctx, "fail", l.Key, l.Token, e, update, "")
 }
 
 // AddStep is one fenced UpdateItem adding to the steps set.
 func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, now time.Time) error {
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      map[string]types.AttributeValue{attrPK: avS(l.Key)},
-		UpdateExpression:         aws.String("SET updated_at = :now ADD steps :step"),
-		ConditionExpression:      aws.String(fence),
-		ExpressionAttributeNames: map[string]string{"#status": attrStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok":        avS(l.Token),
-			":inprogress": avS(string(StatusInProgress)),
-			":step":       &types.AttributeValueMemberSS{Value: []string{step}},
-			":now":        avN(epochMillis(now)),
-		},
-	})
-	return fenceErr("step "+step, l.Key, err)
+	e := s.expr()
+	update := fmt.Sprintf("SET %s = %s ADD %s %s", e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))),
+		e.a(attrSteps), e.v("step", &types.AttributeValueMemberSS{Value: []string{step}}))
+	return s.fenced(ctx, "step "+step, l.Key, l.Token, e, update, "")
 }
 
 // Extend is one fenced UpdateItem of lease_until (which also moves the record in the
 // in-flight index).
 func (s *DynamoStore) Extend(ctx context.Context, l Lease, until, now time.Time) error {
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      map[string]types.AttributeValue{attrPK: avS(l.Key)},
-		UpdateExpression:         aws.String("SET lease_until = :lu, updated_at = :now"),
-		ConditionExpression:      aws.String(fence),
-		ExpressionAttributeNames: map[string]string{"#status": attrStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok":        avS(l.Token),
-			":inprogress": avS(string(StatusInProgress)),
-			":lu":         avN(epochMillis(until)),
-			":now":        avN(epochMillis(now)),
-		},
-	})
-	return fenceErr("extend", l.Key, err)
+	e := s.expr()
+	update := fmt.Sprintf("SET %s = %s, %s = %s", e.a(attrLeaseUntil), e.v("lu", avN(epochMillis(until))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
+	return s.fenced(ctx, "extend", l.Key, l.Token, e, update, "")
 }
 
 // Get is a strongly consistent GetItem.
 func (s *DynamoStore) Get(ctx context.Context, key string, now time.Time) (*Record, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            map[string]types.AttributeValue{attrPK: avS(key)},
+		TableName:      aws.String(s.s.table),
+		Key:            s.s.key(key),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -508,7 +634,7 @@ func (s *DynamoStore) Get(ctx context.Context, key string, now time.Time) (*Reco
 	if len(out.Item) == 0 {
 		return nil, fmt.Errorf("idem: get %s: %w", redact(key), ErrNotFound)
 	}
-	rec, err := unmarshalRecord(out.Item)
+	rec, err := s.s.unmarshal(out.Item)
 	if err != nil {
 		return nil, fmt.Errorf("idem: get %s: %w", redact(key), err)
 	}
@@ -518,37 +644,39 @@ func (s *DynamoStore) Get(ctx context.Context, key string, now time.Time) (*Reco
 	return rec, nil
 }
 
-// staleCursor is the continuation of a Stale page: the GSI's LastEvaluatedKey.
-type staleCursor struct {
-	PK         string `json:"pk"`
-	Shard      string `json:"s"`
-	LeaseUntil string `json:"lu"`
-}
+// ErrNoIndex is returned by Stale on a layout without the in-flight index: the reaper
+// cannot run there (see Layout.InflightIndex).
+var ErrNoIndex = errors.New("idem: the table has no in-flight index (Layout.InflightIndex is NoIndex): the reaper cannot list stale leases")
 
 // Stale is one Query of the sparse in-flight index: it reads in-flight records only,
 // never the whole table.
 func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]StaleLease, string, error) {
+	if !s.s.hasIndex() {
+		return nil, "", ErrNoIndex
+	}
+	e := s.expr()
 	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		IndexName:              aws.String(InflightIndex),
-		KeyConditionExpression: aws.String("inflight = :shard AND lease_until < :before"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":shard":  avS(shard),
-			":before": avN(epochMillis(before)),
-		},
+		TableName:                 aws.String(s.s.table),
+		IndexName:                 aws.String(s.s.index),
+		KeyConditionExpression:    aws.String(fmt.Sprintf("%s = %s AND %s < %s", e.a(attrInflight), e.v("shard", avS(shard)), e.a(attrLeaseUntil), e.v("before", avN(epochMillis(before))))),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.vals,
 	}
 	if limit > 0 {
 		in.Limit = aws.Int32(int32(min(limit, 1000)))
 	}
 	if cursor != "" {
-		var c staleCursor
+		var c map[string]string
 		if err := json.Unmarshal([]byte(cursor), &c); err != nil {
 			return nil, "", fmt.Errorf("idem: stale: bad cursor: %w", err)
 		}
-		in.ExclusiveStartKey = map[string]types.AttributeValue{
-			attrPK:         avS(c.PK),
-			attrInflight:   avS(c.Shard),
-			attrLeaseUntil: &types.AttributeValueMemberN{Value: c.LeaseUntil},
+		in.ExclusiveStartKey = map[string]types.AttributeValue{}
+		for name, v := range c {
+			if name == s.s.n(attrLeaseUntil) {
+				in.ExclusiveStartKey[name] = &types.AttributeValueMemberN{Value: v}
+			} else {
+				in.ExclusiveStartKey[name] = avS(v)
+			}
 		}
 	}
 	out, err := s.api.Query(ctx, in)
@@ -557,7 +685,7 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 	}
 	recs := make([]StaleLease, 0, len(out.Items))
 	for _, item := range out.Items {
-		r, err := unmarshalRecord(item)
+		r, err := s.s.unmarshal(item)
 		if err != nil {
 			return nil, "", fmt.Errorf("idem: stale shard %s: %w", shard, err)
 		}
@@ -565,15 +693,15 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 	}
 	next := ""
 	if lek := out.LastEvaluatedKey; len(lek) > 0 {
-		c := staleCursor{}
-		if v, ok := lek[attrPK].(*types.AttributeValueMemberS); ok {
-			c.PK = v.Value
-		}
-		if v, ok := lek[attrInflight].(*types.AttributeValueMemberS); ok {
-			c.Shard = v.Value
-		}
-		if v, ok := lek[attrLeaseUntil].(*types.AttributeValueMemberN); ok {
-			c.LeaseUntil = v.Value
+		// The index's LastEvaluatedKey: the table's key and the index's, as strings.
+		c := map[string]string{}
+		for name, v := range lek {
+			switch x := v.(type) {
+			case *types.AttributeValueMemberS:
+				c[name] = x.Value
+			case *types.AttributeValueMemberN:
+				c[name] = x.Value
+			}
 		}
 		b, err := json.Marshal(c)
 		if err != nil {
@@ -586,23 +714,12 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 
 // Reap is one UpdateItem conditioned on the token and lease end the reaper read.
 func (s *DynamoStore) Reap(ctx context.Context, sl StaleLease, reason string, now time.Time) error {
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      map[string]types.AttributeValue{attrPK: avS(sl.Key)},
-		UpdateExpression:         aws.String("SET #status = :failed, #error = :reason, retryable = :true, updated_at = :now REMOVE inflight"),
-		ConditionExpression:      aws.String(fence + " AND lease_until = :lu"),
-		ExpressionAttributeNames: map[string]string{"#status": attrStatus, "#error": attrError},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok":        avS(sl.Token),
-			":inprogress": avS(string(StatusInProgress)),
-			":lu":         avN(epochMillis(sl.LeaseUntil)),
-			":failed":     avS(string(StatusFailed)),
-			":reason":     avS(nonEmpty(reason)),
-			":true":       avBool(true),
-			":now":        avN(epochMillis(now)),
-		},
-	})
-	return fenceErr("reap", sl.Key, err)
+	e := s.expr()
+	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s, %s = %s REMOVE %s",
+		e.a(attrStatus), e.v("failed", avS(string(StatusFailed))), e.a(attrError), e.v("reason", avS(nonEmpty(reason))),
+		e.a(attrRetryable), e.v("true", avBool(true)), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))), e.a(attrInflight))
+	extra := e.a(attrLeaseUntil) + " = " + e.v("lu", avN(epochMillis(sl.LeaseUntil)))
+	return s.fenced(ctx, "reap", sl.Key, sl.Token, e, update, extra)
 }
 
 // fenceErr turns a failed fencing condition into ErrLeaseLost and wraps other errors.

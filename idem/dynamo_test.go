@@ -170,7 +170,8 @@ func TestAcquireIsOneConditionalPut(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := spy.last
-	if in == nil || aws.ToString(in.ConditionExpression) != "attribute_not_exists(pk) OR expires_at < :now_s" ||
+	if in == nil || aws.ToString(in.ConditionExpression) != "attribute_not_exists(#key) OR #expires_at < :now_s" ||
+		in.ExpressionAttributeNames["#key"] != "pk" || in.ExpressionAttributeNames["#expires_at"] != "expires_at" ||
 		in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
 		t.Fatalf("acquire PutItem: %+v", in)
 	}

@@ -49,6 +49,15 @@ type Result struct {
 	// Response alone and returns with Guarded set; if it holds another payload's, the
 	// delivery fails with ErrPayloadMismatch.
 	Guards []int
+	// HomeGuard says that the first guard (Writes[Guards[0]], a Put to the idempotency
+	// table of a DynamoStore) is where the record lives: the record is folded into that
+	// item (its attributes become the record's, at the record's key) instead of being an
+	// item of its own, so the commit writes one item fewer (two write units fewer in a
+	// transaction). The record then lives as long as the guard, for good: it gets no
+	// TTL. The guard's item, read by the business, carries the record's attributes
+	// besides its own, and its key is the record's (DynamoStore.Key). MemoryStore keeps
+	// the two apart, with the same outcomes.
+	HomeGuard bool
 	// Guarded is set by the middleware when a guard write showed that the effect had
 	// already been applied, so the record was completed without the writes and without
 	// the messages. A handler may set it itself, with no Writes and no Messages, when
@@ -114,6 +123,11 @@ type Config struct {
 	// Mode chooses how a first delivery is committed: ModeLease (the default) or
 	// ModeSingleTransaction. See Mode.
 	Mode Mode
+	// OutboxDeadLetter keeps an outbound message SQS refuses for good (too large for its
+	// queue, say): it is dead-lettered with the reason instead of staying pending and
+	// holding up the messages after it (an *SQSDeadLetter on the consumer's dead-letter
+	// queue). When nil, such a message stays pending and is reported at every try.
+	OutboxDeadLetter OutboundDeadLetterer
 }
 
 // Mode is how the middleware runs a handler.
@@ -130,15 +144,19 @@ const (
 	// with the outbound messages stored in the record. A duplicate finds the record in
 	// the condition's failure and is answered from it, as in ModeLease; two concurrent
 	// deliveries both run the handler, one commits, the other is answered from its
-	// record. Nothing is ever in progress, so there is no lease to reap and no in-flight
-	// index entry: outbound messages a crash left pending are sent by the redelivery of
-	// the message that committed them (it is acknowledged only once they are sent).
+	// record. Nothing is ever in progress, so there is no lease to reap. A record
+	// committed with outbound messages goes into the in-flight index until they are
+	// sent: any later delivery of the key sends them, and the reaper does when none
+	// comes (a crash between the commit and the send).
 	//
 	// Only a handler whose effects are its Writes and Messages qualifies: it may read
 	// anything, but must call nothing outside DynamoDB that has an effect, since it may
 	// run more than once for one key. Attempt.Step and Attempt.Extend return
-	// ErrNotInThisMode. A retryable failure stores nothing (the next delivery runs
-	// again); a permanent one is stored and replayed as in ModeLease.
+	// ErrNotInThisMode. When the handler fails, the key's record is read: a key already
+	// completed is replayed (and its pending messages sent) whatever the handler says
+	// now, since it ran against state its own commit may have changed. Otherwise a
+	// retryable failure stores nothing (the next delivery runs again), and a permanent
+	// one is stored and replayed as in ModeLease.
 	ModeSingleTransaction
 )
 
@@ -272,7 +290,7 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	res, herr := c.run(ctx, next, req, att)
 	if herr == nil {
-		res.Messages, herr = c.prepare(pk, req.Key, res)
+		res.Messages, herr = c.prepare(pk, res)
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		return Result{}, c.refuseMismatch(ctx, att, pk, gm.applied)
@@ -295,11 +313,14 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 }
 
 // prepare checks what the handler returned before anything is committed.
-func (c *Client) prepare(pk, key string, res Result) ([]Message, error) {
+func (c *Client) prepare(pk string, res Result) ([]Message, error) {
 	if res.Guarded && (len(res.Writes) > 0 || len(res.Messages) > 0) {
 		return nil, Permanent(errors.New("idem: a handler result with Guarded set must have no Writes and no Messages"))
 	}
-	msgs, err := prepareMessages(pk, key, res.Messages)
+	if res.HomeGuard && (len(res.Guards) == 0 || res.Guards[0] < 0 || res.Guards[0] >= len(res.Writes) || res.Writes[res.Guards[0]].Put == nil) {
+		return nil, Permanent(errors.New("idem: a handler result with HomeGuard set needs Guards[0] to be the position of a Put in Writes"))
+	}
+	msgs, err := prepareMessages(pk, res.Messages)
 	if err != nil {
 		return nil, err
 	}
@@ -364,14 +385,20 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 		return nil, false, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
 	}
 	switch {
-	case old.Status == StatusCompleted && len(old.Outbox) > 0 && (now.Before(old.LeaseUntil) || sentByThisBatch(ctx, old.LeaseToken)):
-		// The holder committed and is sending its messages (at the end of its batch, this
-		// one's included): a duplicate is answered and acknowledged without sending them
-		// twice. They stay covered: the holder's own message is acknowledged only once
-		// they are sent, and after the holder's lease any delivery, or the reaper, sends
-		// what is left.
+	case old.Status == StatusCompleted && len(old.Outbox) > 0 &&
+		(sentByThisBatch(ctx, old.LeaseToken) || old.OutboxGroup != "" && deliveryGroup(ctx) != "" && deliveryGroup(ctx) != old.OutboxGroup):
+		// This very batch committed them and sends them at its end, before the record
+		// that committed them is acknowledged: a duplicate in the batch is answered. So
+		// is a delivery in another FIFO group than the one that committed them: sent
+		// from here they could overtake the pending messages of records committed before
+		// them in that group. That group's own redelivery of the key, or the reaper (in
+		// commit order), sends them.
 		return &Result{Response: old.Response, Replayed: true}, false, nil
 	case old.Status == StatusCompleted && len(old.Outbox) > 0:
+		// Committed, not known to be sent: whoever committed may have died, and nothing
+		// tells how long ago. Every delivery that finds them sends them before it is
+		// acknowledged (a resend carries the same keys and deduplication ids); the reaper
+		// sends them when no delivery comes.
 		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox,
 			sent: &cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt}}}, false, nil
 	case old.Status == StatusCompleted:
@@ -407,7 +434,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	exp := now.Add(c.cfg.TTL)
 	out := Result{Response: res.Response, Attempt: att.number, Guarded: res.Guarded}
 	writes := guardWrites(res.Writes, res.Guards, hash)
-	err := c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages}, now)
+	err := c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: deliveryGroup(ctx), Home: homeOf(res)}, now)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, appliedHash := guardFired(wce, res.Guards)
@@ -465,6 +492,14 @@ func (c *Client) refuseMismatch(ctx context.Context, att *Attempt, pk, applied s
 		return errors.Join(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch), err)
 	}
 	return fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
+}
+
+// homeOf is Completion.Home for a handler's result.
+func homeOf(res Result) int {
+	if !res.HomeGuard || len(res.Guards) == 0 {
+		return 0
+	}
+	return res.Guards[0] + 1
 }
 
 // guardWrites returns writes with the payload's fingerprint added to each guard Put, and

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -148,11 +147,7 @@ func guardedEffect(e *env, runs, stepRuns *atomic.Int64, id string) idem.Handler
 		if err := r.Attempt.Step(ctx, "receipt", func(context.Context) error { stepRuns.Add(1); return nil }); err != nil {
 			return idem.Result{}, err
 		}
-		journal := types.TransactWriteItem{Put: &types.Put{
-			TableName:           e.bizWrite(id).Update.TableName,
-			Item:                map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "journal-" + id}},
-			ConditionExpression: aws.String("attribute_not_exists(id)"),
-		}}
+		journal := journal(e, id)
 		return idem.Result{Response: []byte("credited"), Writes: []types.TransactWriteItem{journal, e.bizWrite(id)}, Guards: []int{0}}, nil
 	}
 }

@@ -137,8 +137,11 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	}
 	r.Status, r.Response = StatusCompleted, append([]byte{}, c.Response...)
 	r.Outbox = append([]Message(nil), c.Outbox...)
+	r.OutboxGroup = ""
 	if len(c.Outbox) == 0 {
 		r.Inflight = ""
+	} else {
+		r.OutboxGroup = c.Group
 	}
 	if c.PayloadHash != "" {
 		r.PayloadHash = c.PayloadHash
@@ -239,7 +242,7 @@ func guardIdentity(w types.TransactWriteItem) (string, bool) {
 }
 
 // MarkSent mirrors the conditioned update.
-func (m *MemoryStore) MarkSent(ctx context.Context, key, token string, sent int, now time.Time) error {
+func (m *MemoryStore) MarkSent(ctx context.Context, key, token string, sent int, dead []DeadMessage, now time.Time) error {
 	if err := ctxErr(ctx, "mark sent"); err != nil {
 		return err
 	}
@@ -249,7 +252,8 @@ func (m *MemoryStore) MarkSent(ctx context.Context, key, token string, sent int,
 	if !ok || r.LeaseToken != token || r.Status != StatusCompleted || len(r.Outbox) == 0 {
 		return nil
 	}
-	r.Outbox, r.Sent, r.Inflight, r.UpdatedAt = nil, sent, "", now.Truncate(time.Millisecond)
+	r.Outbox, r.Sent, r.Inflight, r.OutboxGroup, r.UpdatedAt = nil, sent, "", "", now.Truncate(time.Millisecond)
+	r.Dead = append([]DeadMessage(nil), dead...)
 	return nil
 }
 

@@ -52,6 +52,9 @@ const (
 	MetricOutboundUnsent = "OutboundUnsent"
 	// MetricOutboundByReaper counts records whose outbound messages the reaper sent.
 	MetricOutboundByReaper = "OutboundSentByReaper"
+	// MetricOutboundDeadLettered counts outbound messages SQS refused for good (too
+	// large for their queue, ...), dead-lettered instead of sent.
+	MetricOutboundDeadLettered = "OutboundDeadLettered"
 )
 
 // Limits of CloudWatch Embedded Metric Format: metric definitions per directive and

@@ -9,16 +9,13 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // Message is an outbound SQS message that a handler asks for in Result.Messages. It is
@@ -41,10 +38,22 @@ type Message struct {
 	// resend is a duplicate downstream.
 	DeduplicationID string `json:"d,omitempty"`
 	// Attributes are String message attributes (at most 9: the middleware adds
-	// KeyAttribute with the idempotency key, so a consumer built on this package finds
-	// the key where it looks first).
+	// KeyAttribute with the message's own idempotency key, OutboundKey, so a consumer
+	// built on this package finds it where it looks first). A handler that sets
+	// KeyAttribute itself must give each message of a result a key of its own.
 	Attributes map[string]string `json:"a,omitempty"`
 }
+
+// OutboundKey is the idempotency key of the outbound message at position i of the
+// Result.Messages committed under the record key pk (Client.RecordKey): pk, "#", i. The
+// middleware puts it in the message's KeyAttribute, and its FIFO deduplication id is
+// DeduplicationID(OutboundKey(pk, i)). Each message of a record has a key of its own, and
+// a resent message (a crash between its send and the mark that it was sent) carries the
+// same key again: a receiver that keys on it, as a consumer built on this package does,
+// applies every message once, even a resend that comes after SQS's 5-minute
+// deduplication interval. The scope in pk keeps two scopes' messages apart on a shared
+// queue.
+func OutboundKey(pk string, i int) string { return pk + "#" + strconv.Itoa(i) }
 
 // Outbox limits.
 const (
@@ -79,13 +88,17 @@ type Pending struct {
 	Key      string    // record key
 	Token    string    // lease token of the completion that stored the messages
 	Messages []Message // with DeduplicationID and KeyAttribute filled in
+	// Dead lists, once Deliver has run, the messages SQS refused for good and that were
+	// dead-lettered instead of sent.
+	Dead []DeadMessage
 
-	sent *cached // the completed record for the cache, once the messages are sent
+	sent      *cached   // the completed record for the cache, once the messages are sent
+	committed time.Time // when they were committed (the reaper sends in that order)
 }
 
 // prepareMessages validates a handler's outbound messages and fills in what the
 // middleware derives: the deduplication id of FIFO messages and the key attribute.
-func prepareMessages(pk, key string, msgs []Message) ([]Message, error) {
+func prepareMessages(pk string, msgs []Message) ([]Message, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -93,20 +106,27 @@ func prepareMessages(pk, key string, msgs []Message) ([]Message, error) {
 		return nil, fmt.Errorf("%w: %d messages, at most %d", ErrInvalidMessage, len(msgs), MaxOutboundMessages)
 	}
 	out := make([]Message, len(msgs))
+	keys := make(map[string]int, len(msgs))
 	for i, m := range msgs {
 		m.Attributes = maps.Clone(m.Attributes)
 		if m.Attributes == nil {
 			m.Attributes = map[string]string{}
 		}
 		if _, ok := m.Attributes[KeyAttribute]; !ok {
-			m.Attributes[KeyAttribute] = key
+			m.Attributes[KeyAttribute] = OutboundKey(pk, i)
 		}
 		if fifoQueue(m.QueueURL) && m.DeduplicationID == "" {
-			m.DeduplicationID = DeduplicationID(pk + "#" + strconv.Itoa(i))
+			m.DeduplicationID = DeduplicationID(OutboundKey(pk, i))
 		}
 		if err := m.validate(); err != nil {
 			return nil, fmt.Errorf("%w: message %d: %w", ErrInvalidMessage, i, err)
 		}
+		// A receiver keyed on the message's key would apply the first of two messages
+		// that share one and refuse the other as a payload mismatch.
+		if j, dup := keys[m.Attributes[KeyAttribute]]; dup {
+			return nil, fmt.Errorf("%w: messages %d and %d have the same %s attribute: each needs a key of its own", ErrInvalidMessage, j, i, KeyAttribute)
+		}
+		keys[m.Attributes[KeyAttribute]] = i
 		out[i] = m
 	}
 	return out, nil
@@ -210,166 +230,6 @@ func decodeOutbox(data []byte, enc string) ([]Message, error) {
 		return nil, fmt.Errorf("idem: decode outbox: %w", err)
 	}
 	return msgs, nil
-}
-
-// DeliverTimeout bounds the sends and the marking of one Deliver call when the caller's
-// context has no deadline or has already ended (the invocation's deadline is the
-// commonest reason to be late, and a pending message must still get its chance).
-const deliverTimeout = 10 * time.Second
-
-// Deliver sends the messages of pendings with SendMessageBatch, at most 10 to a request
-// and per queue in the order given (so a FIFO group keeps its order), then marks each
-// pending whose messages were all accepted as sent in its record. It returns one error
-// per pending, nil for those sent and marked. A pending whose messages were only partly
-// accepted stays pending: its record is found again by the next delivery of the key or
-// by the reaper, and the resent messages carry the same deduplication ids.
-func (c *Client) Deliver(ctx context.Context, pendings []*Pending) []error {
-	errs := deliver(ctx, c.cfg.Sender, c.cfg.Store, c.cfg.Clock, pendings)
-	for i, p := range pendings {
-		if errs[i] == nil && p.sent != nil {
-			c.cache.put(*p.sent) // a warm duplicate is answered with no request
-		}
-	}
-	return errs
-}
-
-// sendEntry is one message of one pending in a SendMessageBatch request.
-type sendEntry struct {
-	pending int
-	msg     *Message
-}
-
-func deliver(ctx context.Context, api SQSBatchSender, store Store, clock func() time.Time, pendings []*Pending) []error {
-	errs := make([]error, len(pendings))
-	if len(pendings) == 0 {
-		return errs
-	}
-	if api == nil {
-		for i, p := range pendings {
-			errs[i] = fmt.Errorf("idem: deliver %s: outbound messages pending but no SQS sender is configured (Config.Sender)", redact(p.Key))
-		}
-		return errs
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
-	defer cancel()
-	// Group by queue, keeping the order of pendings and of their messages.
-	var queues []string
-	byQueue := map[string][]sendEntry{}
-	for i, p := range pendings {
-		for j := range p.Messages {
-			m := &p.Messages[j]
-			if _, ok := byQueue[m.QueueURL]; !ok {
-				queues = append(queues, m.QueueURL)
-			}
-			byQueue[m.QueueURL] = append(byQueue[m.QueueURL], sendEntry{pending: i, msg: m})
-		}
-	}
-	var mu sync.Mutex
-	fail := func(i int, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if errs[i] == nil {
-			errs[i] = err
-		}
-	}
-	var wg sync.WaitGroup
-	for _, q := range queues {
-		wg.Go(func() {
-			for _, batch := range splitBatches(byQueue[q]) {
-				sendBatch(ctx, api, q, batch, pendings, fail)
-			}
-		})
-	}
-	wg.Wait()
-	sem := make(chan struct{}, maxMarks)
-	for i, p := range pendings {
-		if errs[i] != nil {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := store.MarkSent(ctx, p.Key, p.Token, len(p.Messages), clock()); err != nil {
-				fail(i, err)
-			}
-		})
-	}
-	wg.Wait()
-	return errs
-}
-
-// maxMarks bounds the MarkSent requests of one Deliver in flight at once (a batch has
-// 10 records; a reaper after an outage may have many more).
-const maxMarks = 16
-
-// splitBatches cuts a queue's entries into SendMessageBatch requests.
-func splitBatches(entries []sendEntry) [][]sendEntry {
-	var out [][]sendEntry
-	var cur []sendEntry
-	size := 0
-	for _, e := range entries {
-		n := e.msg.size()
-		if len(cur) == maxBatchEntries || (len(cur) > 0 && size+n > maxBatchBytes) {
-			out = append(out, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, e)
-		size += n
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
-func sendBatch(ctx context.Context, api SQSBatchSender, queue string, batch []sendEntry, pendings []*Pending, fail func(int, error)) {
-	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queue), Entries: make([]sqstypes.SendMessageBatchRequestEntry, len(batch))}
-	for i, e := range batch {
-		entry := sqstypes.SendMessageBatchRequestEntry{
-			Id:          aws.String(strconv.Itoa(i)),
-			MessageBody: aws.String(e.msg.Body),
-		}
-		if e.msg.GroupID != "" {
-			entry.MessageGroupId = aws.String(e.msg.GroupID)
-		}
-		if e.msg.DeduplicationID != "" {
-			entry.MessageDeduplicationId = aws.String(e.msg.DeduplicationID)
-		}
-		if len(e.msg.Attributes) > 0 {
-			entry.MessageAttributes = make(map[string]sqstypes.MessageAttributeValue, len(e.msg.Attributes))
-			for _, name := range slices.Sorted(maps.Keys(e.msg.Attributes)) {
-				entry.MessageAttributes[name] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(e.msg.Attributes[name])}
-			}
-		}
-		in.Entries[i] = entry
-	}
-	out, err := api.SendMessageBatch(ctx, in)
-	if err != nil {
-		for _, e := range batch {
-			fail(e.pending, fmt.Errorf("idem: send outbound messages of %s to %s: %w", redact(pendings[e.pending].Key), queue, err))
-		}
-		return
-	}
-	for _, f := range out.Failed {
-		i, err := strconv.Atoi(aws.ToString(f.Id))
-		if err != nil || i < 0 || i >= len(batch) {
-			continue
-		}
-		p := batch[i].pending
-		fail(p, fmt.Errorf("idem: send outbound message of %s to %s: %s: %s", redact(pendings[p].Key), queue, aws.ToString(f.Code), aws.ToString(f.Message)))
-	}
-	// An entry neither reported successful nor failed is not known to be sent.
-	ok := make([]bool, len(batch))
-	for _, s := range out.Successful {
-		if i, err := strconv.Atoi(aws.ToString(s.Id)); err == nil && i >= 0 && i < len(batch) {
-			ok[i] = true
-		}
-	}
-	for i, e := range batch {
-		if !ok[i] {
-			fail(e.pending, fmt.Errorf("idem: send outbound message of %s to %s: not confirmed by SQS", redact(pendings[e.pending].Key), queue))
-		}
-	}
 }
 
 // pendingSlot carries a record's pending messages from the middleware to the

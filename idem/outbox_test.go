@@ -109,9 +109,10 @@ func journalEffect(e *env, o *outbox, runs *atomic.Int64, id string) idem.Handle
 
 func journal(e *env, id string) types.TransactWriteItem {
 	return types.TransactWriteItem{Put: &types.Put{
-		TableName:           e.bizWrite(id).Update.TableName,
-		Item:                map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "journal-" + id}},
-		ConditionExpression: aws.String("attribute_not_exists(id)"),
+		TableName:                aws.String(e.bizTable),
+		Item:                     e.bizKey("journal-" + id),
+		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
+		ExpressionAttributeNames: map[string]string{"#k": e.bizKeyAttr},
 	}}
 }
 
@@ -127,7 +128,7 @@ func (e *env) forget(t *testing.T, c *idem.Client, key string) {
 		return
 	}
 	if _, err := e.ddb.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
-		TableName: aws.String(e.table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
+		TableName: aws.String(e.table), Key: e.store.(*idem.DynamoStore).Key(pk),
 	}); err != nil {
 		t.Fatalf("delete record: %v", err)
 	}
@@ -161,8 +162,8 @@ func TestOutboxSendsOnceAfterTheCommit(t *testing.T) {
 			t.Fatalf("queue holds %v, want the one receipt", bodies(got))
 		}
 		m := got[0]
-		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != "k1" {
-			t.Errorf("key attribute %q, want k1", v)
+		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != idem.OutboundKey("contract#k1", 0) {
+			t.Errorf("key attribute %q, want the message's own key, %q", v, idem.OutboundKey("contract#k1", 0))
 		}
 		if g := m.Attributes["MessageGroupId"]; g != "g-k1" {
 			t.Errorf("group %q, want g-k1", g)
@@ -184,8 +185,10 @@ func TestOutboxSendsOnceAfterTheCommit(t *testing.T) {
 	})
 }
 
-// TestOutboxCrashBetweenCommitAndSend: the commit holds the messages; a delivery after
-// the holder's lease sends them, once, and the reaper does when no delivery comes.
+// TestOutboxCrashBetweenCommitAndSend: the commit holds the messages, in both modes
+// with the record in the in-flight index; any later delivery sends them, however soon
+// it comes (a redelivery inside the committer's lease included: the committer may be
+// dead), and the reaper does when no delivery comes.
 func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		ctx := context.Background()
@@ -202,42 +205,30 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 		if n := len(o.drain(t)); n != 0 {
 			t.Fatalf("%d messages sent before any send succeeded", n)
 		}
-		if rec := e.record(t, live, "redelivered"); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 1 || (rec.Inflight == "") != (mode == idem.ModeSingleTransaction) {
-			t.Fatalf("record after the failed send: %s, outbox %d, inflight %q; want COMPLETED with the message pending (in the index in the lease mode)", rec.Status, len(rec.Outbox), rec.Inflight)
+		if rec := e.record(t, live, "redelivered"); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 1 || rec.Inflight == "" {
+			t.Fatalf("record after the failed send: %s, outbox %d, inflight %q; want COMPLETED with the message pending, in the index",
+				rec.Status, len(rec.Outbox), rec.Inflight)
 		}
-		// Inside the holder's lease, a duplicate is answered and leaves the send to the
-		// holder (whose own message is not acknowledged until it sends).
-		if res, err := live.Do(ctx, req("redelivered", `{}`), journalEffect(e, o, &runs, "redelivered")); err != nil || !res.Replayed {
-			t.Fatalf("duplicate inside the lease: %+v, %v; want a replay", res, err)
-		}
-		if n := len(o.drain(t)); n != 0 {
-			t.Fatalf("%d messages sent by a duplicate inside the holder's lease", n)
-		}
-		e.clock.Advance(6 * time.Minute) // past the lease (no deadline: 5 minutes)
+		// At once, inside what was the committer's lease: the redelivery sends.
 		res, err := live.Do(ctx, req("redelivered", `{}`), journalEffect(e, o, &runs, "redelivered"))
 		if err != nil || !res.Replayed {
-			t.Fatalf("redelivery after the lease: %+v, %v; want a replay that sends", res, err)
+			t.Fatalf("redelivery: %+v, %v; want a replay that sends", res, err)
 		}
 		if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt redelivered {}" {
 			t.Fatalf("after the redelivery the queue holds %v, want its one receipt", got)
 		}
-		if mode == idem.ModeSingleTransaction {
-			// No in-flight index entry in this mode: the reaper finds nothing, and the
-			// redelivery of the message that committed sends what is pending.
-			r := &idem.Reaper{Store: e.store, Grace: time.Second, Clock: e.clock.Now, Sender: o.sqs}
-			if sw, err := r.Sweep(ctx); err != nil || sw.Scanned != 0 {
-				t.Fatalf("sweep in single-transaction mode: %+v, %v; want nothing listed", sw, err)
-			}
-			if res, err := live.Do(ctx, req("reaped", `{}`), journalEffect(e, o, &runs, "reaped")); err != nil || !res.Replayed {
-				t.Fatalf("redelivery of reaped: %+v, %v", res, err)
-			}
-			if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt reaped {}" {
-				t.Fatalf("after the redelivery the queue holds %v, want its receipt", got)
-			}
-			return
+		if rec := e.record(t, live, "redelivered"); len(rec.Outbox) != 0 || rec.Inflight != "" || rec.Sent != 1 {
+			t.Fatalf("record after the redelivery: outbox %d, inflight %q, sent %d; want marked sent, out of the index", len(rec.Outbox), rec.Inflight, rec.Sent)
 		}
-		// No delivery of "reaped" comes back: the reaper sends its message.
-		r := &idem.Reaper{Store: e.store, Grace: time.Second, Clock: e.clock.Now, Sender: o.sqs}
+		// No delivery of "reaped" comes back: the reaper sends its message, in both modes,
+		// once no record committed before it can be missing from its listing (Grace +
+		// MaxLease after the commit; the lease is 5 minutes without a deadline).
+		r := &idem.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: o.sqs}
+		e.clock.Advance(5 * time.Minute)
+		if sw, err := r.Sweep(ctx); err != nil || sw.Sent != 0 {
+			t.Fatalf("sweep before grace and lease: %+v, %v; want nothing sent yet", sw, err)
+		}
+		e.clock.Advance(2 * time.Second)
 		sw, err := r.Sweep(ctx)
 		if err != nil || sw.Sent != 1 || sw.Reaped != 0 || sw.Unsent != 0 {
 			t.Fatalf("sweep: %+v, %v; want one record's messages sent and nothing reaped", sw, err)
@@ -262,6 +253,45 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 		for _, key := range []string{"redelivered", "reaped"} {
 			if n := e.bizCount(t, key); n != 1 {
 				t.Fatalf("%s: %d effects, want 1", key, n)
+			}
+		}
+	})
+}
+
+// TestSingleTransactionCompletedKeyWhateverTheHandlerSays: in the single-transaction
+// mode the handler runs before the record is read, so a redelivery after a commit runs
+// it against the state its own commit changed. Whatever it says then, a permanent
+// refusal or a retryable error, the completed key is replayed and its pending messages
+// are sent.
+func TestSingleTransactionCompletedKeyWhateverTheHandlerSays(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		crashed := e.client(t, withMode(idem.ModeSingleTransaction), func(cfg *idem.Config) { cfg.Sender = &failingSender{} })
+		live := e.client(t, withMode(idem.ModeSingleTransaction), func(cfg *idem.Config) { cfg.Sender = o.sqs })
+		var runs atomic.Int64
+		for _, tc := range []struct {
+			key string
+			now error
+		}{
+			{"refused-now", idem.Permanent(errors.New("over the limit now that this very payment was applied"))},
+			{"failing-now", errors.New("a read timed out")},
+		} {
+			if _, err := crashed.Do(ctx, req(tc.key, `{}`), journalEffect(e, o, &runs, tc.key)); err == nil || idem.IsPermanent(err) {
+				t.Fatalf("%s: send failure gave %v, want a retryable error", tc.key, err)
+			}
+			res, err := live.Do(ctx, req(tc.key, `{}`), func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{}, tc.now })
+			if err != nil || !res.Replayed || string(res.Response) != "done "+tc.key {
+				t.Fatalf("%s: redelivery whose handler now says %v: %+v, %v; want the stored response", tc.key, tc.now, res, err)
+			}
+			if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt "+tc.key+" {}" {
+				t.Fatalf("%s: the queue holds %v, want the pending receipt sent", tc.key, got)
+			}
+			if rec := e.record(t, live, tc.key); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 0 {
+				t.Fatalf("%s: record %s with %d pending; want COMPLETED, sent", tc.key, rec.Status, len(rec.Outbox))
+			}
+			if n := e.bizCount(t, tc.key); n != 1 {
+				t.Fatalf("%s: %d effects, want 1", tc.key, n)
 			}
 		}
 	})
@@ -384,9 +414,9 @@ func TestRedriveAfterAFix(t *testing.T) {
 			}
 			checkRedrivable(t, e, c, mode, "pay-1")
 			// The operator opens the account, then redrives the message.
-			if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: e.bizWrite("acct").Update.TableName, Item: map[string]types.AttributeValue{
-				"id": &types.AttributeValueMemberS{Value: "acct"}, "open_since": &types.AttributeValueMemberN{Value: "1"},
-			}}); err != nil {
+			if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.bizTable), Item: e.bizItem("acct", map[string]types.AttributeValue{
+				"open_since": &types.AttributeValueMemberN{Value: "1"},
+			})}); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 2 {
@@ -478,9 +508,9 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 			big := strings.Repeat("x", 410*1024)
 			for name, writes := range map[string][]types.TransactWriteItem{
 				"two actions on one item": {e.bizWrite("same"), e.bizWrite("same")},
-				"item over 400 KB": {{Put: &types.Put{TableName: e.bizWrite("x").Update.TableName, Item: map[string]types.AttributeValue{
-					"id": &types.AttributeValueMemberS{Value: "big"}, "blob": &types.AttributeValueMemberS{Value: big},
-				}}}},
+				"item over 400 KB": {{Put: &types.Put{TableName: aws.String(e.bizTable), Item: e.bizItem("big", map[string]types.AttributeValue{
+					"blob": &types.AttributeValueMemberS{Value: big},
+				})}}},
 			} {
 				_, err := c.Do(ctx, req(name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 					return idem.Result{Writes: writes}, nil
@@ -527,7 +557,7 @@ func TestAppliedSkipsStepsAfterDeletion(t *testing.T) {
 		h := func(id string) idem.HandlerFunc {
 			return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
 				g := journal(e, id)
-				applied, err := r.Attempt.Applied(ctx, aws.ToString(g.Put.TableName), map[string]types.AttributeValue{"id": g.Put.Item["id"]})
+				applied, err := r.Attempt.Applied(ctx, aws.ToString(g.Put.TableName), e.bizKey("journal-"+id))
 				if err != nil {
 					return idem.Result{}, err
 				}
@@ -690,4 +720,60 @@ func checkRedrivable(t *testing.T, e *env, c *idem.Client, mode idem.Mode, key s
 	case mode == idem.ModeLease && (err != nil || rec.Status != idem.StatusFailed || !rec.Retryable):
 		t.Errorf("%s: record %+v, %v; want FAILED and retryable (redrivable after the fix)", key, rec, err)
 	}
+}
+
+// TestEachOutboundMessageHasItsOwnKey: the messages of one record carry keys of their
+// own (OutboundKey), so a consumer built on this package downstream applies each one,
+// instead of applying the first and refusing the others as a payload mismatch. Two
+// messages with the same explicit key are refused before anything commits.
+func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = o.sqs })
+		three := func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{o.msg("first", "g"), o.msg("second", "g"), o.msg("third", "g")}}, nil
+		}
+		if _, err := c.Do(ctx, req("order-1", `{}`), three); err != nil {
+			t.Fatal(err)
+		}
+		got := o.drain(t)
+		if len(got) != 3 {
+			t.Fatalf("%d messages sent, want 3", len(got))
+		}
+		pk, _ := c.RecordKey("order-1")
+		// Downstream: another consumer on this package, keyed on the messages' own keys.
+		down := e.client(t, func(cfg *idem.Config) { cfg.Scope = "downstream" })
+		var applied []string
+		for i, m := range got {
+			key := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue)
+			if key != idem.OutboundKey(pk, i) || m.Attributes["MessageDeduplicationId"] != idem.DeduplicationID(key) {
+				t.Errorf("message %d: key %q, deduplication id %q; want %q and its deduplication id", i, key, m.Attributes["MessageDeduplicationId"], idem.OutboundKey(pk, i))
+			}
+			_, err := down.Do(ctx, req(key, aws.ToString(m.Body)), func(_ context.Context, r *idem.Request) (idem.Result, error) {
+				applied = append(applied, string(r.Payload))
+				return idem.Result{}, nil
+			})
+			if err != nil {
+				t.Errorf("downstream consumer refused message %d: %v", i, err)
+			}
+		}
+		if strings.Join(applied, ",") != "first,second,third" {
+			t.Errorf("downstream applied %v, want each message once", applied)
+		}
+		// A handler that sets the key itself must not give two messages the same one.
+		same := func(context.Context, *idem.Request) (idem.Result, error) {
+			m := o.msg("a", "g")
+			m.Attributes = map[string]string{idem.KeyAttribute: "k"}
+			n := m
+			n.Body = "b"
+			return idem.Result{Messages: []idem.Message{m, n}}, nil
+		}
+		if _, err := c.Do(ctx, req("order-2", `{}`), same); !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
+			t.Fatalf("two messages with one key: %v, want ErrInvalidMessage", err)
+		}
+		if n := len(o.drain(t)); n != 0 {
+			t.Fatalf("%d messages sent for a refused result", n)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -32,6 +33,15 @@ type Reaper struct {
 	// crashed between its commit and its send, and no delivery of the key came back).
 	// When nil, such records are counted in SweepResult.Unsent and left in place.
 	Sender SQSBatchSender
+	// DeadLetter keeps an outbound message SQS refuses for good, as
+	// Config.OutboxDeadLetter does for the consumers (optional).
+	DeadLetter OutboundDeadLetterer
+	// MaxLease is the longest lease a consumer takes, extensions included: its
+	// Config.MaxLease (default 15 minutes, as there). The reaper sends the outbound
+	// messages of a record committed more than Grace + MaxLease ago, and only once it
+	// has sent those of every record committed before it, so that it never sends a FIFO
+	// group's messages out of commit order (see Sweep).
+	MaxLease time.Duration
 }
 
 // SweepResult counts what a sweep did.
@@ -49,6 +59,9 @@ type SweepResult struct {
 	// Unsent counts completed records with pending outbound messages that this sweep
 	// could not send (no Sender, or SQS refused); the next sweep tries again.
 	Unsent int
+	// DeadLettered counts outbound messages SQS refused for good, which this sweep
+	// dead-lettered instead of sending.
+	DeadLettered int
 }
 
 // Sweep lists every shard's leases that ended before now minus Grace and fails each
@@ -60,7 +73,10 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	if r.Store == nil {
 		return res, errors.New("idem: Reaper.Store is nil")
 	}
-	shards, grace, page, margin, clock := r.Shards, r.Grace, r.PageSize, r.Margin, r.Clock
+	shards, grace, page, margin, clock, maxLease := r.Shards, r.Grace, r.PageSize, r.Margin, r.Clock, r.MaxLease
+	if maxLease <= 0 {
+		maxLease = 15 * time.Minute
+	}
 	if shards <= 0 {
 		shards = 4
 	}
@@ -82,17 +98,44 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	// Listed records that could not be reaped moved on (completed, extended, taken
 	// over), or are COMPLETED with outbound messages a crash left unsent: told apart, and
 	// the messages sent, once every reap of the sweep is done, so that reaps never wait.
+	//
+	// They go in the order they were committed, so that a FIFO group's messages never
+	// overtake each other, and only those committed before a cut that makes sure no
+	// record committed earlier is missing from the listing. A record's lease ends at
+	// most MaxLease after its holder took or extended it, before its commit; so every
+	// record committed before now - Grace - MaxLease has a lease end before now - Grace
+	// and is listed, if the sweep listed every shard to its end. A record that could
+	// not be read moves the cut to before any record it could have preceded.
 	var moved []StaleLease
+	complete := false
 	defer func() {
+		cut := clock().Add(-grace - maxLease)
 		var pendings []*Pending
 		for _, s := range moved {
-			if p := r.pendingOf(ctx, s, clock()); p != nil {
+			p, err := r.pendingOf(ctx, s, clock())
+			switch {
+			case err != nil:
+				cut = minTime(cut, s.LeaseUntil.Add(-maxLease))
+			case p != nil:
 				pendings = append(pendings, p)
-			} else {
+			default:
 				res.Lost++
 			}
 		}
-		for _, err := range deliver(ctx, r.Sender, r.Store, clock, pendings) {
+		if !complete {
+			res.Unsent += len(pendings)
+			return
+		}
+		slices.SortStableFunc(pendings, func(a, b *Pending) int { return a.committed.Compare(b.committed) })
+		for i, p := range pendings {
+			if !p.committed.Before(cut) {
+				res.Unsent += len(pendings) - i // the next sweeps send them
+				pendings = pendings[:i]
+				break
+			}
+		}
+		for i, err := range deliver(ctx, r.Sender, r.DeadLetter, r.Store, clock, pendings) {
+			res.DeadLettered += len(pendings[i].Dead)
 			if err == nil {
 				res.Sent++
 			} else {
@@ -135,17 +178,25 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			cursor = next
 		}
 	}
+	complete = true
 	return res, nil
 }
 
 // pendingOf returns the pending outbound messages of a listed record that was not
-// reapable because it is COMPLETED with an outbox still stored, or nil.
-func (r *Reaper) pendingOf(ctx context.Context, s StaleLease, now time.Time) *Pending {
+// reapable because it is COMPLETED with an outbox still stored; nil when it is not; an
+// error when it could not be read.
+func (r *Reaper) pendingOf(ctx context.Context, s StaleLease, now time.Time) (*Pending, error) {
 	rec, err := r.Store.Get(ctx, s.Key, now)
-	if err != nil || rec.Status != StatusCompleted || len(rec.Outbox) == 0 || rec.LeaseToken != s.Token {
-		return nil
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
 	}
-	return &Pending{Key: rec.Key, Token: rec.LeaseToken, Messages: rec.Outbox}
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status != StatusCompleted || len(rec.Outbox) == 0 || rec.LeaseToken != s.Token {
+		return nil, nil
+	}
+	return &Pending{Key: rec.Key, Token: rec.LeaseToken, Messages: rec.Outbox, committed: rec.UpdatedAt}, nil
 }
 
 // Unlock is the operator's version of a reap: it fails the key's IN_PROGRESS record

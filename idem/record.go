@@ -32,10 +32,18 @@ type Record struct {
 	Attempt     int    // acquisitions so far, takeovers included
 	Steps       []string
 	Outbox      []Message // COMPLETED: outbound messages committed but not yet known to be sent
-	Sent        int       // COMPLETED: how many outbound messages were sent
-	Owner       string    // diagnostics: who holds or held the lease (Lambda request id)
+	// OutboxGroup is the FIFO message group of the delivery that committed the outbox,
+	// kept while it is pending: a later delivery of the key in that group sends it;
+	// one in another group leaves it to that group (or the reaper), so messages never
+	// overtake the pending ones of records committed before them in the group.
+	OutboxGroup string
+	Sent        int           // COMPLETED: how many outbound messages were sent
+	Dead        []DeadMessage // COMPLETED: outbound messages SQS refused for good, dead-lettered instead
+	Owner       string        // diagnostics: who holds or held the lease (Lambda request id)
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+
+	home int // ModeSingleTransaction's Put: 1 + the position of the home write (Completion.Home)
 }
 
 // expired reports whether the record's TTL has passed: DynamoDB deletes such items late,
@@ -59,6 +67,7 @@ func (r *Record) clone() *Record {
 	c.Response = append([]byte(nil), r.Response...)
 	c.Steps = append([]string(nil), r.Steps...)
 	c.Outbox = append([]Message(nil), r.Outbox...)
+	c.Dead = append([]DeadMessage(nil), r.Dead...)
 	return &c
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -12,35 +13,59 @@ import (
 // handleSingle is ModeSingleTransaction: run the handler, then commit its result with
 // one request whose condition on the record decides, as the acquire's does.
 func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, pk, hash string, now time.Time) (Result, error) {
+	var seen *Record // the record a takeover is conditioned on, when read first
+	if redelivered(ctx) {
+		// SQS delivers this message again: the key is likely settled already. One read of
+		// the record alone answers such a duplicate as the lease mode's acquire does,
+		// without running the handler and without a transaction refused item by item; and
+		// when it finds an attempt to take over, the commit is conditioned on the record
+		// as read, without a refused transaction first. A first delivery goes straight to
+		// the handler: no second round trip.
+		out, old, err := c.look(ctx, pk, hash)
+		if out != nil || err != nil {
+			return c.replay(ctx, out, err)
+		}
+		seen = old
+	}
 	att := &Attempt{
 		c: c, number: 1, hash: hash, single: true,
 		lease: Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now).Truncate(time.Millisecond), Owner: c.owner(ctx), Shard: shardOf(pk, c.cfg.Shards)},
 	}
+	if seen != nil {
+		att.number = seen.Attempt + 1
+	}
 	res, herr := c.run(ctx, next, req, att)
 	if herr == nil {
-		res.Messages, herr = c.prepare(pk, req.Key, res)
+		res.Messages, herr = c.prepare(pk, res)
 	}
 	rec := &Record{
 		Key: pk, Status: StatusCompleted, LeaseToken: att.lease.Token, LeaseUntil: att.lease.Until,
 		ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: hash, Attempt: 1, Owner: att.lease.Owner, CreatedAt: now, UpdatedAt: now,
+		OutboxGroup: deliveryGroup(ctx),
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		rec.PayloadHash = gm.applied
-		if _, err := c.putSingle(ctx, rec, nil, hash); err != nil {
+		if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
 			return Result{}, errors.Join(herr, err)
 		}
 		return Result{}, herr
 	}
 	if herr != nil {
+		// The handler ran before the record was read, against state that a commit of this
+		// very key may already have changed (a redelivery after the commit): what the key
+		// already has decides first, whatever the handler says now.
+		if out, err := c.settled(ctx, pk, hash); out != nil || err != nil {
+			return c.replay(ctx, out, err)
+		}
 		if !IsPermanent(herr) || redrivable(herr) {
 			return Result{}, herr // nothing stored: the next delivery runs again
 		}
 		// A permanent failure is stored and replayed, as in ModeLease.
 		rec.Status, rec.Error = StatusFailed, truncate(herr.Error(), 1024)
-		out, err := c.putSingle(ctx, rec, nil, hash)
+		out, err := c.putSingle(ctx, rec, nil, hash, seen)
 		if err != nil || out != nil {
 			if err == nil {
-				return *out, nil
+				return c.replay(ctx, out, nil)
 			}
 			if errors.Is(err, ErrInProgress) || IsPermanent(err) {
 				return Result{}, err
@@ -49,29 +74,25 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		}
 		return Result{}, herr
 	}
-	rec.Response, rec.Outbox = res.Response, res.Messages
+	rec.Response, rec.Outbox, rec.home = res.Response, res.Messages, homeOf(res)
 	writes := guardWrites(res.Writes, res.Guards, hash)
 	if res.Guarded {
-		writes, rec.Outbox = nil, nil
+		writes, rec.Outbox, rec.home = nil, nil, 0
 	}
-	// No in-flight index entry, even with messages: a crash between the commit and the
-	// send leaves them pending in the record, and the message that committed them is not
-	// acknowledged until they are sent, so its redelivery (or its redrive, if SQS parks
-	// it) sends them. That saves the index writes the lease mode pays.
-	out, err := c.putSingle(ctx, rec, writes, hash)
+	out, err := c.putSingle(ctx, rec, writes, hash, seen)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, applied := guardFired(wce, res.Guards)
 		switch {
 		case guarded && applied != "" && applied != hash:
-			rec.PayloadHash, rec.Response, rec.Outbox = applied, nil, nil
-			if _, err := c.putSingle(ctx, rec, nil, hash); err != nil {
+			rec.PayloadHash, rec.Response, rec.Outbox, rec.home = applied, nil, nil, 0
+			if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
 				return Result{}, err
 			}
 			return Result{}, fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
 		case guarded:
-			rec.Outbox, res.Guarded = nil, true
-			out, err = c.putSingle(ctx, rec, nil, hash)
+			rec.Outbox, rec.home, res.Guarded = nil, 0, true
+			out, err = c.putSingle(ctx, rec, nil, hash, seen)
 		default:
 			// Nothing is stored: the message is dead-lettered with the reason, and runs
 			// again when redriven after the fix.
@@ -88,10 +109,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		return Result{}, err
 	}
 	if out != nil { // the key was committed by another delivery: its outcome
-		if err := c.hand(ctx, out.pending); err != nil {
-			return Result{}, err
-		}
-		return *out, nil
+		return c.replay(ctx, out, nil)
 	}
 	result := Result{Response: res.Response, Attempt: rec.Attempt, Guarded: res.Guarded}
 	if len(rec.Outbox) > 0 {
@@ -105,12 +123,81 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	return result, nil
 }
 
+// redelivered reports whether the SQS record ctx runs for was received before
+// (ApproximateReceiveCount above 1).
+func redelivered(ctx context.Context) bool {
+	m, ok := MessageFromContext(ctx)
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	return err == nil && n > 1
+}
+
+// indexOutbox readies rec for its put: with outbound messages, it goes into the
+// in-flight index (its shard), so the reaper finds the messages a crash left unsent;
+// without, it stays out of the index. UpdatedAt is the commit time: the reaper sends in
+// that order.
+func (c *Client) indexOutbox(rec *Record) {
+	rec.UpdatedAt = c.cfg.Clock()
+	if len(rec.Outbox) == 0 {
+		rec.Inflight, rec.OutboxGroup = "", ""
+		return
+	}
+	rec.Inflight = shardOf(rec.Key, c.cfg.Shards)
+}
+
+// settled reads the key's record after a handler failed and returns its stored outcome
+// when it has one (a replay, with its pending messages, or the refusal it stands for);
+// nil and nil when the handler's error stands: no record, a record a new attempt may
+// replace, or one the read could not find. A failed read is returned: nothing can be
+// decided without it.
+func (c *Client) settled(ctx context.Context, pk, hash string) (*Result, error) {
+	replay, _, err := c.look(ctx, pk, hash)
+	return replay, err
+}
+
+// look reads the record of pk and decides as the acquire does: the outcome to replay, a
+// refusal (the error), or the record an attempt takes over (nil when there is none).
+func (c *Client) look(ctx context.Context, pk, hash string) (replay *Result, takeover *Record, err error) {
+	now := c.cfg.Clock()
+	old, err := c.cfg.Store.Get(ctx, pk, now)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("idem: read %s: %w", redact(pk), err)
+	}
+	replay, take, err := c.verdict(ctx, pk, hash, old, now)
+	if take {
+		return nil, old, nil
+	}
+	return replay, nil, err
+}
+
+// replay answers with the stored outcome out, sending the messages its commit left
+// pending, or returns err.
+func (c *Client) replay(ctx context.Context, out *Result, err error) (Result, error) {
+	if err != nil {
+		return Result{}, err
+	}
+	if err := c.hand(ctx, out.pending); err != nil {
+		return Result{}, err
+	}
+	return *out, nil
+}
+
 // putSingle writes rec and writes on the condition that no live record exists; when one
 // does, it decides as the acquire does: the record's outcome (returned), a refusal (the
 // error), or a takeover, which puts rec again conditioned on the record as it was seen.
-func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.TransactWriteItem, hash string) (*Result, error) {
-	var seen *Record
+// With seen (the record as read before the handler ran), the first put is already that
+// takeover.
+func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.TransactWriteItem, hash string, seen *Record) (*Result, error) {
+	if seen != nil {
+		rec.Attempt, rec.Steps = seen.Attempt+1, seen.Steps
+	}
 	for {
+		c.indexOutbox(rec)
 		old, err := c.cfg.Store.Put(ctx, rec, writes, seen, c.cfg.Clock())
 		if err != nil || old == nil {
 			return nil, err

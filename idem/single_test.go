@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -279,4 +280,111 @@ func TestRoundTripsSingleTransaction(t *testing.T) {
 	if n := e.bizCount(t, "st-2"); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
 	}
+}
+
+// TestSingleTransactionRedeliveryReadsFirst: in the single-transaction mode a message
+// SQS delivers again (ApproximateReceiveCount above 1) to a cold container is answered by
+// one read of the record: no handler run, no transaction refused item by item, no
+// write. A first delivery makes no read.
+func TestSingleTransactionRedeliveryReadsFirst(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		var runs atomic.Int64
+		deliver := func(receives string) events.SQSEventResponse {
+			c := e.client(t, withMode(idem.ModeSingleTransaction)) // a new container: its cache is cold
+			rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: effect(e, &runs, "redelivered", "done")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := events.SQSMessage{MessageId: "m-1", Body: `{"a":1}`, Attributes: map[string]string{"ApproximateReceiveCount": receives},
+				MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String", "redelivered")}}
+			resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}
+		if e.calls != nil {
+			e.calls.Reset()
+		}
+		if resp := deliver("1"); len(resp.BatchItemFailures) != 0 || runs.Load() != 1 {
+			t.Fatalf("first delivery: %+v, %d runs", resp, runs.Load())
+		}
+		if e.calls != nil {
+			if ops := e.calls.Ops(); ops["GetItem"] != 0 || e.calls.Total() != 1 {
+				t.Fatalf("first delivery made %v, want its one commit and no read", ops)
+			}
+			e.calls.Reset()
+		}
+		if resp := deliver("2"); len(resp.BatchItemFailures) != 0 || runs.Load() != 1 {
+			t.Fatalf("redelivery: %+v, handler ran %d times in all; want it answered without running", resp, runs.Load())
+		}
+		if e.calls != nil {
+			if ops := e.calls.Ops(); ops["GetItem"] != 1 || e.calls.Total() != 1 {
+				t.Fatalf("redelivery made %v, want one read", ops)
+			}
+		}
+		if e.ddb != nil && e.bizCount(t, "redelivered") != 1 {
+			t.Fatalf("%d effects, want 1", e.bizCount(t, "redelivered"))
+		}
+	})
+}
+
+// TestSingleTransactionRedeliveryTakesOverWithOneCommit: a redelivery that reads a
+// crashed attempt (in progress, its lease over) runs the handler as the next attempt and
+// commits with one request conditioned on the record it read, not after a refused one.
+func TestSingleTransactionRedeliveryTakesOverWithOneCommit(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, withMode(idem.ModeSingleTransaction))
+		pk, _ := c.RecordKey("crashed")
+		hash, _ := idem.HashPayload([]byte(`{"a":1}`))
+		now := e.clock.Now()
+		if _, created, err := e.store.Create(ctx, &idem.Record{
+			Key: pk, Status: idem.StatusInProgress, LeaseToken: "crashed-holder", LeaseUntil: now.Add(-time.Second),
+			Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 3,
+		}, now); err != nil || !created {
+			t.Fatalf("crashed attempt: %v", err)
+		}
+		var runs atomic.Int64
+		var attempt int
+		h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			attempt = r.Attempt.Number()
+			return effect(e, &runs, "crashed", "done")(ctx, r)
+		}
+		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.calls != nil {
+			e.calls.Reset()
+		}
+		msg := events.SQSMessage{MessageId: "m-1", Body: `{"a":1}`, Attributes: map[string]string{"ApproximateReceiveCount": "2"},
+			MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String", "crashed")}}
+		if resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}}); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("redelivery: %+v, %v", resp, err)
+		}
+		if runs.Load() != 1 || attempt != 4 {
+			t.Fatalf("handler ran %d times as attempt %d, want once as attempt 4", runs.Load(), attempt)
+		}
+		if e.calls != nil {
+			if ops := e.calls.Ops(); ops["GetItem"] != 1 || ops["TransactWriteItems"] != 1 || e.calls.Total() != 2 {
+				t.Fatalf("redelivery made %v, want one read and one commit", ops)
+			}
+		}
+		if rec := e.record(t, c, "crashed"); rec.Status != idem.StatusCompleted || rec.Attempt != 4 || rec.Inflight != "" {
+			t.Fatalf("record %+v, want COMPLETED by attempt 4, out of the index", rec)
+		}
+		if e.ddb != nil && e.bizCount(t, "crashed") != 1 {
+			t.Fatalf("%d effects, want 1", e.bizCount(t, "crashed"))
+		}
+	})
 }

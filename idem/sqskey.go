@@ -2,6 +2,8 @@ package idem
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +25,9 @@ var ErrMissingKey = errors.New("idem: message has no idempotency key")
 //  1. the message attribute KeyAttribute, which must be of data type String or
 //     String.* and non-empty; a present but unusable attribute is an error, it does not
 //     fall through to the next source (a producer that sets it means it);
-//  2. the FIFO system attribute MessageDeduplicationId;
+//  2. the FIFO system attribute MessageDeduplicationId, unless it is the SHA-256 of the
+//     body that a queue with content-based deduplication derives: that id names a body,
+//     not an operation, so such a message needs the attribute or the JSON field;
 //  3. when jsonField is not empty, that top-level field of the JSON body: a non-empty
 //     string, or an integer number rendered exactly as written (no float rounding).
 //
@@ -41,18 +45,39 @@ func MessageKey(msg events.SQSMessage, jsonField string) (string, error) {
 		}
 		return *attr.StringValue, nil
 	}
-	if id := msg.Attributes["MessageDeduplicationId"]; id != "" {
+	id := msg.Attributes["MessageDeduplicationId"]
+	contentBased := id != "" && contentDeduplicationID(id, msg.Body)
+	if id != "" && !contentBased {
 		return id, nil
 	}
-	if jsonField == "" {
-		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute and no MessageDeduplicationId: %w",
-			msg.MessageId, KeyAttribute, ErrMissingKey))
+	noID := "no MessageDeduplicationId"
+	if contentBased {
+		noID = "a MessageDeduplicationId that is the SHA-256 of its body (content-based deduplication), which names a body, " +
+			"not an operation: the same body sent again after SQS's 5-minute deduplication interval would be taken for a duplicate"
 	}
-	return bodyKey(msg, jsonField)
+	if jsonField == "" {
+		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute and %s: %w",
+			msg.MessageId, KeyAttribute, noID, ErrMissingKey))
+	}
+	return bodyKey(msg, jsonField, noID)
+}
+
+// contentDeduplicationID reports whether id is the deduplication id SQS derives for a
+// FIFO queue with ContentBasedDeduplication: the SHA-256 of the body, in hex
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_CreateQueue.html).
+// Such an id identifies a body, not an operation: two operations with the same body (the
+// same credit, sent twice on purpose) share it, and SQS only deduplicates them for 5
+// minutes, so it must not key a record kept for days.
+func contentDeduplicationID(id, body string) bool {
+	if len(id) != sha256.Size*2 {
+		return false
+	}
+	sum := sha256.Sum256([]byte(body))
+	return strings.EqualFold(id, hex.EncodeToString(sum[:]))
 }
 
 // bodyKey reads the key from a top-level field of the JSON body.
-func bodyKey(msg events.SQSMessage, field string) (string, error) {
+func bodyKey(msg events.SQSMessage, field, noID string) (string, error) {
 	var obj map[string]json.RawMessage
 	dec := json.NewDecoder(strings.NewReader(msg.Body))
 	if err := dec.Decode(&obj); err != nil {
@@ -66,8 +91,8 @@ func bodyKey(msg events.SQSMessage, field string) (string, error) {
 	}
 	raw, ok := obj[field]
 	if !ok || bytes.Equal(raw, []byte("null")) {
-		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute, no MessageDeduplicationId and no JSON field %q: %w",
-			msg.MessageId, KeyAttribute, field, ErrMissingKey))
+		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute, %s, and no JSON field %q: %w",
+			msg.MessageId, KeyAttribute, noID, field, ErrMissingKey))
 	}
 	switch c := raw[0]; {
 	case c == '"':

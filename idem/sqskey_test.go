@@ -1,6 +1,8 @@
 package idem_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -9,6 +11,11 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
 
 func strAttr(dataType, v string) events.SQSMessageAttribute {
 	return events.SQSMessageAttribute{DataType: dataType, StringValue: &v}
@@ -44,6 +51,29 @@ func TestMessageKey(t *testing.T) {
 			name: "FIFO deduplication id",
 			msg:  events.SQSMessage{Attributes: fifo, Body: `{"id":"body"}`},
 			want: "dedup-1",
+		},
+		{
+			name:    "content-based deduplication id is not a key",
+			msg:     events.SQSMessage{Attributes: map[string]string{"MessageDeduplicationId": sha256Hex(`{"acct":"a","amt":5}`), "MessageGroupId": "g"}, Body: `{"acct":"a","amt":5}`},
+			missing: true,
+			errHas:  "content-based deduplication",
+		},
+		{
+			name:    "content-based deduplication id in upper case is not a key either",
+			msg:     events.SQSMessage{Attributes: map[string]string{"MessageDeduplicationId": strings.ToUpper(sha256Hex(`{"acct":"a"}`)), "MessageGroupId": "g"}, Body: `{"acct":"a"}`},
+			missing: true,
+			errHas:  "content-based deduplication",
+		},
+		{
+			name:  "content-based deduplication id falls through to the body field",
+			msg:   events.SQSMessage{Attributes: map[string]string{"MessageDeduplicationId": sha256Hex(`{"id":"op-9"}`), "MessageGroupId": "g"}, Body: `{"id":"op-9"}`},
+			field: "id",
+			want:  "op-9",
+		},
+		{
+			name: "a dedup id that is another body's SHA-256 is a key",
+			msg:  events.SQSMessage{Attributes: map[string]string{"MessageDeduplicationId": sha256Hex("other"), "MessageGroupId": "g"}, Body: `{"id":"op-9"}`},
+			want: sha256Hex("other"),
 		},
 		{
 			name:  "dedup id wins over body",

@@ -24,15 +24,17 @@ type Store interface {
 	Takeover(ctx context.Context, seen *Record, next Lease, expiresAt, now time.Time) (*Record, error)
 	// Complete marks the record COMPLETED with c.Response, c.ExpiresAt and c.Outbox,
 	// fenced on the lease; c.Writes commit in the same transaction or not at all. Without
-	// an outbox the record leaves the in-flight index; with one it stays there (lease end
-	// unchanged) until MarkSent, so the reaper finds messages a crash left unsent. A lost
+	// an outbox the record leaves the in-flight index; with one it stays there until
+	// MarkSent, so the reaper finds messages a crash left unsent (UpdatedAt is the
+	// commit time: the reaper sends in that order). A lost
 	// fence gives ErrLeaseLost; a failed business write condition *WriteConditionError;
 	// a request refused as invalid ErrInvalidRequest.
 	Complete(ctx context.Context, l Lease, c Completion, now time.Time) error
 	// MarkSent records that the outbox stored by the completion under token was sent:
 	// it removes the outbox (and the record from the in-flight index) and keeps the
-	// count. A record whose outbox is already gone, or that changed, is left as it is.
-	MarkSent(ctx context.Context, key, token string, sent int, now time.Time) error
+	// count, and the messages dead-lettered instead of sent (dead, if any). A record
+	// whose outbox is already gone, or that changed, is left as it is.
+	MarkSent(ctx context.Context, key, token string, sent int, dead []DeadMessage, now time.Time) error
 	// Put writes rec (ModeSingleTransaction's commit), with writes in the same
 	// transaction, on a condition on the record as it is: when seen is nil, that there is
 	// no live record (as Create); otherwise that the record still has seen's token,
@@ -69,6 +71,13 @@ type Completion struct {
 	Writes []types.TransactWriteItem
 	// Outbox holds outbound messages to send once the commit succeeded.
 	Outbox []Message
+	// Group is the FIFO message group of the delivery that commits (stored with an
+	// outbox: see Record.OutboxGroup).
+	Group string
+	// Home, when not 0, is 1 + the position in Writes of the guard Put that is the
+	// record's home (Result.HomeGuard): a store that can (DynamoStore) folds it into the
+	// record instead of writing an item of its own; others treat it as any write.
+	Home int
 	// PayloadHash, when set, replaces the record's payload hash (a guarded completion
 	// that found the effect in place for another payload records the payload it was
 	// applied for).

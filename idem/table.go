@@ -18,38 +18,72 @@ type TableAdmin interface {
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
-// TableInput returns the CreateTableInput of an idempotency table: partition key pk,
-// on-demand billing, and the sparse in-flight GSI (inflight HASH, lease_until RANGE)
-// projecting what the reaper reads. template.yaml declares the same table.
+// TableInput returns the CreateTableInput of an idempotency table in the default
+// layout: partition key pk, on-demand billing, and the sparse in-flight GSI (inflight
+// HASH, lease_until RANGE) projecting what the reaper reads. template.yaml declares the
+// same table.
 func TableInput(name string) *dynamodb.CreateTableInput {
-	return &dynamodb.CreateTableInput{
-		TableName:   aws.String(name),
-		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrInflight), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrLeaseUntil), AttributeType: types.ScalarAttributeTypeN},
-		},
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(InflightIndex),
+	in, _ := TableInputFor(Layout{Table: name})
+	return in
+}
+
+// TableInputFor returns the CreateTableInput of a table for layout: its key (with the
+// sort key, if any), and the in-flight index unless the layout has none. A table that
+// holds business items too needs their attribute definitions and indexes added.
+func TableInputFor(layout Layout) (*dynamodb.CreateTableInput, error) {
+	s, err := layout.schema()
+	if err != nil {
+		return nil, err
+	}
+	defs := []types.AttributeDefinition{{AttributeName: aws.String(s.pk), AttributeType: types.ScalarAttributeTypeS}}
+	keys := []types.KeySchemaElement{{AttributeName: aws.String(s.pk), KeyType: types.KeyTypeHash}}
+	if s.sk != "" {
+		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(s.sk), AttributeType: types.ScalarAttributeTypeS})
+		keys = append(keys, types.KeySchemaElement{AttributeName: aws.String(s.sk), KeyType: types.KeyTypeRange})
+	}
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(s.table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: defs,
+		KeySchema:            keys,
+		SSESpecification:     &types.SSESpecification{Enabled: aws.Bool(true)},
+	}
+	if s.hasIndex() {
+		in.AttributeDefinitions = append(in.AttributeDefinitions,
+			types.AttributeDefinition{AttributeName: aws.String(s.n(attrInflight)), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(s.n(attrLeaseUntil)), AttributeType: types.ScalarAttributeTypeN})
+		in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(s.index),
 			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrInflight), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(attrLeaseUntil), KeyType: types.KeyTypeRange},
+				{AttributeName: aws.String(s.n(attrInflight)), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(s.n(attrLeaseUntil)), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{
 				ProjectionType:   types.ProjectionTypeInclude,
-				NonKeyAttributes: []string{attrLeaseToken, attrOwner, attrAttempt},
+				NonKeyAttributes: []string{s.n(attrLeaseToken), s.n(attrOwner), s.n(attrAttempt)},
 			},
-		}},
-		SSESpecification: &types.SSESpecification{Enabled: aws.Bool(true)},
+		}}
 	}
+	return in, nil
 }
 
-// CreateTable creates the idempotency table if it does not exist, waits until it is
-// active and enables TTL on expires_at. It is safe to call on an existing table.
+// CreateTable creates the idempotency table in the default layout if it does not
+// exist, waits until it is active and enables TTL on expires_at. It is safe to call on
+// an existing table.
 func CreateTable(ctx context.Context, api TableAdmin, name string) error {
-	_, err := api.CreateTable(ctx, TableInput(name))
+	return CreateTableFor(ctx, api, Layout{Table: name})
+}
+
+// CreateTableFor is CreateTable for a layout: the table TableInputFor describes, with
+// TTL on the layout's expiry attribute.
+func CreateTableFor(ctx context.Context, api TableAdmin, layout Layout) error {
+	in, err := TableInputFor(layout)
+	if err != nil {
+		return err
+	}
+	s, _ := layout.schema()
+	name := s.table
+	_, err = api.CreateTable(ctx, in)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("idem: create table %s: %w", name, err)
@@ -60,7 +94,7 @@ func CreateTable(ctx context.Context, api TableAdmin, name string) error {
 	_, err = api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(name),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attrExpiresAt),
+			AttributeName: aws.String(s.n(attrExpiresAt)),
 			Enabled:       aws.Bool(true),
 		},
 	})

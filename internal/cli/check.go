@@ -16,8 +16,8 @@ import (
 
 // runCheck is the final check of traffic sent with `idemctl send --record FILE`, against
 // any deployment (moto, LocalStack, AWS): the example's tables hold what the distinct
-// messages recorded leave (its Expect against its Read), and the effects counted there
-// are one per distinct message. It exits 1 when they do not.
+// messages recorded leave (its example.Checker: Expect against Read), and the effects
+// counted there are one per distinct message. It exits 1 when they do not.
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	flags := newFlags("check", stderr)
 	exName := exampleFlag(flags)
@@ -29,7 +29,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if len(pos) > 0 || *record == "" {
 		return usageError(flags, stderr, "want --record FILE and no arguments")
 	}
-	ex, err := pickExample(*exName, env)
+	ex, checker, err := needExample(*exName, env, example.CheckerOf)
 	if err != nil {
 		return usageError(flags, stderr, "%v", err)
 	}
@@ -53,11 +53,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if err != nil {
 		return fail(stderr, "check", err)
 	}
-	want, err := ex.Expect(msgs, msgs)
+	want, err := checker.Expect(msgs, msgs)
 	if err != nil {
 		return fail(stderr, "check", err)
 	}
-	got, err := ex.Read(ctx, dynamodb.NewFromConfig(awsCfg), example.Lookup(env))
+	got, err := checker.Read(ctx, dynamodb.NewFromConfig(awsCfg), example.Lookup(env))
 	if err != nil {
 		return fail(stderr, "check", err)
 	}

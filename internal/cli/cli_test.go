@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -34,15 +36,15 @@ import (
 
 const templatePath = "../../template.yaml"
 
-// bootstrapsDir holds the consumer's and the reaper's bootstrap for this host, built once
-// for the test binary: `idemctl run` and the demo run them as Lambda execution
-// environments (IDEMCTL_BOOTSTRAPS in localEnv).
+// bootstrapsDir holds the consumer's, the reaper's and the ingress's bootstrap for this
+// host, built once for the test binary: `idemctl run`, `idemctl serve` and the demo run
+// them as Lambda execution environments (IDEMCTL_BOOTSTRAPS in localEnv).
 var bootstrapsDir string
 
 // TestMain builds the bootstraps and points the integration tests at a local endpoint,
 // starting moto_server when AWS_ENDPOINT_URL is unset.
 func TestMain(m *testing.M) {
-	dir, _, err := lambdaenv.BuildTemp(context.Background(), "../..", "./functions/consumer", "./functions/reaper")
+	dir, _, err := lambdaenv.BuildTemp(context.Background(), "../..", "./functions/consumer", "./functions/reaper", "./functions/ingress")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -83,11 +85,15 @@ func idemctl(t *testing.T, e env, args ...string) result {
 // stack of the test's own, and returns the environment with the exported variables
 // added, like eval "$(idemctl up)" does. The queues and tables are deleted after the
 // test.
-func upStack(t *testing.T) env {
+func upStack(t *testing.T, params ...string) env {
 	t.Helper()
 	e := localEnv(t)
 	name := stackName(t)
-	r := idemctl(t, e, "up", "--template", templatePath, "--example", exampletest.Example(t).Name(), "--stack", name)
+	args := []string{"up", "--template", templatePath, "--example", exampletest.Example(t).Name(), "--stack", name}
+	for _, p := range params {
+		args = append(args, "--param", p)
+	}
+	r := idemctl(t, e, args...)
 	if r.code != 0 {
 		t.Fatalf("up: exit %d\n%s", r.code, r.stderr)
 	}
@@ -292,8 +298,8 @@ func TestUpExample(t *testing.T) {
 					t.Errorf("the block's %s was not created", r.ID)
 				}
 			}
-			if ex.OutboundQueue() != "" && vars[ex.OutboundQueue()] == "" {
-				t.Errorf("the outbound queue's %s is not exported", ex.OutboundQueue())
+			if _, name := exampletest.Confirms(ex); name != "" && vars[name] == "" {
+				t.Errorf("the outbound queue's %s is not exported", name)
 			}
 		})
 	}
@@ -369,6 +375,7 @@ func recordLines(t *testing.T, path string) []string {
 func TestSend(t *testing.T) {
 	t.Parallel()
 	ex := exampletest.Example(t)
+	exampletest.Traffic(t, ex) // send generates the example's traffic
 	e := upStack(t)
 	record := filepath.Join(t.TempDir(), "sent.jsonl")
 	r := idemctl(t, e, "send", "--count", "25", "--groups", "3", "--duplicates", "0.2", "--seed", "42", "--record", record)
@@ -442,7 +449,7 @@ func sameJSON(a, b string) bool {
 // refuses, and Decode's error.
 func invalidBody(t *testing.T, ex example.Example, valid []example.Message) (string, error) {
 	t.Helper()
-	for _, b := range ex.Bad("x", valid) {
+	for _, b := range exampletest.Traffic(t, ex).Bad("x", valid) {
 		if _, err := ex.Decode([]byte(b.Body)); err != nil && !strings.Contains(b.Body, "\n") {
 			return b.Body, err
 		}
@@ -455,7 +462,7 @@ func TestSendFromFile(t *testing.T) {
 	t.Parallel()
 	ex := exampletest.Example(t)
 	e := upStack(t)
-	traffic := ex.Traffic(rand.New(rand.NewPCG(7, 7)), "f", 3, 2)
+	traffic := exampletest.Traffic(t, ex).Traffic(rand.New(rand.NewPCG(7, 7)), "f", 3, 2)
 	bad, badErr := invalidBody(t, ex, traffic)
 	file := filepath.Join(t.TempDir(), "messages.jsonl")
 	// Line 4 is invalid; line 2 is blank.
@@ -493,6 +500,7 @@ func TestSendFromFile(t *testing.T) {
 
 func TestSendNeedsQueue(t *testing.T) {
 	t.Parallel()
+	exampletest.Traffic(t, exampletest.Example(t)) // send generates its message
 	r := idemctl(t, localEnv(t), "send", "--count", "1")
 	if r.code != 1 || !strings.Contains(r.stderr, `QUEUE_URL is not set: run eval "$(idemctl up)"`) {
 		t.Errorf("exit %d: %s", r.code, r.stderr)
@@ -569,7 +577,7 @@ func TestInspect(t *testing.T) {
 
 	// A commit whose outbound message could not be sent shows it pending, then sent.
 	outbound := e["DLQ_URL"] // any queue will do when the example sends nothing
-	if v := exampletest.Example(t).OutboundQueue(); v != "" {
+	if _, v := exampletest.Confirms(exampletest.Example(t)); v != "" {
 		outbound = e[v]
 	}
 	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
@@ -787,13 +795,16 @@ func TestUnreachableEndpoint(t *testing.T) {
 		"AWS_ENDPOINT_URL": ep, "QUEUE_URL": ep + "/123456789012/q.fifo", "DLQ_URL": ep + "/123456789012/d.fifo",
 		"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_SCOPE": "s",
 	}
-	for _, args := range [][]string{
+	commands := [][]string{
 		{"up", "--template", templatePath},
-		{"send", "--count", "1"},
 		{"inspect", "k"},
 		{"unlock", "k"},
 		{"redrive"},
-	} {
+	}
+	if _, err := example.TrafficOf(exampletest.Example(t)); err == nil {
+		commands = append(commands, []string{"send", "--count", "1"}) // it generates its message
+	}
+	for _, args := range commands {
 		r := idemctl(t, e, args...)
 		if r.code == 0 || !strings.Contains(r.stderr, "cannot reach the AWS endpoint "+ep) {
 			t.Errorf("%v: exit %d: %s", args, r.code, r.stderr)
@@ -837,4 +848,129 @@ type refusingSender struct{}
 
 func (refusingSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	return nil, errors.New("connection refused")
+}
+
+// TestRedriveOutbound: an outbound message that its queue refused for good was
+// dead-lettered with the queue it was for; once the cause is fixed, redrive sends it
+// back to that queue (not to the input queue), with its key, its group and none of the
+// dlq-* attributes.
+func TestRedriveOutbound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := upStack(t)
+	api := awstest.SQS(t)
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "out") + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := aws.ToString(q.QueueUrl)
+	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer"}
+	m := idem.Message{QueueURL: out, Body: `{"receipt":"r-1"}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}
+	if err := dl.DeadLetterOutbound(ctx, m, errors.New("InvalidParameterValue: Message must be shorter than 1024 bytes.")); err != nil {
+		t.Fatal(err)
+	}
+	if r := idemctl(t, e, "redrive"); r.code != 0 || !strings.Contains(r.stdout, "moved 1 messages") {
+		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if in := receiveAll(t, e["QUEUE_URL"]); len(in) != 0 {
+		t.Fatalf("%d messages went to the input queue, want none", len(in))
+	}
+	got := receiveAll(t, out)
+	if len(got) != 1 || aws.ToString(got[0].Body) != m.Body || attr(got[0], idem.KeyAttribute) != "payments#p-1#0" ||
+		got[0].Attributes["MessageGroupId"] != "acct-1" || got[0].Attributes["MessageDeduplicationId"] != idem.DeduplicationID("payments#p-1#0") {
+		t.Fatalf("outbound queue holds %+v, want the message with its key, group and deduplication id", got)
+	}
+	for name := range got[0].MessageAttributes {
+		if strings.HasPrefix(name, "dlq-") {
+			t.Errorf("attribute %s kept", name)
+		}
+	}
+}
+
+// TestInspectDeadLetteredOutbound: an outbound message its queue refused for good shows
+// in the record: which one, the queue, and the reason.
+func TestInspectDeadLetteredOutbound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := upStack(t)
+	api := awstest.SQS(t)
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "small") + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true", "MaximumMessageSize": "1024"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idem.New(idem.Config{Store: store, Scope: e["IDEMPOTENCY_SCOPE"], TTL: time.Hour, Sender: api,
+		OutboxDeadLetter: &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Do(ctx, &idem.Request{Key: "key:big", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Messages: []idem.Message{{QueueURL: aws.ToString(q.QueueUrl), Body: strings.Repeat("x", 2000), GroupID: "g"}}}, nil
+	})
+	if err != nil {
+		t.Fatalf("delivery: %v, want the message dead-lettered and the delivery done", err)
+	}
+	r := idemctl(t, e, "inspect", "key:big")
+	for _, want := range []string{"0 sent", "dead-lettered", "message 0, refused by " + aws.ToString(q.QueueUrl), "1024"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("inspect does not say %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestInspectAndUnlockInASingleTable: with the records in a single-table layout (the
+// template's IdempotencyPartitionKey and IdempotencySortKey), inspect and unlock find
+// them through the variables the functions read.
+func TestInspectAndUnlockInASingleTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := upStack(t, "IdempotencyPartitionKey=PK", "IdempotencySortKey=SK", "IdempotencyStaticPartitionKey=IDEM")
+	if e["IDEMPOTENCY_SORT_KEY"] != "SK" || e["IDEMPOTENCY_STATIC_PARTITION_KEY"] != "IDEM" {
+		t.Fatalf("idemctl up exported no single-table layout: %v", e)
+	}
+	layout := envconf.New(e.lookup).Layout()
+	store, err := idem.NewDynamoStoreLayout(awstest.DynamoDB(t), layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := e["IDEMPOTENCY_SCOPE"]
+	c, err := idem.New(idem.Config{Store: store, Scope: scope, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(ctx, &idem.Request{Key: "key:s-1", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte(`{"ok":true}`)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := idemctl(t, e, "inspect", "key:s-1"); r.code != 0 || !strings.Contains(r.stdout, "COMPLETED") {
+		t.Errorf("inspect: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	pk, err := idem.RecordKey(scope, "key:s-2", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, created, err := store.Create(ctx, &idem.Record{
+		Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(-time.Minute),
+		Inflight: "1", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "stuck-worker", CreatedAt: now, UpdatedAt: now,
+	}, now); err != nil || !created {
+		t.Fatalf("create: %v, %v", created, err)
+	}
+	if r := idemctl(t, e, "unlock", "key:s-2"); r.code != 0 || !strings.Contains(r.stdout, "stuck-worker") {
+		t.Errorf("unlock: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	rec, err := store.Get(ctx, pk, time.Now())
+	if err != nil || rec.Status != idem.StatusFailed || !rec.Retryable {
+		t.Errorf("record after unlock: %+v, %v", rec, err)
+	}
+	// The items are where the layout says: partition key IDEM, sort key the record's key.
+	out, err := awstest.DynamoDB(t).GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(layout.Table), Key: store.Key(pk)})
+	if err != nil || out.Item["PK"] == nil || out.Item["PK"].(*types.AttributeValueMemberS).Value != "IDEM" {
+		t.Errorf("item at %v: %v, %v", store.Key(pk), out.Item, err)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sampleevents"
 )
 
@@ -17,7 +16,7 @@ import (
 // not given, relative to the repository root: events/ for the wired default example
 // (the one template.yaml carries), functions/consumer/<name>/events for the others.
 func eventsDir(ex example.Example) string {
-	if ex.Name() == wiring.Default().Name() {
+	if ex.Name() == examples[0].Name() {
 		return "events"
 	}
 	return filepath.Join("functions", "consumer", ex.Name(), "events")
@@ -37,7 +36,7 @@ func runEvents(_ context.Context, args []string, stdout, stderr io.Writer, env l
 	if len(pos) > 0 {
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
-	ex, err := example.Find(wiring.Examples, setting(*name, env, example.Var))
+	ex, _, err := needExample(*name, env, example.TrafficOf)
 	if err != nil {
 		return usageError(flags, stderr, "%v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
 // recordFlags are the flags that locate an idempotency record.
@@ -57,7 +58,19 @@ func (rf *recordFlags) open(ctx context.Context, env lookupEnv, key string) (*re
 	if err != nil {
 		return nil, err
 	}
-	store, err := idem.NewDynamoStore(dynamodb.NewFromConfig(cfg), table)
+	// The record's place in the table: the consumer's layout variables (IDEMPOTENCY_SORT_KEY,
+	// IDEMPOTENCY_ATTRIBUTE_NAMES, ...), with the table from --table or the environment.
+	er := envconf.New(func(name string) (string, bool) {
+		if name == "IDEMPOTENCY_TABLE" {
+			return table, true
+		}
+		return env(name)
+	})
+	layout := er.Layout()
+	if err := er.Err(); err != nil {
+		return nil, err
+	}
+	store, err := idem.NewDynamoStoreLayout(dynamodb.NewFromConfig(cfg), layout)
 	if err != nil {
 		return nil, err
 	}
@@ -129,11 +142,15 @@ type recordView struct {
 	ResponseBytes int        `json:"response_bytes"`
 	// OutboxPending lists the queues of outbound messages committed but not yet sent;
 	// OutboxSent counts those sent.
-	OutboxPending []string   `json:"outbox_pending,omitempty"`
-	OutboxSent    int        `json:"outbox_sent"`
-	PayloadHash   string     `json:"payload_hash,omitempty"`
-	CreatedAt     *time.Time `json:"created_at,omitempty"`
-	UpdatedAt     *time.Time `json:"updated_at,omitempty"`
+	OutboxPending []string `json:"outbox_pending,omitempty"`
+	OutboxSent    int      `json:"outbox_sent"`
+	// OutboxDead lists the outbound messages their queue refused for good, which went
+	// to the dead-letter queue instead (dlq-outbound-queue; idemctl redrive sends them
+	// back once the cause is fixed).
+	OutboxDead  []idem.DeadMessage `json:"outbox_dead_lettered,omitempty"`
+	PayloadHash string             `json:"payload_hash,omitempty"`
+	CreatedAt   *time.Time         `json:"created_at,omitempty"`
+	UpdatedAt   *time.Time         `json:"updated_at,omitempty"`
 
 	now time.Time
 }
@@ -161,6 +178,7 @@ func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView 
 		v.OutboxPending = append(v.OutboxPending, m.QueueURL)
 	}
 	v.OutboxSent = rec.Sent
+	v.OutboxDead = rec.Dead
 	return v
 }
 
@@ -211,9 +229,12 @@ func (v *recordView) print(w io.Writer) {
 	}
 	row("response", "%d bytes", v.ResponseBytes)
 	if len(v.OutboxPending) > 0 {
-		row("outbound messages", "%d committed, not sent yet (to %s): the next delivery after the lease, or the reaper, sends them", len(v.OutboxPending), strings.Join(slices.Compact(slices.Sorted(slices.Values(v.OutboxPending))), ", "))
-	} else if v.OutboxSent > 0 {
+		row("outbound messages", "%d committed, not sent yet (to %s): the next delivery of the key, or the reaper, sends them", len(v.OutboxPending), strings.Join(slices.Compact(slices.Sorted(slices.Values(v.OutboxPending))), ", "))
+	} else if v.OutboxSent > 0 || len(v.OutboxDead) > 0 {
 		row("outbound messages", "%d sent", v.OutboxSent)
+	}
+	for _, d := range v.OutboxDead {
+		row("  dead-lettered", "message %d, refused by %s: %s (in the dead-letter queue; idemctl redrive sends it back there)", d.Index, d.Queue, d.Reason)
 	}
 	row("payload hash", "%s", orDash(shortToken(v.PayloadHash)))
 	if v.CreatedAt != nil {

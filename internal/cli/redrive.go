@@ -176,8 +176,13 @@ func (r *redriver) move(ctx context.Context) error {
 
 // redriveInput is the message to send to the input queue for m: its body, its
 // attributes without the dlq-* ones, its group, and a deduplication id derived from its
-// id in the dead-letter queue.
+// id in the dead-letter queue. An outbound message a queue refused for good
+// (idem.DLQOutboundQueueAttribute) goes back to that queue instead, with its own key as
+// its deduplication id: it is not an input message.
 func (r *redriver) redriveInput(m types.Message) (*sqs.SendMessageInput, error) {
+	if dest := aws.ToString(m.MessageAttributes[idem.DLQOutboundQueueAttribute].StringValue); dest != "" {
+		return outboundInput(m, dest), nil
+	}
 	attrs := map[string]types.MessageAttributeValue{}
 	for name, v := range m.MessageAttributes {
 		if strings.HasPrefix(name, dlqAttributePrefix) {
@@ -212,13 +217,39 @@ func (r *redriver) redriveInput(m types.Message) (*sqs.SendMessageInput, error) 
 	return in, nil
 }
 
+// outboundInput is the message to send again to dest for the dead letter m of an
+// outbound message: its body and attributes without the dlq-* ones, its group, and the
+// deduplication id its key gives.
+func outboundInput(m types.Message, dest string) *sqs.SendMessageInput {
+	attrs := map[string]types.MessageAttributeValue{}
+	for name, v := range m.MessageAttributes {
+		if !strings.HasPrefix(name, dlqAttributePrefix) {
+			attrs[name] = types.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+		}
+	}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(dest), MessageBody: m.Body}
+	if len(attrs) > 0 {
+		in.MessageAttributes = attrs
+	}
+	if strings.HasSuffix(dest, ".fifo") {
+		group := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
+		if group == "" {
+			group = "redrive"
+		}
+		in.MessageGroupId = aws.String(group)
+		in.MessageDeduplicationId = aws.String(idem.DeduplicationID(aws.ToString(attrs[idem.KeyAttribute].StringValue)))
+	}
+	return in
+}
+
 func (r *redriver) moveOne(ctx context.Context, m types.Message) error {
 	in, err := r.redriveInput(m)
 	if err != nil {
 		return err
 	}
 	if _, err := r.api.SendMessage(ctx, in); err != nil {
-		return fmt.Errorf("send to %s: %w (left in the dead-letter queue)", r.queue, queueError(r.queue, err))
+		dest := aws.ToString(in.QueueUrl)
+		return fmt.Errorf("send to %s: %w (left in the dead-letter queue)", dest, queueError(dest, err))
 	}
 	if _, err := r.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(r.dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
 		return fmt.Errorf("sent, but not deleted from the dead-letter queue: %w (a later redrive sends it again; a FIFO queue drops that copy within 5 minutes)", err)

@@ -28,6 +28,8 @@ import (
 func TestRun(t *testing.T) {
 	t.Parallel()
 	ex := exampletest.Example(t)
+	exampletest.Traffic(t, ex) // send generates its messages
+	checker := exampletest.Checker(t, ex)
 	e := upStack(t)
 	record := filepath.Join(t.TempDir(), "sent.jsonl")
 	if r := idemctl(t, e, "send", "--count", "40", "--groups", "4", "--duplicates", "0.3", "--seed", "11", "--record", record); r.code != 0 {
@@ -42,11 +44,11 @@ func TestRun(t *testing.T) {
 		t.Errorf("run summary: %s", lastLine(r.stderr))
 	}
 	msgs := decodeAll(t, ex, recordLines(t, record))
-	want, err := ex.Expect(msgs, msgs)
+	want, err := checker.Expect(msgs, msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ex.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
+	got, err := checker.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +59,13 @@ func TestRun(t *testing.T) {
 	if !strings.Contains(r.stdout, `"outcome":"applied"`) || !strings.Contains(r.stdout, `"CloudWatchMetrics"`) {
 		t.Errorf("run stdout lacks logs or metrics: %.300s", r.stdout)
 	}
-	checkCommand(t, ex, e, record)
+	checkCommand(t, ex, checker, e, record)
 }
 
 // checkCommand checks `idemctl check` on the stack e, whose tables hold what the
 // messages of record leave: it passes; with one more message in the record, sent but
 // not consumed, it fails with exit 1 naming what differs.
-func checkCommand(t *testing.T, ex example.Example, e env, record string) {
+func checkCommand(t *testing.T, ex example.Example, checker example.Checker, e env, record string) {
 	t.Helper()
 	c := idemctl(t, e, "check", "--record", record)
 	if want := ex.Name() + " check: tables = what the distinct messages sent leave OK"; c.code != 0 || !strings.Contains(c.stdout, want) {
@@ -89,11 +91,11 @@ func checkCommand(t *testing.T, ex example.Example, e env, record string) {
 	// It names what differs: a value the unconsumed message would have changed.
 	sent := decodeAll(t, ex, recordLines(t, record))
 	all := decodeAll(t, ex, recordLines(t, tampered))
-	before, err := ex.Expect(sent, sent)
+	before, err := checker.Expect(sent, sent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := ex.Expect(all, all)
+	after, err := checker.Expect(all, all)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +123,13 @@ func TestRunNeedsEnvironment(t *testing.T) {
 }
 
 // TestDemo runs a small `idemctl demo`, with a real idemctl child process killed with
-// SIGKILL mid-batch and four more killed at random moments: the summary says OK and
-// stale locks were reaped.
+// SIGKILL mid-batch and four more killed at random moments, and its HTTP phase through
+// the ingress: the summary says OK and stale locks were reaped.
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	ex := exampletest.Example(t)
+	exampletest.Traffic(t, ex)
+	exampletest.Checker(t, ex) // the summary's check
 	bin := filepath.Join(t.TempDir(), "idemctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
 		t.Fatalf("build idemctl: %v\n%s", err, out)
@@ -139,6 +143,9 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		line("business effects applied (counted in its tables)", "60 (distinct valid messages: 60)"),
 		line("consumers killed (SIGKILL)", 5),
+		// The HTTP phase (--http's default: 10 of the 60 messages) through the ingress's
+		// bootstrap: every request accepted once and completed.
+		line("  accepted (202 or 200) / completed (GET)", "10 / 10"),
 		line(ex.Name()+" check: tables = what the applied messages leave", "OK"),
 		"demo: OK",
 	} {
@@ -175,6 +182,7 @@ func readFile(t *testing.T, path string) string {
 // command exits 0 with its summary and leaves nothing half-done.
 func TestRunStopsCleanly(t *testing.T) {
 	t.Parallel()
+	exampletest.Traffic(t, exampletest.Example(t)) // send generates its messages
 	e := upStack(t)
 	if r := idemctl(t, e, "send", "--count", "10", "--groups", "2", "--seed", "3"); r.code != 0 {
 		t.Fatalf("send: %s", r.stderr)
@@ -198,9 +206,12 @@ func TestRunStopsCleanly(t *testing.T) {
 func TestRedriveAfterAFix(t *testing.T) {
 	t.Parallel()
 	ex := exampletest.Example(t)
-	valid := ex.Traffic(rand.New(rand.NewPCG(3, 3)), "fix", 1, 1)
+	gen := exampletest.Traffic(t, ex)
+	checker := exampletest.Checker(t, ex)
+	confirms, outboundVar := exampletest.Confirms(ex)
+	valid := gen.Traffic(rand.New(rand.NewPCG(3, 3)), "fix", 1, 1)
 	var refused example.Bad
-	for _, b := range ex.Bad("fix", valid) {
+	for _, b := range gen.Bad("fix", valid) {
 		if _, err := ex.Decode([]byte(b.Body)); err == nil && b.Key != "" && b.Fix != nil {
 			refused = b
 			break
@@ -229,10 +240,10 @@ func TestRedriveAfterAFix(t *testing.T) {
 	}
 	outbound := func() int {
 		t.Helper()
-		if ex.OutboundQueue() == "" {
+		if confirms == nil {
 			return -1
 		}
-		return len(receiveAll(t, e[ex.OutboundQueue()]))
+		return len(receiveAll(t, e[outboundVar]))
 	}
 	parked := func(when string) {
 		t.Helper()
@@ -260,7 +271,7 @@ func TestRedriveAfterAFix(t *testing.T) {
 	if n := outbound(); n > 0 {
 		t.Fatalf("%d outbound messages after the redrive of a refused message", n)
 	}
-	checkState(t, ex, e, valid)
+	checkState(t, checker, e, valid)
 
 	// The operator removes the cause, then redrives: applied once, one outbound message,
 	// nothing left in the DLQ.
@@ -277,7 +288,7 @@ func TestRedriveAfterAFix(t *testing.T) {
 	if r := idemctl(t, e, "redrive", "--dry-run"); !strings.Contains(r.stdout, "0 messages would move") {
 		t.Fatalf("DLQ after the fix and the redrive:\n%s%s", r.stdout, r.stderr)
 	}
-	got, err := ex.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
+	got, err := checker.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,13 +299,13 @@ func TestRedriveAfterAFix(t *testing.T) {
 
 // checkState checks that the example's tables hold what applied leave, each applied
 // once.
-func checkState(t *testing.T, ex example.Example, e env, applied []example.Message) {
+func checkState(t *testing.T, checker example.Checker, e env, applied []example.Message) {
 	t.Helper()
-	want, err := ex.Expect(applied, applied)
+	want, err := checker.Expect(applied, applied)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ex.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
+	got, err := checker.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	duplicates := flags.Float64("duplicates", 0, "fraction `F` (0..1) of the messages sent a second time with the same deduplication id")
 	fromFile := flags.String("from-file", "", "send the message bodies of this JSON-lines `file` (one body per line, validated as the consumer does) instead of generating them")
 	skipInvalid := flags.Bool("skip-invalid", false, "with --from-file: skip invalid lines instead of sending nothing")
-	prepare := flags.Bool("prepare", true, "first write what the messages need in the example's tables (its Prepare: the inventory's stock); "+
+	prepare := flags.Bool("prepare", true, "first write what the messages need in the example's tables (its example.Preparer: the inventory's stock); "+
 		"default true for generated messages, false with --from-file")
 	seed := flags.Uint64("seed", 0, "random seed: business ids carry it (default: a random seed, printed)")
 	concurrency := flags.Int("concurrency", 4, "SendMessageBatch calls in flight")
@@ -86,6 +86,12 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if err != nil {
 		return usageError(flags, stderr, "%v", err)
 	}
+	var gen example.Traffic
+	if *fromFile == "" {
+		if gen, err = example.TrafficOf(ex); err != nil {
+			return usageError(flags, stderr, "%v; send your own messages with --from-file", err)
+		}
+	}
 	url := setting(*queueURL, env, "QUEUE_URL")
 	if url == "" {
 		return fail(stderr, "send", errNotSet("QUEUE_URL", "queue-url"))
@@ -101,7 +107,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 			return fail(stderr, "send", err)
 		}
 	} else {
-		traffic = ex.Traffic(rng, strconv.FormatUint(*seed, 10), *count, *groups)
+		traffic = gen.Traffic(rng, strconv.FormatUint(*seed, 10), *count, *groups)
 	}
 
 	cfg, err := LoadAWSEnv(ctx, env)
@@ -121,7 +127,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 		})
 	}
 	if doPrepare {
-		if err := ex.Prepare(ctx, dynamodb.NewFromConfig(cfg), example.Lookup(env), traffic); err != nil {
+		if err := example.Prepare(ctx, ex, dynamodb.NewFromConfig(cfg), example.Lookup(env), traffic); err != nil {
 			return fail(stderr, "send", fmt.Errorf("prepare the %s example's tables: %w", ex.Name(), err))
 		}
 	}

@@ -14,13 +14,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
-// traffic is n messages of the wired example over groups groups.
+// traffic is n distinct messages over at most groups groups, shaped as any example's
+// traffic is: what send does with messages does not depend on their bodies.
 func traffic(seed uint64, n, groups int, rng *rand.Rand) []example.Message {
-	return wiring.Default().Traffic(rng, fmt.Sprint(seed), n, groups)
+	out := make([]example.Message, n)
+	for i := range out {
+		id := fmt.Sprintf("msg-%d-%05d", seed, i)
+		out[i] = example.Message{ID: id, Key: "test:" + id, Group: fmt.Sprintf("group-%d-%d", seed, rng.IntN(groups)), Body: `{"id":"` + id + `"}`}
+	}
+	return out
 }
 
 // flakySender fails entries by message body: transient failures the given number of

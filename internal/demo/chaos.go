@@ -16,9 +16,9 @@ import (
 
 // ChildLog is what Chaos reads from its children's JSON log lines on stdout.
 type ChildLog struct {
-	OnMessage func(messageID string)             // a record the child received
-	OnApplied func()                             // a record the child reported applied
-	OnReaped  func(n int, maxLate time.Duration) // a child's reaper sweep: locks failed, and how late
+	OnMessage func(messageID string)                   // a record the child received
+	OnApplied func()                                   // a record the child reported applied
+	OnReaped  func(n int, maxLate, took time.Duration) // a child's reaper sweep: locks failed, how late, how long it took
 }
 
 // RandomKill names, in ChaosResult.ByPhase, the kills sent from outside at a random moment.
@@ -117,11 +117,12 @@ func killedBySIGKILL(err error) bool {
 // line reads one JSON log line of a child.
 func (l ChildLog) line(b []byte) {
 	var rec struct {
-		Msg       string `json:"msg"`
-		MessageID string `json:"message_id"`
-		Outcome   string `json:"outcome"`
-		Reaped    int    `json:"reaped"`
-		MaxLateMS int64  `json:"max_late_ms"`
+		Msg        string `json:"msg"`
+		MessageID  string `json:"message_id"`
+		Outcome    string `json:"outcome"`
+		Reaped     int    `json:"reaped"`
+		MaxLateMS  int64  `json:"max_late_ms"`
+		DurationMS int64  `json:"duration_ms"`
 	}
 	if json.Unmarshal(b, &rec) != nil { // a line cut short by the kill
 		return
@@ -135,7 +136,7 @@ func (l ChildLog) line(b []byte) {
 			l.OnApplied()
 		}
 	case rec.Msg == "sweep done" && l.OnReaped != nil:
-		l.OnReaped(rec.Reaped, time.Duration(rec.MaxLateMS)*time.Millisecond)
+		l.OnReaped(rec.Reaped, time.Duration(rec.MaxLateMS)*time.Millisecond, time.Duration(rec.DurationMS)*time.Millisecond)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/internal/dedupgroup"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 // TestDeduplicationIDsKeepTheirGroup: the demo's traffic (the main stream and the
@@ -16,9 +17,10 @@ import (
 func TestDeduplicationIDsKeepTheirGroup(t *testing.T) {
 	for _, ex := range wiring.Examples {
 		t.Run(ex.Name(), func(t *testing.T) {
+			gen := exampletest.Traffic(t, ex)
 			rng := rand.New(rand.NewPCG(12, 12))
-			ps := ex.Traffic(rng, "dg", 400, 7)
-			deduplicationIDsKeepTheirGroup(t, rng, ps, badMessages(ex.Bad("dg", ps)))
+			ps := gen.Traffic(rng, "dg", 400, 7)
+			deduplicationIDsKeepTheirGroup(t, rng, ps, badMessages(gen.Bad("dg", ps)))
 		})
 	}
 }

@@ -89,6 +89,8 @@ func (l *lockedBuffer) outcomes(t *testing.T) map[string]int {
 // example's tables, the DLQ reasons.
 func TestSummaryLinesTraceToEvents(t *testing.T) {
 	ex := exampletest.Example(t)
+	exampletest.Traffic(t, ex)
+	exampletest.Checker(t, ex) // the tables' line and the check's verdict
 	st := exampletest.Up(t, ex)
 	sqsAPI, ddb := st.SQS, st.DynamoDB
 	vars := map[string]string{}
@@ -220,5 +222,27 @@ func TestSummaryPrintsCountedLinesOnly(t *testing.T) {
 				t.Errorf("a summary without consumer processes speaks of them:\n%s", b.String())
 			}
 		})
+	}
+}
+
+// TestSummaryPrintsSkippedChecks: a check the example cannot have (no example.Checker,
+// no example.Confirmer) is printed as skipped with its reason, and its figures are not
+// printed as if counted.
+func TestSummaryPrintsSkippedChecks(t *testing.T) {
+	const noChecker = `example "x" has no check of its tables (implement example.Checker)`
+	const noReader = `example "x" has no reader of its outbound messages (implement example.Confirmer)`
+	var b bytes.Buffer
+	demo.Summary{Example: "x", Distinct: 10, AppliedByMetrics: 10, StateSkipped: noChecker, OutboundSkipped: noReader, OK: true}.Print(&b)
+	for _, l := range []struct{ label, want string }{
+		{"business effects applied (counted in its tables)", "not counted (distinct valid messages: 10)"},
+		{"outbound messages received downstream", "not counted: " + noReader},
+		{"x check: tables = what the applied messages leave", "skipped: " + noChecker},
+	} {
+		if got, _ := summaryValue(b.String(), l.label); got != l.want {
+			t.Errorf("%q: printed %q, want %q:\n%s", l.label, got, l.want, b.String())
+		}
+	}
+	if _, ok := summaryValue(b.String(), "  unreported effects (computed: effects - reports)"); ok || !strings.HasSuffix(b.String(), "demo: OK\n") {
+		t.Errorf("summary:\n%s", b.String())
 	}
 }

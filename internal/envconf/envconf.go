@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
 // New returns a Reader over lookup (os.LookupEnv in main, a map in tests).
@@ -92,4 +94,51 @@ func (e *Reader) Err() error {
 		return nil
 	}
 	return errors.New(strings.Join(e.errs, "; "))
+}
+
+// Layout reads where the idempotency records live (idem.Layout): IDEMPOTENCY_TABLE
+// (required), and IDEMPOTENCY_PARTITION_KEY, IDEMPOTENCY_SORT_KEY ("-" or unset for
+// none), IDEMPOTENCY_STATIC_PARTITION_KEY (read with a sort key only),
+// IDEMPOTENCY_KEY_PREFIX, IDEMPOTENCY_INDEX ("-" for none) and
+// IDEMPOTENCY_ATTRIBUTE_NAMES: "default", "powertools" for AWS Lambda Powertools' names,
+// and Field=name pairs separated by commas (Status=state,ExpiresAt=ttl), the preset first
+// (powertools,Owner=holder). Unset: the defaults of idem.Layout, CreateTable's table.
+func (e *Reader) Layout() idem.Layout {
+	l := idem.Layout{
+		Table:         e.Required("IDEMPOTENCY_TABLE"),
+		PartitionKey:  e.String("IDEMPOTENCY_PARTITION_KEY", ""),
+		SortKey:       e.String("IDEMPOTENCY_SORT_KEY", ""),
+		KeyPrefix:     e.String("IDEMPOTENCY_KEY_PREFIX", ""),
+		InflightIndex: e.String("IDEMPOTENCY_INDEX", ""),
+	}
+	if l.SortKey == "-" {
+		l.SortKey = ""
+	}
+	if l.SortKey != "" {
+		l.StaticPartitionKey = e.String("IDEMPOTENCY_STATIC_PARTITION_KEY", "")
+	}
+	for _, part := range strings.Split(e.String("IDEMPOTENCY_ATTRIBUTE_NAMES", ""), ",") {
+		part = strings.TrimSpace(part)
+		switch field, name, ok := strings.Cut(part, "="); {
+		case part == "", part == "default":
+		case part == "powertools":
+			p := idem.PowertoolsLayout(l.Table)
+			if l.PartitionKey == "" {
+				l.PartitionKey = p.PartitionKey
+			}
+			l.Attributes = p.Attributes
+		case !ok:
+			e.errs = append(e.errs, fmt.Sprintf("IDEMPOTENCY_ATTRIBUTE_NAMES: %q is neither powertools nor Field=name", part))
+		default:
+			if err := l.Attributes.SetAttribute(strings.TrimSpace(field), strings.TrimSpace(name)); err != nil {
+				e.errs = append(e.errs, "IDEMPOTENCY_ATTRIBUTE_NAMES: "+err.Error())
+			}
+		}
+	}
+	if l.Table != "" {
+		if err := l.Validate(); err != nil {
+			e.errs = append(e.errs, err.Error())
+		}
+	}
+	return l
 }

@@ -1,7 +1,9 @@
 // Package exampletest gives tests the wired example and its resources: the queues and
 // tables of template.yaml, with the example's block, created on the test's endpoint
 // (moto) by the same code as `idemctl up`. Tests that use it name no example and no
-// resource: they read both from the template.
+// resource: they read both from the template. A test that needs one of the example's
+// optional interfaces gets it through Traffic or Checker, which skip the test, with the
+// interface to implement, when the example lacks it.
 package exampletest
 
 import (
@@ -31,6 +33,44 @@ func Example(t testing.TB) example.Example {
 		t.Fatal(err)
 	}
 	return ex
+}
+
+// Traffic returns ex's traffic generator (example.Traffic), or skips the test with the
+// reason: `example "x" has no traffic generator (implement example.Traffic)`.
+func Traffic(t testing.TB, ex example.Example) example.Traffic {
+	t.Helper()
+	gen, err := example.TrafficOf(ex)
+	skipOn(t, err)
+	return gen
+}
+
+// Checker returns ex's check of its tables (example.Checker), or skips the test with the
+// reason. Called after a test's other checks, it keeps their verdict: a failure before
+// the skip still fails the test.
+func Checker(t testing.TB, ex example.Example) example.Checker {
+	t.Helper()
+	c, err := example.CheckerOf(ex)
+	skipOn(t, err)
+	return c
+}
+
+// Confirms returns how ex tells which message an outbound message confirms and the
+// variable of its outbound queue, or nil and "" when ex is no example.Confirmer (or
+// names no queue): a test then has no outbound message to count.
+func Confirms(ex example.Example) (confirms func(body string) (string, bool), queueVar string) {
+	c, err := example.ConfirmerOf(ex)
+	if err != nil || c.OutboundQueue() == "" {
+		return nil, ""
+	}
+	return c.Confirms, c.OutboundQueue()
+}
+
+// skipOn skips the test with err as the reason, unless err is nil.
+func skipOn(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Skip(err)
+	}
 }
 
 // TemplatePath is the repository's template.yaml.

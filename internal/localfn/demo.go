@@ -23,6 +23,8 @@ func DemoFunctions(ctx context.Context, t *stack.Template, consumerBin, reaperBi
 			return demo.LeaseGrace.String(), true
 		case "DEADLINE_MARGIN":
 			return demo.DeadlineMargin.String(), true
+		case "CONSUMER_TIMEOUT":
+			return demo.FunctionTimeout.String(), true
 		}
 		if v, ok := vars[k]; ok {
 			return v, true

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
@@ -51,18 +52,24 @@ func size(fast, big int) int {
 }
 
 // world is one scenario's own stack (queues and tables from template.yaml, with the
-// example under test: EXAMPLE, else the wired one) on moto.
+// example under test: EXAMPLE, else the wired one) on moto, and the example's traffic
+// and check of its tables: every scenario sends the one and ends with the other, so an
+// example without them (example.Traffic, example.Checker) skips the suite.
 type world struct {
-	env  *stack.Env
-	vars map[string]string
-	sqs  *sqs.Client
-	ddb  *dynamodb.Client
+	env     *stack.Env
+	vars    map[string]string
+	sqs     *sqs.Client
+	ddb     *dynamodb.Client
+	gen     example.Traffic
+	checker example.Checker
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	st := exampletest.Up(t, exampletest.Example(t))
-	w := &world{sqs: st.SQS, ddb: st.DynamoDB, env: st.Env, vars: map[string]string{}}
+	ex := exampletest.Example(t)
+	gen, checker := exampletest.Traffic(t, ex), exampletest.Checker(t, ex)
+	st := exampletest.Up(t, ex)
+	w := &world{sqs: st.SQS, ddb: st.DynamoDB, env: st.Env, vars: map[string]string{}, gen: gen, checker: checker}
 	for _, v := range w.env.Vars {
 		w.vars[v.Name] = v.Value
 	}

@@ -1,6 +1,8 @@
 // Package sampleevents generates the sample Lambda events of events/ (and of any other
-// example) through the example contract only: the messages come from ex.Traffic and
-// ex.Bad, the expected outcome from ex.Expect. The events are shaped exactly as Lambda
+// example) through the example contract only: the messages come from the example's
+// example.Traffic (Traffic and Bad), the expected state from its example.Checker (Expect;
+// left out for an example without one). An example without Traffic has no sample
+// events. The events are shaped exactly as Lambda
 // delivers them (events.SQSEvent), with the digests SQS computes, and are the same for
 // the same example and seed, so the committed files are reproducible and their diffs
 // reviewable. `idemctl events` writes them.
@@ -83,11 +85,12 @@ type Sample struct {
 }
 
 // Expected is the outcome of pushing a Sample's event through the consumer, once or
-// any number of times, after ex.Prepare(Prepare): its sidecar file <name>.expected.json.
+// any number of times, after example.Prepare(Prepare): its sidecar file
+// <name>.expected.json.
 type Expected struct {
 	Example string `json:"example"`
 	Seed    uint64 `json:"seed"`
-	// Prepare are the distinct valid messages of the file: what ex.Prepare must be
+	// Prepare are the distinct valid messages of the file: what example.Prepare must be
 	// given before the file is consumed, and Expect's valid.
 	Prepare []Message `json:"prepare"`
 	// Applied are the business ids of the messages applied, once each.
@@ -96,8 +99,9 @@ type Expected struct {
 	DeadLettered []DeadLetter `json:"dead_lettered"`
 	// Outbound is the number of outbound messages (one per applied message).
 	Outbound int `json:"outbound"`
-	// State is ex.Expect(Prepare, the applied messages).
-	State example.State `json:"state"`
+	// State is the example's Expect(Prepare, the applied messages); absent for an
+	// example without an example.Checker.
+	State example.State `json:"state,omitempty"`
 }
 
 // Message is an example.Message in a sidecar.
@@ -143,6 +147,8 @@ func (e Expected) AppliedMessages() []example.Message {
 // gen holds the state of one generation: the rng and the clock of the fake queue.
 type gen struct {
 	ex   example.Example
+	tr   example.Traffic
+	chk  example.Checker // nil: no expected state
 	seed uint64
 	rng  *rand.Rand
 	now  int64    // SentTimestamp of the last message, in ms
@@ -155,10 +161,15 @@ type gen struct {
 // in its group, ex's first Bad that ex.Decode rejects alone in its group, another
 // valid one in a third group) and StandardBatch (5 valid messages from a standard
 // queue). Business ids don't repeat between the samples, so all three can be consumed
-// against one set of tables.
+// against one set of tables. ex must be an example.Traffic.
 func Generate(ex example.Example, seed uint64) ([]Sample, error) {
+	tr, err := example.TrafficOf(ex)
+	if err != nil {
+		return nil, fmt.Errorf("sample events: %w", err)
+	}
+	chk, _ := example.CheckerOf(ex) // nil: the sidecars have no state
 	g := &gen{
-		ex: ex, seed: seed,
+		ex: ex, tr: tr, chk: chk, seed: seed,
 		rng: rand.New(rand.NewPCG(seed, 0x5a3b1eeee7e7)), //nolint:gosec // fake ids, not secrets
 		now: 1763630102135,
 		ids: map[string]bool{},
@@ -182,7 +193,7 @@ func (g *gen) run(sample string) string { return sample + strconv.FormatUint(g.s
 // spread messages over groups at random); the same seed draws the same.
 func (g *gen) traffic(run string, n, groups int, ok func([]example.Message) bool) ([]example.Message, error) {
 	for range 1000 {
-		ms := g.ex.Traffic(g.rng, run, n, groups)
+		ms := g.tr.Traffic(g.rng, run, n, groups)
 		if len(ms) == n && ok(ms) {
 			for _, m := range ms {
 				if _, err := g.ex.Decode([]byte(m.Body)); err != nil {
@@ -244,7 +255,7 @@ func (g *gen) duplicates() (Sample, error) {
 	}
 	valid := []example.Message{a, b, c}
 	var bad *example.Bad
-	for _, x := range g.ex.Bad(run, valid) {
+	for _, x := range g.tr.Bad(run, valid) {
 		if _, err := g.ex.Decode([]byte(x.Body)); err != nil {
 			bad = &x
 			break
@@ -295,11 +306,14 @@ func (g *gen) standardBatch() (Sample, error) {
 
 // sample computes the expected outcome of recs.
 func (g *gen) sample(name string, recs []events.SQSMessage, valid, applied []example.Message, dl []DeadLetter) (Sample, error) {
-	st, err := g.ex.Expect(valid, applied)
-	if err != nil {
-		return Sample{}, err
+	exp := Expected{Example: g.ex.Name(), Seed: g.seed, Outbound: len(applied), DeadLettered: dl}
+	if g.chk != nil {
+		st, err := g.chk.Expect(valid, applied)
+		if err != nil {
+			return Sample{}, err
+		}
+		exp.State = st
 	}
-	exp := Expected{Example: g.ex.Name(), Seed: g.seed, Outbound: len(applied), State: st, DeadLettered: dl}
 	if exp.DeadLettered == nil {
 		exp.DeadLettered = []DeadLetter{}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sampleevents"
 )
 
@@ -73,6 +74,7 @@ func TestAttributesMD5(t *testing.T) {
 func TestGenerate(t *testing.T) {
 	for _, ex := range wiring.Examples {
 		t.Run(ex.Name(), func(t *testing.T) {
+			exampletest.Traffic(t, ex)
 			files, err := sampleevents.Render(ex, 7)
 			if err != nil {
 				t.Fatal(err)
@@ -190,7 +192,14 @@ func checkEvent(t *testing.T, ex example.Example, name string, ev events.SQSEven
 	if exp.Outbound != len(exp.Applied) || exp.Example != ex.Name() {
 		t.Errorf("%s: expected outcome %+v", name, exp)
 	}
-	st, err := ex.Expect(sampleevents.ExampleMessages(exp.Prepare), exp.AppliedMessages())
+	checker, err := example.CheckerOf(ex)
+	if err != nil {
+		if exp.State != nil {
+			t.Errorf("%s: a state %v, from an example without a Checker", name, exp.State)
+		}
+		return
+	}
+	st, err := checker.Expect(sampleevents.ExampleMessages(exp.Prepare), exp.AppliedMessages())
 	if err != nil || len(st) == 0 {
 		t.Fatalf("%s: Expect: %v %v", name, st, err)
 	}
@@ -236,6 +245,9 @@ func TestCommittedEvents(t *testing.T) {
 		}
 	}
 	if compared == 0 {
+		if _, err := example.TrafficOf(wiring.Default()); err != nil {
+			t.Skipf("no sample events: %v", err)
+		}
 		t.Error("no events directory of an example of this build")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
@@ -80,8 +81,8 @@ func functions(t *testing.T, tpl *samtemplate.Template) map[string]string {
 		}
 		out[fn] = role
 	}
-	if len(out) != 2 {
-		t.Fatalf("functions %v, want the consumer and the reaper", out)
+	if len(out) != 3 {
+		t.Fatalf("functions %v, want the consumer, the reaper and the ingress", out)
 	}
 	return out
 }
@@ -322,19 +323,21 @@ func consumerEnv(t *testing.T, tpl *samtemplate.Template) map[string]json.RawMes
 }
 
 // outboundQueue is the queue the example's outbound messages go to: what the variable
-// ex.OutboundQueue() refers to ("" when the example sends none).
+// its example.Confirmer's OutboundQueue names refers to ("" when the example is no
+// Confirmer, or names none).
 func outboundQueue(t *testing.T, ex example.Example, tpl *samtemplate.Template) string {
 	t.Helper()
-	if ex.OutboundQueue() == "" {
+	_, name := exampletest.Confirms(ex)
+	if name == "" {
 		return ""
 	}
-	v, ok := consumerEnv(t, tpl)[ex.OutboundQueue()]
+	v, ok := consumerEnv(t, tpl)[name]
 	if !ok {
-		t.Fatalf("the consumer has no %s, the %s example's outbound queue", ex.OutboundQueue(), ex.Name())
+		t.Fatalf("the consumer has no %s, the %s example's outbound queue", name, ex.Name())
 	}
 	q := refName(t, v)
 	if tpl.Resources[q].Type != "AWS::SQS::Queue" {
-		t.Fatalf("%s refers to %s, not a queue", ex.OutboundQueue(), q)
+		t.Fatalf("%s refers to %s, not a queue", name, q)
 	}
 	return q
 }

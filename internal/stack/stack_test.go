@@ -19,7 +19,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
@@ -140,8 +143,12 @@ func TestUpOurTemplate(t *testing.T) {
 			t.Errorf("queue %s: URL %s, ARN %s", id, q.URL, q.ARN)
 		}
 	}
-	if len(queues) < 3 {
-		t.Errorf("queues %v: want the input queue, the DLQ and the example's", queues)
+	wantQueues := 2 // the input queue and the DLQ
+	if _, outbound := exampletest.Confirms(wiring.Default()); outbound != "" {
+		wantQueues++ // and the example's outbound queue
+	}
+	if len(queues) < wantQueues {
+		t.Errorf("queues %v: want the input queue, the DLQ and the example's outbound queue if it has one", queues)
 	}
 
 	// The input queue: FIFO, visibility 180 s, redrive to the DLQ after 5 receives.
@@ -212,7 +219,13 @@ func TestUpOurTemplate(t *testing.T) {
 		for _, k := range desc.Table.KeySchema {
 			got = append(got, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
 		}
-		if ks := info.Prop(id, "KeySchema"); ks != nil {
+		ks := info.Prop(id, "KeySchema")
+		if ks != nil && ks.Tag == "!If" {
+			// A key schema chosen by a condition (the idempotency table's, by
+			// IdempotencySortKey) is checked above and in TestUpIdempotencyLayouts.
+			continue
+		}
+		if ks != nil {
 			for _, k := range ks.Content {
 				var e struct {
 					AttributeName string `yaml:"AttributeName"`
@@ -652,5 +665,105 @@ func TestWriteExports(t *testing.T) {
 	want := "export A='plain'\nexport B='it'\\''s $HOME `x`'\n"
 	if buf.String() != want {
 		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}
+
+// TestUpIdempotencyLayouts: the template's idempotency-table parameters (a single-table
+// design's partition and sort key, Powertools' attribute names) create the table the
+// functions' environment describes: the key schema, index and TTL attribute that
+// idem.TableInputFor gives for the layout the functions read, and a record written
+// through that layout is found there.
+func TestUpIdempotencyLayouts(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		params    map[string]string
+		keys, ttl string
+	}{
+		{"single-table", map[string]string{"IdempotencyPartitionKey": "PK", "IdempotencySortKey": "SK"}, "PK HASH,SK RANGE", "expires_at"},
+		{"powertools", map[string]string{"IdempotencyAttributeNames": "powertools", "IdempotencyPartitionKey": "id"}, "id HASH", "expiration"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			tm := load(t)
+			if err := tm.SetParameters(c.params); err != nil {
+				t.Fatal(err)
+			}
+			env, _ := up(t, tm, stackName(t))
+			layout := envconf.New(env.Lookup).Layout()
+			want, err := idem.TableInputFor(layout)
+			if err != nil {
+				t.Fatalf("the functions' layout %+v: %v", layout, err)
+			}
+			ddb := awstest.DynamoDB(t)
+			desc, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(layout.Table)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := func(ks []ddbtypes.KeySchemaElement) string {
+				var out []string
+				for _, k := range ks {
+					out = append(out, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
+				}
+				return strings.Join(out, ",")
+			}
+			if got := keys(desc.Table.KeySchema); got != c.keys || got != keys(want.KeySchema) {
+				t.Errorf("key schema %s, want %s (idem: %s)", got, c.keys, keys(want.KeySchema))
+			}
+			gsi := desc.Table.GlobalSecondaryIndexes
+			if len(gsi) != 1 || aws.ToString(gsi[0].IndexName) != aws.ToString(want.GlobalSecondaryIndexes[0].IndexName) ||
+				keys(gsi[0].KeySchema) != keys(want.GlobalSecondaryIndexes[0].KeySchema) ||
+				!slices.Equal(gsi[0].Projection.NonKeyAttributes, want.GlobalSecondaryIndexes[0].Projection.NonKeyAttributes) {
+				t.Errorf("GSI %+v, want %+v", gsi, want.GlobalSecondaryIndexes)
+			}
+			ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(layout.Table)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := ttl.TimeToLiveDescription; d.TimeToLiveStatus != ddbtypes.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != c.ttl {
+				t.Errorf("TTL %+v, want %s", d, c.ttl)
+			}
+
+			// A record through the layout: acquired, completed, then replayed.
+			store, err := idem.NewDynamoStoreLayout(ddb, layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, err := idem.New(idem.Config{Store: store, Scope: "layouts"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs := 0
+			for range 2 {
+				res, err := client.Do(ctx, &idem.Request{Key: "layout-" + c.name, Payload: []byte("{}")},
+					func(context.Context, *idem.Request) (idem.Result, error) {
+						runs++
+						return idem.Result{Response: []byte("done")}, nil
+					})
+				if err != nil || string(res.Response) != "done" {
+					t.Fatalf("Do: %q, %v", res.Response, err)
+				}
+			}
+			if runs != 1 {
+				t.Errorf("handler ran %d times, want 1", runs)
+			}
+			scan, err := ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(layout.Table)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(scan.Items) != 1 {
+				t.Fatalf("%d items, want 1", len(scan.Items))
+			}
+			for _, k := range desc.Table.KeySchema {
+				if _, ok := scan.Items[0][aws.ToString(k.AttributeName)]; !ok {
+					t.Errorf("record %v has no key attribute %s", scan.Items[0], aws.ToString(k.AttributeName))
+				}
+			}
+			if _, ok := scan.Items[0][c.ttl]; !ok {
+				t.Errorf("record %v has no TTL attribute %s", scan.Items[0], c.ttl)
+			}
+		})
 	}
 }

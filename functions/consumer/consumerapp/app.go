@@ -61,14 +61,19 @@ func New(cfg Config, d Deps) (Handler, error) {
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "consumer")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
 
-	store, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
+	layout := cfg.Layout
+	if layout.Table == "" {
+		layout.Table = cfg.IdempotencyTable
+	}
+	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
+	dlq := &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer"}
 	client, err := idem.New(idem.Config{
 		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
 		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock, Sender: d.SQS,
-		Mode: cfg.Mode,
+		Mode: cfg.Mode, OutboxDeadLetter: dlq, MaxLease: cfg.maxLease(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -92,7 +97,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	batch, err := idem.NewBatchProcessor(idem.BatchConfig{
 		Handle:         record,
-		DeadLetter:     &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer"},
+		DeadLetter:     dlq,
 		Concurrency:    cfg.Concurrency,
 		DeadlineMargin: cfg.DeadlineMargin,
 		Logger:         log,
@@ -109,6 +114,16 @@ func New(cfg Config, d Deps) (Handler, error) {
 		}
 		return resp, err
 	}, nil
+}
+
+// maxLease caps a lease, extensions included, at what an invocation can use: the
+// function timeout plus the grace (the reaper, told the same, relies on it to send
+// pending outbound messages in commit order). Unknown timeout: idem's default.
+func (c Config) maxLease() time.Duration {
+	if c.FunctionTimeout <= 0 {
+		return 0
+	}
+	return c.FunctionTimeout + c.LeaseGrace
 }
 
 // Clients adapts SDK clients to Deps.

@@ -46,12 +46,16 @@ type fixture struct {
 	cfg      consumerapp.Config
 	ddb      *dynamodb.Client
 	sqs      *sqs.Client
-	outbound string // the queue of the example's outbound messages ("" if it sends none)
-	inputARN string // the consumer's input queue (QUEUE_URL)
-	logs     bytes.Buffer
-	emf      bytes.Buffer
-	rng      *rand.Rand
-	run      string
+	outbound string // the queue of the example's outbound messages ("": none to count)
+	// outboundVar names the variable of outbound, and confirms tells which message an
+	// outbound message confirms (example.Confirmer; nil: none to count).
+	outboundVar string
+	confirms    func(body string) (string, bool)
+	inputARN    string // the consumer's input queue (QUEUE_URL)
+	logs        bytes.Buffer
+	emf         bytes.Buffer
+	rng         *rand.Rand
+	run         string
 }
 
 var runs atomic.Int64
@@ -65,8 +69,8 @@ func newFixture(t testing.TB, overrides ...map[string]string) *fixture {
 	f := &fixture{ex: ex, st: st, ddb: st.DynamoDB, sqs: st.SQS,
 		rng: rand.New(rand.NewPCG(1, uint64(runs.Add(1)))), run: fmt.Sprintf("%s%d", awstest.RunID(), runs.Load())}
 	f.cfg = f.config(t, overrides...)
-	if name := ex.OutboundQueue(); name != "" {
-		f.outbound = st.Must(t, name)
+	if f.confirms, f.outboundVar = exampletest.Confirms(ex); f.outboundVar != "" {
+		f.outbound = st.Must(t, f.outboundVar)
 	}
 	input := st.Must(t, "QUEUE_URL")
 	for _, r := range st.Env.Resources {
@@ -107,18 +111,25 @@ func lookupIn(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
+// gen is the example's traffic generator; a test of an example without one is skipped
+// (exampletest.Traffic).
+func (f *fixture) gen(t testing.TB) example.Traffic {
+	t.Helper()
+	return exampletest.Traffic(t, f.ex)
+}
+
 // traffic returns n valid messages of the example over at most groups FIFO groups, the
-// example prepared for them (Prepare).
+// example prepared for them (example.Prepare).
 func (f *fixture) traffic(t testing.TB, n, groups int) []example.Message {
 	t.Helper()
-	msgs := f.ex.Traffic(f.rng, f.run, n, groups)
+	msgs := f.gen(t).Traffic(f.rng, f.run, n, groups)
 	f.prepare(t, msgs)
 	return msgs
 }
 
 func (f *fixture) prepare(t testing.TB, msgs []example.Message) {
 	t.Helper()
-	if err := f.ex.Prepare(context.Background(), f.ddb, f.st.Lookup, msgs); err != nil {
+	if err := example.Prepare(context.Background(), f.ex, f.ddb, f.st.Lookup, msgs); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -167,14 +178,15 @@ func (f *fixture) handler(t testing.TB, wrap func(idem.DynamoDBAPI) idem.DynamoD
 
 // checkApplied checks the example's tables against exactly applied (distinct messages
 // of valid) having been applied once: the effects counted in the tables, and each name
-// of the expected state.
+// of the expected state. An example without an example.Checker skips the test here.
 func (f *fixture) checkApplied(t testing.TB, what string, valid, applied []example.Message) {
 	t.Helper()
-	want, err := f.ex.Expect(valid, applied)
+	checker := exampletest.Checker(t, f.ex)
+	want, err := checker.Expect(valid, applied)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.ex.Read(context.Background(), f.ddb, f.st.Lookup)
+	got, err := checker.Read(context.Background(), f.ddb, f.st.Lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +202,8 @@ func (f *fixture) checkApplied(t testing.TB, what string, valid, applied []examp
 }
 
 // checkOutbound drains the example's outbound queue and checks that it holds one
-// message confirming each of applied, and nothing else.
+// message confirming each of applied, and nothing else. Without an example.Confirmer
+// there is nothing to count.
 func (f *fixture) checkOutbound(t testing.TB, applied []example.Message) {
 	t.Helper()
 	if f.outbound == "" {
@@ -198,7 +211,7 @@ func (f *fixture) checkOutbound(t testing.TB, applied []example.Message) {
 	}
 	seen := map[string]int{}
 	for _, m := range exampletest.ReceiveAll(t, f.sqs, f.outbound) {
-		id, ok := f.ex.Confirms(aws.ToString(m.Body))
+		id, ok := f.confirms(aws.ToString(m.Body))
 		if !ok {
 			t.Errorf("an outbound message confirms no message: %.200s", aws.ToString(m.Body))
 			continue

@@ -31,7 +31,7 @@ func TestBadMessages(t *testing.T) {
 	if failed := exampletest.Invoke(t, h, ctx, exampletest.Encode(t, f.records(valid[:half], "m-"))); len(failed) != 0 {
 		t.Fatalf("the first half of the traffic: failures %v", failed)
 	}
-	bad := f.ex.Bad(f.run, valid)
+	bad := f.gen(t).Bad(f.run, valid)
 	if len(bad) == 0 {
 		t.Fatalf("example %s has no bad messages", f.ex.Name())
 	}

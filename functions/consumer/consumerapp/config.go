@@ -29,7 +29,10 @@ type Config struct {
 	Example example.Example
 	Handler idem.Handler
 
-	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
+	IdempotencyTable string // IDEMPOTENCY_TABLE (required)
+	// Layout is where the records live in that table (the IDEMPOTENCY_* layout variables:
+	// envconf.Reader.Layout); its Table, when empty, is IdempotencyTable.
+	Layout           idem.Layout
 	DLQURL           string        // DLQ_URL (required): permanent failures go here
 	Scope            string        // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
 	TTL              time.Duration // IDEMPOTENCY_TTL (default 168h): retention of records
@@ -44,14 +47,21 @@ type Config struct {
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
-// missing or malformed variable at once.
+// missing or malformed variable at once. The example is one of the build's
+// (functions/consumer/wiring).
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	return FromEnvOf(wiring.Examples, lookup)
+}
+
+// FromEnvOf is FromEnv with the example picked from examples instead of the build's:
+// for a test's own message type. The consumer needs only example.Example's methods.
+func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (Config, error) {
 	e := envconf.New(lookup)
 	cfg := Config{
 		FunctionTimeout:   e.Duration("FUNCTION_TIMEOUT", 0),
 		VisibilityTimeout: e.Duration("VISIBILITY_TIMEOUT", 0),
 
-		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		Layout:           e.Layout(),
 		DLQURL:           e.Required("DLQ_URL"),
 		Scope:            e.Required("IDEMPOTENCY_SCOPE"),
 		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
@@ -63,6 +73,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		KeyField:         e.String("KEY_FIELD", ""),
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
+	cfg.IdempotencyTable = cfg.Layout.Table
 	// The examples qualify for the single-transaction mode: their effects are their
 	// writes and their outbound messages.
 	mode := e.OneOf("IDEMPOTENCY_MODE", idem.ModeLease.String(), idem.ModeLease.String(), idem.ModeSingleTransaction.String())
@@ -71,7 +82,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		errs = append(errs, err)
 	}
 	var err error
-	if cfg.Example, err = example.FromEnv(wiring.Examples, lookup); err != nil {
+	if cfg.Example, err = example.FromEnv(examples, lookup); err != nil {
 		errs = append(errs, err)
 	} else if cfg.Handler, err = cfg.Example.NewHandler(lookup); err != nil {
 		errs = append(errs, err)

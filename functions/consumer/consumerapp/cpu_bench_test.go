@@ -119,7 +119,7 @@ func spread(tb testing.TB, f *fixture, run string, groups int) []example.Message
 	for n := groups; len(out) < groups && n <= 64*groups; n *= 2 {
 		out = out[:0]
 		seen := map[string]bool{}
-		for _, m := range f.ex.Traffic(f.rng, run, n, groups) {
+		for _, m := range f.gen(tb).Traffic(f.rng, run, n, groups) {
 			if !seen[m.Group] && len(out) < groups {
 				seen[m.Group] = true
 				out = append(out, m)

@@ -145,7 +145,7 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 	}
 	valid := f.traffic(t, 6, 3)
 	recs := f.records(valid[:3], "m-")
-	for i, b := range f.ex.Bad(f.run, valid[:3]) {
+	for i, b := range f.gen(t).Bad(f.run, valid[:3]) {
 		recs = append(recs, f.record(b.Message, fmt.Sprintf("bad-%d", i)))
 	}
 	for _, batch := range [][]events.SQSMessage{recs, f.records(valid[3:], "m-")} {

@@ -168,7 +168,7 @@ func (e *latencyEnv) handler(tb testing.TB, concurrency int, mode idem.Mode) con
 	tb.Helper()
 	env := map[string]string{"MAX_CONCURRENCY": strconv.Itoa(concurrency), "METRICS_NAMESPACE": "Bench", "IDEMPOTENCY_MODE": mode.String()}
 	if e.f.outbound != "" {
-		env[e.f.ex.OutboundQueue()] = e.outboundQueue(tb)
+		env[e.f.outboundVar] = e.outboundQueue(tb)
 	}
 	h, err := consumerapp.New(e.f.config(tb, env), consumerapp.Deps{DynamoDB: e.ddb, SQS: e.sqs, Logs: io.Discard, Metrics: io.Discard, Owner: "latency-bench"})
 	if err != nil {
@@ -187,7 +187,7 @@ func (e *latencyEnv) event(tb testing.TB, groups, n int) events.SQSEvent {
 	if groups >= n {
 		msgs = spread(tb, e.f, run, n)
 	} else {
-		msgs = e.f.ex.Traffic(e.f.rng, run, n, groups)
+		msgs = e.f.gen(tb).Traffic(e.f.rng, run, n, groups)
 		e.f.prepare(tb, msgs)
 	}
 	ev := events.SQSEvent{Records: e.f.records(msgs, fmt.Sprintf("m-%s-", run))}

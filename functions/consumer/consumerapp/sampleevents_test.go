@@ -27,12 +27,15 @@ import (
 // TestSampleEvents pushes the sample events of the example under test
 // (internal/sampleevents, the files of events/ for the wired default) through the real
 // handler, one after the other against one set of tables, and checks each against its
-// expected outcome: no batch item failures, the state ex.Expect gives, one outbound
-// message per applied message, exactly the expected dead letters. Then it replays every
-// file: nothing may change.
+// expected outcome: no batch item failures, the state the example's Expect gives, one
+// outbound message per applied message, exactly the expected dead letters. Then it
+// replays every file: nothing may change. It needs the example's example.Traffic (the
+// events) and example.Checker (the state).
 func TestSampleEvents(t *testing.T) {
 	ctx := context.Background()
 	ex := exampletest.Example(t)
+	exampletest.Traffic(t, ex)
+	checker := exampletest.Checker(t, ex)
 	samples, err := sampleevents.Generate(ex, sampleevents.DefaultSeed)
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +56,9 @@ func TestSampleEvents(t *testing.T) {
 	}
 	handler := lambda.NewHandler(h)
 	outbound := ""
-	if ex.OutboundQueue() != "" {
-		outbound = s.Must(t, ex.OutboundQueue())
+	confirms, outboundVar := exampletest.Confirms(ex)
+	if outboundVar != "" {
+		outbound = s.Must(t, outboundVar)
 	}
 	dlq := s.Must(t, "DLQ_URL")
 
@@ -62,7 +66,7 @@ func TestSampleEvents(t *testing.T) {
 	for _, smp := range samples {
 		exp := smp.Expected
 		prepare := sampleevents.ExampleMessages(exp.Prepare)
-		if err := ex.Prepare(ctx, s.DynamoDB, s.Lookup, prepare); err != nil {
+		if err := example.Prepare(ctx, ex, s.DynamoDB, s.Lookup, prepare); err != nil {
 			t.Fatalf("%s: Prepare: %v", smp.Name, err)
 		}
 		valid = append(valid, prepare...)
@@ -71,9 +75,9 @@ func TestSampleEvents(t *testing.T) {
 		if failed := sampleInvoke(t, handler, files[smp.Name]); len(failed) != 0 {
 			t.Fatalf("%s: batch item failures %v", smp.Name, failed)
 		}
-		sampleState(t, ex, s, smp.Name, valid, applied)
+		sampleState(t, checker, s, smp.Name, valid, applied)
 		if outbound != "" {
-			got := sampleConfirmed(t, ex, s.SQS, outbound)
+			got := sampleConfirmed(t, confirms, s.SQS, outbound)
 			want := slices.Clone(exp.Applied)
 			sort.Strings(want)
 			if !slices.Equal(got, want) {
@@ -109,9 +113,9 @@ func TestSampleEvents(t *testing.T) {
 			t.Fatalf("replay of %s: batch item failures %v", smp.Name, failed)
 		}
 	}
-	sampleState(t, ex, s, "after the replay", valid, applied)
+	sampleState(t, checker, s, "after the replay", valid, applied)
 	if outbound != "" {
-		if got := sampleConfirmed(t, ex, s.SQS, outbound); len(got) != 0 {
+		if got := sampleConfirmed(t, confirms, s.SQS, outbound); len(got) != 0 {
 			t.Errorf("the replay sent outbound messages for %v", got)
 		}
 	}
@@ -144,14 +148,14 @@ func sampleInvoke(t *testing.T, h lambda.Handler, raw []byte) []string {
 	return ids
 }
 
-// sampleState compares ex.Read's state with ex.Expect's, for every name Expect returns.
-func sampleState(t *testing.T, ex example.Example, s *exampletest.Stack, when string, valid, applied []example.Message) {
+// sampleState compares Read's state with Expect's, for every name Expect returns.
+func sampleState(t *testing.T, checker example.Checker, s *exampletest.Stack, when string, valid, applied []example.Message) {
 	t.Helper()
-	want, err := ex.Expect(valid, applied)
+	want, err := checker.Expect(valid, applied)
 	if err != nil {
 		t.Fatalf("%s: Expect: %v", when, err)
 	}
-	got, err := ex.Read(context.Background(), s.DynamoDB, s.Lookup)
+	got, err := checker.Read(context.Background(), s.DynamoDB, s.Lookup)
 	if err != nil {
 		t.Fatalf("%s: Read: %v", when, err)
 	}
@@ -167,11 +171,11 @@ func sampleState(t *testing.T, ex example.Example, s *exampletest.Stack, when st
 
 // sampleConfirmed receives and deletes the outbound queue's messages and returns the business
 // ids they confirm, sorted.
-func sampleConfirmed(t *testing.T, ex example.Example, api *sqs.Client, url string) []string {
+func sampleConfirmed(t *testing.T, confirms func(string) (string, bool), api *sqs.Client, url string) []string {
 	t.Helper()
 	ids := []string{}
 	for _, m := range sampleReceive(t, api, url) {
-		id, ok := ex.Confirms(aws.ToString(m.Body))
+		id, ok := confirms(aws.ToString(m.Body))
 		if !ok {
 			t.Errorf("outbound message %q confirms nothing", aws.ToString(m.Body))
 		}

@@ -30,7 +30,7 @@ var block []byte
 // the demo and the reliability suite know of stock reservations.
 type Example struct{}
 
-var _ example.Example = Example{}
+var _ example.Full = Example{} // every tool runs on it
 
 // Name is "inventory".
 func (Example) Name() string { return "inventory" }

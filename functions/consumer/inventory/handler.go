@@ -1,8 +1,6 @@
 package inventory
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example/guarded"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -42,6 +41,13 @@ type Response struct {
 // NewHandler validates cfg and returns the reservation handler. Run it under the idem
 // middleware (idem.Client.Middleware) with a Config.Sender: it leaves its stock write to
 // the middleware's completion transaction and its confirmation to the outbox.
+//
+// It applies one reservation (guarded.Handler): validate, and return the order's
+// journal entry (the guard), the stock decrement and the confirmation for the
+// middleware to commit together. The decrement's condition keeps the stock from going
+// below zero: a reservation for more than is available fails the whole transaction,
+// with explain's reason, and gets no confirmation. One group per sku keeps a sku's
+// confirmations in order.
 func NewHandler(cfg Config) (idem.Handler, error) {
 	if cfg.StockTable == "" {
 		return nil, errors.New("inventory: Config.StockTable is empty")
@@ -49,76 +55,36 @@ func NewHandler(cfg Config) (idem.Handler, error) {
 	if err := example.CheckFIFOQueueURL(cfg.ConfirmationsQueueURL); err != nil {
 		return nil, fmt.Errorf("inventory: Config.ConfirmationsQueueURL %q %w", cfg.ConfirmationsQueueURL, err)
 	}
-	return &handler{cfg: cfg}, nil
+	h := &handler{cfg: cfg}
+	return &guarded.Handler[Reservation]{
+		Name: "inventory", Decode: Decode, Response: response, Guard: h.entry, Effect: h.reserve, Explain: explain,
+		Outbound: guarded.Outbound[Reservation]{Name: "confirmation", QueueURL: cfg.ConfirmationsQueueURL, Body: confirmation, Group: sku},
+	}, nil
 }
 
+func response(r Reservation) any { return Response(r) }
+
+// confirmation is the body of a reservation's confirmation; key is its idempotency key.
+func confirmation(key string, r Reservation) any {
+	return Confirmation{OrderID: r.OrderID, SKU: r.SKU, Quantity: r.Quantity, IdempotencyKey: key}
+}
+
+// sku is the group of a reservation's confirmation.
+func sku(r Reservation) string { return r.SKU }
+
+// handler holds what the inventory's writes need.
 type handler struct {
 	cfg Config
 }
 
-// Handle applies one reservation: validate, and return the order's journal entry, the
-// stock decrement and the confirmation for the middleware to commit together. The
-// decrement's condition keeps the stock from going below zero: a reservation for more
-// than is available fails the whole transaction, with Explain's reason, and gets no
-// confirmation.
-func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, error) {
-	if req == nil || req.Attempt == nil {
-		return idem.Result{}, fmt.Errorf("inventory: handler must run under the idem middleware: %w", idem.ErrNoLease)
-	}
-	r, err := Decode(req.Payload)
-	if err != nil {
-		return idem.Result{}, idem.Permanent(err)
-	}
-	resp, err := json.Marshal(Response(r))
-	if err != nil {
-		return idem.Result{}, fmt.Errorf("inventory: encode response: %w", err)
-	}
-	confirmation, err := h.confirmation(req.Key, r)
-	if err != nil {
-		return idem.Result{}, err
-	}
-	// The journal entry comes first and is the guard: if it already exists, the
-	// reservation was applied by an execution the idempotency record no longer
-	// remembers, and the middleware commits nothing and sends nothing; if it exists for
-	// another payload, the message is dead-lettered.
-	return idem.Result{
-		Response: resp,
-		Writes:   []types.TransactWriteItem{h.entry(req.Key, r), h.reserve(r)},
-		Guards:   []int{0},
-		Messages: []idem.Message{confirmation},
-		Explain:  explain(r),
-	}, nil
-}
-
-// confirmation is the reservation's outbound confirmation. One group per sku keeps a
-// sku's confirmations in order; the deduplication id is the idempotency key, so a resent
-// confirmation is a duplicate for SQS within its 5-minute window.
-func (h *handler) confirmation(key string, r Reservation) (idem.Message, error) {
-	body, err := json.Marshal(Confirmation{OrderID: r.OrderID, SKU: r.SKU, Quantity: r.Quantity, IdempotencyKey: key})
-	if err != nil {
-		return idem.Message{}, fmt.Errorf("inventory: encode confirmation: %w", err)
-	}
-	return idem.Message{
-		QueueURL:        h.cfg.ConfirmationsQueueURL,
-		Body:            string(body),
-		GroupID:         idem.DeduplicationID(r.SKU),
-		DeduplicationID: idem.DeduplicationID(key),
-	}, nil
-}
-
 // explain says why a reservation was refused, for the dead-letter queue: the stock
 // write's condition (available >= quantity) failed, on the item as it was.
-func explain(r Reservation) func(int, map[string]types.AttributeValue) string {
-	return func(index int, item map[string]types.AttributeValue) string {
-		if index != 1 { // the decrement; the entry (0) is the guard
-			return ""
-		}
-		v, ok := item[attrAvailable].(*types.AttributeValueMemberN)
-		if !ok {
-			return fmt.Sprintf("insufficient stock: sku %s has no stock", r.SKU)
-		}
-		return fmt.Sprintf("insufficient stock: sku %s has %s available, %d requested", r.SKU, v.Value, r.Quantity)
+func explain(r Reservation, item map[string]types.AttributeValue) string {
+	v, ok := item[attrAvailable].(*types.AttributeValueMemberN)
+	if !ok {
+		return fmt.Sprintf("insufficient stock: sku %s has no stock", r.SKU)
 	}
+	return fmt.Sprintf("insufficient stock: sku %s has %s available, %d requested", r.SKU, v.Value, r.Quantity)
 }
 
 // EntryPrefix starts the sku of the journal entries the handler keeps in the stock
@@ -130,17 +96,11 @@ const EntryPrefix = "order#"
 // expired runs again, but its transaction fails on this condition and the middleware
 // completes the key without reserving twice (idem.Result.Guards).
 func (h *handler) entry(key string, r Reservation) types.TransactWriteItem {
-	return types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(h.cfg.StockTable),
-		Item: map[string]types.AttributeValue{
-			attrSKU:      &types.AttributeValueMemberS{Value: EntryPrefix + r.OrderID},
-			attrEntrySKU: &types.AttributeValueMemberS{Value: r.SKU},
-			attrQuantity: &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Quantity, 10)},
-			attrKeyHash:  &types.AttributeValueMemberS{Value: idem.HashKey(key)},
-		},
-		ConditionExpression:      aws.String("attribute_not_exists(#sku)"),
-		ExpressionAttributeNames: map[string]string{"#sku": attrSKU},
-	}}
+	return guarded.Entry(h.cfg.StockTable, attrSKU, key, map[string]types.AttributeValue{
+		attrSKU:      &types.AttributeValueMemberS{Value: EntryPrefix + r.OrderID},
+		attrEntrySKU: &types.AttributeValueMemberS{Value: r.SKU},
+		attrQuantity: &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Quantity, 10)},
+	})
 }
 
 // reserve is the stock write: available goes down by the quantity, reserved up by it,
@@ -175,6 +135,5 @@ const (
 	attrCount     = "reservation_count"
 	// journal entries
 	attrEntrySKU = "order_sku"
-	attrQuantity = "quantity"
-	attrKeyHash  = "key_hash"
+	attrQuantity = "quantity" // and guarded.KeyHashAttr
 )

@@ -247,8 +247,12 @@ func TestIntegrationReserveOnce(t *testing.T) {
 		t.Fatalf("confirmations %+v, want exactly %+v", cs, want)
 	}
 	c := cs[0]
-	if c.group != idem.DeduplicationID(r.SKU) || !strings.HasPrefix(c.group, "sha256-") || c.dedup != idem.DeduplicationID(inventory.Key(r)) || c.keyAttr != inventory.Key(r) {
-		t.Fatalf("confirmation group %q, deduplication id %q, key attribute %q; want the sku's and the key's", c.group, c.dedup, c.keyAttr)
+	pk, err := st.client.RecordKey(inventory.Key(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.group != idem.DeduplicationID(r.SKU) || !strings.HasPrefix(c.group, "sha256-") || c.dedup != idem.DeduplicationID(inventory.Key(r)) || c.keyAttr != idem.OutboundKey(pk, 0) {
+		t.Fatalf("confirmation group %q, deduplication id %q, key attribute %q; want the sku's, the key's and the confirmation's own key", c.group, c.dedup, c.keyAttr)
 	}
 }
 

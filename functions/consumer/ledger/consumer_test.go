@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -32,23 +33,32 @@ func newConsumer(t *testing.T) *consumer {
 	t.Helper()
 	st := exampletest.Up(t, ledger.Example{})
 	c := &consumer{st: st, ddb: st.DynamoDB, sqs: st.SQS, table: st.Must(t, ledger.TableVar), receipts: st.Must(t, ledger.ReceiptsVar)}
+	c.cfg = c.configWith(t, nil)
+	if c.cfg.Example.Name() != (ledger.Example{}).Name() {
+		t.Fatalf("the consumer runs example %s, want the ledger", c.cfg.Example.Name())
+	}
+	return c
+}
+
+// configWith is the consumer's configuration read from the stack's variables with vars
+// changed, as the function reads it.
+func (c *consumer) configWith(t *testing.T, vars map[string]string) consumerapp.Config {
+	t.Helper()
 	env := map[string]string{}
-	for _, v := range st.Env.Vars {
+	for _, v := range c.st.Env.Vars {
 		env[v.Name] = v.Value
 	}
 	maps.Copy(env, map[string]string{
 		"IDEMPOTENCY_TTL": "1h", "LEASE_GRACE": "5s", "INFLIGHT_SHARDS": "2", "MAX_CONCURRENCY": "4",
 		"DEADLINE_MARGIN": "2s", "CACHE_SIZE": "100", "METRICS_NAMESPACE": "Test",
 	})
-	cfg, err := consumerapp.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	maps.Copy(env, vars)
+	// The ledger, wired or not: these are its own tests.
+	cfg, err := consumerapp.FromEnvOf([]example.Example{ledger.Example{}}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Example.Name() != (ledger.Example{}).Name() {
-		t.Fatalf("the consumer runs example %s, want the ledger", cfg.Example.Name())
-	}
-	c.cfg = cfg
-	return c
+	return cfg
 }
 
 // handler builds the consumer exactly as main.go does.

@@ -1,5 +1,7 @@
 // Package ledger is the example business handler of this template: payments applied to
-// a ledger, exactly once. Replace it with your own message and effect; keep the shape.
+// a ledger, exactly once. Replace it with your own message and effect; keep the shape,
+// which functions/consumer/example/guarded implements once for both examples: this
+// package gives it the payment's decoding, writes, receipt and explanation.
 //
 // The shape to keep:
 //

@@ -29,7 +29,7 @@ var block []byte
 // the demo and the reliability suite know of payments.
 type Example struct{}
 
-var _ example.Example = Example{}
+var _ example.Full = Example{} // every tool runs on it
 
 // Name is "ledger".
 func (Example) Name() string { return "ledger" }
@@ -45,9 +45,22 @@ func (Example) Decode(body []byte) (example.Message, error) {
 }
 
 // NewHandler reads LEDGER_TABLE and RECEIPTS_QUEUE_URL and returns the payment handler.
+// When IDEMPOTENCY_TABLE names the ledger table too, the records live there
+// (Config.RecordsInLedger), in the layout the IDEMPOTENCY_* variables give, which must be
+// RecordsLayout's.
 func (Example) NewHandler(env example.Lookup) (idem.Handler, error) {
 	e := envconf.New(env)
 	cfg := Config{LedgerTable: e.Required(TableVar), ReceiptsQueueURL: e.Required(ReceiptsVar)}
+	if records, ok := env("IDEMPOTENCY_TABLE"); ok && records == cfg.LedgerTable && records != "" {
+		layout := e.Layout()
+		if err := e.Err(); err != nil {
+			return nil, fmt.Errorf("ledger configuration: %w", err)
+		}
+		if err := CheckRecordsLayout(layout); err != nil {
+			return nil, err
+		}
+		cfg.RecordsInLedger = true
+	}
 	if err := e.Err(); err != nil {
 		return nil, fmt.Errorf("ledger configuration: %w", err)
 	}

@@ -1,16 +1,16 @@
 package ledger
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example/guarded"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -20,6 +20,31 @@ type Config struct {
 	LedgerTable string
 	// ReceiptsQueueURL is the outbound FIFO queue that gets one receipt per payment.
 	ReceiptsQueueURL string
+	// RecordsInLedger says that the idempotency records live in LedgerTable, in the
+	// layout RecordsLayout gives: each payment's journal entry is then its idempotency
+	// record (idem.Result.HomeGuard), and the commit writes two items (the entry and
+	// the credit) instead of three. Optional.
+	RecordsInLedger bool
+}
+
+// RecordsLayout is where the idempotency records live when they share the ledger table
+// (Config.RecordsInLedger): partition key account_id, every record's key starting with
+// EntryPrefix, so that Accounts tells them from the accounts. Create such a table with
+// idem.CreateTableFor(ctx, api, RecordsLayout(name)): it has the in-flight index the
+// reaper reads.
+func RecordsLayout(table string) idem.Layout {
+	return idem.Layout{Table: table, PartitionKey: attrAccountID, KeyPrefix: EntryPrefix}
+}
+
+// CheckRecordsLayout reports why the records' layout l cannot share the ledger table
+// (Config.RecordsInLedger), or nil.
+func CheckRecordsLayout(l idem.Layout) error {
+	want := RecordsLayout(l.Table)
+	if l.PartitionKey != want.PartitionKey || l.SortKey != "" || !strings.HasPrefix(l.KeyPrefix, EntryPrefix) {
+		return fmt.Errorf("ledger: records in the ledger table need partition key %s, no sort key and a key prefix starting with %s (IDEMPOTENCY_PARTITION_KEY=%s, IDEMPOTENCY_SORT_KEY=-, IDEMPOTENCY_KEY_PREFIX=%s); got partition key %q, sort key %q, prefix %q",
+			want.PartitionKey, EntryPrefix, want.PartitionKey, EntryPrefix, l.PartitionKey, l.SortKey, l.KeyPrefix)
+	}
+	return l.Validate()
 }
 
 // Receipt is the body of the message sent to the receipts queue.
@@ -43,6 +68,14 @@ type Response struct {
 // NewHandler validates cfg and returns the payment handler. Run it under the idem
 // middleware (idem.Client.Middleware) with a Config.Sender: it leaves its ledger write
 // to the middleware's completion transaction and its receipt to the outbox.
+//
+// It applies one payment (guarded.Handler): validate, and return the payment's journal
+// entry (the guard), the credit and the receipt for the middleware to commit together.
+// The receipt is an outbound message: stored by the same transaction as the credit and
+// sent after it committed, so a payment the ledger refuses gets no receipt, and a
+// payment gets one receipt however often it is delivered, even after its idempotency
+// record is gone (the journal entry then stops the commit, and with it the receipt).
+// One group per account keeps an account's receipts in order.
 func NewHandler(cfg Config) (idem.Handler, error) {
 	if cfg.LedgerTable == "" {
 		return nil, errors.New("ledger: Config.LedgerTable is empty")
@@ -50,78 +83,36 @@ func NewHandler(cfg Config) (idem.Handler, error) {
 	if err := example.CheckFIFOQueueURL(cfg.ReceiptsQueueURL); err != nil {
 		return nil, fmt.Errorf("ledger: Config.ReceiptsQueueURL %q %w", cfg.ReceiptsQueueURL, err)
 	}
-	return &handler{cfg: cfg}, nil
+	h := &handler{cfg: cfg}
+	return &guarded.Handler[Payment]{
+		Name: "ledger", Decode: Decode, Response: response, Guard: h.entry, Effect: h.credit, Explain: explain,
+		Outbound: guarded.Outbound[Payment]{Name: "receipt", QueueURL: cfg.ReceiptsQueueURL, Body: receipt, Group: account},
+		Home:     cfg.RecordsInLedger,
+	}, nil
 }
 
+func response(p Payment) any { return Response(p) }
+
+// receipt is the body of a payment's receipt; key is its idempotency key.
+func receipt(key string, p Payment) any {
+	return Receipt{PaymentID: p.PaymentID, AccountID: p.AccountID, AmountCents: p.AmountCents, Currency: p.Currency, IdempotencyKey: key}
+}
+
+// account is the group of a payment's receipt.
+func account(p Payment) string { return p.AccountID }
+
+// handler holds what the ledger's writes need.
 type handler struct {
 	cfg Config
 }
 
-// Handle applies one payment: validate, and return the credit, its journal entry and the
-// receipt for the middleware to commit together. The receipt is an outbound message:
-// stored by the same transaction as the credit and sent after it committed, so a payment
-// the ledger refuses gets no receipt, and a payment gets one receipt however often it is
-// delivered, even after its idempotency record is gone (the journal entry then stops the
-// commit, and with it the receipt).
-func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, error) {
-	if req == nil || req.Attempt == nil {
-		return idem.Result{}, fmt.Errorf("ledger: handler must run under the idem middleware: %w", idem.ErrNoLease)
+// explain says why the ledger refused a payment, for the dead-letter queue: the credit's
+// condition (one currency per account) failed, on the account as it was.
+func explain(p Payment, item map[string]types.AttributeValue) string {
+	if cur, ok := item[attrCurrency].(*types.AttributeValueMemberS); ok && cur.Value != p.Currency {
+		return fmt.Sprintf("currency %s does not match the account's %s", p.Currency, cur.Value)
 	}
-	p, err := Decode(req.Payload)
-	if err != nil {
-		return idem.Result{}, idem.Permanent(err)
-	}
-	resp, err := json.Marshal(Response(p))
-	if err != nil {
-		return idem.Result{}, fmt.Errorf("ledger: encode response: %w", err)
-	}
-	receipt, err := h.receipt(req.Key, p)
-	if err != nil {
-		return idem.Result{}, err
-	}
-	// The journal entry comes first and is the guard: if it already exists, the payment
-	// was applied by an execution the idempotency record no longer remembers (a
-	// redelivery after the record's TTL), and the middleware commits nothing and sends
-	// nothing; if it exists for another payload, the message is dead-lettered.
-	return idem.Result{
-		Response: resp,
-		Writes:   []types.TransactWriteItem{h.entry(req.Key, p), h.credit(p)},
-		Guards:   []int{0},
-		Messages: []idem.Message{receipt},
-		Explain:  explain(p),
-	}, nil
-}
-
-// receipt is the payment's outbound receipt. One group per account keeps an account's
-// receipts in order; the deduplication id is the idempotency key, so a resent receipt is
-// a duplicate for SQS within its 5-minute window.
-func (h *handler) receipt(key string, p Payment) (idem.Message, error) {
-	body, err := json.Marshal(Receipt{
-		PaymentID: p.PaymentID, AccountID: p.AccountID, AmountCents: p.AmountCents,
-		Currency: p.Currency, IdempotencyKey: key,
-	})
-	if err != nil {
-		return idem.Message{}, fmt.Errorf("ledger: encode receipt: %w", err)
-	}
-	return idem.Message{
-		QueueURL:        h.cfg.ReceiptsQueueURL,
-		Body:            string(body),
-		GroupID:         idem.DeduplicationID(p.AccountID),
-		DeduplicationID: idem.DeduplicationID(key),
-	}, nil
-}
-
-// explain says why the ledger refused a payment, for the dead-letter queue.
-func explain(p Payment) func(int, map[string]types.AttributeValue) string {
-	return func(index int, item map[string]types.AttributeValue) string {
-		if index != 1 { // the credit; the entry (0) is the guard
-			return ""
-		}
-		if cur, ok := item[attrCurrency].(*types.AttributeValueMemberS); ok && cur.Value != p.Currency {
-			return fmt.Sprintf("currency %s does not match the account's %s", p.Currency, cur.Value)
-		}
-		return ""
-	}
+	return ""
 }
 
 // EntryPrefix starts the account_id of the journal entries the handler keeps in the
@@ -133,18 +124,12 @@ const EntryPrefix = "entry#"
 // expired runs again, but its transaction fails on this condition and the middleware
 // completes the key without crediting twice (idem.Result.Guards).
 func (h *handler) entry(key string, p Payment) types.TransactWriteItem {
-	return types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(h.cfg.LedgerTable),
-		Item: map[string]types.AttributeValue{
-			attrAccountID:    &types.AttributeValueMemberS{Value: EntryPrefix + p.PaymentID},
-			attrEntryAccount: &types.AttributeValueMemberS{Value: p.AccountID},
-			attrAmount:       &types.AttributeValueMemberN{Value: strconv.FormatInt(p.AmountCents, 10)},
-			attrCurrency:     &types.AttributeValueMemberS{Value: p.Currency},
-			attrKeyHash:      &types.AttributeValueMemberS{Value: idem.HashKey(key)},
-		},
-		ConditionExpression:      aws.String("attribute_not_exists(#id)"),
-		ExpressionAttributeNames: map[string]string{"#id": attrAccountID},
-	}}
+	return guarded.Entry(h.cfg.LedgerTable, attrAccountID, key, map[string]types.AttributeValue{
+		attrAccountID:    &types.AttributeValueMemberS{Value: EntryPrefix + p.PaymentID},
+		attrEntryAccount: &types.AttributeValueMemberS{Value: p.AccountID},
+		attrAmount:       &types.AttributeValueMemberN{Value: strconv.FormatInt(p.AmountCents, 10)},
+		attrCurrency:     &types.AttributeValueMemberS{Value: p.Currency},
+	})
 }
 
 // credit is the ledger write. ADD is not idempotent on its own (applied twice, it
@@ -182,6 +167,5 @@ const (
 	attrCurrency    = "currency"
 	// journal entries
 	attrEntryAccount = "entry_account"
-	attrAmount       = "amount_cents"
-	attrKeyHash      = "key_hash"
+	attrAmount       = "amount_cents" // and guarded.KeyHashAttr
 )

@@ -34,7 +34,8 @@ type stack struct {
 	retries  atomic.Int64 // deliveries that came back, for the log
 	skew     atomic.Int64 // nanoseconds added to the middleware's clock
 	client   *idem.Client
-	// idemTable is the idempotency table.
+	store    *idem.DynamoStore
+	// idemTable is the idempotency table (the ledger table when the records live there).
 	idemTable string
 }
 
@@ -47,7 +48,7 @@ func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
 		t.Fatal(err)
 	}
 	out, err := st.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(st.idemTable), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
+		TableName: aws.String(st.idemTable), Key: st.store.Key(pk),
 		ReturnValues: types.ReturnValueAllOld,
 	})
 	if err != nil || len(out.Attributes) == 0 {
@@ -55,32 +56,47 @@ func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
 	}
 }
 
-func newStack(ctx context.Context, t *testing.T) *stack {
+func newStack(ctx context.Context, t *testing.T) *stack { return newStackIn(ctx, t, false) }
+
+// layouts runs f with the records in a table of their own, then in the ledger table
+// (Config.RecordsInLedger: each journal entry is its payment's record).
+func layouts(t *testing.T, f func(t *testing.T, inLedger bool)) {
+	for _, inLedger := range []bool{false, true} {
+		t.Run(map[bool]string{false: "records apart", true: "records in the ledger"}[inLedger], func(t *testing.T) { f(t, inLedger) })
+	}
+}
+
+// newStackIn builds the stack with the records in the ledger table (inLedger) or in an
+// idempotency table of their own.
+func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
 	t.Helper()
 	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t), table: awstest.Name(t, "ledger")}
-	_, err := st.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(st.table),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("account_id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("account_id"), KeyType: types.KeyTypeHash}},
-	})
-	if err != nil {
-		t.Fatalf("create ledger table: %v", err)
+	layout := ledger.RecordsLayout(st.table)
+	if !inLedger {
+		_, err := st.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            aws.String(st.table),
+			BillingMode:          types.BillingModePayPerRequest,
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("account_id"), AttributeType: types.ScalarAttributeTypeS}},
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("account_id"), KeyType: types.KeyTypeHash}},
+		})
+		if err != nil {
+			t.Fatalf("create ledger table: %v", err)
+		}
+		if err := idem.WaitActive(ctx, st.ddb, st.table); err != nil {
+			t.Fatal(err)
+		}
+		layout = idem.Layout{Table: awstest.Name(t, "idem")}
+		t.Cleanup(func() {
+			_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(layout.Table)})
+		})
 	}
 	t.Cleanup(func() {
 		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(st.table)})
 	})
-	if err := idem.WaitActive(ctx, st.ddb, st.table); err != nil {
+	if err := idem.CreateTableFor(ctx, st.ddb, layout); err != nil {
 		t.Fatal(err)
 	}
-
-	idemTable := awstest.Name(t, "idem")
-	if err := idem.CreateTable(ctx, st.ddb, idemTable); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(idemTable)})
-	})
+	idemTable := layout.Table
 
 	q, err := st.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(awstest.Name(t, "receipts") + ".fifo"),
@@ -92,18 +108,18 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 	st.queueURL = aws.ToString(q.QueueUrl)
 	t.Cleanup(func() { _, _ = st.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
 
-	store, err := idem.NewDynamoStore(st.ddb, idemTable)
+	store, err := idem.NewDynamoStoreLayout(st.ddb, layout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.idemTable = idemTable
+	st.idemTable, st.store = idemTable, store
 	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.sqs,
 		Clock: func() time.Time { return time.Now().Add(time.Duration(st.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.client = client
-	h, err := ledger.NewHandler(ledger.Config{LedgerTable: st.table, ReceiptsQueueURL: st.queueURL})
+	h, err := ledger.NewHandler(ledger.Config{LedgerTable: st.table, ReceiptsQueueURL: st.queueURL, RecordsInLedger: inLedger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +168,13 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &r); err != nil {
 				t.Fatalf("receipt body %q: %v", aws.ToString(m.Body), err)
 			}
-			if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != r.IdempotencyKey {
-				t.Errorf("receipt %s: idempotency-key attribute %q, body %q", r.PaymentID, got, r.IdempotencyKey)
+			// The receipt's own key: the payment's record key and its position (one receipt).
+			pk, err := st.client.RecordKey(r.IdempotencyKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != idem.OutboundKey(pk, 0) {
+				t.Errorf("receipt %s: idempotency-key attribute %q, want %q (the payment's key is %q)", r.PaymentID, got, idem.OutboundKey(pk, 0), r.IdempotencyKey)
 			}
 			all = append(all, r)
 			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
@@ -165,10 +186,12 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 	}
 }
 
-func TestIntegrationExactlyOnce(t *testing.T) {
+func TestIntegrationExactlyOnce(t *testing.T) { layouts(t, exactlyOnce) }
+
+func exactlyOnce(t *testing.T, inLedger bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st := newStack(ctx, t)
+	st := newStackIn(ctx, t, inLedger)
 
 	// 20 payments over 3 single-currency accounts. One account ID and one payment ID are
 	// outside SQS's ID alphabet, so the hashed group and deduplication IDs meet real SQS.
@@ -257,10 +280,12 @@ func TestIntegrationExactlyOnce(t *testing.T) {
 // TestIntegrationCurrencyMismatch: a payment the ledger refuses is dead-lettered with the
 // ledger's own reason, gets no receipt, and once the account is corrected the same
 // message, redriven, is applied once.
-func TestIntegrationCurrencyMismatch(t *testing.T) {
+func TestIntegrationCurrencyMismatch(t *testing.T) { layouts(t, currencyMismatch) }
+
+func currencyMismatch(t *testing.T, inLedger bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st := newStack(ctx, t)
+	st := newStackIn(ctx, t, inLedger)
 
 	eur := ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 500, Currency: "EUR"}
 	if _, err := st.handler.Handle(ctx, request("p-1", mustJSON(t, eur))); err != nil {
@@ -405,5 +430,77 @@ func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
 	res, err = st.deliver(ctx, ledger.Key(p), p)
 	if err != nil || !res.Replayed {
 		t.Fatalf("third delivery: res=%+v err=%v; want a replay", res, err)
+	}
+}
+
+// TestIntegrationRecordsInLedger: with the records in the ledger table, a payment's
+// journal entry is its completed record (one item: the entry's attributes and the
+// record's, no TTL); past the retention a redelivery is still a replay, not a second
+// run, the same payment id with another amount is still refused, and a payment that
+// takes over a crashed attempt is applied once with one receipt.
+func TestIntegrationRecordsInLedger(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := newStackIn(ctx, t, true)
+	p := ledger.Payment{PaymentID: "pay-f-1", AccountID: "acct-f", AmountCents: 321, Currency: "EUR"}
+	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Replayed || res.Guarded {
+		t.Fatalf("first delivery: %+v, %v", res, err)
+	}
+	pk, err := st.client.RecordKey(ledger.Key(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := st.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.table), Key: st.store.Key(pk), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := out.Item["account_id"].(*types.AttributeValueMemberS).Value
+	if !strings.HasPrefix(acct, ledger.EntryPrefix) || out.Item["status"] == nil || out.Item["entry_account"] == nil || out.Item["amount_cents"] == nil {
+		t.Fatalf("the journal entry %v is not the record", out.Item)
+	}
+	if _, ok := out.Item["expires_at"]; ok {
+		t.Fatalf("the journal entry expires: %v", out.Item["expires_at"])
+	}
+	scan, err := st.ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(st.table), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scan.Count != 2 {
+		t.Fatalf("%d items in the ledger, want 2 (the account and the entry that is the record): %v", scan.Count, scan.Items)
+	}
+
+	st.skew.Store(int64(30 * 24 * time.Hour)) // far past the retention (1h)
+	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || !res.Replayed {
+		t.Fatalf("a month later: %+v, %v; want a replay", res, err)
+	}
+	changed := p
+	changed.AmountCents = 999
+	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) {
+		t.Fatalf("another amount a month later: %v, want ErrPayloadMismatch", err)
+	}
+
+	// A crashed attempt: the record in progress with an ended lease. The next delivery
+	// takes it over and applies the payment once.
+	q := ledger.Payment{PaymentID: "pay-f-2", AccountID: "acct-f", AmountCents: 5, Currency: "EUR"}
+	qk, _ := st.client.RecordKey(ledger.Key(q))
+	body := mustJSON(t, q)
+	hash, _ := idem.HashPayload([]byte(body))
+	past := time.Now().Add(time.Duration(st.skew.Load())).Add(-time.Minute)
+	if _, created, err := st.store.Create(ctx, &idem.Record{Key: qk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
+		Inflight: "0", ExpiresAt: past.Add(time.Hour), PayloadHash: hash, Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil || !created {
+		t.Fatalf("crashed attempt: %v, %v", created, err)
+	}
+	if res, err := st.deliver(ctx, ledger.Key(q), q); err != nil || res.Replayed || res.Attempt != 2 {
+		t.Fatalf("takeover: %+v, %v; want attempt 2 applied", res, err)
+	}
+	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := accts["acct-f"]; len(accts) != 1 || a.BalanceCents != 326 || a.Payments != 2 {
+		t.Fatalf("accounts %+v, want acct-f with 326 from two payments", accts)
+	}
+	if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"pay-f-1": 1, "pay-f-2": 1}) {
+		t.Fatalf("receipts %v, want one per payment", got)
 	}
 }

@@ -1,6 +1,9 @@
 // Package wiring names the message types this build carries. It is the one file outside
 // an example's own package that names the example: the consumer, idemctl, the demo, the
-// reliability suite and the benchmarks reach it only through example.Example.
+// reliability suite and the benchmarks reach it only through example.Example (Name,
+// Decode, NewHandler, Template: all the consumer needs) and the optional interfaces it
+// implements (example.Traffic, Checker, Preparer, Confirmer: what the demo, the suites
+// and the sample events need; without them those tools say what they skip).
 //
 // To run your own message type, put its package beside the ledger, list it here first,
 // and put its template block in template.yaml (see README.md, "Adapting it to your own

@@ -21,23 +21,33 @@ import (
 // Config is the reaper's configuration.
 type Config struct {
 	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
+	Layout           idem.Layout   // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
 	Shards           int           // INFLIGHT_SHARDS (default 4): as the consumer's
 	Grace            time.Duration // LEASE_GRACE (default 30s): how long past its end a lease is reaped
 	Margin           time.Duration // SWEEP_MARGIN (default 2s): stop this long before the deadline
 	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
-	FunctionTimeout  time.Duration // FUNCTION_TIMEOUT (optional): the function's Timeout, checked against SWEEP_MARGIN
+	DLQURL           string        // DLQ_URL (optional): where outbound messages SQS refuses for good go
+	// MaxLease is the longest lease a consumer takes: CONSUMER_TIMEOUT (the consumer's
+	// function timeout, optional) + LEASE_GRACE; 0 (unset) takes idem's 15 minutes.
+	MaxLease        time.Duration
+	FunctionTimeout time.Duration // FUNCTION_TIMEOUT (optional): the function's Timeout, checked against SWEEP_MARGIN
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main).
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	e := envconf.New(lookup)
 	cfg := Config{
-		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		Layout:           e.Layout(),
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
 		Grace:            e.Duration("LEASE_GRACE", 30*time.Second),
 		Margin:           e.Duration("SWEEP_MARGIN", 2*time.Second),
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 		FunctionTimeout:  e.Duration("FUNCTION_TIMEOUT", 0),
+		DLQURL:           e.String("DLQ_URL", ""),
+	}
+	cfg.IdempotencyTable = cfg.Layout.Table
+	if consumer := e.Duration("CONSUMER_TIMEOUT", 0); consumer > 0 {
+		cfg.MaxLease = consumer + cfg.Grace
 	}
 	if err := e.Err(); err != nil {
 		return Config{}, fmt.Errorf("reaper configuration: %w", err)
@@ -49,6 +59,13 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	return cfg, nil
 }
 
+// SQSAPI is what the reaper sends with: pending outbound messages, and the dead letters
+// of those SQS refuses for good; *sqs.Client implements it.
+type SQSAPI interface {
+	idem.SQSBatchSender
+	idem.SQSSender
+}
+
 // Handler is the reaper's Lambda handler for an EventBridge scheduled event.
 type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error)
 
@@ -56,8 +73,9 @@ type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepRe
 type Deps struct {
 	DynamoDB idem.DynamoDBAPI
 	// SQS sends outbound messages that a consumer committed and could not send (it
-	// crashed in between). Without it such records are only counted (unsent).
-	SQS     idem.SQSBatchSender
+	// crashed in between), and dead-letters to DLQ_URL those SQS refuses for good.
+	// Without it such records are only counted (unsent).
+	SQS     SQSAPI
 	Logs    io.Writer
 	Metrics io.Writer
 	Clock   func() time.Time
@@ -76,23 +94,34 @@ func New(cfg Config, d Deps) (Handler, error) {
 		d.Metrics = os.Stdout
 	}
 	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
-	store, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
+	layout := cfg.Layout
+	if layout.Table == "" {
+		layout.Table = cfg.IdempotencyTable
+	}
+	if layout.InflightIndex == idem.NoIndex {
+		return nil, fmt.Errorf("reaper: %w; give the table the index (idem.TableInputFor) or do not deploy the reaper (IDEMPOTENCY_INDEX=%s)", idem.ErrNoIndex, idem.NoIndex)
+	}
+	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
-	r := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, Clock: d.Clock, Sender: d.SQS}
+	r := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS}
+	if cfg.DLQURL != "" && d.SQS != nil {
+		r.DeadLetter = &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper"}
+	}
 	return func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
 		start := time.Now()
 		res, err := r.Sweep(ctx)
 		metrics.Add(idem.MetricReaped, res.Reaped)
 		metrics.Add(idem.MetricOutboundByReaper, res.Sent)
+		metrics.Add(idem.MetricOutboundDeadLettered, res.DeadLettered)
 		if ferr := metrics.Flush(); ferr != nil {
 			log.Warn("metrics flush failed", "error", ferr.Error())
 		}
 		attrs := []any{"event_id", ev.ID, "scanned", res.Scanned, "reaped", res.Reaped, "lost_race", res.Lost,
-			"outbound_sent", res.Sent, "outbound_unsent", res.Unsent,
+			"outbound_sent", res.Sent, "outbound_unsent", res.Unsent, "outbound_dead_lettered", res.DeadLettered,
 			"truncated", res.Truncated, "max_late_ms", res.MaxLate.Milliseconds(), "duration_ms", time.Since(start).Milliseconds()}
 		if err != nil {
 			log.Error("sweep failed", append(attrs, "error", err.Error())...)

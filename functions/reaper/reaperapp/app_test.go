@@ -151,3 +151,19 @@ func TestFromEnv(t *testing.T) {
 		t.Fatalf("timeout 3s, margin 2s: %v", err)
 	}
 }
+
+// TestNoIndexNoReaper: a table without the in-flight index has nothing for the reaper
+// to query; its init says so instead of failing every sweep.
+func TestNoIndexNoReaper(t *testing.T) {
+	cfg, err := reaperapp.FromEnv(func(k string) (string, bool) {
+		v, ok := map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_INDEX": "-"}[k]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = reaperapp.New(cfg, reaperapp.Deps{DynamoDB: awstest.DynamoDB(t)})
+	if !errors.Is(err, idem.ErrNoIndex) || !strings.Contains(err.Error(), "IDEMPOTENCY_INDEX=-") {
+		t.Fatalf("New: %v, want ErrNoIndex and what to do", err)
+	}
+}

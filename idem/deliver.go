@@ -1,0 +1,301 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+)
+
+// deliverTimeout bounds the sends and the marking of one Deliver call when the caller's
+// context has no deadline or has already ended (the invocation's deadline is the
+// commonest reason to be late, and a pending message must still get its chance).
+const deliverTimeout = 10 * time.Second
+
+// OutboundDeadLetterer keeps an outbound message that SQS refuses for good (too large
+// for its queue's MaximumMessageSize, characters it does not accept, ...): sent
+// nowhere else, it would stay pending for the record's whole retention, and on a FIFO
+// queue hold up the messages after it in its group. SQSDeadLetter implements it.
+type OutboundDeadLetterer interface {
+	DeadLetterOutbound(ctx context.Context, m Message, cause error) error
+}
+
+// DeadMessage is an outbound message that SQS refused for good and that was
+// dead-lettered instead of sent.
+type DeadMessage struct {
+	Index  int    `json:"i"` // position in the record's messages
+	Queue  string `json:"q"` // the queue that refused it
+	Reason string `json:"r"` // what SQS said
+}
+
+// Deliver sends the messages of pendings with SendMessageBatch, at most 10 to a request,
+// per queue in the order given, then marks each pending whose messages all went out as
+// sent in its record. It returns one error per pending, nil for those sent and marked.
+//
+// On a FIFO queue, once a message of a group was not sent, the later messages of that
+// group in this call are not sent either (they are failed with their pendings), so a
+// group's messages never overtake an earlier one: within a record, and across the
+// records of the call, in the order given. A message SQS refuses for good is isolated
+// (a request it spoiled is sent again one message at a time) and dead-lettered with
+// the reason (Config.OutboxDeadLetter), so it holds up neither its group nor another
+// key's messages; it is listed in Pending.Dead and in the record. A pending left
+// partly sent stays pending: the next delivery of its key or the reaper sends it again,
+// with the same keys and deduplication ids.
+func (c *Client) Deliver(ctx context.Context, pendings []*Pending) []error {
+	errs := deliver(ctx, c.cfg.Sender, c.cfg.OutboxDeadLetter, c.cfg.Store, c.cfg.Clock, pendings)
+	for i, p := range pendings {
+		if errs[i] == nil && p.sent != nil {
+			c.cache.put(*p.sent) // a warm duplicate is answered with no request
+		}
+	}
+	return errs
+}
+
+// sendEntry is one message of one pending.
+type sendEntry struct {
+	pending int
+	index   int // position in the pending's messages
+	msg     *Message
+}
+
+// outboxRun is the state of one deliver call.
+type outboxRun struct {
+	api      SQSBatchSender
+	dl       OutboundDeadLetterer
+	pendings []*Pending
+
+	mu    sync.Mutex
+	errs  []error
+	first []int // the order of the error kept: the queues run at once, the first in order is told
+	dead  [][]DeadMessage
+}
+
+// fail records why pending i was not sent; of several, the one first in queue order
+// is kept, so what a caller is told does not depend on which queue answered first.
+func (d *outboxRun) fail(i int, err error, order int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.errs[i] == nil || order < d.first[i] {
+		d.errs[i], d.first[i] = err, order
+	}
+}
+
+func (d *outboxRun) deadLettered(e sendEntry, queue string, cause error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dead[e.pending] = append(d.dead[e.pending], DeadMessage{Index: e.index, Queue: queue, Reason: truncate(cause.Error(), 512)})
+}
+
+func deliver(ctx context.Context, api SQSBatchSender, dl OutboundDeadLetterer, store Store, clock func() time.Time, pendings []*Pending) []error {
+	d := &outboxRun{api: api, dl: dl, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]DeadMessage, len(pendings))}
+	if len(pendings) == 0 {
+		return d.errs
+	}
+	if api == nil {
+		for i, p := range pendings {
+			d.errs[i] = fmt.Errorf("idem: deliver %s: outbound messages pending but no SQS sender is configured (Config.Sender)", redact(p.Key))
+		}
+		return d.errs
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
+	defer cancel()
+	// Group by queue, keeping the order of pendings and of their messages.
+	var queues []string
+	byQueue := map[string][]sendEntry{}
+	for i, p := range pendings {
+		for j := range p.Messages {
+			m := &p.Messages[j]
+			if _, ok := byQueue[m.QueueURL]; !ok {
+				queues = append(queues, m.QueueURL)
+			}
+			byQueue[m.QueueURL] = append(byQueue[m.QueueURL], sendEntry{pending: i, index: j, msg: m})
+		}
+	}
+	var wg sync.WaitGroup
+	for n, q := range queues {
+		wg.Go(func() { d.sendQueue(ctx, n, q, byQueue[q]) })
+	}
+	wg.Wait()
+	sem := make(chan struct{}, maxMarks)
+	for i, p := range pendings {
+		p.Dead = d.dead[i]
+		if d.errs[i] != nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := store.MarkSent(ctx, p.Key, p.Token, len(p.Messages)-len(p.Dead), p.Dead, clock()); err != nil {
+				d.fail(i, err, len(queues))
+			}
+		})
+	}
+	wg.Wait()
+	return d.errs
+}
+
+// maxMarks bounds the MarkSent requests of one Deliver in flight at once (a batch has
+// 10 records; a reaper after an outage may have many more).
+const maxMarks = 16
+
+// sendQueue sends one queue's entries in order, in requests of up to 10 (and under
+// maxBatchBytes), skipping the later entries of a FIFO group that had one not sent.
+func (d *outboxRun) sendQueue(ctx context.Context, qn int, queue string, entries []sendEntry) {
+	fifo := fifoQueue(queue)
+	stopped := map[string]error{} // FIFO group -> why its later messages are not sent
+	var batch []sendEntry
+	size := 0
+	flush := func() {
+		if len(batch) > 0 {
+			d.sendRequest(ctx, qn, queue, batch, fifo, stopped, true)
+		}
+		batch, size = nil, 0
+	}
+	for _, e := range entries {
+		if why, ok := stopped[e.msg.GroupID]; ok && fifo {
+			d.fail(e.pending, why, qn)
+			continue
+		}
+		n := e.msg.size()
+		if len(batch) == maxBatchEntries || (len(batch) > 0 && size+n > maxBatchBytes) {
+			flush()
+			if why, ok := stopped[e.msg.GroupID]; ok && fifo {
+				d.fail(e.pending, why, qn)
+				continue
+			}
+		}
+		batch = append(batch, e)
+		size += n
+	}
+	flush()
+}
+
+// sendRequest sends one SendMessageBatch. A request refused as a whole for a reason of
+// the sender (a message SQS will never take) is sent again one message at a time, to
+// find the message at fault; a message refused for good is dead-lettered. Any other
+// failure fails the entry (and, on a FIFO queue, stops its group).
+func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch []sendEntry, fifo bool, stopped map[string]error, split bool) {
+	notSent := func(e sendEntry, err error) {
+		d.fail(e.pending, err, qn)
+		if fifo {
+			if _, ok := stopped[e.msg.GroupID]; !ok {
+				stopped[e.msg.GroupID] = fmt.Errorf("idem: outbound message of %s to %s not sent: an earlier message of its group %q was not sent",
+					redact(d.pendings[e.pending].Key), queue, e.msg.GroupID)
+			}
+		}
+	}
+	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queue), Entries: make([]sqstypes.SendMessageBatchRequestEntry, len(batch))}
+	for i, e := range batch {
+		in.Entries[i] = batchEntry(i, e.msg)
+	}
+	out, err := d.api.SendMessageBatch(ctx, in)
+	if err != nil {
+		if refusedForGood(err) {
+			if split && len(batch) > 1 {
+				for _, e := range batch {
+					if why, ok := stopped[e.msg.GroupID]; ok && fifo {
+						d.fail(e.pending, why, qn)
+						continue
+					}
+					d.sendRequest(ctx, qn, queue, []sendEntry{e}, fifo, stopped, false)
+				}
+				return
+			}
+			if len(batch) == 1 {
+				d.poison(ctx, queue, batch[0], err, notSent)
+				return
+			}
+		}
+		for _, e := range batch {
+			notSent(e, fmt.Errorf("idem: send outbound messages of %s to %s: %w", redact(d.pendings[e.pending].Key), queue, err))
+		}
+		return
+	}
+	ok := make([]bool, len(batch))
+	for _, s := range out.Successful {
+		if i, err := strconv.Atoi(aws.ToString(s.Id)); err == nil && i >= 0 && i < len(batch) {
+			ok[i] = true
+		}
+	}
+	failed := map[int]sqstypes.BatchResultErrorEntry{}
+	for _, f := range out.Failed {
+		if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i >= 0 && i < len(batch) && !ok[i] {
+			failed[i] = f
+		}
+	}
+	for i, e := range batch {
+		switch f, isFailed := failed[i]; {
+		case ok[i]:
+		case isFailed && f.SenderFault:
+			d.poison(ctx, queue, e, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)), notSent)
+		case isFailed:
+			notSent(e, fmt.Errorf("idem: send outbound message of %s to %s: %s: %s", redact(d.pendings[e.pending].Key), queue, aws.ToString(f.Code), aws.ToString(f.Message)))
+		default:
+			// An entry neither reported successful nor failed is not known to be sent.
+			notSent(e, fmt.Errorf("idem: send outbound message of %s to %s: not confirmed by SQS", redact(d.pendings[e.pending].Key), queue))
+		}
+	}
+}
+
+// poison dead-letters a message SQS refused for good. Once kept there, it holds up
+// nothing: it will never be delivered, so the messages after it may go. When it
+// cannot be kept (no dead-letterer, or the dead-letter queue refused it too), it counts
+// as not sent.
+func (d *outboxRun) poison(ctx context.Context, queue string, e sendEntry, cause error, notSent func(sendEntry, error)) {
+	refusal := fmt.Errorf("idem: outbound message %d of %s refused by %s: %w", e.index, redact(d.pendings[e.pending].Key), queue, cause)
+	if d.dl == nil {
+		notSent(e, fmt.Errorf("%w (no dead-letter queue for outbound messages: Config.OutboxDeadLetter)", refusal))
+		return
+	}
+	if err := d.dl.DeadLetterOutbound(ctx, *e.msg, refusal); err != nil {
+		notSent(e, errors.Join(refusal, err))
+		return
+	}
+	d.deadLettered(e, queue, cause)
+}
+
+// refusedForGood reports whether SQS refused a request for the sender's fault: the
+// same request can never pass (a message too large for the queue, characters it does
+// not accept, a batch over its size limit).
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html
+func refusedForGood(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "InvalidParameterValue", "InvalidMessageContents", "AWS.SimpleQueueService.BatchRequestTooLong", "BatchRequestTooLong",
+		"AWS.SimpleQueueService.InvalidMessageContents":
+		return true
+	}
+	return false
+}
+
+func batchEntry(i int, m *Message) sqstypes.SendMessageBatchRequestEntry {
+	entry := sqstypes.SendMessageBatchRequestEntry{
+		Id:          aws.String(strconv.Itoa(i)),
+		MessageBody: aws.String(m.Body),
+	}
+	if m.GroupID != "" {
+		entry.MessageGroupId = aws.String(m.GroupID)
+	}
+	if m.DeduplicationID != "" {
+		entry.MessageDeduplicationId = aws.String(m.DeduplicationID)
+	}
+	if len(m.Attributes) > 0 {
+		entry.MessageAttributes = make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes))
+		for _, name := range slices.Sorted(maps.Keys(m.Attributes)) {
+			entry.MessageAttributes[name] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.Attributes[name])}
+		}
+	}
+	return entry
+}

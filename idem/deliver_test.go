@@ -1,0 +1,224 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+// flakySender is SQS on moto, but for the SendMessageBatch requests it is told to fail
+// (by their number, from 1), which fail as a lost connection does.
+type flakySender struct {
+	api   idem.SQSBatchSender
+	n     atomic.Int64
+	fails map[int64]bool
+}
+
+func (f *flakySender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if f.fails[f.n.Add(1)] {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.api.SendMessageBatch(ctx, in, opts...)
+}
+
+func fifoQueue(t *testing.T, client *sqs.Client, name string, attrs map[string]string) string {
+	t.Helper()
+	a := map[string]string{"FifoQueue": "true"}
+	for k, v := range attrs {
+		a[k] = v
+	}
+	q, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, name) + ".fifo"), Attributes: a})
+	if err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	return aws.ToString(q.QueueUrl)
+}
+
+func drainQueue(t *testing.T, client *sqs.Client, url string) []sqstypes.Message {
+	t.Helper()
+	return (&outbox{sqs: client, url: url}).drain(t)
+}
+
+func keyedFIFORecord(id, group, key, body string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId: id, Body: body, ReceiptHandle: "rh-" + id,
+		Attributes:        map[string]string{"MessageGroupId": group, "MessageDeduplicationId": key},
+		MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String", key)},
+	}
+}
+
+// TestDeliverKeepsGroupOrderAfterAFailedRequest: once a request fails, no later message
+// of its FIFO group goes out in the same delivery, so downstream order follows commit
+// order: within a record of more than 10 messages (two requests), and across the records
+// of one input group (hole 4).
+func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		client := awstest.SQS(t)
+		out := fifoQueue(t, client, "order", nil)
+		msgs := func(prefix string, n int) []idem.Message {
+			var ms []idem.Message
+			for i := range n {
+				ms = append(ms, idem.Message{QueueURL: out, Body: fmt.Sprintf("%s-%02d", prefix, i), GroupID: "g"})
+			}
+			return ms
+		}
+		// Within a record: 12 messages, the first request (10) fails.
+		flaky := &flakySender{api: client, fails: map[int64]bool{1: true}}
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = flaky })
+		twelve := func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: msgs("a", 12)}, nil
+		}
+		if _, err := c.Do(ctx, req("twelve", `{}`), twelve); err == nil || idem.IsPermanent(err) {
+			t.Fatalf("first request failed: %v, want a retryable error", err)
+		}
+		if got := bodies(drainQueue(t, client, out)); len(got) != 0 {
+			t.Fatalf("after the first request failed, the queue holds %v: later messages of the group overtook it", got)
+		}
+		if _, err := c.Do(ctx, req("twelve", `{}`), twelve); err != nil {
+			t.Fatalf("redelivery: %v", err)
+		}
+		got := bodies(drainQueue(t, client, out))
+		if strings.Join(got, ",") != strings.Join(bodiesOf(msgs("a", 12)), ",") {
+			t.Fatalf("queue holds %v, want a-00..a-11 in order", got)
+		}
+		// Across records of one input group, in one batch: A's 10 messages fill the first
+		// request, which fails; B's message, committed after A in the group, must wait.
+		flaky = &flakySender{api: client, fails: map[int64]bool{1: true}}
+		c = e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = flaky })
+		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
+			if r.Key == "rec-a" {
+				return idem.Result{Messages: msgs("A", 10)}, nil
+			}
+			return idem.Result{Messages: msgs("B", 1)}, nil
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-a", "in", "rec-a", `{"n":1}`), keyedFIFORecord("m-b", "in", "rec-b", `{"n":2}`)}}
+		resp, err := bp.Process(ctx, ev)
+		if err != nil || len(resp.BatchItemFailures) != 2 {
+			t.Fatalf("batch with a failed send: %+v, %v; want both records back", resp, err)
+		}
+		if got := bodies(drainQueue(t, client, out)); len(got) != 0 {
+			t.Fatalf("after A's request failed, the queue holds %v: B overtook A", got)
+		}
+		if resp, err := bp.Process(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("redelivery: %+v, %v", resp, err)
+		}
+		want := append(bodiesOf(msgs("A", 10)), "B-00")
+		if got := bodies(drainQueue(t, client, out)); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("queue holds %v, want %v", got, want)
+		}
+	})
+}
+
+func bodiesOf(ms []idem.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Body)
+	}
+	return out
+}
+
+// TestOversizeOutboundMessageIsDeadLettered: a queue whose MaximumMessageSize is 1 KiB
+// refuses a larger message that the outbox's own limit (256 KiB) let through. The
+// message is dead-lettered with the reason, marked in its record and counted, and it
+// holds up neither its group nor another key's messages, in the batch and in the
+// reaper's sweep (hole 6).
+func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		client := awstest.SQS(t)
+		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
+		dlq := fifoQueue(t, client, "dlq", nil)
+		dl := &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
+		big := strings.Repeat("x", 2000)
+		handler := idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
+			body := "small " + r.Key
+			if strings.HasPrefix(r.Key, "big") {
+				body = big
+			}
+			return idem.Result{Messages: []idem.Message{{QueueURL: out, Body: body, GroupID: "g"}}}, nil
+		})
+		metrics := idem.NewMetrics(nil, "ns", "test")
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = client; cfg.OutboxDeadLetter = dl })
+		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: handler})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c, Metrics: metrics})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "big-1", `{"n":1}`), keyedFIFORecord("m-2", "in", "small-2", `{"n":2}`)}}
+		if resp, err := bp.Process(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("batch: %+v, %v; want both records acknowledged", resp, err)
+		}
+		if got := bodies(drainQueue(t, client, out)); len(got) != 1 || got[0] != "small small-2" {
+			t.Fatalf("queue holds %v, want the other key's message", got)
+		}
+		checkDeadOutbound(t, client, dlq, out, big)
+		rec := e.record(t, c, "big-1")
+		if len(rec.Outbox) != 0 || rec.Inflight != "" || len(rec.Dead) != 1 || rec.Dead[0].Index != 0 || rec.Dead[0].Queue != out ||
+			!strings.Contains(rec.Dead[0].Reason, "1024") {
+			t.Fatalf("record of big-1: outbox %d, inflight %q, dead %+v; want marked, with the message dead-lettered and why", len(rec.Outbox), rec.Inflight, rec.Dead)
+		}
+		if got := metrics.Snapshot()[idem.MetricOutboundDeadLettered]; got != 1 {
+			t.Fatalf("%s = %v, want 1", idem.MetricOutboundDeadLettered, got)
+		}
+		// The reaper's sweep: two keys left pending by a crash, the oversize one first.
+		crashed := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &failingSender{} })
+		for _, key := range []string{"big-3", "small-4"} {
+			if _, err := crashed.Do(ctx, req(key, `{}`), handler); err == nil {
+				t.Fatalf("%s: want the send to fail", key)
+			}
+			e.clock.Advance(time.Second)
+		}
+		e.clock.Advance(6 * time.Minute) // past the leases (5 minutes without a deadline) and the grace
+		r := &idem.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: client, DeadLetter: dl}
+		sw, err := r.Sweep(ctx)
+		if err != nil || sw.Sent != 2 || sw.DeadLettered != 1 || sw.Unsent != 0 {
+			t.Fatalf("sweep: %+v, %v; want both records done, one message dead-lettered", sw, err)
+		}
+		if got := bodies(drainQueue(t, client, out)); len(got) != 1 || got[0] != "small small-4" {
+			t.Fatalf("after the sweep the queue holds %v, want the other key's message", got)
+		}
+		checkDeadOutbound(t, client, dlq, out, big)
+	})
+}
+
+func checkDeadOutbound(t *testing.T, client *sqs.Client, dlq, out, body string) {
+	t.Helper()
+	got := drainQueue(t, client, dlq)
+	if len(got) != 1 || aws.ToString(got[0].Body) != body {
+		t.Fatalf("dead-letter queue holds %d messages, want the oversize one", len(got))
+	}
+	a := got[0].MessageAttributes
+	if q := aws.ToString(a[idem.DLQOutboundQueueAttribute].StringValue); q != out {
+		t.Errorf("%s = %q, want %q", idem.DLQOutboundQueueAttribute, q, out)
+	}
+	if r := aws.ToString(a[idem.DLQReasonAttribute].StringValue); !strings.Contains(r, "1024") {
+		t.Errorf("%s = %q, want the queue's refusal", idem.DLQReasonAttribute, r)
+	}
+	if k := aws.ToString(a[idem.KeyAttribute].StringValue); k == "" {
+		t.Errorf("the dead letter lost the message's key")
+	}
+}

@@ -1,0 +1,57 @@
+package idem_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// TestLayouts: a layout is checked when the store is made, and every problem is named.
+func TestLayouts(t *testing.T) {
+	api := struct{ idem.DynamoDBAPI }{}
+	for _, tc := range []struct {
+		name   string
+		layout idem.Layout
+		errs   []string // each must be in the error; none: valid
+	}{
+		{"default", idem.Layout{Table: "t"}, nil},
+		{"powertools", idem.PowertoolsLayout("t"), nil},
+		{"single table", idem.Layout{Table: "t", PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEM", KeyPrefix: "record#"}, nil},
+		{"no index", idem.Layout{Table: "t", InflightIndex: idem.NoIndex}, nil},
+		{"no table", idem.Layout{}, []string{"Table is empty"}},
+		{"static key without a sort key", idem.Layout{Table: "t", StaticPartitionKey: "IDEM"}, []string{`StaticPartitionKey "IDEM" needs a SortKey`}},
+		{"a name twice", idem.Layout{Table: "t", Attributes: idem.Attributes{Status: "state", Error: "state"}}, []string{`Attributes.Status and Attributes.Error are both "state"`}},
+		{"an attribute named as the key", idem.Layout{Table: "t", PartitionKey: "id", Attributes: idem.Attributes{Owner: "id"}}, []string{`PartitionKey and Attributes.Owner are both "id"`}},
+		{"two problems at once", idem.Layout{PartitionKey: "a b"}, []string{"Table is empty", `PartitionKey "a b" is not an attribute name`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := idem.NewDynamoStoreLayout(api, tc.layout)
+			if len(tc.errs) == 0 {
+				if err != nil {
+					t.Fatalf("valid layout refused: %v", err)
+				}
+				if _, err := idem.TableInputFor(tc.layout); err != nil {
+					t.Fatalf("TableInputFor: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, idem.ErrLayout) {
+				t.Fatalf("error %v, want ErrLayout", err)
+			}
+			for _, want := range tc.errs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+	in := idem.TableInput("t")
+	if len(in.GlobalSecondaryIndexes) != 1 || *in.KeySchema[0].AttributeName != "pk" {
+		t.Fatalf("TableInput: %+v", in)
+	}
+	if in, _ := idem.TableInputFor(idem.Layout{Table: "t", InflightIndex: idem.NoIndex}); len(in.GlobalSecondaryIndexes) != 0 {
+		t.Fatalf("a layout without the index got one: %+v", in.GlobalSecondaryIndexes)
+	}
+}

@@ -1,0 +1,224 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The default budgets: make test's (seeds 1 to 10 000, chosen before the holes of issue
+// 19 were fixed), and the smaller one under the race detector.
+const (
+	defaultSchedules = 10000
+	raceSchedules    = 300
+)
+
+var (
+	flagSeed      = flag.Uint64("seed", 0, "replay one schedule and print its trace")
+	flagSchedules = flag.Int("schedules", 0, "schedules to explore (default SIM_SCHEDULES, else 10000)")
+	flagFirst     = flag.Uint64("first", 1, "first seed of the budget")
+	flagLimit     = flag.Duration("seconds", 0, "stop exploring after this long (default SIM_SECONDS, else no limit)")
+	flagTrace     = flag.Bool("show", false, "with -seed: print the trace even when the schedule passes")
+	flagKeepGoing = flag.Bool("keepgoing", false, "explore the whole budget even after failures, and count the failures by check")
+)
+
+func budget() (int, time.Duration) {
+	n := *flagSchedules
+	if n == 0 {
+		if v, err := fmt.Sscan(os.Getenv("SIM_SCHEDULES"), &n); v != 1 || err != nil {
+			n = defaultSchedules
+			if raceDetector {
+				n = raceSchedules
+			}
+		}
+	}
+	d := *flagLimit
+	if d == 0 {
+		var secs int
+		if v, err := fmt.Sscan(os.Getenv("SIM_SECONDS"), &secs); v == 1 && err == nil {
+			d = time.Duration(secs) * time.Second
+		}
+	}
+	return n, d
+}
+
+// TestSim explores the schedules of seeds first..first+N-1 and fails on the first
+// broken promise, with the command that replays it. With -seed it replays one.
+func TestSim(t *testing.T) {
+	if *flagSeed != 0 {
+		rep := Run(t, *flagSeed, true)
+		if rep.Failed() || *flagTrace {
+			t.Logf("seed %d: %s\n%s", rep.Seed, rep.Scenario, rep.Trace)
+		}
+		for _, v := range rep.Violations {
+			t.Errorf("seed %d: %s", rep.Seed, v)
+		}
+		return
+	}
+	n, limit := budget()
+	start := time.Now()
+	var next atomic.Uint64
+	next.Store(*flagFirst)
+	last := *flagFirst + uint64(n)
+	var mu sync.Mutex
+	var failed []*Report
+	var done, nFailed atomic.Int64
+	var total Stats
+	byCheck, firstSeed := map[string]int{}, map[string]uint64{}
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	progress := time.NewTicker(10 * time.Second)
+	defer progress.Stop()
+	stopProgress := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-progress.C:
+				d := done.Load()
+				fmt.Fprintf(os.Stderr, "sim: %d/%d schedules, %.0f/s, %d failed\n", d, n, float64(d)/time.Since(start).Seconds(), nFailed.Load())
+			case <-stopProgress:
+				return
+			}
+		}
+	}()
+	for range workers {
+		wg.Go(func() {
+			for {
+				seed := next.Add(1) - 1
+				if seed >= last || limit > 0 && time.Since(start) > limit {
+					return
+				}
+				mu.Lock()
+				stop := len(failed) >= 5 && !*flagKeepGoing
+				mu.Unlock()
+				if stop {
+					return
+				}
+				rep := Run(t, seed, false)
+				done.Add(1)
+				mu.Lock()
+				total.add(rep.Stats)
+				if rep.Failed() {
+					nFailed.Add(1)
+					failed = append(failed, rep)
+					seen := map[string]bool{}
+					for _, v := range rep.Violations {
+						if !seen[v.Check] {
+							seen[v.Check] = true
+							byCheck[v.Check]++
+							if firstSeed[v.Check] == 0 || rep.Seed < firstSeed[v.Check] {
+								firstSeed[v.Check] = rep.Seed
+							}
+						}
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(stopProgress)
+	el := time.Since(start)
+	d := done.Load()
+	summary := fmt.Sprintf("sim: %d schedules (seeds %d to %d) in %s (%.0f schedules/s, %.0f a minute) on %d workers, %d failed; %d operations, %d sends, %d invocations (%d killed), %d requests, %d outbound deliveries (and %d duplicates that a receiver keyed on the message's own key drops), %d dead letters, %d messages parked by SQS and redriven, %d commits folded into their journal entry, %s of virtual time",
+		d, *flagFirst, *flagFirst+uint64(d)-1, el.Round(time.Millisecond), float64(d)/el.Seconds(), float64(d)/el.Minutes(), workers, nFailed.Load(),
+		total.Ops, total.Sends, total.Invocations, total.Killed,
+		total.Calls, total.OutboundDelivered, total.OutboundDuplicates, total.DeadLettered, total.Parked, total.Folded, total.VirtualTime.Round(time.Hour))
+	fmt.Fprintln(os.Stderr, summary)
+	if len(byCheck) > 0 {
+		t.Logf("failed schedules by check: %v (first seed of each: %v)", byCheck, firstSeed)
+	}
+	if len(failed) > 5 {
+		failed = failed[:5]
+	}
+	for _, rep := range failed {
+		var b strings.Builder
+		for i, v := range rep.Violations {
+			if i == 8 {
+				fmt.Fprintf(&b, "\n    … and %d more", len(rep.Violations)-i)
+				break
+			}
+			fmt.Fprintf(&b, "\n    %s", v)
+		}
+		t.Errorf("seed %d failed (%s):%s\n  replay: go test ./internal/sim -run TestSim -seed %d", rep.Seed, rep.Scenario, b.String(), rep.Seed)
+	}
+}
+
+func (s *Stats) add(o Stats) {
+	s.Ops += o.Ops
+	s.Sends += o.Sends
+	s.Receives += o.Receives
+	s.Invocations += o.Invocations
+	s.Killed += o.Killed
+	s.Acks += o.Acks
+	s.Calls += o.Calls
+	s.OutboundDelivered += o.OutboundDelivered
+	s.OutboundDuplicates += o.OutboundDuplicates
+	s.DeadLettered += o.DeadLettered
+	s.Parked += o.Parked
+	s.Folded += o.Folded
+	s.VirtualTime += o.VirtualTime
+}
+
+// TestReplayIsDeterministic: one seed is one history. Each of these seeds runs twice and
+// must give the same trace, event for event, whatever the Go scheduler did.
+func TestReplayIsDeterministic(t *testing.T) {
+	for _, seed := range []uint64{3, 7, 12, 42, 78, 310, 755, 1001, 1596, 4242, 6021, 8884} {
+		a, b := Run(t, seed, true), Run(t, seed, true)
+		if a.Trace != b.Trace {
+			la, lb := strings.Split(a.Trace, "\n"), strings.Split(b.Trace, "\n")
+			for i := range min(len(la), len(lb)) {
+				if la[i] != lb[i] {
+					t.Fatalf("seed %d: the two runs differ at line %d:\n  %s\n  %s", seed, i+1, la[i], lb[i])
+				}
+			}
+			t.Fatalf("seed %d: the two runs differ in length: %d and %d lines", seed, len(la), len(lb))
+		}
+		if len(a.Trace) < 1000 {
+			t.Fatalf("seed %d: a trace of %d bytes: the run did nothing", seed, len(a.Trace))
+		}
+	}
+}
+
+// TestHoleSeeds replays the seed that found each hole of internal/sim/holes (seeds.txt):
+// with the hole fixed, its schedule keeps every promise.
+func TestHoleSeeds(t *testing.T) {
+	data, err := os.ReadFile("holes/seeds.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		var hole, seed uint64
+		if len(f) != 2 {
+			t.Fatalf("holes/seeds.txt: %q is not 'hole seed'", line)
+		}
+		if _, err := fmt.Sscan(f[0], &hole); err != nil {
+			t.Fatalf("holes/seeds.txt: %q: %v", line, err)
+		}
+		if _, err := fmt.Sscan(f[1], &seed); err != nil {
+			t.Fatalf("holes/seeds.txt: %q: %v", line, err)
+		}
+		if _, err := os.Stat(fmt.Sprintf("holes/hole%d.patch", hole)); err != nil {
+			t.Errorf("hole %d: %v", hole, err)
+		}
+		rep := Run(t, seed, false)
+		for _, v := range rep.Violations {
+			t.Errorf("hole %d's seed %d: %s: %s\n  replay: go test ./internal/sim -run TestSim -seed %d", hole, seed, v.Check, v.Text, seed)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("holes/seeds.txt lists no seed")
+	}
+}

@@ -1,0 +1,368 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simdb"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
+)
+
+// Names of the simulated resources.
+const (
+	idemTable = "idem"
+	bizTable  = "biz"
+	scope     = "sim"
+	// recPrefix starts the key of a record kept in the business table (scenario.fold).
+	recPrefix = "rec#"
+)
+
+// layout is where the run keeps its idempotency records: a table of their own, or, in a
+// fold scenario, the business table, where a guarded operation's journal entry is its
+// record (idem.Result.HomeGuard).
+func (sc *scenario) layout() idem.Layout {
+	if sc.fold {
+		return idem.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: recPrefix}
+	}
+	return idem.Layout{Table: idemTable}
+}
+
+// recordItemKey is the item key of the record with key pk.
+func (w *world) recordItemKey(pk string) map[string]types.AttributeValue {
+	if w.sc.fold {
+		pk = recPrefix + pk
+	}
+	return map[string]types.AttributeValue{"pk": avS(pk)}
+}
+
+// records returns the idempotency records (in a fold scenario, the business table's
+// items that are records).
+func (w *world) records() []map[string]types.AttributeValue {
+	l := w.sc.layout()
+	items, _ := w.db.Items(l.Table)
+	if !w.sc.fold {
+		return items
+	}
+	var out []map[string]types.AttributeValue
+	for _, it := range items {
+		if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, recPrefix) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// world is one simulated run: the services, the Lambda side, the workload and what the
+// oracle observed. Everything but the code under test runs in the scheduler's goroutine.
+type world struct {
+	seed uint64
+	rng  *rand.Rand
+	sc   *scenario
+
+	db  *simdb.DB
+	sqs *simsqs.Service
+
+	input, dlq, outFIFO, outStd string // queue names
+	inputURL, dlqURL            string
+	outFIFOURL, outStdURL       string
+
+	// scheduler
+	mu       sync.Mutex // guards arrivals and finished, which goroutines append to
+	arrivals []*call
+	finished []*invocation
+	events   eventHeap
+	evSeq    int64
+	callSeq  int64
+	start    time.Time
+
+	// lambda side
+	slots     []*slot
+	invSeq    int
+	reaping   bool
+	envSeq    int
+	inflight  map[*call]bool       // requests of live invocations not yet answered
+	live      map[*invocation]bool // invocations whose goroutine has not returned
+	stopped   bool
+	cur       *call // the request being applied, for the oracle
+	sendsLeft int
+
+	// workload and observations
+	ops   []*op
+	byKey map[string][]*op
+	obs   observations
+	trace *tracer
+}
+
+// faultsOn reports whether faults are injected now: they stop at the scenario's
+// faultEnd, so the oracle can check that nothing stays stuck once they do.
+func (w *world) faultsOn() bool { return time.Now().Before(w.start.Add(w.sc.faultEnd)) }
+
+func (w *world) p(x float64) bool { return w.rng.Float64() < x }
+
+// ddbAPI is the DynamoDB client the code under test gets: every call goes through the
+// scheduler.
+type ddbAPI struct{ w *world }
+
+func keyDesc(table string, key map[string]types.AttributeValue) string {
+	for _, k := range []string{"pk", "id"} {
+		if v, ok := key[k].(*types.AttributeValueMemberS); ok {
+			return table + "/" + v.Value
+		}
+	}
+	return table
+}
+
+func (a ddbAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := a.w.do(ctx, "dynamodb", "PutItem", keyDesc(aws.ToString(in.TableName), in.Item), func() (any, error) {
+		return a.w.db.PutItem(context.Background(), in)
+	})
+	o, _ := out.(*dynamodb.PutItemOutput)
+	return o, err
+}
+
+func (a ddbAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := a.w.do(ctx, "dynamodb", "UpdateItem", keyDesc(aws.ToString(in.TableName), in.Key), func() (any, error) {
+		return a.w.db.UpdateItem(context.Background(), in)
+	})
+	o, _ := out.(*dynamodb.UpdateItemOutput)
+	return o, err
+}
+
+func (a ddbAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := a.w.do(ctx, "dynamodb", "GetItem", keyDesc(aws.ToString(in.TableName), in.Key), func() (any, error) {
+		return a.w.db.GetItem(context.Background(), in)
+	})
+	o, _ := out.(*dynamodb.GetItemOutput)
+	return o, err
+}
+
+func (a ddbAPI) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	desc := aws.ToString(in.TableName) + "/" + aws.ToString(in.IndexName)
+	if v, ok := in.ExpressionAttributeValues[":shard"].(*types.AttributeValueMemberS); ok {
+		desc += "/" + v.Value
+	}
+	out, err := a.w.do(ctx, "dynamodb", "Query", desc, func() (any, error) {
+		return a.w.db.Query(context.Background(), in)
+	})
+	o, _ := out.(*dynamodb.QueryOutput)
+	return o, err
+}
+
+func (a ddbAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	var parts []string
+	for _, it := range in.TransactItems {
+		switch {
+		case it.Put != nil:
+			parts = append(parts, keyDesc(aws.ToString(it.Put.TableName), it.Put.Item))
+		case it.Update != nil:
+			parts = append(parts, keyDesc(aws.ToString(it.Update.TableName), it.Update.Key))
+		case it.Delete != nil:
+			parts = append(parts, keyDesc(aws.ToString(it.Delete.TableName), it.Delete.Key))
+		case it.ConditionCheck != nil:
+			parts = append(parts, keyDesc(aws.ToString(it.ConditionCheck.TableName), it.ConditionCheck.Key))
+		}
+	}
+	out, err := a.w.do(ctx, "dynamodb", "TransactWriteItems", strings.Join(parts, "+"), func() (any, error) {
+		return a.w.db.TransactWriteItems(context.Background(), in)
+	})
+	o, _ := out.(*dynamodb.TransactWriteItemsOutput)
+	return o, err
+}
+
+// sqsAPI is the SQS client the code under test gets.
+type sqsAPI struct{ w *world }
+
+func queueName(u string) string { return u[strings.LastIndexByte(u, '/')+1:] }
+
+func (a sqsAPI) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	out, err := a.w.do(ctx, "sqs", "SendMessage", queueName(aws.ToString(in.QueueUrl))+"/"+aws.ToString(in.MessageDeduplicationId), func() (any, error) {
+		return a.w.sqs.SendMessage(context.Background(), in)
+	})
+	o, _ := out.(*sqs.SendMessageOutput)
+	return o, err
+}
+
+func (a sqsAPI) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	desc := queueName(aws.ToString(in.QueueUrl))
+	if len(in.Entries) > 0 {
+		desc += "/" + aws.ToString(in.Entries[0].MessageDeduplicationId) + "/" + sqsKey(in.Entries[0].MessageAttributes)
+	}
+	out, err := a.w.do(ctx, "sqs", "SendMessageBatch", desc, func() (any, error) {
+		return a.w.sendBatch(in)
+	})
+	o, _ := out.(*sqs.SendMessageBatchOutput)
+	return o, err
+}
+
+func sqsKey(attrs map[string]sqstypes.MessageAttributeValue) string {
+	if v, ok := attrs[idem.KeyAttribute]; ok {
+		return aws.ToString(v.StringValue)
+	}
+	return ""
+}
+
+func (a sqsAPI) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	out, err := a.w.do(ctx, "sqs", "ChangeMessageVisibility", queueName(aws.ToString(in.QueueUrl))+"/"+aws.ToString(in.ReceiptHandle), func() (any, error) {
+		return a.w.sqs.ChangeMessageVisibility(context.Background(), in)
+	})
+	o, _ := out.(*sqs.ChangeMessageVisibilityOutput)
+	return o, err
+}
+
+// sendBatch is SendMessageBatch, with the per-entry internal failures SQS reports on a
+// standard queue when the scenario injects them.
+func (w *world) sendBatch(in *sqs.SendMessageBatchInput) (any, error) {
+	if w.faultsOn() && queueName(aws.ToString(in.QueueUrl)) == w.outStd && len(in.Entries) > 1 && w.p(w.sc.faults.entryFail) {
+		// One entry fails for a server-side reason; the others are stored.
+		i := w.rng.IntN(len(in.Entries))
+		rest := *in
+		rest.Entries = append(append([]sqstypes.SendMessageBatchRequestEntry{}, in.Entries[:i]...), in.Entries[i+1:]...)
+		out, err := w.sqs.SendMessageBatch(context.Background(), &rest)
+		if err != nil {
+			return out, err
+		}
+		out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: in.Entries[i].Id, Code: aws.String("InternalError"), Message: aws.String("sim: internal error"), SenderFault: false})
+		return out, nil
+	}
+	return w.sqs.SendMessageBatch(context.Background(), in)
+}
+
+// Fault errors, as the SDK returns them once its retries are spent.
+func throttle(service string) error {
+	if service == "dynamodb" {
+		return &types.ProvisionedThroughputExceededException{Message: aws.String("sim: throughput exceeded")}
+	}
+	return &smithy.GenericAPIError{Code: "RequestThrottled", Message: "sim: throttled", Fault: smithy.FaultServer}
+}
+
+func serverError(service string) error {
+	if service == "dynamodb" {
+		return &types.InternalServerError{Message: aws.String("sim: internal server error")}
+	}
+	return &smithy.GenericAPIError{Code: "InternalError", Message: "sim: internal error", Fault: smithy.FaultServer}
+}
+
+// errLostAnswer is a request that was applied but whose answer never came back (a
+// reset connection, a timeout after the write).
+var errLostAnswer = errors.New("sim: connection reset by peer (the request may have been applied)")
+
+// schedule decides a request's fate when it arrives.
+func (w *world) schedule(c *call) {
+	f := w.faultsOn()
+	fr := w.sc.faults
+	lat := time.Duration(1+w.rng.IntN(15)) * time.Millisecond
+	if f && w.p(fr.slow) {
+		lat = time.Duration(500+w.rng.IntN(12000)) * time.Millisecond
+	}
+	now := time.Now()
+	w.inflight[c] = true
+	if f {
+		switch r := w.rng.Float64(); {
+		case r < fr.crashBefore:
+			w.tracef("%s #%d %s %s: crash before it is sent", c.inv, c.n, c.op, c.desc)
+			w.kill(c.inv, "crash at "+c.op+" (not sent)")
+			return
+		case r < fr.crashBefore+fr.throttle:
+			w.at(now.Add(lat), func() {
+				w.tracef("%s #%d %s %s: throttled", c.inv, c.n, c.op, c.desc)
+				w.respond(c, reply{err: throttle(c.service)})
+			})
+			return
+		case r < fr.crashBefore+fr.throttle+fr.serverError:
+			w.at(now.Add(lat), func() {
+				w.tracef("%s #%d %s %s: server error", c.inv, c.n, c.op, c.desc)
+				w.respond(c, reply{err: serverError(c.service)})
+			})
+			return
+		}
+	}
+	w.at(now.Add(lat), func() { w.apply(c, f) })
+}
+
+func (w *world) respond(c *call, r reply) {
+	delete(w.inflight, c)
+	c.answer(r)
+}
+
+// apply applies a request at its time, then answers it, loses the answer, or kills the
+// invocation after it.
+func (w *world) apply(c *call, f bool) {
+	if c.inv.isDead() {
+		delete(w.inflight, c)
+		// The process died while the request was on the wire: it may have arrived.
+		if w.p(0.5) {
+			out, err := c.exec()
+			w.tracef("%s #%d %s %s: applied after its sender died: %s", c.inv, c.n, c.op, c.desc, outcome(out, err))
+		}
+		return
+	}
+	w.cur = c
+	out, err := c.exec()
+	w.cur = nil
+	w.tracef("%s #%d %s %s: %s", c.inv, c.n, c.op, c.desc, outcome(out, err))
+	fr := w.sc.faults
+	if !f {
+		w.respond(c, reply{out, err})
+		return
+	}
+	switch r := w.rng.Float64(); {
+	case r < fr.lost:
+		if w.p(0.5) {
+			w.tracef("%s #%d: answer lost, error returned", c.inv, c.n)
+			w.respond(c, reply{err: errLostAnswer})
+			return
+		}
+		// The SDK retries the request: DynamoDB answers a transaction's retry from its
+		// ClientRequestToken when the first try was applied (within 10 minutes); other
+		// requests run again.
+		// https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
+		back := time.Duration(20+w.rng.IntN(300)) * time.Millisecond
+		idempotent := c.op == "TransactWriteItems" && err == nil && w.p(0.5)
+		w.at(time.Now().Add(back), func() {
+			if c.inv.isDead() {
+				delete(w.inflight, c)
+				return
+			}
+			if idempotent {
+				w.tracef("%s #%d: answer lost, the retry answered from the token", c.inv, c.n)
+				w.respond(c, reply{out, err})
+				return
+			}
+			out2, err2 := c.exec()
+			w.tracef("%s #%d: answer lost, retried: %s", c.inv, c.n, outcome(out2, err2))
+			w.respond(c, reply{out2, err2})
+		})
+	case r < fr.lost+fr.crashAfter:
+		w.tracef("%s #%d: crash after it was applied", c.inv, c.n)
+		w.kill(c.inv, "crash after "+c.op)
+	default:
+		w.respond(c, reply{out, err})
+	}
+}
+
+func outcome(out any, err error) string {
+	if err != nil {
+		var ae smithy.APIError
+		if errors.As(err, &ae) {
+			return "error " + ae.ErrorCode()
+		}
+		return "error " + err.Error()
+	}
+	if o, ok := out.(*sqs.SendMessageBatchOutput); ok && len(o.Failed) > 0 {
+		return fmt.Sprintf("ok, %d entries failed", len(o.Failed))
+	}
+	return "ok"
+}
