@@ -75,7 +75,7 @@ func (c *opCounter) option(stack *middleware.Stack) error {
 // completion. Expected: the ledger exact, nothing lost, no run stopped by the journal
 // (which would mean a second execution), and the run converges once the faults stop.
 func TestStoreFaults(t *testing.T) {
-	parallel(t)
+	parallel(t, 2)
 	payments, accounts, step, cycles := size(300, 2000), size(10, 50), time.Duration(size(1, 5))*time.Second, size(1, 3)
 	w := newWorld(t)
 	tcp, err := faults.NewTCP(awstest.Endpoint(t))
