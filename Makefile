@@ -20,10 +20,32 @@ help: ## list the targets
 tools: ## check that the tools of the targets named with it (alone: test and demo) are installed; name what is missing and how to install it
 	@$(TOOLS) $(filter-out tools help,$(MAKECMDGOALS))
 
+# make test runs the packages where data races would live with -race: the library, the
+# functions, the local event source mapping and execution environments, the demo's engine
+# and the fault proxies. The other packages drive those from outside (idemctl, the swap
+# test, the rename, the Makefile checks, ...): without -race their tests cost half the CPU,
+# and a data race they could reach is in code whose own tests run with -race.
+RACE_PKGS := ./idem/ ./functions/consumer/ledger/ ./functions/... ./internal/runner/ ./internal/lambdaenv/ ./internal/faults/ ./internal/demo/
+# The reliability suite runs last and alone (with -race: its consumers run in the test
+# process): its checks hold real timing (reaps within two reaper periods, stalled commits
+# fenced, invocations within their timeout) that the other packages' load stretched past
+# their limits when they ran beside it.
+ALONE_PKGS := ./internal/reliability/
+# The others, the longest first; go list dedups and keeps the order.
+OTHER_PKGS = ./internal/adapt/ ./internal/cli/ ./internal/rename/ \
+	$(shell $(GO) list ./... | grep -vE '/(idem|functions|internal/(runner|lambdaenv|faults|demo|reliability))(/|$$)')
+# 4 packages at a time, the tests that call t.Parallel 8 at a time: most of the tests'
+# time is waiting (idle queues, visibility timeouts, child processes).
+TEST_FLAGS := -count=1 -p 4 -parallel 8 -timeout 30m
+
 test: tools check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
-	@# One package at a time: the packages share one moto, whose DynamoDB requests are
-	@# applied one at a time, and idem's 12 800-acquire race would starve the others.
-	$(LOCAL_AWS) --free-port -- $(GO) test -race -count=1 -p 1 -timeout 30m ./...
+	@# The packages share one moto, each test on resources of its own, but for the two that
+	@# load it most (the reliability suite, the swap test's copy), which start their own
+	@# (AWSTEST_OWN_MOTO, awstest.MainOwn): moto applies requests one at a time on one core.
+	$(LOCAL_AWS) --free-port -- env AWSTEST_OWN_MOTO=1 bash -c 'status=0; \
+	  $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
+	  $(GO) test $(TEST_FLAGS) $(OTHER_PKGS) || status=1; \
+	  $(GO) test -race $(TEST_FLAGS) $(ALONE_PKGS) || status=1; exit $$status'
 	@# The simulator's budget (seeds 1 to 10 000) without -race, which slows it tenfold;
 	@# under -race above it explores 300.
 	$(GO) test -count=1 -timeout 20m -v -run 'TestSim$$' ./internal/sim -schedules 10000
@@ -104,8 +126,9 @@ scale: tools ## the scale model of SCALING.md: ceilings and what to raise at 100
 	@SCALE_TABLE=1 $(GO) test -count=1 -v -run TestScaleTable ./internal/scale/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'
 
 # make test runs the same scenarios at small sizes.
-reliability: tools ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes; EXAMPLE=name for another example)
+reliability: tools ## the reliability suite at full size (RELIABILITY.md): duplicate storm, crash injection, store faults, fencing (about 25 minutes), then idem's 12 800-acquire race (2 more); EXAMPLE=name for another example
 	$(LOCAL_AWS) --free-port -- env RELIABILITY=full EXAMPLE=$(EXAMPLE) $(GO) test -count=1 -v -timeout 150m ./internal/reliability/
+	$(LOCAL_AWS) --free-port -- env RELIABILITY=full $(GO) test -race -count=1 -v -run '^TestConcurrentAcquireRunsOnce$$' ./idem/
 
 # The deterministic simulator (internal/sim, RELIABILITY.md): SIM_SCHEDULES schedules from
 # seed SIM_FIRST, or until SIM_SECONDS have passed, with progress every 10 s and a summary.

@@ -16,7 +16,9 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+// TestMain: a moto of the package's own under make test (awstest.MainOwn), which the
+// copy's suites and demo share: they load moto as much as the reliability suite does.
+func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
 
 // swapTo is the example the test wires in place of the default: the second of the
 // build's examples.
@@ -33,6 +35,10 @@ func swapTo(t *testing.T) example.Example {
 // functions/consumer/wiring/wiring.go and the template block of template.yaml. Then the
 // build, the template lint, the fast suites (reliability, demo, consumer) and
 // `idemctl demo` must pass in the copy, on the new example.
+//
+// idemctl is built once in the copy, after the rewiring, and runs both `idemctl wire` and
+// the demo; the suites and the demo run side by side against the shared moto (each
+// creates its own resources), as the build and the template lint do.
 func TestSwapTheWiredExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and tests a copy of the repository")
@@ -60,8 +66,10 @@ func TestSwapTheWiredExample(t *testing.T) {
 	write(t, wiringPath, rewired)
 	// 2. The template block: the example's, in place of the default's, written by
 	// `idemctl wire` (the new default) as README.md says.
+	idemctl := filepath.Join(dir, ".aws-sam", "idemctl")
+	run(t, dir, 10*time.Minute, nil, "go", "build", "-o", idemctl, "./cmd/idemctl")
+	run(t, dir, time.Minute, []string{"EXAMPLE="}, idemctl, "wire")
 	tplPath := filepath.Join(dir, "template.yaml")
-	run(t, dir, 5*time.Minute, []string{"EXAMPLE="}, "go", "run", "./cmd/idemctl", "wire")
 	swapped := read(t, tplPath)
 	if want, err := example.SwapBlock(read(t, filepath.Join(root, "template.yaml")), ex.Template()); err != nil || !bytes.Equal(swapped, want) {
 		t.Fatalf("idemctl wire did not write the %s block in place of the default's (%v)", ex.Name(), err)
@@ -75,35 +83,57 @@ func TestSwapTheWiredExample(t *testing.T) {
 	}
 
 	// 3. Build and lint the copy (the test runs below type-check its tests).
-	run(t, dir, 10*time.Minute, nil, "go", "build", "./...")
-	if _, err := exec.LookPath("cfn-lint"); err == nil {
-		run(t, dir, 5*time.Minute, nil, "cfn-lint", "template.yaml")
-	} else {
-		t.Log("cfn-lint not on PATH: template lint skipped")
+	t.Run("build", func(t *testing.T) {
+		t.Run("go build", func(t *testing.T) {
+			t.Parallel()
+			run(t, dir, 10*time.Minute, nil, "go", "build", "./...")
+		})
+		t.Run("cfn-lint", func(t *testing.T) {
+			t.Parallel()
+			if _, err := exec.LookPath("cfn-lint"); err != nil {
+				t.Skip("cfn-lint not on PATH: template lint skipped")
+			}
+			run(t, dir, 5*time.Minute, nil, "cfn-lint", "template.yaml")
+		})
+	})
+	if t.Failed() {
+		return
 	}
 	// 4. The fast suites, on the wired example (EXAMPLE unset: the default): the consumer's
 	// and the example's own tests, the demo's, and the reliability scenarios whose outcome
 	// depends most on the example (the duplicate storm and crash injection, each ending with
-	// the example's check). Fencing, store faults, timeouts and the single-transaction
-	// variants test the machinery the same way for every example; make test runs them on
-	// the default example, and `EXAMPLE=<name> go test ./internal/reliability/` on any.
-	env := []string{"AWS_ENDPOINT_URL=" + awstest.Endpoint(t), "EXAMPLE="}
-	out := run(t, dir, 15*time.Minute, env, "go", "test", "-count=1", "-p", "1",
-		"./internal/demo/", "./functions/consumer/consumerapp/", "./functions/consumer/"+ex.Name()+"/")
-	out += run(t, dir, 15*time.Minute, env, "go", "test", "-count=1",
-		"-run", "^(TestDuplicateStorm|TestCrashInjection)$", "./internal/reliability/")
-	t.Logf("fast suites in the copy:\n%s", out)
+	// the example's check; side by side, as make test runs them). Fencing, store faults,
+	// timeouts and the single-transaction variants test the machinery the same way for
+	// every example; make test runs them on the default example, and
+	// `EXAMPLE=<name> go test ./internal/reliability/` on any.
 	// 5. The demo (without its crashed consumer, which waits 30 s for its messages to come
-	// back: crash injection above kills consumers on this example).
-	run(t, dir, 5*time.Minute, nil, "go", "build", "-o", filepath.Join(dir, ".aws-sam", "idemctl"), "./cmd/idemctl")
-	demo := run(t, dir, 10*time.Minute, env, filepath.Join(dir, ".aws-sam", "idemctl"), "demo",
-		"--messages", "200", "--groups", "8", "--consumers", "2", "--seed", "7", "--no-crash")
-	for _, want := range []string{ex.Name() + " check: tables = what the applied messages leave OK", "demo: OK"} {
-		if !strings.Contains(demo, want) {
-			t.Errorf("idemctl demo in the copy: no line %q:\n%s", want, demo)
-		}
-	}
-	t.Logf("idemctl demo in the copy:\n%s", demo)
+	// back: crash injection above kills consumers on this example), on bootstraps built in
+	// the copy: idemctl's default bootstrap directory is shared by every idemctl on the
+	// machine.
+	// The reliability scenarios run beside the packages' tests, then the demo: all at once
+	// asked the one moto they share for more than it serves (crash injection's consumers
+	// then missed their deadlines and SQS moved messages to the DLQ).
+	env := []string{"AWS_ENDPOINT_URL=" + awstest.Endpoint(t), "EXAMPLE=", awstest.OwnMotoVar + "="}
+	t.Run("suites", func(t *testing.T) {
+		t.Run("reliability", func(t *testing.T) {
+			t.Parallel()
+			t.Logf("in the copy:\n%s", run(t, dir, 15*time.Minute, env, "go", "test", "-count=1",
+				"-run", "^(TestDuplicateStorm|TestCrashInjection)$", "./internal/reliability/"))
+		})
+		t.Run("consumer, example, demo", func(t *testing.T) {
+			t.Parallel()
+			t.Logf("in the copy:\n%s", run(t, dir, 15*time.Minute, env, "go", "test", "-count=1",
+				"./internal/demo/", "./functions/consumer/consumerapp/", "./functions/consumer/"+ex.Name()+"/"))
+			demo := run(t, dir, 10*time.Minute, append(env, "IDEMCTL_BOOTSTRAPS="+filepath.Join(dir, ".aws-sam", "bootstraps")), idemctl, "demo",
+				"--messages", "200", "--groups", "8", "--consumers", "2", "--seed", "7", "--no-crash")
+			for _, want := range []string{ex.Name() + " check: tables = what the applied messages leave OK", "demo: OK"} {
+				if !strings.Contains(demo, want) {
+					t.Errorf("idemctl demo in the copy: no line %q:\n%s", want, demo)
+				}
+			}
+			t.Logf("idemctl demo in the copy:\n%s", demo)
+		})
+	})
 }
 
 // TestTemplateCarriesTheDefaultBlock: template.yaml holds the default example's block as

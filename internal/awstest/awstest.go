@@ -40,9 +40,22 @@ var (
 
 // Main runs the tests of a package against the local endpoint, starting moto_server
 // when AWS_ENDPOINT_URL is not set. Use it from TestMain: os.Exit(awstest.Main(m)).
-func Main(m *testing.M) int {
+func Main(m *testing.M) int { return run(m, false) }
+
+// OwnMotoVar is the variable with which make test asks the packages that use MainOwn
+// for a moto of their own.
+const OwnMotoVar = "AWSTEST_OWN_MOTO"
+
+// MainOwn is Main for a package whose tests send moto many requests while others wait on
+// real timing: with AWSTEST_OWN_MOTO=1 (make test, which runs packages side by side) it
+// starts a moto of its own even when AWS_ENDPOINT_URL is set, so that its load and the
+// other packages' do not queue behind each other in one moto (moto applies DynamoDB
+// requests one at a time, on one core). Without it, it is Main.
+func MainOwn(m *testing.M) int { return run(m, os.Getenv(OwnMotoVar) == "1") }
+
+func run(m *testing.M, own bool) int {
 	ep := os.Getenv("AWS_ENDPOINT_URL")
-	if ep == "" {
+	if ep == "" || own {
 		var err error
 		ep, moto, err = StartMoto()
 		if err != nil {

@@ -42,6 +42,21 @@ key be applied before the payment itself. SQS keeps a group's order: no message 
 is returned while an earlier one is in flight. The patch unmarks every message whose
 visibility ran out before each receive looks at the queue.
 
+And it takes out work moto repeats on every request without changing its answers (measured
+here on the duplicate storm, two runs each: moto's CPU per request from 8.5 and 7.9 ms to
+7.3 and 6.0 ms; moto's CPU is what limits how many tests can share one): the request
+dispatcher lists moto's package directory (a listdir and a stat per entry) to find the
+backend of each request, and the method names of the request's response class (an
+inspect.getmembers over the class, a sixth of a trivial request); camelCase names are
+converted to snake_case with a character loop each time, about 70 times per SQS request
+(a queue's attributes are all rebuilt for each one read); a GetQueueAttributes naming
+attributes rebuilds all of them three times per name; and each message sent or received
+reads the queue's retention period by rebuilding all its attributes. The patch caches the
+directory listing, the method names and the name conversions (pure functions of their
+input), and the backend found for each host name; builds the attributes once per
+GetQueueAttributes; and reads the retention period from the queue itself, the value the
+attributes carry.
+
 And moto forgets a FIFO deduplication id as soon as its message is deleted, where SQS
 remembers it for 5 minutes: a receipt resent by a consumer that took over a crashed one's
 key reached the receipts queue twice once the first copy had been read. The patch keeps
@@ -123,6 +138,48 @@ def item_level_transaction_rollback():
             models.copy = copy
 
     models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
+def cheaper_dispatch():
+    import functools
+
+    from moto import backends
+    from moto.core import responses, utils
+    from moto.moto_server import werkzeug_app
+    from moto.sqs import models
+
+    modules = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: modules
+    backend_for_host = functools.lru_cache(maxsize=1024)(werkzeug_app.DomainDispatcherApplication.get_backend_for_host)
+    werkzeug_app.DomainDispatcherApplication.get_backend_for_host = backend_for_host
+
+    convert = functools.lru_cache(maxsize=4096)(utils.camelcase_to_underscores)
+    for module in (utils, responses, models):
+        module.camelcase_to_underscores = convert
+    responses.method_names_from_class = functools.lru_cache(maxsize=256)(utils.method_names_from_class)
+
+    def get_queue_attributes(self, queue_name, attribute_names):
+        queue = self.get_queue(queue_name)
+        if not attribute_names:
+            return {}
+        valid_names = ["All"] + queue.BASE_ATTRIBUTES + queue.FIFO_ATTRIBUTES + queue.KMS_ATTRIBUTES
+        invalid_name = next((name for name in attribute_names if name not in valid_names), None)
+        if invalid_name or invalid_name == "":
+            raise models.InvalidAttributeName(invalid_name)
+        everything = queue.attributes
+        if "All" in attribute_names:
+            return everything
+        return {name: everything[name] for name in attribute_names
+                if name in everything and everything[name] is not None}
+
+    models.SQSBackend.get_queue_attributes = get_queue_attributes
+
+    def is_message_valid_based_on_retention_period(self, queue_name, message):
+        queue = self.get_queue(queue_name)
+        retain_until = queue.message_retention_period + message.sent_timestamp / 1000
+        return retain_until > utils.unix_time()
+
+    models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
 
 
 def serialize_sqs():
@@ -215,6 +272,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # stack dump for debugging
     cheaper_sqs_clock()
+    cheaper_dispatch()
     serialize_sqs()
     fifo_dedup_window()
     item_level_transaction_rollback()

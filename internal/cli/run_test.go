@@ -26,6 +26,7 @@ import (
 // `idemctl run` and two consumers until idle: the example's tables hold what the
 // distinct messages leave (its Expect against its Read), and `idemctl check` says so.
 func TestRun(t *testing.T) {
+	t.Parallel()
 	ex := exampletest.Example(t)
 	exampletest.Traffic(t, ex) // send generates its messages
 	checker := exampletest.Checker(t, ex)
@@ -110,6 +111,7 @@ func checkCommand(t *testing.T, ex example.Example, checker example.Checker, e e
 }
 
 func TestRunNeedsEnvironment(t *testing.T) {
+	t.Parallel()
 	r := idemctl(t, localEnv(t), "run", "--template", templatePath)
 	if r.code != 1 || !strings.Contains(r.stderr, "QUEUE_URL is not set") {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -124,6 +126,7 @@ func TestRunNeedsEnvironment(t *testing.T) {
 // SIGKILL mid-batch and four more killed at random moments, and its HTTP phase through
 // the ingress: the summary says OK and stale locks were reaped.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	ex := exampletest.Example(t)
 	exampletest.Traffic(t, ex)
 	exampletest.Checker(t, ex) // the summary's check
@@ -178,6 +181,7 @@ func readFile(t *testing.T, path string) string {
 // TestRunStopsCleanly: cancelling the context (Ctrl-C in main) stops the pollers; the
 // command exits 0 with its summary and leaves nothing half-done.
 func TestRunStopsCleanly(t *testing.T) {
+	t.Parallel()
 	exampletest.Traffic(t, exampletest.Example(t)) // send generates its messages
 	e := upStack(t)
 	if r := idemctl(t, e, "send", "--count", "10", "--groups", "2", "--seed", "3"); r.code != 0 {
@@ -200,6 +204,7 @@ func TestRunStopsCleanly(t *testing.T) {
 // currency corrected, the inventory's sku restocked) the redriven message is applied
 // once, with one outbound message, and the DLQ is empty.
 func TestRedriveAfterAFix(t *testing.T) {
+	t.Parallel()
 	ex := exampletest.Example(t)
 	gen := exampletest.Traffic(t, ex)
 	checker := exampletest.Checker(t, ex)
@@ -313,6 +318,7 @@ func checkState(t *testing.T, checker example.Checker, e env, applied []example.
 // leaves no time for a record, fails its init as Lambda has runtimes report it (a post
 // to /runtime/init/error), and the invocation fails with that error.
 func TestConsumerInitErrorReported(t *testing.T) {
+	t.Parallel()
 	e, err := lambdaenv.New(lambdaenv.Function{
 		Name: "ConsumerFunction", Bin: filepath.Join(bootstrapsDir, "consumer", "bootstrap"), Timeout: 10 * time.Second,
 		Env: initEnv(t, "FUNCTION_TIMEOUT=2s"),

@@ -134,9 +134,9 @@ func TestTimeoutAndDisable(t *testing.T) {
 	if err := p.Timeout("silent", faults.Upstream, 0, 1); err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now() // before the deadline is set: a pause in between made it look early
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	_, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl), Key: key("x")})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("after %s: %v, want the deadline", time.Since(start), err)

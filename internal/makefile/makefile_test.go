@@ -157,6 +157,7 @@ func TestMissingToolStopsMake(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.target+"/without-"+c.tool, func(t *testing.T) {
+			t.Parallel() // each with its own PATH directory and log
 			dir, log := pathWithout(t, removes[c.tool]...)
 			out, code := run(t, dir, root, "make", c.target)
 			if code == 0 {

@@ -28,6 +28,7 @@ func TestCrashInjectionSingleTransaction(t *testing.T) {
 }
 
 func crashInjection(t *testing.T, mode idem.Mode, kills int) {
+	parallel(t, 1)
 	payments, accounts := size(200, 2000), size(10, 50)
 	w := newWorld(t) // first: it skips an example the suite cannot run
 	bin, err := idemctlBinary()

@@ -75,6 +75,7 @@ func (c *opCounter) option(stack *middleware.Stack) error {
 // completion. Expected: the ledger exact, nothing lost, no run stopped by the journal
 // (which would mean a second execution), and the run converges once the faults stop.
 func TestStoreFaults(t *testing.T) {
+	parallel(t, 2)
 	payments, accounts, step, cycles := size(300, 2000), size(10, 50), time.Duration(size(1, 5))*time.Second, size(1, 3)
 	w := newWorld(t)
 	tcp, err := faults.NewTCP(awstest.Endpoint(t))
@@ -101,9 +102,20 @@ func TestStoreFaults(t *testing.T) {
 	defer cancel()
 	out := &progress{t: t}
 	schedDone := make(chan error, 1)
+	// The schedule follows the consumers' traffic, not the clock alone: it starts once
+	// their first requests went through, and each fault lasts step and at least until
+	// stepRequests more requests met it, so that a loaded machine (make test runs the
+	// scenarios side by side) slows the schedule down with the traffic instead of playing
+	// it to an idle store. A fault waits for its requests 10 steps at most: a run that
+	// stalls fails on its own.
+	const stepRequests = 40
+	requestsSeen := func(n int64, wait time.Duration) {
+		for limit := time.Now().Add(wait); errs.Stats().Requests < n && time.Now().Before(limit); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	go func() {
-		// Let the first messages arrive, then play the schedule.
-		time.Sleep(time.Second)
+		requestsSeen(1, time.Minute)
 		for range cycles {
 			for _, f := range schedule {
 				if err := f.start(tcp, errs); err != nil {
@@ -111,7 +123,9 @@ func TestStoreFaults(t *testing.T) {
 					return
 				}
 				fmt.Fprintf(out, "faults: %s for %s\n", f.name, step)
+				from := errs.Stats().Requests
 				time.Sleep(step)
+				requestsSeen(from+stepRequests, 10*step)
 				tcp.Clear()
 				errs.Clear()
 				mu.Lock()

@@ -72,6 +72,7 @@ func (s *stalledPastLease) UpdateItem(ctx context.Context, in *dynamodb.UpdateIt
 // Counted: commits of A that went through (overwrites), 0 expected, the example's tables,
 // and the outbound messages (one per message).
 func TestFencingUnderRealTiming(t *testing.T) {
+	parallel(t, 1)
 	rounds := size(1, 5)
 	w := newWorld(t)
 	cfg, err := consumerapp.FromEnv(func(k string) (string, bool) { v, ok := w.vars[k]; return v, ok })

@@ -24,10 +24,51 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+// TestMain: a moto of the suite's own under make test (awstest.MainOwn): the scenarios
+// run side by side and load moto, and their checks hold real timing (reaps, fences,
+// timeouts) that other packages' load on a shared moto would stretch.
+func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
 
 // full reports whether the full sizes were asked for (make reliability).
 func full() bool { return os.Getenv("RELIABILITY") == "full" }
+
+// parallel lets a scenario run beside the others at the fast sizes (make test): each has
+// its own stack, its own consumers and its own clock, and they mostly wait (idle queues,
+// visibility timeouts, stalled commits, killed processes), which is time the others can
+// use. At the full sizes (make reliability) they run one at a time, as RELIABILITY.md
+// measured them: each of them alone loads moto.
+//
+// Side by side they share one moto, which applies requests one at a time on one core
+// (about 100 to 140 a second here), and the checks of real timing (reaps, fences,
+// timeouts) need it unsaturated. So a scenario takes load units while it runs, at most
+// loadCapacity at once: the duplicate storms and the store faults, at 40-50 requests a
+// second, take 2; the others, at about 20, take 1. All seven at once asked moto for about
+// 220 a second, and stalled commits, reaps and invocations ran past their deadlines.
+func parallel(t *testing.T, load int) {
+	if full() {
+		return
+	}
+	t.Parallel()
+	running.L.Lock()
+	for runningLoad+load > loadCapacity {
+		running.Wait()
+	}
+	runningLoad += load
+	running.L.Unlock()
+	t.Cleanup(func() {
+		running.L.Lock()
+		runningLoad -= load
+		running.L.Unlock()
+		running.Broadcast()
+	})
+}
+
+const loadCapacity = 4
+
+var (
+	running     = sync.NewCond(&sync.Mutex{})
+	runningLoad int
+)
 
 // size picks the fast or the full size of a scenario.
 func size(fast, big int) int {

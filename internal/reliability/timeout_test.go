@@ -15,6 +15,7 @@ import (
 // next invocation starts a fresh environment, and the batch, redelivered, is applied
 // once: the ledger is exact.
 func TestTimeoutRedelivery(t *testing.T) {
+	parallel(t, 1)
 	payments, accounts, stalls := size(100, 1000), size(5, 20), size(2, 6)
 	w := newWorld(t)
 	proxy, err := demo.NewFaultProxy(awsEndpoint(t))

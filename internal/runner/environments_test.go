@@ -96,6 +96,7 @@ func runEnvironments(t *testing.T, url string, envs []*lambdaenv.Environment, cf
 // records that came before the fault in the batch are not deleted either, and all come
 // back; the next invocation gets a fresh environment where Lambda resets it.
 func TestEnvironmentFaultsFailWholeBatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		fault     string
 		timeouts  int64
@@ -141,6 +142,7 @@ func TestEnvironmentFaultsFailWholeBatch(t *testing.T) {
 // In-process, a handler that answers after its timeout fails the whole batch too, as
 // Lambda would have ended the invocation.
 func TestLateAnswerFailsWholeBatch(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	url := fifoQueue(t, api)
 	sendBodies(t, api, url, func(int) string { return "g" }, `{"n":1}`, `{"n":2}`)
@@ -168,6 +170,7 @@ func TestLateAnswerFailsWholeBatch(t *testing.T) {
 // Concurrency is the number of environments: three invocations meet at a barrier that
 // only opens when all three run at once, and never more than three run.
 func TestEnvironmentsRunConcurrently(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	out, err := api.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "std"))})
 	if err != nil {
@@ -190,6 +193,7 @@ func TestEnvironmentsRunConcurrently(t *testing.T) {
 // A FIFO group is never in two environments at once, and its records arrive in order
 // across the invocations.
 func TestEnvironmentsKeepFIFOGroupsApart(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	url := fifoQueue(t, api)
 	var bodies []string
@@ -223,6 +227,7 @@ func TestEnvironmentsKeepFIFOGroupsApart(t *testing.T) {
 // The reaper's environment is invoked every ReapEvery with the EventBridge scheduled
 // event of its rule.
 func TestReaperEnvironmentGetsScheduledEvents(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	url := fifoQueue(t, api)
 	dir := t.TempDir()

@@ -99,8 +99,11 @@ type Stats struct {
 
 // Run polls until ctx ends or the queue is idle for UntilIdle. On ctx's end it stops
 // receiving and lets running invocations finish and delete their successes (Ctrl-C
-// stops cleanly). The error is nil unless the configuration is wrong or the queue
-// cannot be polled at all.
+// stops cleanly). When the queue went idle, the receives already waiting are not cut
+// short: what they get is handled before the pollers stop. (A long poll cut short on the
+// client side goes on in the queue, and would hide what it gets, sent meanwhile, for
+// the visibility timeout.) The error is nil unless the configuration is wrong or the
+// queue cannot be polled at all.
 func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if err := cfg.defaults(); err != nil {
 		return Stats{}, err
@@ -118,7 +121,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			return Stats{}, fmt.Errorf("runner: init consumer %d: %w", i, err)
 		}
 	}
-	r := &run{cfg: cfg, arn: arn, seen: map[string]bool{}, groups: map[string]bool{}}
+	r := &run{cfg: cfg, arn: arn, seen: map[string]bool{}, groups: map[string]bool{}, idle: make(chan struct{})}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -141,7 +144,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	}
 	if cfg.UntilIdle > 0 || cfg.Progress != nil {
 		bg.Add(1)
-		go func() { defer bg.Done(); r.watch(ctx, stop) }()
+		go func() { defer bg.Done(); r.watch(ctx) }()
 	}
 	wg.Wait()
 	stop()
@@ -217,6 +220,7 @@ type run struct {
 	mu                                                                   sync.Mutex
 	seen                                                                 map[string]bool
 	groups                                                               map[string]bool // FIFO groups of running invocations
+	idle                                                                 chan struct{}   // closed when the queue has been idle for UntilIdle
 }
 
 func (r *run) stats() Stats {
@@ -235,6 +239,11 @@ func (r *run) stats() Stats {
 func (r *run) poll(ctx context.Context, h Handler) error {
 	failures := 0
 	for ctx.Err() == nil {
+		select {
+		case <-r.idle:
+			return nil
+		default:
+		}
 		in := &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(r.cfg.QueueURL),
 			MaxNumberOfMessages:         int32(r.cfg.BatchSize),
@@ -456,8 +465,9 @@ func (r *run) reapLoop(ctx context.Context) {
 	}
 }
 
-// watch prints progress and ends the run once the queue has been idle long enough.
-func (r *run) watch(ctx context.Context, stop func()) {
+// watch prints progress and ends the run once the queue has been idle long enough: it
+// closes r.idle, and the pollers stop after their current receive.
+func (r *run) watch(ctx context.Context) {
 	tick := time.Second
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -489,7 +499,7 @@ func (r *run) watch(ctx context.Context, stop func()) {
 		}
 		if time.Since(idleSince) >= r.cfg.UntilIdle {
 			r.logf("queue idle for %s: stopping", r.cfg.UntilIdle)
-			stop()
+			close(r.idle)
 			return
 		}
 	}

@@ -69,6 +69,7 @@ func send(t *testing.T, api *sqs.Client, url string, n int) {
 // TestRunPlaysTheEventSourceMapping: records arrive as Lambda builds them, failures are
 // redelivered (soon, with RetryAfter), successes deleted, and the run stops when idle.
 func TestRunPlaysTheEventSourceMapping(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	url := fifoQueue(t, api)
 	send(t, api, url, 12)
@@ -125,8 +126,39 @@ func TestRunPlaysTheEventSourceMapping(t *testing.T) {
 	}
 }
 
+// TestIdleStopAbandonsNoReceive: a run that stops because the queue went idle lets its
+// pollers' long polls finish instead of cutting them short: a long poll the client gave
+// up on goes on in the queue, and would hide a message sent right after the stop for the
+// visibility timeout (the storm's next phase waited 10 s for its messages that way).
+func TestIdleStopAbandonsNoReceive(t *testing.T) {
+	t.Parallel()
+	api := awstest.SQS(t)
+	url := fifoQueue(t, api)
+	h := func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		return events.SQSEventResponse{}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := runner.Run(ctx, runner.Config{
+		SQS: api, QueueURL: url, Consumers: 4, WaitTime: 2 * time.Second, UntilIdle: time.Second,
+		NewHandler: func(int) (runner.Handler, error) { return h, nil },
+	}); err != nil || ctx.Err() != nil {
+		t.Fatalf("run: %v (ctx %v)", err, ctx.Err())
+	}
+	send(t, api, url, 1)
+	out, err := api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 1 {
+		v, f, _ := runner.Depth(context.Background(), api, url)
+		t.Fatalf("the message sent after the run stopped was not received (%d visible, %d in flight): a receive of the run took it", v, f)
+	}
+}
+
 // TestInvocationErrorRetriesWholeBatch: a handler error leaves every record.
 func TestInvocationErrorRetriesWholeBatch(t *testing.T) {
+	t.Parallel()
 	api := awstest.SQS(t)
 	url := fifoQueue(t, api)
 	send(t, api, url, 3)
@@ -170,6 +202,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 // mapping makes them: one receive per batch of up to 10 and one DeleteMessageBatch per
 // batch, never a delete per message; the idle polls at the end come on top.
 func TestSQSCallsPerBatch(t *testing.T) {
+	t.Parallel()
 	calls := awstest.NewCalls()
 	api := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
 	url := fifoQueue(t, api)
