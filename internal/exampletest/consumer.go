@@ -70,6 +70,15 @@ func Record(m example.Message, id, sourceARN string) events.SQSMessage {
 	return r
 }
 
+// Records are the records of msgs (Record), message id prefix + the message's business id.
+func Records(msgs []example.Message, prefix, sourceARN string) []events.SQSMessage {
+	recs := make([]events.SQSMessage, len(msgs))
+	for i, m := range msgs {
+		recs[i] = Record(m, prefix+m.ID, sourceARN)
+	}
+	return recs
+}
+
 // Spread returns groups messages of ex's traffic of run, each in a group of its own
 // (not yet prepared: example.Prepare). An example without traffic skips the test.
 func Spread(tb testing.TB, ex example.Example, rng *rand.Rand, run string, groups int) []example.Message {

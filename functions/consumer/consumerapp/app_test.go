@@ -111,11 +111,7 @@ func (f *fixture) record(m example.Message, id string) events.SQSMessage {
 
 // records are the records of msgs, message id prefix + the message's business id.
 func (f *fixture) records(msgs []example.Message, prefix string) []events.SQSMessage {
-	recs := make([]events.SQSMessage, len(msgs))
-	for i, m := range msgs {
-		recs[i] = f.record(m, prefix+m.ID)
-	}
-	return recs
+	return exampletest.Records(msgs, prefix, f.inputARN)
 }
 
 // handler builds the consumer exactly as main.go does, with wrap wrapping DynamoDB.
