@@ -96,7 +96,7 @@ bench: tools ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch
 	$(MAKE) --no-print-directory build
 
 cost: tools ## cost per million messages, this consumer against a Powertools-style baseline (BENCHMARKS.md)
-	@$(LOCAL_AWS) --free-port -- env COST_TABLE=1 $(GO) test -count=1 -v -run TestCostPerMillion ./functions/consumer/... | grep '^|'
+	@$(LOCAL_AWS) --free-port -- env COST_TABLE=1 $(GO) test -count=1 -v -run TestCostPerMillion ./internal/cost/ | grep '^|'
 
 scale: tools ## the scale model of SCALING.md: ceilings and what to raise at 100 to 100 000 msg/s
 	@SCALE_TABLE=1 $(GO) test -count=1 -v -run TestScaleTable ./internal/scale/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
@@ -30,6 +31,18 @@ func (s *Stack) Vars(overrides ...map[string]string) map[string]string {
 		maps.Copy(m, o)
 	}
 	return m
+}
+
+// Config is the consumer's configuration as the function reads it (consumerapp.FromEnvOf)
+// from Vars(TestEnv, overrides...), running the stack's example whatever example is
+// wired.
+func (s *Stack) Config(t testing.TB, overrides ...map[string]string) consumerapp.Config {
+	t.Helper()
+	cfg, err := consumerapp.FromEnvOf([]example.Example{s.Example}, LookupIn(s.Vars(append([]map[string]string{TestEnv}, overrides...)...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // LookupIn reads the variables of m, as os.LookupEnv reads the process's.

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -44,11 +43,7 @@ func newConsumer(t *testing.T) *consumer {
 func (c *consumer) configWith(t *testing.T, vars map[string]string) consumerapp.Config {
 	t.Helper()
 	// The ledger, wired or not: these are its own tests.
-	cfg, err := consumerapp.FromEnvOf([]example.Example{ledger.Example{}}, exampletest.LookupIn(c.st.Vars(exampletest.TestEnv, vars)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return c.st.Config(t, vars)
 }
 
 // handler builds the consumer exactly as main.go does.
