@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
-FUNCTIONS := consumer reaper
+FUNCTIONS := consumer reaper ingress
 BUILD_DIR := .aws-sam/make
 LOCAL_AWS := localstack/with-local-aws.sh
 # Checks the tools the targets on the command line need; every target runs it first.
@@ -12,7 +12,7 @@ TOOLS := internal/makefile/tools.sh
 LAMBDA_ARCH ?= arm64
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e fuzz reliability scale cost local-deploy rename sim sim-holes
+.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e bench-ingress fuzz reliability scale cost local-deploy rename sim sim-holes
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -49,7 +49,7 @@ lint: tools ## golangci-lint (pinned version, built from the Go module proxy)
 cfn-lint: tools ## validate template.yaml; any finding fails
 	cfn-lint template.yaml
 
-build: tools ## build both Lambda bootstraps for linux/arm64 and print their sizes
+build: tools ## build the Lambda bootstraps (consumer, reaper, ingress) for linux/arm64 and print their sizes
 	@mkdir -p $(BUILD_DIR)
 	@for f in $(FUNCTIONS); do \
 	  $(LAMBDA_BUILD) -o $(BUILD_DIR)/$$f/bootstrap ./functions/$$f || exit 1; \
@@ -61,6 +61,8 @@ build-ConsumerFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/consumer
 build-ReaperFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/reaper
+build-IngressFunction:
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ingress
 
 deploy: tools ## sam build && sam deploy (needs the SAM CLI and AWS credentials; see README)
 	sam build && sam deploy
@@ -129,6 +131,18 @@ fuzz: tools ## run each fuzz target for FUZZTIME (default 30s), one after anothe
 	for d in $$(grep -l '^func FuzzDecode' functions/consumer/*/*_test.go | xargs -n1 dirname | sort -u); do \
 	  AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./$$d/ || exit 1; done
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./idem/
+
+# The ingress under a scripted load (BENCHMARKS.md, "The ingress"): INGRESS_LOAD_REQUESTS
+# first POSTs, as many retries and status reads, by INGRESS_LOAD_CLIENTS clients, with
+# the ingress in this process and then as 4 execution environments of its bootstrap.
+INGRESS_LOAD_REQUESTS ?= 1000
+INGRESS_LOAD_CLIENTS ?= 8
+bench-ingress: tools ## the ingress under load over real HTTP on loopback against moto: POST and GET latency (median, p99), requests/s, AWS requests per request
+	@for mode in in-process environments; do \
+	  $(LOCAL_AWS) --free-port -- env INGRESS_LOAD=1 INGRESS_LOAD_MODE=$$mode INGRESS_LOAD_REQUESTS=$(INGRESS_LOAD_REQUESTS) \
+	    INGRESS_LOAD_CLIENTS=$(INGRESS_LOAD_CLIENTS) $(GO) test -count=1 -v -timeout 30m -run TestIngressLoad ./functions/ingress/ingressapp/ \
+	    | grep -o '|.*' || exit 1; \
+	done
 
 E2E_MESSAGES ?= 5000
 E2E_CONSUMERS ?= 1 2 4 8

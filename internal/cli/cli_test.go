@@ -36,15 +36,15 @@ import (
 
 const templatePath = "../../template.yaml"
 
-// bootstrapsDir holds the consumer's and the reaper's bootstrap for this host, built once
-// for the test binary: `idemctl run` and the demo run them as Lambda execution
-// environments (IDEMCTL_BOOTSTRAPS in localEnv).
+// bootstrapsDir holds the consumer's, the reaper's and the ingress's bootstrap for this
+// host, built once for the test binary: `idemctl run`, `idemctl serve` and the demo run
+// them as Lambda execution environments (IDEMCTL_BOOTSTRAPS in localEnv).
 var bootstrapsDir string
 
 // TestMain builds the bootstraps and points the integration tests at a local endpoint,
 // starting moto_server when AWS_ENDPOINT_URL is unset.
 func TestMain(m *testing.M) {
-	dir, _, err := lambdaenv.BuildTemp(context.Background(), "../..", "./functions/consumer", "./functions/reaper")
+	dir, _, err := lambdaenv.BuildTemp(context.Background(), "../..", "./functions/consumer", "./functions/reaper", "./functions/ingress")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

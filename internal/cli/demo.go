@@ -45,7 +45,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	maxDeliveries := flags.Int("max-deliveries", 5, "with --storm: most deliveries of one message")
 	mode := flags.String("mode", idem.ModeLease.String(), "how the consumers commit a first delivery: "+idem.ModeLease.String()+" or "+idem.ModeSingleTransaction.String()+" (IDEMPOTENCY_MODE)")
 	inProcess := flags.Bool("in-process", false, "call the handlers inside this process instead of running the bootstraps as Lambda execution environments")
-	bootDir := flags.String("bootstraps", "", "directory with consumer/bootstrap and reaper/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them)")
+	bootDir := flags.String("bootstraps", "", "directory with consumer/bootstrap, reaper/bootstrap and ingress/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them)")
+	httpRequests := flags.Int("http", -1, "the HTTP phase: this many of the messages go through the ingress (idemctl serve) over real HTTP, sent by clients that retry, give up early, race and reuse keys with other bodies (default: a tenth of --messages, at least 10; 0: no HTTP phase; none with --storm)")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -65,6 +66,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if *count < 10 || *count > 100_000 || *accounts < 1 || *accounts > *count || *consumers < 1 || *consumers > 32 {
 		return usageError(flags, stderr, "want 10 <= --messages <= 100000, 1 <= --groups <= messages, 1 <= --consumers <= 32")
 	}
+	if *httpRequests < -1 || *httpRequests > *count/2 {
+		return usageError(flags, stderr, "want 0 <= --http <= messages/2")
+	}
+	if *httpRequests == -1 {
+		*httpRequests = min(max(10, *count/10), *count/2)
+	}
+	if *storm {
+		*httpRequests = 0
+	}
 	if _, err := idem.ParseMode(*mode); err != nil {
 		return usageError(flags, stderr, "--mode: %v", err)
 	}
@@ -75,6 +85,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 		template: *template, example: *exName, messages: *count, accounts: *accounts, consumers: *consumers,
 		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
 		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries, mode: *mode, inProcess: *inProcess, bootstraps: *bootDir,
+		http: *httpRequests,
 	}, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "demo", err)
@@ -100,6 +111,7 @@ type demoOptions struct {
 	mode                          string
 	inProcess                     bool
 	bootstraps                    string
+	http                          int // messages through the ingress (0: no HTTP phase)
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
@@ -140,10 +152,33 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	defer func() { _ = logs.Close() }() // the summary goes to stdout; the log is a convenience
 	fmt.Fprintf(stderr, "demo: stack %s ready for example %s; consumer logs go to %s\n", stackName, ex.Name(), logPath)
 
+	logW := syncw.New(logs)
 	opts := demo.Options{
 		Env: vars, Examples: examples, SQS: sqsClient, DynamoDB: ddb, Messages: o.messages, Groups: o.accounts,
-		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: syncw.New(logs),
+		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: logW,
 		Storm: o.storm, MaxDeliveries: o.maxDeliveries,
+	}
+	if o.http > 0 {
+		// The ingress, as `idemctl serve` runs it, on the demo's stack.
+		lookup := func(k string) (string, bool) {
+			if v, ok := vars[k]; ok {
+				return v, true
+			}
+			return env(k)
+		}
+		metrics := &demo.IngressMetrics{}
+		url, stop, err := serveIngress(ctx, serveOptions{template: o.template, addr: "127.0.0.1:0", instances: 4, inProcess: o.inProcess,
+			bootstraps: o.bootstraps}, io.MultiWriter(logW, metrics), stderr, lookup)
+		if err != nil {
+			return false, fmt.Errorf("the ingress: %w", err)
+		}
+		defer stop()
+		how := "as Lambda execution environments of its bootstrap"
+		if o.inProcess {
+			how = "in this process"
+		}
+		fmt.Fprintf(stderr, "demo: the ingress runs %s behind %s\n", how, url)
+		opts.HTTP = &demo.HTTPOptions{URL: url, Requests: o.http, Sent: metrics.Sent}
 	}
 	// The execution mode of the children: the same bootstraps, or --in-process.
 	mode := []string{"--in-process"}

@@ -335,7 +335,7 @@ func init() {
 	commands = append(commands,
 		command{"run", "[--consumers N] [--until-idle D] [--batch-size N] [--visibility-timeout D] [--retry-after D] ...",
 			"consume the input queue as Lambda's event source mapping does, and run the reaper on its schedule", runRun},
-		command{"demo", "[--example NAME] [--messages N] [--groups M] [--consumers C] [--seed S] [--no-crash]",
+		command{"demo", "[--example NAME] [--messages N] [--groups M] [--consumers C] [--seed S] [--no-crash] [--http N]",
 			"the whole story on the local endpoint: duplicates, bad input, a killed consumer, then the check of the example's tables", runDemo},
 	)
 }

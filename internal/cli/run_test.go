@@ -121,8 +121,8 @@ func TestRunNeedsEnvironment(t *testing.T) {
 }
 
 // TestDemo runs a small `idemctl demo`, with a real idemctl child process killed with
-// SIGKILL mid-batch and four more killed at random moments: the summary says OK and
-// stale locks were reaped.
+// SIGKILL mid-batch and four more killed at random moments, and its HTTP phase through
+// the ingress: the summary says OK and stale locks were reaped.
 func TestDemo(t *testing.T) {
 	ex := exampletest.Example(t)
 	exampletest.Traffic(t, ex)
@@ -140,6 +140,9 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		line("business effects applied (counted in its tables)", "60 (distinct valid messages: 60)"),
 		line("consumers killed (SIGKILL)", 5),
+		// The HTTP phase (--http's default: 10 of the 60 messages) through the ingress's
+		// bootstrap: every request accepted once and completed.
+		line("  accepted (202 or 200) / completed (GET)", "10 / 10"),
 		line(ex.Name()+" check: tables = what the applied messages leave", "OK"),
 		"demo: OK",
 	} {

@@ -99,6 +99,10 @@ type Options struct {
 	// while consumers kept dying) back to the input queue and consumes them, as an
 	// operator's `idemctl redrive` would, before the check.
 	RedriveParked bool
+	// HTTP, when set, sends HTTP.Requests of the Messages valid messages through the
+	// ingress over real HTTP instead of straight to the queue (the HTTP phase; not with
+	// Storm).
+	HTTP *HTTPOptions
 }
 
 // Kinds of extra deliveries in the duplicate storm.
@@ -175,7 +179,8 @@ type Summary struct {
 	OutboundSkipped     string         // why outbound messages were not counted ("": they were)
 	StateOK             bool           // the example's tables hold what Expect says
 	StateDiffs          []string
-	StateSkipped        string // why the tables were not checked ("": they were)
+	StateSkipped        string       // why the tables were not checked ("": they were)
+	HTTP                *HTTPSummary // the HTTP phase (nil: none)
 	OK                  bool
 	Elapsed             time.Duration
 }
@@ -240,7 +245,17 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	run := fmt.Sprintf("%d", time.Now().Unix())
-	traffic := gen.Traffic(rng, run, o.Messages, o.Groups)
+	// The HTTP phase carries the last HTTP.Requests valid messages; its clients that
+	// reuse a key with another body send decoys: valid messages that must never be
+	// applied.
+	nHTTP, nDecoys := 0, 0
+	if o.HTTP != nil && o.HTTP.Requests > 0 && !o.Storm {
+		nHTTP = min(o.HTTP.Requests, o.Messages/2)
+		nDecoys = max(1, nHTTP/len(ClientKinds))
+	}
+	traffic := gen.Traffic(rng, run, o.Messages+nDecoys, o.Groups) // Prepare takes them all
+	valid, decoys := traffic[:o.Messages], traffic[o.Messages:]
+	viaQueue, viaHTTP := valid[:len(valid)-nHTTP], valid[len(valid)-nHTTP:]
 	if err := example.Prepare(ctx, ex, o.DynamoDB, lookup, traffic); err != nil {
 		return s, fmt.Errorf("demo: prepare example %s: %w", ex.Name(), err)
 	}
@@ -250,8 +265,8 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		if o.MaxDeliveries <= 0 {
 			o.MaxDeliveries = 5
 		}
-		st := stormStream(rng, traffic, o.MaxDeliveries)
-		bads = gen.Bad(run, traffic)
+		st := stormStream(rng, viaQueue, o.MaxDeliveries)
+		bads = gen.Bad(run, viaQueue)
 		bad = badMessages(bads)
 		first, second, afterDone, afterTTL, afterDelete, s.Deliveries = st.first, append(st.second, bad...), st.afterDone, st.afterTTL, st.afterDelete, st.kinds
 		rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
@@ -260,16 +275,16 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 		s.GuardedExpected = len(afterTTL) + len(afterDelete)
 	} else {
-		bads = gen.Bad(run, traffic)
-		first, second, extra, bad = stream(rng, traffic, badMessages(bads))
+		bads = gen.Bad(run, viaQueue)
+		first, second, extra, bad = stream(rng, viaQueue, badMessages(bads))
 	}
-	s.Distinct, s.BadSent = len(traffic), len(bad)
+	s.Distinct, s.BadSent = len(valid), len(bad)
 	consumerDDB := o.ConsumerDynamoDB
 	if consumerDDB == nil {
 		consumerDDB = o.DynamoDB
 	}
 
-	fmt.Fprintf(o.Out, "demo: example %s: %d messages over %d groups; %d consumers; %d bad messages\n", ex.Name(), len(traffic), o.Groups, o.Consumers, len(bad))
+	fmt.Fprintf(o.Out, "demo: example %s: %d messages over %d groups; %d consumers; %d bad messages\n", ex.Name(), len(valid), o.Groups, o.Consumers, len(bad))
 	n, err := send(ctx, o.SQS, queueURL, first, 4)
 	s.Sent += n
 	if err != nil {
@@ -319,16 +334,41 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			s.SweepGap = max(s.SweepGap, start.Sub(lastSweep))
 		}
 		s.SweepTook, lastSweep = max(s.SweepTook, took), start
+		reaped += int64(res.Reaped)
 		seenMu.Unlock()
 		return res, err
 	}
+	// The in-process reaper runs all along, as the scheduled rule does, not only while a
+	// local run consumes: the chaos's killed consumers leave locks while the local ones
+	// wait for it, idle.
+	reaperCtx, stopReaper := context.WithCancel(ctx)
+	reaperDone := make(chan struct{})
+	go func() {
+		defer close(reaperDone)
+		t := time.NewTicker(ReapEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-reaperCtx.Done():
+				return
+			case <-t.C:
+				sctx, cancel := context.WithTimeout(reaperCtx, FunctionTimeout)
+				_, err := sweep(sctx)
+				cancel()
+				if err != nil && reaperCtx.Err() == nil {
+					fmt.Fprintf(o.Out, "demo: reaper sweep failed: %v\n", err)
+				}
+			}
+		}
+	}()
+	stopReaperOnce := sync.OnceFunc(func() { stopReaper(); <-reaperDone })
+	defer stopReaperOnce()
 	var clock func() time.Time // the consumers' clock; nil: time.Now
 	consume := func() error {
 		stats, err := runner.Run(ctx, runner.Config{
 			SQS: o.SQS, QueueURL: queueURL, Consumers: o.Consumers, BatchSize: 10,
 			VisibilityTimeout: Visibility, FunctionTimeout: FunctionTimeout, WaitTime: time.Second,
 			RetryAfter: time.Second, UntilIdle: 3 * time.Second, Progress: o.Out, ProgressEvery: 5 * time.Second,
-			Reap: sweep, ReapEvery: ReapEvery,
 			NewHandler: func(i int) (runner.Handler, error) {
 				if fns.Consumer != nil {
 					return fns.Consumer(i), nil
@@ -342,7 +382,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			OnReceive: func(id string) { seenMu.Lock(); seen[id] = true; seenMu.Unlock() },
 		})
 		seenMu.Lock()
-		reaped += stats.Reaped
 		s.Timeouts += int(stats.Timeouts)
 		seenMu.Unlock()
 		return err
@@ -367,6 +406,17 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			},
 		}
 		go func() { r, err := o.Chaos(ctx, logs); chaos <- chaosResult{r, err} }()
+	}
+	var hp *httpPhase
+	httpDone := make(chan struct{})
+	if nHTTP > 0 {
+		hp = newHTTPPhase(o.HTTP)
+		fmt.Fprintf(o.Out, "demo: HTTP: %d of the messages through the ingress at %s, %d clients at a time (%s), %d decoys as other bodies\n",
+			nHTTP, o.HTTP.URL, o.HTTP.Clients, strings.Join(ClientKinds, ", "), nDecoys)
+		hrng := rand.New(rand.NewPCG(o.Seed, 0x4854545021))
+		go func() { defer close(httpDone); hp.run(ctx, hrng, viaHTTP, decoys) }()
+	} else {
+		close(httpDone)
 	}
 	var runErr error
 	var wg sync.WaitGroup
@@ -430,6 +480,26 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 	}
 
+	if hp != nil {
+		<-httpDone
+		completed, notDone := hp.statuses(ctx)
+		if len(notDone) > 0 {
+			// The consumers went idle while clients still retried: consume the rest.
+			fmt.Fprintf(o.Out, "demo: HTTP: %d accepted requests not completed yet; consuming what is left\n", len(notDone))
+			if err := consume(); err != nil {
+				return s, err
+			}
+			completed, notDone = hp.statuses(ctx)
+		}
+		hp.s.Completed, hp.s.NotDone = completed, notDone
+		if o.HTTP.Sent != nil {
+			hp.s.IngressSent = o.HTTP.Sent()
+		}
+		s.HTTP = &hp.s
+		s.Sent += hp.s.IngressSent
+		fmt.Fprintf(o.Out, "demo: HTTP: %d requests accepted, %d completed\n", hp.s.Accepted, completed)
+	}
+
 	c := counts.snapshot()
 	seenMu.Lock()
 	s.Delivered = len(seen)
@@ -441,7 +511,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.Guarded = c[idem.MetricGuarded]
 	s.LeaseLost = c[idem.MetricLeaseLost]
 	s.LastProgress = counts.lastProgress()
-	s.Reaped = int(reaped)
 	var redriven []string // bodies SQS moved itself
 	var reasons []string  // every dead letter's full reason
 	if s.DeadLettered, redriven, reasons, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
@@ -514,13 +583,17 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		reasons = append(reasons, moreReasons...)
 	}
 	s.BadMissing = missingReasons(bads, reasons)
+	stopReaperOnce() // the last consumer is done
+	seenMu.Lock()
+	s.Reaped = int(reaped)
+	seenMu.Unlock()
 	stopReceipts()
 	if err := rr.drain(ctx); err != nil {
 		return s, err
 	}
 	s.AppliedByMetrics = c[idem.MetricAcquired]
-	var applicable []example.Message
-	for _, p := range traffic {
+	var applicable []example.Message // every valid message not parked; never a decoy
+	for _, p := range valid {
 		if !parked[p.ID] {
 			applicable = append(applicable, p)
 		}
@@ -534,7 +607,8 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	// record's TTL or its deletion (the storm plays those), a bug anywhere else.
 	s.OK = dlq == s.BadSent && len(s.BadMissing) == 0 &&
 		(s.Killed == 0 || s.Reaped > 0 || cfg.Mode == idem.ModeSingleTransaction) && // no lease, nothing to reap
-		s.Guarded <= s.GuardedExpected
+		s.Guarded <= s.GuardedExpected &&
+		(s.HTTP == nil || s.HTTP.OK()) // every request accepted once and completed, every other body refused
 	// Every message not parked is applied once: counted in the example's tables, which
 	// hold what Expect says.
 	if checker != nil {
@@ -853,6 +927,9 @@ func (s Summary) Print(w io.Writer) {
 	line := func(label string, v any) { fmt.Fprintf(w, "  %-52s %v\n", label, v) }
 	fmt.Fprintln(w, "\n=== demo summary ===")
 	line("messages sent (accepted by SQS)", s.Sent)
+	if s.HTTP != nil {
+		line("  sent by the ingress (HTTP phase)", s.HTTP.IngressSent)
+	}
 	line("  sent with a dedup id already sent (SQS drops them)", s.DedupRepeats)
 	line("delivered to consumers (distinct message ids)", s.Delivered)
 	line("  not delivered (computed: sent - delivered)", s.SuppressedBySQS)
@@ -888,6 +965,9 @@ func (s Summary) Print(w io.Writer) {
 	sort.Strings(reasons)
 	for _, r := range reasons {
 		fmt.Fprintf(w, "      %d × %s\n", s.DeadLettered[r], r)
+	}
+	if s.HTTP != nil {
+		s.HTTP.print(line, w)
 	}
 	if s.Redriven > 0 {
 		line("moved to the DLQ by SQS after 5 receives", fmt.Sprintf("%d (applied through another copy: %d)", s.Redriven, s.RedrivenApplied))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
@@ -27,7 +28,11 @@ import (
 const (
 	ConsumerPackage = "./functions/consumer"
 	ReaperPackage   = "./functions/reaper"
+	IngressPackage  = "./functions/ingress"
 )
+
+// IngressFunction is the logical id of the ingress in the template.
+const IngressFunction = "IngressFunction"
 
 // Lookup reads a variable: os.LookupEnv, or a map.
 type Lookup = func(string) (string, bool)
@@ -56,6 +61,55 @@ func Bootstraps(ctx context.Context, moduleDir, dir string, stderr io.Writer) (c
 	}
 	fmt.Fprintf(stderr, "localfn: built the bootstraps for %s/%s in %s (%s)\n", runtime.GOOS, runtime.GOARCH, dir, time.Since(start).Round(time.Millisecond))
 	return consumer, reaper, nil
+}
+
+// IngressBootstrap returns the ingress's bootstrap for this host, as Bootstraps does the
+// consumer's and the reaper's: dir/ingress/bootstrap when dir holds it, else built into
+// dir (empty: the same directory in the temp dir as Bootstraps').
+func IngressBootstrap(ctx context.Context, moduleDir, dir string, stderr io.Writer) (string, error) {
+	prebuilt := dir != ""
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "idemctl-bootstraps-"+runtime.GOOS+"-"+runtime.GOARCH)
+	}
+	bin := filepath.Join(dir, "ingress", "bootstrap")
+	if prebuilt && isFile(bin) {
+		return bin, nil
+	}
+	if !isFile(filepath.Join(moduleDir, "go.mod")) {
+		return "", errors.New("localfn: no ingress bootstrap to run: run idemctl from the repository root (it builds it), or pass --bootstraps DIR holding ingress/bootstrap, or --in-process")
+	}
+	start := time.Now()
+	if _, err := lambdaenv.Build(ctx, moduleDir, dir, IngressPackage); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stderr, "localfn: built the ingress's bootstrap for %s/%s in %s (%s)\n", runtime.GOOS, runtime.GOARCH, dir, time.Since(start).Round(time.Millisecond))
+	return bin, nil
+}
+
+// Ingress configures n execution environments of the template's ingress, with the
+// bootstrap bin, as Function does (EXAMPLE passed on when env has it: the ingress runs
+// the example the consumer runs), and returns them and an Invoke that spreads requests
+// over them (funcurl.Pool). No process starts before the first invocation.
+func Ingress(ctx context.Context, t *stack.Template, bin string, n int, env Lookup, awsCfg aws.Config, endpoint string, output io.Writer,
+) ([]*lambdaenv.Environment, func(ctx context.Context, payload []byte) ([]byte, error), error) {
+	fn, err := Function(ctx, t, IngressFunction, bin, 0, env, awsCfg, endpoint, output)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v, ok := env("EXAMPLE"); ok && v != "" {
+		fn.Env = append(fn.Env, "EXAMPLE="+v)
+	}
+	var envs []*lambdaenv.Environment
+	var invokes []funcurl.Invoke
+	for range max(n, 1) {
+		e, err := lambdaenv.New(fn)
+		if err != nil {
+			return nil, nil, err
+		}
+		envs = append(envs, e)
+		invokes = append(invokes, e.Invoke)
+	}
+	return envs, funcurl.Pool(invokes...), nil
 }
 
 func isFile(path string) bool {

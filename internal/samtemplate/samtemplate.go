@@ -62,6 +62,7 @@ type Statement struct {
 	Effect    string
 	Actions   []string
 	Resources []string
+	Condition json.RawMessage // as the template has it; nil when the statement has none
 }
 
 // Transform runs the SAM transform on the template at path.
@@ -129,10 +130,11 @@ func (t *Template) FunctionRole(fn string) (string, error) {
 
 type policyDoc struct {
 	Statement []struct {
-		Sid      string          `json:"Sid"`
-		Effect   string          `json:"Effect"`
-		Action   json.RawMessage `json:"Action"`
-		Resource json.RawMessage `json:"Resource"`
+		Sid       string          `json:"Sid"`
+		Effect    string          `json:"Effect"`
+		Action    json.RawMessage `json:"Action"`
+		Resource  json.RawMessage `json:"Resource"`
+		Condition json.RawMessage `json:"Condition"`
 	} `json:"Statement"`
 }
 
@@ -183,7 +185,7 @@ func (t *Template) Statements(role string) ([]Statement, error) {
 	var out []Statement
 	for _, d := range docs {
 		for _, st := range d.Statement {
-			s := Statement{Sid: st.Sid, Effect: st.Effect}
+			s := Statement{Sid: st.Sid, Effect: st.Effect, Condition: st.Condition}
 			for _, a := range list(st.Action) {
 				var name string
 				if err := json.Unmarshal(a, &name); err != nil {

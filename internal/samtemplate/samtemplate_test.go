@@ -81,8 +81,8 @@ func functions(t *testing.T, tpl *samtemplate.Template) map[string]string {
 		}
 		out[fn] = role
 	}
-	if len(out) != 2 {
-		t.Fatalf("functions %v, want the consumer and the reaper", out)
+	if len(out) != 3 {
+		t.Fatalf("functions %v, want the consumer, the reaper and the ingress", out)
 	}
 	return out
 }

@@ -237,7 +237,7 @@ func (w *world) check() {
 		delivered := len(o.sent[op]) > 0
 		expect := op.kind.reasons()
 		for _, r := range rs {
-			if !containsAny(r, expect) && !(op.kind == kindValid && w.twinDeadLettered(op, r)) {
+			if !containsAny(r, expect) && (op.kind != kindValid || !w.twinDeadLettered(op, r)) {
 				o.violation("dead-letter", "%s (%s) dead-lettered with %q", op.name, op.kind, r)
 			}
 		}

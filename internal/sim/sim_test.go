@@ -23,7 +23,7 @@ var (
 	flagSeed      = flag.Uint64("seed", 0, "replay one schedule and print its trace")
 	flagSchedules = flag.Int("schedules", 0, "schedules to explore (default SIM_SCHEDULES, else 10000)")
 	flagFirst     = flag.Uint64("first", 1, "first seed of the budget")
-	flagSeconds   = flag.Duration("seconds", 0, "stop exploring after this long (default SIM_SECONDS, else no limit)")
+	flagLimit     = flag.Duration("seconds", 0, "stop exploring after this long (default SIM_SECONDS, else no limit)")
 	flagTrace     = flag.Bool("show", false, "with -seed: print the trace even when the schedule passes")
 	flagKeepGoing = flag.Bool("keepgoing", false, "explore the whole budget even after failures, and count the failures by check")
 )
@@ -38,7 +38,7 @@ func budget() (int, time.Duration) {
 			}
 		}
 	}
-	d := *flagSeconds
+	d := *flagLimit
 	if d == 0 {
 		var secs int
 		if v, err := fmt.Sscan(os.Getenv("SIM_SECONDS"), &secs); v == 1 && err == nil {
@@ -183,5 +183,42 @@ func TestReplayIsDeterministic(t *testing.T) {
 		if len(a.Trace) < 1000 {
 			t.Fatalf("seed %d: a trace of %d bytes: the run did nothing", seed, len(a.Trace))
 		}
+	}
+}
+
+// TestHoleSeeds replays the seed that found each hole of internal/sim/holes (seeds.txt):
+// with the hole fixed, its schedule keeps every promise.
+func TestHoleSeeds(t *testing.T) {
+	data, err := os.ReadFile("holes/seeds.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		var hole, seed uint64
+		if len(f) != 2 {
+			t.Fatalf("holes/seeds.txt: %q is not 'hole seed'", line)
+		}
+		if _, err := fmt.Sscan(f[0], &hole); err != nil {
+			t.Fatalf("holes/seeds.txt: %q: %v", line, err)
+		}
+		if _, err := fmt.Sscan(f[1], &seed); err != nil {
+			t.Fatalf("holes/seeds.txt: %q: %v", line, err)
+		}
+		if _, err := os.Stat(fmt.Sprintf("holes/hole%d.patch", hole)); err != nil {
+			t.Errorf("hole %d: %v", hole, err)
+		}
+		rep := Run(t, seed, false)
+		for _, v := range rep.Violations {
+			t.Errorf("hole %d's seed %d: %s: %s\n  replay: go test ./internal/sim -run TestSim -seed %d", hole, seed, v.Check, v.Text, seed)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("holes/seeds.txt lists no seed")
 	}
 }

@@ -136,7 +136,7 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	dec := json.NewDecoder(bytes.NewReader(req.Payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		return idem.Result{}, idem.Permanent(fmt.Errorf("invalid message: %v", err))
+		return idem.Result{}, idem.Permanent(fmt.Errorf("invalid message: %w", err))
 	}
 	switch {
 	case b.Acct == "":

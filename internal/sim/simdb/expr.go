@@ -91,11 +91,10 @@ type operand struct {
 
 // cond is a parsed condition.
 type cond struct {
-	op       string // and, or, not, cmp, between, in, exists, notexists, type, begins
-	cmp      string
-	kids     []*cond
-	args     []operand
-	resolved bool
+	op   string // and, or, not, cmp, between, in, exists, notexists, type, begins
+	cmp  string
+	kids []*cond
+	args []operand
 }
 
 type parser struct {

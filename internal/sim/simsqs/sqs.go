@@ -15,6 +15,7 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -293,11 +294,7 @@ func (s *Service) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchIn
 }
 
 func asAPI(err error, target **smithy.GenericAPIError) bool {
-	ae, ok := err.(*smithy.GenericAPIError)
-	if ok {
-		*target = ae
-	}
-	return ok
+	return errors.As(err, target)
 }
 
 func md5hex(s string) string {

@@ -1,0 +1,331 @@
+package ingressapp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
+)
+
+// SQSAPI is the SQS call the ingress makes: one SendMessage per accepted request.
+// *sqs.Client satisfies it.
+type SQSAPI = idem.SQSSender
+
+// Deps are the ingress's outside connections. Logs and Metrics default to os.Stdout,
+// where Lambda sends both to CloudWatch Logs (metrics as EMF lines).
+type Deps struct {
+	DynamoDB DynamoDBAPI
+	SQS      SQSAPI
+	Logs     io.Writer
+	Metrics  io.Writer
+	Clock    func() time.Time // default time.Now
+}
+
+// Metric names of the ingress (namespace METRICS_NAMESPACE, dimension Service=ingress).
+const (
+	MetricAccepted    = "Accepted"    // first requests answered 202: their message sent
+	MetricReplayed    = "Replayed"    // requests of a queued key answered from its records
+	MetricConflict    = "Conflict"    // 409: the key's first request is still being accepted
+	MetricMismatch    = "Mismatch"    // 422: the key was used with another body
+	MetricRejected    = "Rejected"    // 400, 403, 404 (no such route), 405
+	MetricUnavailable = "Unavailable" // 503: a store or queue failure
+	MetricStatusRead  = "StatusRead"  // GET answered with a status
+	MetricNotFound    = "NotFound"    // GET of a key with no accepted request
+	MetricSent        = "Sent"        // SendMessage calls SQS accepted
+	MetricDuration    = "IngressDuration"
+)
+
+// Handler is the function's Lambda handler: a function URL event in (payload format
+// 2.0, which API Gateway HTTP APIs also send), its HTTP answer out.
+type Handler func(ctx context.Context, req LambdaFunctionURLRequest) (LambdaFunctionURLResponse, error)
+
+// App is the ingress: build it once per process.
+type App struct {
+	cfg      Config
+	store    *store
+	consumer *idem.DynamoStore
+	sqs      SQSAPI
+	clock    func() time.Time
+	log      *slog.Logger
+	metrics  *idem.Metrics
+}
+
+// New builds the ingress from its configuration and connections.
+func New(cfg Config, d Deps) (*App, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if d.DynamoDB == nil || d.SQS == nil {
+		return nil, errors.New("ingress: DynamoDB and SQS clients are required")
+	}
+	if d.Logs == nil {
+		d.Logs = os.Stdout
+	}
+	if d.Metrics == nil {
+		d.Metrics = os.Stdout
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
+	consumer, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	return &App{
+		cfg: cfg, store: &store{api: d.DynamoDB, table: cfg.IngressTable}, consumer: consumer, sqs: d.SQS, clock: d.Clock,
+		log:     slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "ingress"),
+		metrics: idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"),
+	}, nil
+}
+
+// Handler returns the Lambda handler: Handle, then the invocation's metrics flushed.
+func (a *App) Handler() Handler {
+	return func(ctx context.Context, req LambdaFunctionURLRequest) (LambdaFunctionURLResponse, error) {
+		resp := a.Handle(ctx, req)
+		if err := a.metrics.Flush(); err != nil {
+			a.log.Warn("metrics flush failed", "error", err.Error())
+		}
+		return resp, nil
+	}
+}
+
+// answer is what a request gets, before it is written as HTTP.
+type answer struct {
+	code       int
+	status     *Status  // a status body
+	problem    *problem // an error body (application/problem+json)
+	retryAfter int      // seconds; 0: no Retry-After
+	location   string
+	allow      string // 405: the method the path takes
+	outcome    string // the log line's outcome and the metric counted
+	err        error  // what went wrong inside, for the log line only
+}
+
+// post accepts body under key: the request POST /requests of a validated key and body.
+func (a *App) post(ctx context.Context, key string, body []byte) answer {
+	msg, err := a.cfg.Example.Decode(body)
+	if err != nil {
+		return invalid(titleInvalidBody, "the body is not a valid "+a.cfg.Example.Name()+" message: "+err.Error())
+	}
+	if err := sqsText(body); err != nil {
+		return invalid(titleInvalidBody, err.Error())
+	}
+	pk, err := idem.RecordKey(a.cfg.Scope, key, false)
+	if err != nil {
+		return invalid(titleBadKey, err.Error())
+	}
+	hash, err := idem.HashPayload(body)
+	if err != nil {
+		return unavailable(err, 1)
+	}
+	now := a.clock()
+	rec := &record{
+		Key: pk, PayloadHash: hash, State: stateSending, Token: newToken(), SendingUntil: a.window(ctx, now),
+		Group: idem.DeduplicationID(msg.Group), Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(a.cfg.TTL),
+	}
+	old, err := a.store.create(ctx, rec, now)
+	if err != nil {
+		// The put may have been applied with its answer lost: release what would hold
+		// the key for the whole window (nothing, if it was not applied).
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if rerr := a.store.unsent(wctx, rec.Key, rec.Token, a.clock()); rerr != nil && !errors.Is(rerr, ErrChanged) {
+			err = errors.Join(err, rerr)
+		}
+		return unavailable(err, 1)
+	}
+	if old == nil {
+		return a.send(ctx, key, rec, body)
+	}
+	if old.PayloadHash != hash {
+		return answer{code: http.StatusUnprocessableEntity, outcome: MetricMismatch, problem: &problem{
+			Title:  "Idempotency-Key is already used",
+			Detail: "this Idempotency-Key was used with another request body: a retry must send the same body, a new request a new key",
+		}}
+	}
+	switch {
+	case old.State == stateQueued:
+		return a.replay(ctx, key, old, now)
+	case old.State == stateSending && now.Before(old.SendingUntil):
+		// Retry-After 1: the holder's send takes milliseconds; the window (up to
+		// ACCEPT_WINDOW) is only how long a holder that died keeps the key.
+		return conflict(1)
+	}
+	// Unsent (its send failed), or a sender whose window is over (it died): this
+	// request sends the message itself.
+	cur, err := a.store.takeover(ctx, old, newToken(), a.window(ctx, now), now)
+	if errors.Is(err, ErrChanged) {
+		return conflict(1)
+	}
+	if err != nil {
+		return unavailable(err, 1)
+	}
+	return a.send(ctx, key, cur, body)
+}
+
+// window is when a sending attempt starting now is over for sure: the invocation's
+// deadline (Lambda stops it there), at most AcceptWindow from now.
+func (a *App) window(ctx context.Context, now time.Time) time.Time {
+	until := now.Add(a.cfg.AcceptWindow)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
+		until = dl
+	}
+	return until.Truncate(time.Millisecond)
+}
+
+// send sends the message of the record rec, which this request holds, and marks it sent.
+func (a *App) send(ctx context.Context, key string, rec *record, body []byte) answer {
+	sctx, cancel := context.WithDeadline(ctx, rec.SendingUntil)
+	defer cancel()
+	out, err := a.sqs.SendMessage(sctx, &sqs.SendMessageInput{
+		QueueUrl:               aws.String(a.cfg.QueueURL),
+		MessageBody:            aws.String(string(body)),
+		MessageGroupId:         aws.String(rec.Group),
+		MessageDeduplicationId: aws.String(idem.DeduplicationID(key)),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(key)},
+		},
+	})
+	// The writes after a send run on a context of their own: the request's may be
+	// what just ended.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer wcancel()
+	if err != nil {
+		// Maybe sent (a timeout after SQS took it): a resend carries the same
+		// deduplication id, and the consumer's record answers a copy after SQS's window.
+		retry := 1
+		if rerr := a.store.unsent(wctx, rec.Key, rec.Token, a.clock()); rerr != nil {
+			retry = seconds(rec.SendingUntil.Sub(a.clock()))
+			err = errors.Join(err, rerr)
+		}
+		return unavailable(fmt.Errorf("ingress: send: %w", err), retry)
+	}
+	a.metrics.Add(MetricSent, 1)
+	if err := a.store.queued(wctx, rec.Key, rec.Token, aws.ToString(out.MessageId), a.clock()); err != nil {
+		// The message is on the queue but its record does not say so: no 202 until it
+		// does. The retry, once the window is over, sends again (dropped by SQS as a
+		// duplicate, or answered by the consumer's record) and marks it.
+		retry := 1
+		if !errors.Is(err, ErrChanged) {
+			retry = seconds(rec.SendingUntil.Sub(a.clock()))
+		}
+		return unavailable(err, retry)
+	}
+	st := Status{Key: key, Status: StatusAccepted, Location: location(key)}
+	return answer{code: http.StatusAccepted, status: &st, location: st.Location, outcome: MetricAccepted}
+}
+
+// replay answers a request of a key whose message was sent: what the consumer's record
+// says, 202 until it is final, then 200.
+func (a *App) replay(ctx context.Context, key string, own *record, now time.Time) answer {
+	rec, err := a.consumer.Get(ctx, own.Key, now)
+	if err != nil && !errors.Is(err, idem.ErrNotFound) {
+		return unavailable(err, 1)
+	}
+	st := statusOf(key, own.PayloadHash, rec)
+	code := http.StatusAccepted
+	if st.Final() {
+		code = http.StatusOK
+	}
+	return answer{code: code, status: &st, location: st.Location, outcome: MetricReplayed}
+}
+
+// get answers GET /requests/{key} for a validated key: the status the consumer's record
+// gives the key's accepted request, or 404.
+func (a *App) get(ctx context.Context, key string) answer {
+	pk, err := idem.RecordKey(a.cfg.Scope, key, false)
+	if err != nil {
+		return invalid(titleBadKey, err.Error())
+	}
+	now := a.clock()
+	var (
+		wg          sync.WaitGroup
+		rec         *idem.Record
+		consumerErr error
+	)
+	wg.Go(func() { rec, consumerErr = a.consumer.Get(ctx, pk, now) })
+	own, err := a.store.get(ctx, pk, now)
+	wg.Wait()
+	if err != nil {
+		return unavailable(err, 1)
+	}
+	if own == nil {
+		return notFound("no request was accepted under this Idempotency-Key (or its record expired)")
+	}
+	if consumerErr != nil && !errors.Is(consumerErr, idem.ErrNotFound) {
+		return unavailable(consumerErr, 1)
+	}
+	if rec == nil && own.State != stateQueued {
+		// Not sent as far as anyone knows: its POST failed (503) or is still running.
+		return notFound("the request under this Idempotency-Key was not accepted: its POST is still running, or failed; retry the POST")
+	}
+	st := statusOf(key, own.PayloadHash, rec)
+	return answer{code: http.StatusOK, status: &st, location: st.Location, outcome: MetricStatusRead}
+}
+
+// seconds is d rounded up to whole seconds, at least 1: a Retry-After value.
+func seconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+func conflict(retry int) answer {
+	return answer{code: http.StatusConflict, retryAfter: retry, outcome: MetricConflict, problem: &problem{
+		Title:  "A request is outstanding for this Idempotency-Key",
+		Detail: "the first request with this Idempotency-Key is still being accepted: retry after Retry-After seconds",
+	}}
+}
+
+func unavailable(err error, retry int) answer {
+	return answer{code: http.StatusServiceUnavailable, retryAfter: retry, outcome: MetricUnavailable, err: err, problem: &problem{
+		Title:  "Service Unavailable",
+		Detail: "the request could not be accepted now (a store or queue failure); nothing was accepted that a retry with the same Idempotency-Key and body will not complete: retry after Retry-After seconds",
+	}}
+}
+
+func notFound(detail string) answer {
+	return answer{code: http.StatusNotFound, outcome: MetricNotFound, problem: &problem{Title: "Not Found", Detail: detail}}
+}
+
+// Titles of the 400 answers.
+const (
+	titleMissingKey   = "Idempotency-Key is missing"
+	titleBadKey       = "Idempotency-Key is malformed"
+	titleInvalidBody  = "The body is not a valid message"
+	titleBodyTooLarge = "The body is too large"
+)
+
+func invalid(title, detail string) answer {
+	return answer{code: http.StatusBadRequest, outcome: MetricRejected, problem: &problem{Title: title, Detail: detail}}
+}
+
+// Invoke is the handler as Lambda's runtime calls it: the event's JSON in, the answer's
+// JSON out, for the ingress called in the process behind a local function URL
+// (internal/funcurl). It is safe for concurrent use, which aws-lambda-go's
+// lambda.NewHandler(h).Invoke is not: its answer is a pooled buffer that the next
+// invocation reuses.
+func (a *App) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	var req LambdaFunctionURLRequest
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, fmt.Errorf("ingress: the event: %w", err)
+	}
+	resp, err := a.Handler()(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(resp)
+}

@@ -1,0 +1,138 @@
+// Package ingressapp is the front door: an HTTP function (a Lambda function URL, AuthType
+// AWS_IAM) that turns a client's POST with an Idempotency-Key header into one message on
+// the consumer's input FIFO queue, answers 202 Accepted at once, and reports the
+// request's status from the consumer's own idempotency record. functions/ingress/main.go
+// hands its Handler to lambda.Start; `idemctl serve` and the tests call the same value
+// behind real HTTP on loopback (internal/funcurl).
+//
+// The ingress keeps a record of its own per key, in its own table (INGRESS_TABLE): the
+// body's fingerprint and whether the message was sent. It never writes the consumer's
+// record, whose acquire would take an existing record for the key's outcome. The
+// status a GET reports is the consumer's record (idem.Store.Get on the key
+// idem.RecordKey(scope, key, false), the key the consumer derives from the
+// idempotency-key attribute the ingress sets): there is no second copy of the result.
+// See docs/ingress.md for the status codes and the record layout.
+package ingressapp
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
+)
+
+// Limits of a request.
+const (
+	// DefaultMaxBodyBytes is the largest body accepted by default: 256 KiB. The message
+	// sent is the body plus the idempotency-key attribute (at most 15 + 6 + MaxKeyLength
+	// bytes as SQS counts it), far inside SQS's limit of 1 MiB per message
+	// (idem.MaxSQSMessageBytes), so the consumer can still dead-letter it with its
+	// reason attributes; and a body of that size, base64-encoded in the event, is far
+	// inside Lambda's 6 MB invocation payload
+	// (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+	DefaultMaxBodyBytes = 256 * 1024
+	// maxBodyLimit is the most MAX_BODY_BYTES may be: SQS's message limit less room for
+	// the key attribute and the consumer's dead-letter attributes.
+	maxBodyLimit = idem.MaxSQSMessageBytes - 8*1024
+	// MaxKeyLength is the longest Idempotency-Key accepted, in characters (Stripe's
+	// limit). Keys up to 128 characters are the SQS deduplication id as they are;
+	// longer ones are hashed to one (idem.DeduplicationID).
+	MaxKeyLength = 255
+)
+
+// Config is the ingress's configuration, read from the environment by FromEnv.
+type Config struct {
+	// Example is the message type (EXAMPLE: one of functions/consumer/wiring's; unset:
+	// the first, whose block template.yaml carries, the one the consumer runs). Its
+	// Decode validates a body and gives its FIFO group.
+	Example example.Example
+
+	Scope            string        // IDEMPOTENCY_SCOPE (required): the consumer's scope
+	IdempotencyTable string        // IDEMPOTENCY_TABLE (required): the consumer's records, read for the status
+	IngressTable     string        // INGRESS_TABLE (required): the ingress's own records
+	QueueURL         string        // INPUT_QUEUE_URL (required): the consumer's input FIFO queue
+	TTL              time.Duration // IDEMPOTENCY_TTL (default 168h): how long a key stays taken
+	// AcceptWindow (ACCEPT_WINDOW, default 10s) is the longest a request holds its key
+	// while its message is being sent: the function's timeout. A retry inside it
+	// answers 409; after it (the first request died), the retry sends the message itself.
+	AcceptWindow time.Duration
+	MaxBodyBytes int // MAX_BODY_BYTES (default DefaultMaxBodyBytes)
+	// RequireIAMCaller (REQUIRE_IAM_CALLER, default true) refuses with 403 any event that
+	// carries no IAM caller: a function URL switched to AuthType NONE, or an API in front
+	// without IAM authorization, fails closed.
+	RequireIAMCaller bool
+	MetricsNamespace string // METRICS_NAMESPACE (default "IdempotentConsumer")
+}
+
+// FromEnv reads the configuration through lookup (os.LookupEnv in main), reporting every
+// missing or malformed variable at once. The example is one of the build's.
+func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	return FromEnvOf(wiring.Examples, lookup)
+}
+
+// FromEnvOf is FromEnv with the example picked from examples: for a test's own type.
+func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (Config, error) {
+	e := envconf.New(lookup)
+	cfg := Config{
+		Scope:            e.Required("IDEMPOTENCY_SCOPE"),
+		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		IngressTable:     e.Required("INGRESS_TABLE"),
+		QueueURL:         e.Required("INPUT_QUEUE_URL"),
+		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
+		AcceptWindow:     e.Duration("ACCEPT_WINDOW", 10*time.Second),
+		MaxBodyBytes:     e.Int("MAX_BODY_BYTES", DefaultMaxBodyBytes, 1, maxBodyLimit),
+		RequireIAMCaller: e.OneOf("REQUIRE_IAM_CALLER", "true", "true", "false") == "true",
+		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+	}
+	var errs []error
+	if err := e.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	var err error
+	if cfg.Example, err = example.FromEnv(examples, lookup); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("ingress configuration: %w", err)
+	}
+	if err := cfg.Check(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Check reports a configuration that cannot work.
+func (c Config) Check() error {
+	var errs []error
+	if c.Example == nil {
+		errs = append(errs, errors.New("no example"))
+	}
+	for name, v := range map[string]string{"IDEMPOTENCY_SCOPE": c.Scope, "IDEMPOTENCY_TABLE": c.IdempotencyTable,
+		"INGRESS_TABLE": c.IngressTable, "INPUT_QUEUE_URL": c.QueueURL} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is not set", name))
+		}
+	}
+	if c.QueueURL != "" {
+		if err := example.CheckFIFOQueueURL(c.QueueURL); err != nil {
+			errs = append(errs, fmt.Errorf("INPUT_QUEUE_URL %q %w", c.QueueURL, err))
+		}
+	}
+	if c.IdempotencyTable != "" && c.IdempotencyTable == c.IngressTable {
+		errs = append(errs, errors.New("INGRESS_TABLE must not be the consumer's IDEMPOTENCY_TABLE: the consumer's acquire would take the ingress's record for the key's outcome"))
+	}
+	if c.TTL <= 0 || c.AcceptWindow <= 0 {
+		errs = append(errs, errors.New("IDEMPOTENCY_TTL and ACCEPT_WINDOW must be positive"))
+	}
+	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > maxBodyLimit {
+		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be from 1 to %d", maxBodyLimit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("ingress configuration: %w", err)
+	}
+	return nil
+}

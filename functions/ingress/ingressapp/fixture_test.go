@@ -1,0 +1,367 @@
+package ingressapp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
+	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+// fixture is the template's resources (with the wired example's block, or EXAMPLE's)
+// on the local endpoint, and the ingress in this process behind a function URL played
+// over real HTTP on loopback (internal/funcurl).
+type fixture struct {
+	ex      example.Example
+	st      *exampletest.Stack
+	env     map[string]string
+	cfg     ingressapp.Config
+	url     string // the ingress's base URL
+	http    *http.Client
+	calls   *awstest.Calls // every AWS request the ingress made
+	logs    syncBuffer
+	queue   string // the input queue
+	rng     *rand.Rand
+	run     string
+	batches int
+}
+
+var runs atomic.Int64
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// options changes one fixture.
+type options struct {
+	env map[string]string // on top of the template's environment
+	// wrap, when set, puts something between the ingress and its real clients
+	// (fault injection, recording).
+	wrapDDB func(ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI
+	wrapSQS func(ingressapp.SQSAPI) ingressapp.SQSAPI
+	// deadDDB, deadSQS point the client at a loopback port nothing listens on.
+	deadDDB, deadSQS bool
+	// slowAnswer holds every answer this long after the function returned it: the
+	// request is committed, its answer late.
+	slowAnswer time.Duration
+	noCaller   bool // the server reports no IAM caller (AuthType NONE)
+	// apiOption, when set, is added to both clients' middleware (the IAM recording).
+	apiOption func(*middleware.Stack) error
+}
+
+func newFixture(t *testing.T, o options) *fixture {
+	t.Helper()
+	ex := exampletest.Example(t)
+	st := exampletest.Up(t, ex)
+	f := &fixture{ex: ex, st: st, env: map[string]string{}, calls: awstest.NewCalls(),
+		rng: rand.New(rand.NewPCG(7, uint64(runs.Add(1)))), run: fmt.Sprintf("i%s%d", awstest.RunID(), runs.Load())}
+	for _, v := range st.Env.Vars {
+		f.env[v.Name] = v.Value
+	}
+	maps.Copy(f.env, map[string]string{"IDEMPOTENCY_TTL": "1h", "METRICS_NAMESPACE": "Test", "LEASE_GRACE": "2s",
+		"DEADLINE_MARGIN": "1s", "CACHE_SIZE": "0"})
+	maps.Copy(f.env, o.env)
+	f.queue = f.env["INPUT_QUEUE_URL"]
+	f.startIngress(t, o)
+	return f
+}
+
+// startIngress serves a new ingress on the fixture's resources.
+func (f *fixture) startIngress(t *testing.T, o options) {
+	t.Helper()
+	cfg, err := ingressapp.FromEnv(f.lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cfg = cfg
+	apiOptions := []func(*middleware.Stack) error{f.calls.APIOption}
+	if o.apiOption != nil {
+		apiOptions = append(apiOptions, o.apiOption)
+	}
+	ddbEndpoint, sqsEndpoint := awstest.Endpoint(t), awstest.Endpoint(t)
+	if o.deadDDB {
+		ddbEndpoint = deadEndpoint(t)
+	}
+	if o.deadSQS {
+		sqsEndpoint = deadEndpoint(t)
+	}
+	var ddb ingressapp.DynamoDBAPI = dynamodb.NewFromConfig(awstest.ConfigFor(t, ddbEndpoint), func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, apiOptions...)
+		o.RetryMaxAttempts = 1
+	})
+	var sq ingressapp.SQSAPI = sqs.NewFromConfig(awstest.ConfigFor(t, sqsEndpoint), func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, apiOptions...)
+		o.RetryMaxAttempts = 1
+	})
+	if o.wrapDDB != nil {
+		ddb = o.wrapDDB(ddb)
+	}
+	if o.wrapSQS != nil {
+		sq = o.wrapSQS(sq)
+	}
+	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: ddb, SQS: sq, Logs: &f.logs, Metrics: &f.logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &funcurl.Server{Invoke: app.Invoke}
+	if !o.noCaller {
+		srv.Caller = funcurl.LocalCaller("test")
+	}
+	var h http.Handler = srv
+	if o.slowAnswer > 0 {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := &heldResponse{header: http.Header{}}
+			srv.ServeHTTP(rec, r)
+			time.Sleep(o.slowAnswer) // committed; the answer is late
+			rec.flush(w)
+		})
+	}
+	url, stop, err := funcurl.Listen("127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	f.url = url
+	f.http = &http.Client{Timeout: 20 * time.Second}
+}
+
+func (f *fixture) lookup(k string) (string, bool) { v, ok := f.env[k]; return v, ok }
+
+// heldResponse keeps an answer to write it later.
+type heldResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (h *heldResponse) Header() http.Header         { return h.header }
+func (h *heldResponse) Write(p []byte) (int, error) { return h.body.Write(p) }
+func (h *heldResponse) WriteHeader(code int)        { h.code = code }
+func (h *heldResponse) flush(w http.ResponseWriter) {
+	maps.Copy(w.Header(), h.header)
+	w.WriteHeader(h.code)
+	_, _ = w.Write(h.body.Bytes())
+}
+
+// reply is an HTTP answer.
+type reply struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) String() string { return fmt.Sprintf("%d %s %s", r.code, r.header, r.body) }
+
+// status decodes a status answer.
+func (r reply) status(t *testing.T) ingressapp.Status {
+	t.Helper()
+	var st ingressapp.Status
+	if err := json.Unmarshal(r.body, &st); err != nil {
+		t.Fatalf("status body %s: %v", r.body, err)
+	}
+	return st
+}
+
+// do sends one request; key "" sends no Idempotency-Key header.
+func (f *fixture) do(t *testing.T, client *http.Client, method, path, key string, body []byte) (reply, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set(ingressapp.KeyHeader, key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{code: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+func (f *fixture) post(t *testing.T, key string, body string) reply {
+	t.Helper()
+	r, err := f.do(t, f.http, http.MethodPost, ingressapp.RequestsPath, key, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (f *fixture) get(t *testing.T, key string) reply {
+	t.Helper()
+	r, err := f.do(t, f.http, http.MethodGet, ingressapp.RequestsPath+"/"+key, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// traffic is n of the example's valid messages, each with a key and business id of its
+// own: each call is a run of its own (the run names the business ids).
+func (f *fixture) traffic(t *testing.T, n int) []example.Message {
+	t.Helper()
+	f.batches++
+	msgs := exampletest.Traffic(t, f.ex).Traffic(f.rng, fmt.Sprintf("%sb%d", f.run, f.batches), n, max(1, n/2))
+	f.prepare(t, msgs)
+	return msgs
+}
+
+// prepare writes what msgs need in the example's tables (the inventory's stock).
+func (f *fixture) prepare(t *testing.T, msgs []example.Message) {
+	t.Helper()
+	if err := example.Prepare(context.Background(), f.ex, f.st.DynamoDB, f.lookup, msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// key is a fresh Idempotency-Key.
+func (f *fixture) key(name string) string { return f.run + "-" + name }
+
+// inputMessages receives every message on the input queue (leaving them invisible).
+func (f *fixture) inputMessages(t *testing.T) []sqstypes.Message {
+	t.Helper()
+	return exampletest.ReceiveAll(t, f.st.SQS, f.queue)
+}
+
+// consume runs the real consumer (consumerapp's handler, as `idemctl run --in-process`
+// does) over the input queue until it is idle, and returns its log.
+func (f *fixture) consume(t *testing.T) string {
+	t.Helper()
+	return f.consumeWith(t, nil)
+}
+
+// consumeWith is consume with the consumer's DynamoDB client wrapped by wrap (nil: not).
+func (f *fixture) consumeWith(t *testing.T, wrap func(idem.DynamoDBAPI) idem.DynamoDBAPI) string {
+	t.Helper()
+	var ddb idem.DynamoDBAPI = f.st.DynamoDB
+	if wrap != nil {
+		ddb = wrap(ddb)
+	}
+	cfg, err := consumerapp.FromEnv(f.lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	stats, err := runner.Run(context.Background(), runner.Config{
+		SQS: f.st.SQS, QueueURL: f.queue, Consumers: 1, BatchSize: 10, FunctionTimeout: 10 * time.Second,
+		WaitTime: 500 * time.Millisecond, UntilIdle: time.Second, RetryAfter: 500 * time.Millisecond,
+		NewHandler: func(int) (runner.Handler, error) {
+			h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: ddb, SQS: f.st.SQS, Logs: &logs, Metrics: io.Discard, Owner: t.Name()})
+			return runner.Handler(h), err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("consumer: %d records received, %d deleted, %d left", stats.Received, stats.Succeeded, stats.Failed)
+	return logs.String()
+}
+
+// consumerRecord reads the consumer's record of key.
+func (f *fixture) consumerRecord(t *testing.T, key string) *idem.Record {
+	t.Helper()
+	store, err := idem.NewDynamoStore(f.st.DynamoDB, f.env["IDEMPOTENCY_TABLE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], key, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := store.Get(context.Background(), pk, time.Now())
+	if err != nil {
+		t.Fatalf("the consumer's record of %s: %v", key, err)
+	}
+	return rec
+}
+
+// sends counts the SendMessage requests the ingress made.
+func (f *fixture) sends() int { return f.calls.Ops()["SendMessage"] }
+
+// keyOf is the idempotency-key attribute of a message.
+func keyOf(m sqstypes.Message) string {
+	return aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue)
+}
+
+// wantCode fails the test unless r has the code.
+func wantCode(t *testing.T, what string, r reply, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: %s, want %d", what, r, code)
+	}
+}
+
+// wantProblem fails the test unless r is an error answer of code whose detail has part.
+func wantProblem(t *testing.T, what string, r reply, code int, part string) {
+	t.Helper()
+	wantCode(t, what, r, code)
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" || !strings.Contains(string(r.body), part) {
+		t.Errorf("%s: %s %s, want a problem whose text has %q", what, ct, r.body, part)
+	}
+}
+
+// beforeCommit runs fn once, when the consumer first commits (its TransactWriteItems or
+// the completion's UpdateItem), while it holds the key's lease: what a client sees then.
+type beforeCommit struct {
+	idem.DynamoDBAPI
+	once sync.Once
+	fn   func()
+}
+
+func (b *beforeCommit) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	b.once.Do(b.fn)
+	return b.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
+}
+
+func (b *beforeCommit) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if strings.Contains(aws.ToString(in.UpdateExpression), ":completed") {
+		b.once.Do(b.fn)
+	}
+	return b.DynamoDBAPI.UpdateItem(ctx, in, o...)
+}

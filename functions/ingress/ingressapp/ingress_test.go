@@ -1,0 +1,461 @@
+package ingressapp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+)
+
+// TestAcceptedRequestIsConsumedOnce carries a request from POST to its completed status
+// through a real consumer run: 202 with its Location, the status accepted, a retry
+// answered the same 202 without a second send, in_progress while the consumer holds the
+// key, then the consumer's delivery acquires the key and applies it as any first delivery (attempt 1, outcome applied: the ingress's
+// record, in its own table, is not the consumer's), and the status is completed with the
+// consumer's stored response; a POST retried after that answers 200 with it. The AWS
+// requests are counted on the way: 3 for an accepted request (the conditional put, the
+// send, the mark), 2 for a retry, 2 for a status.
+func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
+	f := newFixture(t, options{})
+	m := f.traffic(t, 1)[0]
+	key := f.key("flow")
+
+	r := f.post(t, key, m.Body)
+	wantCode(t, "first POST", r, http.StatusAccepted)
+	if loc := r.header.Get("Location"); loc != "/requests/"+key {
+		t.Errorf("Location %q", loc)
+	}
+	if st := r.status(t); st.Status != ingressapp.StatusAccepted || st.Key != key || st.Location != "/requests/"+key {
+		t.Errorf("first POST: %+v", st)
+	}
+	first := f.calls.Ops()
+	f.calls.Reset()
+
+	r = f.post(t, key, m.Body)
+	wantCode(t, "a retry", r, http.StatusAccepted)
+	retry := f.calls.Ops()
+	f.calls.Reset()
+
+	r = f.get(t, key)
+	wantCode(t, "GET", r, http.StatusOK)
+	if st := r.status(t); st.Status != ingressapp.StatusAccepted {
+		t.Errorf("GET before the consumer: %+v", st)
+	}
+	status := f.calls.Ops()
+	t.Logf("AWS requests: accepted request %v, retry %v, status %v", first, retry, status)
+	for what, c := range map[string]struct {
+		got  map[string]int
+		want map[string]int
+	}{
+		"accepted request": {first, map[string]int{"PutItem": 1, "SendMessage": 1, "UpdateItem": 1}},
+		"retry":            {retry, map[string]int{"PutItem": 1, "GetItem": 1}},
+		"status":           {status, map[string]int{"GetItem": 2}},
+	} {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: AWS requests %v, want %v", what, c.got, c.want)
+		}
+	}
+
+	msgs := f.inputMessages(t)
+	if len(msgs) != 1 || keyOf(msgs[0]) != key || aws.ToString(msgs[0].Body) != m.Body ||
+		msgs[0].Attributes["MessageDeduplicationId"] != key || msgs[0].Attributes["MessageGroupId"] != idem.DeduplicationID(m.Group) {
+		t.Fatalf("input queue: %+v, want the one message with key, dedup id %s and group %s", msgs, key, m.Group)
+	}
+	// ReceiveAll hid it for a minute: make it visible for the consumer.
+	for _, msg := range msgs {
+		if _, err := f.st.SQS.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(f.queue), ReceiptHandle: msg.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// While the consumer holds the key (acquired, not yet committed), the status is
+	// in_progress.
+	var during reply
+	logs := f.consumeWith(t, func(api idem.DynamoDBAPI) idem.DynamoDBAPI {
+		return &beforeCommit{DynamoDBAPI: api, fn: func() { during = f.get(t, key) }}
+	})
+	if st := during.status(t); during.code != http.StatusOK || st.Status != ingressapp.StatusInProgress {
+		t.Errorf("GET while the consumer holds the key: %s, want in_progress", during)
+	}
+	if want := `"key_hash":"` + idem.HashKey(key) + `"`; !strings.Contains(logs, want) || !strings.Contains(logs, `"outcome":"applied"`) {
+		t.Errorf("the consumer did not apply the key as a first delivery:\n%s", logs)
+	}
+	rec := f.consumerRecord(t, key)
+	if rec.Status != idem.StatusCompleted || rec.Attempt != 1 {
+		t.Errorf("the consumer's record: %s, attempt %d; want COMPLETED at the first attempt", rec.Status, rec.Attempt)
+	}
+	r = f.get(t, key)
+	st := r.status(t)
+	if r.code != http.StatusOK || st.Status != ingressapp.StatusCompleted || !bytes.Equal(st.Response, rec.Response) {
+		t.Errorf("GET after the consumer: %s, want completed with the stored response %s", r, rec.Response)
+	}
+	r = f.post(t, key, m.Body)
+	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusCompleted {
+		t.Errorf("POST after the consumer: %s, want 200 completed", r)
+	}
+	if n := f.sends(); n != 0 {
+		t.Errorf("%d sends after the first request's, want none", n)
+	}
+	// One JSON line per request, naming the key by its hash only, and EMF counters.
+	logs = f.logs.String()
+	for _, want := range []string{`"msg":"ingress request"`, `"outcome":"Accepted"`, `"outcome":"Replayed"`, `"outcome":"StatusRead"`,
+		`"key_hash":"` + idem.HashKey(key) + `"`, `"caller":"arn:aws:iam::000000000000:user/local"`, `"Accepted":1`, `"Sent":1`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the ingress's logs lack %s:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, key) {
+		t.Errorf("the ingress's logs name the key itself:\n%s", logs)
+	}
+}
+
+// TestConcurrentFirstRequests: 50 clients POST one key with one body at the same moment.
+// Exactly one message is sent; each client is answered 202 or 409 (with Retry-After),
+// and those answered 409 are answered 202 once they retry.
+func TestConcurrentFirstRequests(t *testing.T) {
+	f := newFixture(t, options{})
+	m := f.traffic(t, 1)[0]
+	key := f.key("storm")
+	const clients = 50
+	replies := make([]reply, clients)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range clients {
+		wg.Go(func() {
+			<-start
+			r, err := f.do(t, f.http, http.MethodPost, ingressapp.RequestsPath, key, []byte(m.Body))
+			if err != nil {
+				t.Error(err)
+			}
+			replies[i] = r
+		})
+	}
+	close(start)
+	wg.Wait()
+	codes := map[int]int{}
+	for _, r := range replies {
+		codes[r.code]++
+		if r.code == http.StatusConflict {
+			if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
+				t.Errorf("409 with Retry-After %q", r.header.Get("Retry-After"))
+			}
+		}
+	}
+	t.Logf("answers: %v", codes)
+	if codes[http.StatusAccepted] < 1 || codes[http.StatusAccepted]+codes[http.StatusConflict] != clients {
+		t.Errorf("answers %v: want every one 202 or 409, at least one 202", codes)
+	}
+	for _, r := range replies {
+		if r.code == http.StatusConflict {
+			time.Sleep(10 * time.Millisecond)
+			wantCode(t, "a retry of a 409", f.post(t, key, m.Body), http.StatusAccepted)
+		}
+	}
+	if n := f.sends(); n != 1 {
+		t.Errorf("%d sends, want 1", n)
+	}
+	if msgs := f.inputMessages(t); len(msgs) != 1 {
+		t.Errorf("%d messages on the input queue, want 1", len(msgs))
+	}
+}
+
+// TestLostAnswer: the ingress commits (the message sent, the record marked), but the
+// answer comes too late for the client, which gives up and retries: the retry is
+// answered 202 from the record, and nothing is sent twice.
+func TestLostAnswer(t *testing.T) {
+	f := newFixture(t, options{slowAnswer: 1500 * time.Millisecond})
+	m := f.traffic(t, 1)[0]
+	key := f.key("lost")
+	impatient := &http.Client{Timeout: 300 * time.Millisecond}
+	if r, err := f.do(t, impatient, http.MethodPost, ingressapp.RequestsPath, key, []byte(m.Body)); err == nil {
+		t.Fatalf("the impatient client got its answer: %s", r)
+	}
+	r := f.post(t, key, m.Body)
+	wantCode(t, "the retry after a lost answer", r, http.StatusAccepted)
+	if n := f.sends(); n != 1 {
+		t.Errorf("%d sends, want 1", n)
+	}
+	if msgs := f.inputMessages(t); len(msgs) != 1 || keyOf(msgs[0]) != key {
+		t.Errorf("input queue %v, want the one message", msgs)
+	}
+}
+
+// TestStoreOrQueueDown: with DynamoDB unreachable a POST is answered 503 with
+// Retry-After and nothing is sent or written; with SQS unreachable it is answered 503,
+// its record is written but says the message was not sent, a GET says 404 (nothing
+// accepted), and the retry, with SQS back, sends it (202, one message).
+func TestStoreOrQueueDown(t *testing.T) {
+	f := newFixture(t, options{})
+	m := f.traffic(t, 1)[0]
+	f.startIngress(t, options{deadDDB: true})
+	key := f.key("ddb-down")
+	r := f.post(t, key, m.Body)
+	wantProblem(t, "POST with DynamoDB down", r, http.StatusServiceUnavailable, "retry after Retry-After")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	if n := f.sends(); n != 0 {
+		t.Errorf("%d sends with the store down, want 0", n)
+	}
+	if it := f.ingressItem(t, key); it != nil {
+		t.Errorf("an ingress record with the store down: %v", it)
+	}
+
+	f.startIngress(t, options{deadSQS: true})
+	key = f.key("sqs-down")
+	r = f.post(t, key, m.Body)
+	wantProblem(t, "POST with SQS down", r, http.StatusServiceUnavailable, "retry after Retry-After")
+	if ra := r.header.Get("Retry-After"); ra != "1" {
+		t.Errorf("Retry-After %q after a failed send whose hold was released, want 1", ra)
+	}
+	if it := f.ingressItem(t, key); it == nil || it["state"].(*ddbtypes.AttributeValueMemberS).Value != "UNSENT" {
+		t.Errorf("ingress record after a failed send: %v, want UNSENT", it)
+	}
+	wantProblem(t, "GET of a request whose send failed", f.get(t, key), http.StatusNotFound, "not accepted")
+
+	f.startIngress(t, options{})
+	wantCode(t, "the retry with SQS back", f.post(t, key, m.Body), http.StatusAccepted)
+	if msgs := f.inputMessages(t); len(msgs) != 1 || keyOf(msgs[0]) != key {
+		t.Errorf("input queue %v, want the one message of the retried request", msgs)
+	}
+	wantCode(t, "GET", f.get(t, key), http.StatusOK)
+}
+
+// TestSentButNotMarked: the send succeeds but the write that records it fails. The
+// client is answered 503 (no 202 before the record says sent); a retry inside the
+// window is answered 409; once the window is over the retry takes the record over,
+// sends again with the same deduplication id (SQS drops the copy) and is answered 202.
+func TestSentButNotMarked(t *testing.T) {
+	var failed sync.Once
+	f := newFixture(t, options{env: map[string]string{"ACCEPT_WINDOW": "1s"}, wrapDDB: func(api ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI {
+		return &failMark{DynamoDBAPI: api, once: &failed}
+	}})
+	m := f.traffic(t, 1)[0]
+	key := f.key("unmarked")
+	wantCode(t, "POST whose mark fails", f.post(t, key, m.Body), http.StatusServiceUnavailable)
+	r := f.post(t, key, m.Body)
+	wantProblem(t, "a retry inside the window", r, http.StatusConflict, "still being accepted")
+	time.Sleep(1100 * time.Millisecond)
+	wantCode(t, "a retry after the window", f.post(t, key, m.Body), http.StatusAccepted)
+	if n := f.sends(); n != 2 {
+		t.Errorf("%d sends, want 2 (the first, whose mark failed, and the retry's)", n)
+	}
+	if msgs := f.inputMessages(t); len(msgs) != 1 {
+		t.Errorf("%d messages delivered, want 1: the resend has the same deduplication id", len(msgs))
+	}
+}
+
+// failMark fails the first write that marks a record sent.
+type failMark struct {
+	ingressapp.DynamoDBAPI
+	once *sync.Once
+}
+
+func (f *failMark) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	fail := false
+	if strings.Contains(aws.ToString(in.UpdateExpression), "#mid") {
+		f.once.Do(func() { fail = true })
+	}
+	if fail {
+		return nil, errors.New("injected: the mark's answer never came")
+	}
+	return f.DynamoDBAPI.UpdateItem(ctx, in, o...)
+}
+
+// TestMismatch: the same key with another body is refused with 422 and sends nothing;
+// the same body written differently (keys reordered, spaces) is the same request.
+func TestMismatch(t *testing.T) {
+	f := newFixture(t, options{})
+	ms := f.traffic(t, 2)
+	key := f.key("mismatch")
+	wantCode(t, "first POST", f.post(t, key, ms[0].Body), http.StatusAccepted)
+	wantProblem(t, "another body", f.post(t, key, ms[1].Body), http.StatusUnprocessableEntity, "another request body")
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, []byte(ms[0].Body), "", "   "); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "the same body indented", f.post(t, key, indented.String()), http.StatusAccepted)
+	if n := f.sends(); n != 1 {
+		t.Errorf("%d sends, want 1", n)
+	}
+	if msgs := f.inputMessages(t); len(msgs) != 1 || aws.ToString(msgs[0].Body) != ms[0].Body {
+		t.Errorf("input queue %v, want the first body only", msgs)
+	}
+}
+
+// TestBadInput: requests the ingress refuses before anything is written or sent.
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, options{})
+	m := f.traffic(t, 1)[0]
+	big := `{"x":"` + strings.Repeat("a", ingressapp.DefaultMaxBodyBytes) + `"}`
+	for _, c := range []struct {
+		name, method, path, key, body string
+		code                          int
+		part                          string
+	}{
+		{"no Idempotency-Key", "POST", "/requests", "", m.Body, 400, "Idempotency-Key is missing"},
+		{"a key of 10 000 characters", "POST", "/requests", strings.Repeat("k", 10_000), m.Body, 400, "10000 characters long; the limit is 255"},
+		{"a key with a space", "POST", "/requests", "two words", m.Body, 400, "a character other than"},
+		{"two keys", "POST", "/requests", "k1,k2", m.Body, 400, "a character other than"},
+		{"an unterminated quoted key", "POST", "/requests", `"abc`, m.Body, 400, "must end with its quote"},
+		{"an empty quoted key", "POST", "/requests", `""`, m.Body, 400, "the key is empty"},
+		{"a body over the limit", "POST", "/requests", f.key("big"), big, 400, fmt.Sprintf("the limit is %d", ingressapp.DefaultMaxBodyBytes)},
+		{"invalid UTF-8", "POST", "/requests", f.key("utf8"), "{\"a\":\"\xff\xfe\"}", 400, "not valid UTF-8"},
+		{"an empty body", "POST", "/requests", f.key("empty"), "", 400, "the body is empty"},
+		{"a body the example refuses", "POST", "/requests", f.key("invalid"), `{"not":"a message"}`, 400, "not a valid " + f.ex.Name() + " message"},
+		{"a body that is not JSON", "POST", "/requests", f.key("notjson"), "hello", 400, "not a valid " + f.ex.Name() + " message"},
+		{"GET of a malformed key", "GET", "/requests/a%20b", "", "", 400, "a character other than"},
+		{"GET of an unknown key", "GET", "/requests/" + f.key("unknown"), "", "", 404, "no request was accepted"},
+		{"PUT", "PUT", "/requests", f.key("put"), m.Body, 405, "this path takes POST"},
+		{"another path", "GET", "/other", "", "", 404, "no such path"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := f.do(t, f.http, c.method, c.path, c.key, []byte(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantProblem(t, c.name, r, c.code, c.part)
+		})
+	}
+	wantCode(t, "a quoted key (the draft's form)", f.post(t, `"`+f.key("quoted")+`"`, m.Body), http.StatusAccepted)
+	if n := f.sends(); n != 1 {
+		t.Errorf("%d sends, want 1 (the quoted key's)", n)
+	}
+	// A function URL switched to AuthType NONE: events without an IAM caller are refused.
+	f.startIngress(t, options{noCaller: true})
+	wantProblem(t, "no IAM caller", f.post(t, f.key("anonymous"), m.Body), http.StatusForbidden, "SigV4")
+}
+
+// ingressItem reads the ingress's record of key, nil when there is none.
+func (f *fixture) ingressItem(t *testing.T, key string) map[string]ddbtypes.AttributeValue {
+	t.Helper()
+	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], key, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.st.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(f.env["INGRESS_TABLE"]), Key: map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: pk}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+// deadEndpoint is a loopback URL nothing listens on: requests to it are refused.
+func deadEndpoint(t *testing.T) string {
+	t.Helper()
+	port, err := awstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// TestStatusOfEachOutcome: what a GET reports for each outcome of the consumer's record,
+// each written by idem's middleware, as the consumer writes it: a live lease
+// (in_progress), a retryable failure a redelivery retries (in_progress, with the error), a
+// permanent failure (failed, not redrivable), a business rule's refusal through the real
+// consumer (failed with the dead letter's reason, redrivable), and a key the consumer
+// knows with another body (failed: payload mismatch).
+func TestStatusOfEachOutcome(t *testing.T) {
+	f := newFixture(t, options{})
+	ms := f.traffic(t, 4)
+	store, err := idem.NewDynamoStore(f.st.DynamoDB, f.env["IDEMPOTENCY_TABLE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := idem.New(idem.Config{Store: store, Scope: f.env["IDEMPOTENCY_SCOPE"], Owner: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	statusOf := func(key string) ingressapp.Status {
+		t.Helper()
+		r := f.get(t, key)
+		wantCode(t, "GET "+key, r, http.StatusOK)
+		return r.status(t)
+	}
+
+	held, failing := f.key("held"), f.key("permanent")
+	wantCode(t, "POST", f.post(t, held, ms[0].Body), http.StatusAccepted)
+	wantCode(t, "POST", f.post(t, failing, ms[1].Body), http.StatusAccepted)
+	_, err = client.Do(ctx, &idem.Request{Key: held, Payload: []byte(ms[0].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		if st := statusOf(held); st.Status != ingressapp.StatusInProgress {
+			t.Errorf("while a consumer holds the key: %+v", st)
+		}
+		return idem.Result{}, errors.New("throttled, for the test")
+	})
+	if err == nil {
+		t.Fatal("the retryable failure was not returned")
+	}
+	if st := statusOf(held); st.Status != ingressapp.StatusInProgress || !strings.Contains(st.Error, "throttled, for the test") {
+		t.Errorf("after a retryable failure: %+v, want in_progress with the error", st)
+	}
+	_, err = client.Do(ctx, &idem.Request{Key: failing, Payload: []byte(ms[1].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{}, idem.Permanent(errors.New("refused for good, for the test"))
+	})
+	if !idem.IsPermanent(err) {
+		t.Fatalf("the permanent failure: %v", err)
+	}
+	if st := statusOf(failing); st.Status != ingressapp.StatusFailed || st.Redrivable || !strings.Contains(st.Error, "refused for good, for the test") {
+		t.Errorf("after a permanent failure: %+v", st)
+	}
+	r := f.post(t, failing, ms[1].Body)
+	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed {
+		t.Errorf("POST of a failed request: %s, want 200 failed", r)
+	}
+
+	// Another producer used the key, with another body, straight on the queue.
+	taken := f.key("taken")
+	if _, err := client.Do(ctx, &idem.Request{Key: taken, Payload: []byte(ms[2].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte(`{"other":true}`)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "POST of a key the consumer knows", f.post(t, taken, ms[3].Body), http.StatusAccepted)
+	if st := statusOf(taken); st.Status != ingressapp.StatusFailed || !strings.Contains(st.Error, "payload mismatch") || st.Response != nil {
+		t.Errorf("a key the consumer completed for another body: %+v", st)
+	}
+
+	// A business rule's refusal, through the real consumer: the example's bad messages
+	// that a fix can make pass (they decode, so the ingress takes them).
+	gen := exampletest.Traffic(t, f.ex)
+	run := f.run + "refusal"
+	valid := gen.Traffic(f.rng, run, 3, 1)
+	f.prepare(t, valid)
+	for _, b := range gen.Bad(run, valid) {
+		if b.Fix == nil {
+			continue
+		}
+		wantCode(t, "POST of a valid message before it", f.post(t, f.key("before"), valid[0].Body), http.StatusAccepted)
+		f.consume(t)
+		key := f.key("refused")
+		wantCode(t, "POST of a message a business rule refuses", f.post(t, key, b.Body), http.StatusAccepted)
+		f.consume(t)
+		if st := statusOf(key); st.Status != ingressapp.StatusFailed || !st.Redrivable || !strings.Contains(st.Error, b.Reason) {
+			t.Errorf("a business rule's refusal: %+v, want failed and redrivable with %q", st, b.Reason)
+		}
+		return
+	}
+	t.Logf("example %s has no bad message a fix makes pass: no business refusal to check", f.ex.Name())
+}

@@ -1,0 +1,289 @@
+package ingressapp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// DynamoDBAPI is the DynamoDB client the ingress uses: *dynamodb.Client satisfies it.
+// It calls PutItem, UpdateItem and GetItem on its own table and GetItem on the
+// consumer's (through idem.DynamoStore, whose interface this is); nothing else.
+type DynamoDBAPI = idem.DynamoDBAPI
+
+// States of an ingress record.
+const (
+	// stateSending: the holder of token is sending the message; until sendingUntil
+	// nobody else may.
+	stateSending = "SENDING"
+	// stateUnsent: the send failed (the holder said so); the next request of the key
+	// with the same body sends it.
+	stateUnsent = "UNSENT"
+	// stateQueued: SQS accepted the message. Final.
+	stateQueued = "QUEUED"
+)
+
+// Attribute names of the ingress record (docs/ingress.md).
+const (
+	attrPK           = "pk"
+	attrPayloadHash  = "payload_hash"
+	attrState        = "state"
+	attrToken        = "token"
+	attrSendingUntil = "sending_until"
+	attrGroup        = "message_group"
+	attrAttempt      = "attempt"
+	attrMessageID    = "message_id"
+	attrCreatedAt    = "created_at"
+	attrUpdatedAt    = "updated_at"
+	attrExpiresAt    = "expires_at"
+)
+
+// record is the ingress's record of one key, in its own table.
+type record struct {
+	Key          string // partition key: idem.RecordKey(scope, key, false), the consumer's
+	PayloadHash  string // idem.HashPayload(body), as the consumer computes it
+	State        string
+	Token        string    // 128 random bits per sending attempt: fences mark and release
+	SendingUntil time.Time // stateSending: when the holder's attempt is over for sure
+	Group        string    // the FIFO message group the body gave
+	Attempt      int       // sending attempts
+	MessageID    string    // stateQueued: SQS's MessageId
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	ExpiresAt    time.Time // TTL: the key is free again afterwards
+}
+
+// ErrChanged means a fenced write found the record changed since it was read: another
+// request of the key took it over.
+var ErrChanged = errors.New("ingress: the record changed (another request of the key took it over)")
+
+// store keeps the ingress records in one DynamoDB table (partition key pk, TTL
+// expires_at).
+type store struct {
+	api   DynamoDBAPI
+	table string
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func (r *record) item() map[string]types.AttributeValue {
+	it := map[string]types.AttributeValue{
+		attrPK: s(r.Key), attrPayloadHash: s(r.PayloadHash), attrState: s(r.State), attrToken: s(r.Token),
+		attrAttempt: n(int64(r.Attempt)), attrCreatedAt: n(r.CreatedAt.UnixMilli()), attrUpdatedAt: n(r.UpdatedAt.UnixMilli()),
+		attrExpiresAt: n(r.ExpiresAt.Unix()),
+	}
+	if r.Group != "" {
+		it[attrGroup] = s(r.Group)
+	}
+	if !r.SendingUntil.IsZero() {
+		it[attrSendingUntil] = n(r.SendingUntil.UnixMilli())
+	}
+	if r.MessageID != "" {
+		it[attrMessageID] = s(r.MessageID)
+	}
+	return it
+}
+
+func fromItem(it map[string]types.AttributeValue) (*record, error) {
+	var err error
+	str := func(name string) string {
+		v, ok := it[name]
+		if !ok {
+			return ""
+		}
+		sv, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			err = fmt.Errorf("ingress: attribute %s: want S, got %T", name, v)
+			return ""
+		}
+		return sv.Value
+	}
+	num := func(name string) int64 {
+		v, ok := it[name]
+		if !ok {
+			return 0
+		}
+		nv, ok := v.(*types.AttributeValueMemberN)
+		if !ok {
+			err = fmt.Errorf("ingress: attribute %s: want N, got %T", name, v)
+			return 0
+		}
+		i, perr := strconv.ParseInt(nv.Value, 10, 64)
+		if perr != nil {
+			err = fmt.Errorf("ingress: attribute %s: %w", name, perr)
+		}
+		return i
+	}
+	r := &record{
+		Key: str(attrPK), PayloadHash: str(attrPayloadHash), State: str(attrState), Token: str(attrToken),
+		Group: str(attrGroup), Attempt: int(num(attrAttempt)), MessageID: str(attrMessageID),
+		CreatedAt: time.UnixMilli(num(attrCreatedAt)).UTC(), UpdatedAt: time.UnixMilli(num(attrUpdatedAt)).UTC(),
+		ExpiresAt: time.Unix(num(attrExpiresAt), 0).UTC(),
+	}
+	if ms := num(attrSendingUntil); ms != 0 {
+		r.SendingUntil = time.UnixMilli(ms).UTC()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// expired reports whether the record's TTL has passed: DynamoDB deletes expired items
+// late, so every read and condition treats them as absent.
+func (r *record) expired(now time.Time) bool { return r.ExpiresAt.Before(now) }
+
+// create writes rec unless a live record of its key exists (one conditional PutItem).
+// When one does it writes nothing and returns it. A record already holding rec's token
+// counts as created: an earlier try of this very request was applied, its answer lost.
+func (st *store) create(ctx context.Context, rec *record, now time.Time) (existing *record, err error) {
+	_, err = st.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(st.table),
+		Item:                                rec.item(),
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #exp < :now"),
+		ExpressionAttributeNames:            map[string]string{"#pk": attrPK, "#exp": attrExpiresAt},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": n(now.Unix())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		if err != nil {
+			return nil, fmt.Errorf("ingress: put record: %w", err)
+		}
+		return nil, nil
+	}
+	old, err := st.oldItem(ctx, rec.Key, ccf.Item, now)
+	if err != nil {
+		return nil, err
+	}
+	if old.Token == rec.Token {
+		return nil, nil
+	}
+	return old, nil
+}
+
+// oldItem is the record a failed condition returned, read when the answer did not
+// carry it.
+func (st *store) oldItem(ctx context.Context, key string, item map[string]types.AttributeValue, now time.Time) (*record, error) {
+	if len(item) > 0 {
+		return fromItem(item)
+	}
+	rec, err := st.get(ctx, key, now)
+	if rec == nil && err == nil {
+		err = fmt.Errorf("ingress: %w (the record vanished after a failed condition)", ErrChanged)
+	}
+	return rec, err
+}
+
+// get reads the record of key (strongly consistent); nil when there is none or it
+// expired.
+func (st *store) get(ctx context.Context, key string, now time.Time) (*record, error) {
+	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(st.table), Key: map[string]types.AttributeValue{attrPK: s(key)}, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingress: get record: %w", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	rec, err := fromItem(out.Item)
+	if err != nil || rec.expired(now) {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// takeover gives the record, as seen (token and state), to a new sending attempt: a
+// new token and window, attempt + 1. A record that changed since gives ErrChanged.
+func (st *store) takeover(ctx context.Context, seen *record, token string, until, now time.Time) (*record, error) {
+	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(st.table),
+		Key:       map[string]types.AttributeValue{attrPK: s(seen.Key)},
+		UpdateExpression: aws.String("SET #tok = :new, #state = :sending, #until = :until, #upd = :now, #exp = :exp " +
+			"ADD #att :one"),
+		ConditionExpression: aws.String("#tok = :old AND #state = :seen"),
+		ExpressionAttributeNames: map[string]string{"#tok": attrToken, "#state": attrState, "#until": attrSendingUntil,
+			"#upd": attrUpdatedAt, "#exp": attrExpiresAt, "#att": attrAttempt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":new": s(token), ":old": s(seen.Token), ":sending": s(stateSending), ":seen": s(seen.State),
+			":until": n(until.UnixMilli()), ":now": n(now.UnixMilli()), ":exp": n(seen.ExpiresAt.Unix()), ":one": n(1),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		if cur, _ := fromItem(ccf.Item); cur != nil && cur.Token == token {
+			return cur, nil // applied by an earlier try whose answer was lost
+		}
+		return nil, ErrChanged
+	case err != nil:
+		return nil, fmt.Errorf("ingress: take over record: %w", err)
+	}
+	return fromItem(out.Attributes)
+}
+
+// queued marks the record sent, fenced on the sender's token.
+func (st *store) queued(ctx context.Context, key, token, messageID string, now time.Time) error {
+	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(st.table),
+		Key:                 map[string]types.AttributeValue{attrPK: s(key)},
+		UpdateExpression:    aws.String("SET #state = :queued, #mid = :mid, #upd = :now REMOVE #until"),
+		ConditionExpression: aws.String("#tok = :mine AND #state IN (:sending, :queued)"),
+		ExpressionAttributeNames: map[string]string{"#state": attrState, "#mid": attrMessageID, "#upd": attrUpdatedAt,
+			"#until": attrSendingUntil, "#tok": attrToken},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":queued": s(stateQueued), ":sending": s(stateSending), ":mid": s(messageID), ":now": n(now.UnixMilli()), ":mine": s(token),
+		},
+	})
+	return fenced("mark queued", err)
+}
+
+// unsent releases the sender's hold after a failed send, fenced on its token, so the
+// next request of the key sends at once instead of after the window.
+func (st *store) unsent(ctx context.Context, key, token string, now time.Time) error {
+	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(st.table),
+		Key:                 map[string]types.AttributeValue{attrPK: s(key)},
+		UpdateExpression:    aws.String("SET #state = :unsent, #upd = :now REMOVE #until"),
+		ConditionExpression: aws.String("#tok = :mine AND #state = :sending"),
+		ExpressionAttributeNames: map[string]string{"#state": attrState, "#upd": attrUpdatedAt, "#until": attrSendingUntil,
+			"#tok": attrToken},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":unsent": s(stateUnsent), ":sending": s(stateSending), ":now": n(now.UnixMilli()), ":mine": s(token),
+		},
+	})
+	return fenced("release", err)
+}
+
+func fenced(op string, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return fmt.Errorf("ingress: %s: %w", op, ErrChanged)
+	case err != nil:
+		return fmt.Errorf("ingress: %s: %w", op, err)
+	}
+	return nil
+}

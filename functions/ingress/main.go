@@ -1,0 +1,37 @@
+// Command ingress is the HTTP front door Lambda (a function URL, AuthType AWS_IAM): it
+// only wires configuration and clients; the handler is ingressapp's.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
+	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
+)
+
+func main() {
+	cfg, err := ingressapp.FromEnv(os.LookupEnv)
+	if err != nil {
+		initFailed(err)
+	}
+	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		initFailed(fmt.Errorf("ingress: load AWS configuration: %w", err))
+	}
+	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)})
+	if err != nil {
+		initFailed(err)
+	}
+	lambda.Start(app.Handler())
+}
+
+// initFailed reports a failed init as Lambda asks (a post to /runtime/init/error) and
+// exits.
+func initFailed(err error) { initerr.Exit(os.Getenv, os.Stderr, os.Exit, err) }
