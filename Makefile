@@ -111,7 +111,7 @@ demo: tools ## the main job, locally: LocalStack if Docker answers, else moto on
 bench: tools ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch latency under +10 ms RTT, CPU per message, cold start, the local runtime loop, reaper vs a scan (100k records), cost per million messages, bootstrap sizes
 	$(GO) test -run '^$$' -bench 'FirstDelivery|Duplicate|BatchFIFO' -benchmem -count 5 ./idem/
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 -v -run 'TestRoundTrips|TestSQSCallsPerBatch' ./idem/ ./internal/runner/
-	$(LOCAL_AWS) --free-port -- env BATCH_LATENCY_TABLE=1 $(GO) test -count=1 -v -run TestBatchLatencyTable ./functions/consumer/consumerapp/
+	$(LOCAL_AWS) --free-port -- env BATCH_LATENCY_TABLE=1 $(GO) test -count=1 -v -run TestBatchLatencyTable ./internal/bench/
 	$(LOCAL_AWS) --free-port -- $(GO) test -run '^$$' -bench ConsumerCPU -benchtime 30x -count 3 ./functions/consumer/consumerapp/
 	$(LOCAL_AWS) --free-port -- env IDEM_COLDSTART=1 $(GO) test -count=1 -v -run TestColdStart ./internal/coldstart/
 	$(GO) test -run '^$$' -bench 'RuntimeLoop|ColdStart' -benchtime 300x -count 6 ./internal/lambdaenv/
@@ -120,7 +120,7 @@ bench: tools ## benchmarks: idem overhead, round trips (DynamoDB and SQS), batch
 	$(MAKE) --no-print-directory build
 
 cost: tools ## cost per million messages, this consumer against a Powertools-style baseline (BENCHMARKS.md)
-	@$(LOCAL_AWS) --free-port -- env COST_TABLE=1 $(GO) test -count=1 -v -run TestCostPerMillion ./functions/consumer/... | grep '^|'
+	@$(LOCAL_AWS) --free-port -- env COST_TABLE=1 $(GO) test -count=1 -v -run TestCostPerMillion ./internal/cost/ | grep '^|'
 
 scale: tools ## the scale model of SCALING.md: ceilings and what to raise at 100 to 100 000 msg/s
 	@SCALE_TABLE=1 $(GO) test -count=1 -v -run TestScaleTable ./internal/scale/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'

@@ -64,9 +64,22 @@ func Invoke(t testing.TB, h lambda.Handler, ctx context.Context, payload []byte)
 // they stay invisible for a minute.
 func ReceiveAll(t testing.TB, api *sqs.Client, url string) []sqstypes.Message {
 	t.Helper()
+	return receive(t, api, url, false)
+}
+
+// DrainAll receives and deletes every message of a queue, attributes included. (Deleting
+// lets the rest of a FIFO group through; the queue's deduplication outlives the deletes.)
+func DrainAll(t testing.TB, api *sqs.Client, url string) []sqstypes.Message {
+	t.Helper()
+	return receive(t, api, url, true)
+}
+
+func receive(t testing.TB, api *sqs.Client, url string, del bool) []sqstypes.Message {
+	t.Helper()
+	ctx := context.Background()
 	var all []sqstypes.Message
 	for {
-		out, err := api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 60,
 			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
 		})
@@ -75,6 +88,11 @@ func ReceiveAll(t testing.TB, api *sqs.Client, url string) []sqstypes.Message {
 		}
 		if len(out.Messages) == 0 {
 			return all
+		}
+		for i := 0; del && i < len(out.Messages); i++ {
+			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: out.Messages[i].ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		all = append(all, out.Messages...)
 	}

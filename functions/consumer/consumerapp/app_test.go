@@ -31,13 +31,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
-// testEnv overrides the template's environment for the tests: a short retention and
-// lease grace, few shards, a small cache, a metrics namespace of their own.
-var testEnv = map[string]string{
-	"IDEMPOTENCY_TTL": "1h", "LEASE_GRACE": "5s", "INFLIGHT_SHARDS": "2", "MAX_CONCURRENCY": "4",
-	"DEADLINE_MARGIN": "2s", "CACHE_SIZE": "100", "METRICS_NAMESPACE": "Test",
-}
-
 // fixture is one consumer of the wired example (or the one EXAMPLE names) on the
 // template's resources, created on the local endpoint under a stack name of its own.
 type fixture struct {
@@ -61,7 +54,7 @@ type fixture struct {
 var runs atomic.Int64
 
 // newFixture creates the resources and reads the configuration with consumerapp.FromEnv
-// from the template's environment, testEnv and then overrides on top.
+// from the template's environment, exampletest.TestEnv and then overrides on top.
 func newFixture(t testing.TB, overrides ...map[string]string) *fixture {
 	t.Helper()
 	ex := exampletest.Example(t)
@@ -72,43 +65,19 @@ func newFixture(t testing.TB, overrides ...map[string]string) *fixture {
 	if f.confirms, f.outboundVar = exampletest.Confirms(ex); f.outboundVar != "" {
 		f.outbound = st.Must(t, f.outboundVar)
 	}
-	input := st.Must(t, "QUEUE_URL")
-	for _, r := range st.Env.Resources {
-		if r.URL == input {
-			f.inputARN = r.ARN
-		}
-	}
-	if f.inputARN == "" {
-		t.Fatalf("no resource has the URL of QUEUE_URL %s", input)
-	}
+	f.inputARN = st.InputARN(t)
 	return f
 }
 
-// env is the functions' environment with testEnv and overrides on top.
-func (f *fixture) env(overrides ...map[string]string) map[string]string {
-	m := map[string]string{}
-	for _, v := range f.st.Env.Vars {
-		m[v.Name] = v.Value
-	}
-	maps.Copy(m, testEnv)
-	for _, o := range overrides {
-		maps.Copy(m, o)
-	}
-	return m
-}
-
-// config is consumerapp.FromEnv of env(overrides...).
+// config is consumerapp.FromEnv of the functions' environment with exampletest.TestEnv
+// and overrides on top.
 func (f *fixture) config(t testing.TB, overrides ...map[string]string) consumerapp.Config {
 	t.Helper()
-	cfg, err := consumerapp.FromEnv(lookupIn(f.env(overrides...)))
+	cfg, err := consumerapp.FromEnv(exampletest.LookupIn(f.st.Vars(append([]map[string]string{exampletest.TestEnv}, overrides...)...)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-func lookupIn(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
 // gen is the example's traffic generator; a test of an example without one is skipped
@@ -134,32 +103,15 @@ func (f *fixture) prepare(t testing.TB, msgs []example.Message) {
 	}
 }
 
-// record is m as Lambda delivers it from the FIFO input queue, with message id id: the
-// key as the idempotency-key attribute and (hashed when SQS needs it) as deduplication
-// id. A message without a key still has a deduplication id, as every message of a FIFO
-// queue without content-based deduplication does: the producer's own ("nokey-" + the
-// business id), which the consumer takes as the key.
+// record is m as Lambda delivers it from the FIFO input queue, with message id id
+// (exampletest.Record).
 func (f *fixture) record(m example.Message, id string) events.SQSMessage {
-	var attrs map[string]events.SQSMessageAttribute
-	if m.Key != "" {
-		attrs = map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(m.Key)}}
-	}
-	r := exampletest.FIFORecord(id, m.Group, m.Body, attrs)
-	r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID("nokey-" + m.ID)
-	if m.Key != "" {
-		r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID(m.Key)
-	}
-	r.EventSourceARN = f.inputARN
-	return r
+	return exampletest.Record(m, id, f.inputARN)
 }
 
 // records are the records of msgs, message id prefix + the message's business id.
 func (f *fixture) records(msgs []example.Message, prefix string) []events.SQSMessage {
-	recs := make([]events.SQSMessage, len(msgs))
-	for i, m := range msgs {
-		recs[i] = f.record(m, prefix+m.ID)
-	}
-	return recs
+	return exampletest.Records(msgs, prefix, f.inputARN)
 }
 
 // handler builds the consumer exactly as main.go does, with wrap wrapping DynamoDB.
@@ -418,17 +370,17 @@ func TestFromEnv(t *testing.T) {
 	f := newFixture(t)
 	env := minimalEnv(t, f)
 	env["IDEMPOTENCY_TTL"], env["INFLIGHT_SHARDS"] = "2h", "8"
-	cfg, err := consumerapp.FromEnv(lookupIn(env))
+	cfg, err := consumerapp.FromEnv(exampletest.LookupIn(env))
 	if err != nil || cfg.TTL != 2*time.Hour || cfg.Shards != 8 || cfg.Scope != env["IDEMPOTENCY_SCOPE"] || cfg.LeaseGrace != 30*time.Second ||
 		cfg.Mode != idem.ModeLease || cfg.KeyField != "" || cfg.Example == nil || cfg.Example.Name() != f.ex.Name() || cfg.Handler == nil {
 		t.Fatalf("cfg=%+v err=%v", cfg, err)
 	}
 	env["IDEMPOTENCY_MODE"] = "single-transaction"
-	if cfg, err := consumerapp.FromEnv(lookupIn(env)); err != nil || cfg.Mode != idem.ModeSingleTransaction {
+	if cfg, err := consumerapp.FromEnv(exampletest.LookupIn(env)); err != nil || cfg.Mode != idem.ModeSingleTransaction {
 		t.Fatalf("IDEMPOTENCY_MODE=single-transaction: cfg=%+v err=%v", cfg, err)
 	}
 	// Everything wrong at once is reported at once.
-	_, err = consumerapp.FromEnv(lookupIn(map[string]string{example.Var: f.ex.Name(), "IDEMPOTENCY_TTL": "soon", "INFLIGHT_SHARDS": "0", "IDEMPOTENCY_MODE": "fast"}))
+	_, err = consumerapp.FromEnv(exampletest.LookupIn(map[string]string{example.Var: f.ex.Name(), "IDEMPOTENCY_TTL": "soon", "INFLIGHT_SHARDS": "0", "IDEMPOTENCY_MODE": "fast"}))
 	wants := []string{`IDEMPOTENCY_TTL="soon"`, `INFLIGHT_SHARDS="0"`, `IDEMPOTENCY_MODE="fast" is not one of lease, single-transaction`}
 	for _, name := range consumerVars {
 		wants = append(wants, name+" is not set")
@@ -449,7 +401,7 @@ func TestFromEnvExample(t *testing.T) {
 	unknown := maps.Clone(env)
 	unknown[example.Var] = "no-such-example"
 	delete(unknown, "DLQ_URL")
-	_, err := consumerapp.FromEnv(lookupIn(unknown))
+	_, err := consumerapp.FromEnv(exampletest.LookupIn(unknown))
 	if !errors.Is(err, example.ErrUnknown) || !strings.Contains(err.Error(), `"no-such-example"`) || !strings.Contains(err.Error(), f.ex.Name()) ||
 		!strings.Contains(err.Error(), "DLQ_URL is not set") {
 		t.Errorf("EXAMPLE=no-such-example without DLQ_URL: error %v, want example.ErrUnknown naming the name, the build's examples and DLQ_URL", err)
@@ -458,13 +410,13 @@ func TestFromEnvExample(t *testing.T) {
 	for _, name := range exampleVars(t, f.ex) {
 		without := maps.Clone(env)
 		delete(without, name)
-		if _, err := consumerapp.FromEnv(lookupIn(without)); err == nil {
+		if _, err := consumerapp.FromEnv(exampletest.LookupIn(without)); err == nil {
 			t.Logf("%s of example %s is optional", name, f.ex.Name())
 			continue
 		}
 		required++
 		delete(without, "IDEMPOTENCY_TABLE")
-		_, err := consumerapp.FromEnv(lookupIn(without))
+		_, err := consumerapp.FromEnv(exampletest.LookupIn(without))
 		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "IDEMPOTENCY_TABLE is not set") {
 			t.Errorf("without %s and IDEMPOTENCY_TABLE: error %v, want both named", name, err)
 		}

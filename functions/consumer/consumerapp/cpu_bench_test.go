@@ -115,20 +115,7 @@ func consumerCPU(b *testing.B, mode idem.Mode) {
 // its own, the example prepared for them.
 func spread(tb testing.TB, f *fixture, run string, groups int) []example.Message {
 	tb.Helper()
-	var out []example.Message
-	for n := groups; len(out) < groups && n <= 64*groups; n *= 2 {
-		out = out[:0]
-		seen := map[string]bool{}
-		for _, m := range f.gen(tb).Traffic(f.rng, run, n, groups) {
-			if !seen[m.Group] && len(out) < groups {
-				seen[m.Group] = true
-				out = append(out, m)
-			}
-		}
-	}
-	if len(out) < groups {
-		tb.Fatalf("example %s: its traffic over %d groups uses %d of them", f.ex.Name(), groups, len(out))
-	}
+	out := exampletest.Spread(tb, f.ex, f.rng, run, groups)
 	f.prepare(tb, out)
 	return out
 }

@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"bytes"
 	"context"
-	"maps"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -11,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -44,21 +42,8 @@ func newConsumer(t *testing.T) *consumer {
 // changed, as the function reads it.
 func (c *consumer) configWith(t *testing.T, vars map[string]string) consumerapp.Config {
 	t.Helper()
-	env := map[string]string{}
-	for _, v := range c.st.Env.Vars {
-		env[v.Name] = v.Value
-	}
-	maps.Copy(env, map[string]string{
-		"IDEMPOTENCY_TTL": "1h", "LEASE_GRACE": "5s", "INFLIGHT_SHARDS": "2", "MAX_CONCURRENCY": "4",
-		"DEADLINE_MARGIN": "2s", "CACHE_SIZE": "100", "METRICS_NAMESPACE": "Test",
-	})
-	maps.Copy(env, vars)
 	// The ledger, wired or not: these are its own tests.
-	cfg, err := consumerapp.FromEnvOf([]example.Example{ledger.Example{}}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return c.st.Config(t, vars)
 }
 
 // handler builds the consumer exactly as main.go does.

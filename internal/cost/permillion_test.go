@@ -1,4 +1,4 @@
-package ledger_test
+package cost_test
 
 import (
 	"context"
@@ -167,9 +167,9 @@ func (p *powertools) handle(ctx context.Context, msg events.SQSMessage) error {
 // the requests by DynamoDB's rules (package cost); SQS requests are counted by a
 // middleware; function time is measured in a second pass without the meter's reads.
 func TestCostPerMillion(t *testing.T) {
-	f := newConsumer(t)
+	f := newLedger(t)
 	ctx := context.Background()
-	tpl, err := samtemplate.Transform(ctx, "../../../template.yaml")
+	tpl, err := samtemplate.Transform(ctx, exampletest.TemplatePath())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestCostPerMillion(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = f.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(foldTable)})
 	})
-	foldCfg := f.configWith(t, map[string]string{
+	foldCfg := f.st.Config(t, map[string]string{
 		"IDEMPOTENCY_TABLE": foldTable, ledger.TableVar: foldTable,
 		"IDEMPOTENCY_PARTITION_KEY": "account_id", "IDEMPOTENCY_KEY_PREFIX": ledger.EntryPrefix,
 	})

@@ -1,4 +1,4 @@
-package consumerapp_test
+package bench_test
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/faults"
 )
 
@@ -44,15 +45,15 @@ import (
 // each with an environment of its own. The benchmark (ms/batch) runs with -bench; TestBatchLatencyTable prints the table
 // when BATCH_LATENCY_TABLE=1 (BATCH_LATENCY_ITERS, default 10).
 //
-//	go test -run '^$' -bench BatchLatency -benchtime 20x ./functions/consumer/consumerapp/
-//	BATCH_LATENCY_TABLE=1 go test -count=1 -v -run TestBatchLatencyTable ./functions/consumer/consumerapp/
+//	go test -run '^$' -bench BatchLatency -benchtime 20x ./internal/bench/
+//	BATCH_LATENCY_TABLE=1 go test -count=1 -v -run TestBatchLatencyTable ./internal/bench/
 
 // batchLatencyDelay is the latency the proxy adds to every answer of the emulator.
 const batchLatencyDelay = 10 * time.Millisecond
 
 // latencyEnv is a consumer stack on the emulator whose clients go through a proxy.
 type latencyEnv struct {
-	f     *fixture // the resources, created directly on the emulator
+	f     *consumer // the resources, created directly on the emulator
 	tcp   *faults.TCP
 	ddb   *dynamodb.Client // through the proxy
 	sqs   *sqs.Client      // through the proxy
@@ -65,7 +66,7 @@ type latencyEnv struct {
 func newLatencyEnv(tb testing.TB) *latencyEnv {
 	tb.Helper()
 	e := &latencyEnv{calls: awstest.NewCalls(), times: &opTimes{}, run: strings.ReplaceAll(awstest.Name(tb, "lat"), "-", "")}
-	e.f = newFixture(tb, map[string]string{"MAX_CONCURRENCY": "10", "METRICS_NAMESPACE": "Bench"})
+	e.f = newConsumer(tb, map[string]string{"MAX_CONCURRENCY": "10", "METRICS_NAMESPACE": "Bench"})
 	p, err := faults.NewTCP(awstest.Endpoint(tb))
 	if err != nil {
 		tb.Fatal(err)
@@ -129,7 +130,7 @@ func (o *opTimes) failed() []string {
 func (e *latencyEnv) outboundQueue(tb testing.TB) string {
 	tb.Helper()
 	ctx := context.Background()
-	attrs, err := e.f.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+	attrs, err := e.f.st.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(e.f.outbound), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
 	})
 	if err != nil {
@@ -143,7 +144,7 @@ func (e *latencyEnv) outboundQueue(tb testing.TB) string {
 			in.Attributes["ContentBasedDeduplication"] = v
 		}
 	}
-	out, err := e.f.sqs.CreateQueue(ctx, in)
+	out, err := e.f.st.SQS.CreateQueue(ctx, in)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -185,12 +186,12 @@ func (e *latencyEnv) event(tb testing.TB, groups, n int) events.SQSEvent {
 	run := fmt.Sprintf("%s%d", e.run, e.seq)
 	var msgs []example.Message
 	if groups >= n {
-		msgs = spread(tb, e.f, run, n)
+		msgs = exampletest.Spread(tb, e.f.ex, e.f.rng, run, n)
 	} else {
-		msgs = e.f.gen(tb).Traffic(e.f.rng, run, n, groups)
-		e.f.prepare(tb, msgs)
+		msgs = exampletest.Traffic(tb, e.f.ex).Traffic(e.f.rng, run, n, groups)
 	}
-	ev := events.SQSEvent{Records: e.f.records(msgs, fmt.Sprintf("m-%s-", run))}
+	e.f.prepare(tb, msgs)
+	ev := events.SQSEvent{Records: exampletest.Records(msgs, fmt.Sprintf("m-%s-", run), e.f.inputARN)}
 	for i := range ev.Records {
 		ev.Records[i].Attributes["SequenceNumber"] = strconv.Itoa(e.seq*100 + i)
 	}

@@ -1,9 +1,8 @@
-package consumerapp_test
+package sampleevents_test
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"maps"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -72,7 +70,7 @@ func TestSampleEvents(t *testing.T) {
 		valid = append(valid, prepare...)
 		applied = append(applied, exp.AppliedMessages()...)
 
-		if failed := sampleInvoke(t, handler, files[smp.Name]); len(failed) != 0 {
+		if failed := exampletest.Invoke(t, handler, ctx, files[smp.Name]); len(failed) != 0 {
 			t.Fatalf("%s: batch item failures %v", smp.Name, failed)
 		}
 		sampleState(t, checker, s, smp.Name, valid, applied)
@@ -84,7 +82,7 @@ func TestSampleEvents(t *testing.T) {
 				t.Errorf("%s: outbound messages confirm %v, want one each for %v", smp.Name, got, want)
 			}
 		}
-		got := sampleReceive(t, s.SQS, dlq)
+		got := exampletest.DrainAll(t, s.SQS, dlq)
 		if len(got) != len(exp.DeadLettered) {
 			t.Errorf("%s: %d dead letters, want %d (%+v)", smp.Name, len(got), len(exp.DeadLettered), exp.DeadLettered)
 		}
@@ -109,7 +107,7 @@ func TestSampleEvents(t *testing.T) {
 	// A full redelivery of every file: every key is completed, so nothing runs again; the
 	// dead letters are deduplicated on their source message id.
 	for _, smp := range samples {
-		if failed := sampleInvoke(t, handler, files[smp.Name]); len(failed) != 0 {
+		if failed := exampletest.Invoke(t, handler, ctx, files[smp.Name]); len(failed) != 0 {
 			t.Fatalf("replay of %s: batch item failures %v", smp.Name, failed)
 		}
 	}
@@ -119,7 +117,7 @@ func TestSampleEvents(t *testing.T) {
 			t.Errorf("the replay sent outbound messages for %v", got)
 		}
 	}
-	if got := sampleReceive(t, s.SQS, dlq); len(got) != 0 {
+	if got := exampletest.DrainAll(t, s.SQS, dlq); len(got) != 0 {
 		t.Errorf("the replay added %d dead letters", len(got))
 	}
 	for _, m := range valid {
@@ -127,25 +125,6 @@ func TestSampleEvents(t *testing.T) {
 			t.Errorf("the logs contain the body of %s", m.ID)
 		}
 	}
-}
-
-// sampleInvoke pushes raw event JSON through the handler as the Lambda runtime does and
-// returns the batch item failures.
-func sampleInvoke(t *testing.T, h lambda.Handler, raw []byte) []string {
-	t.Helper()
-	out, err := h.Invoke(context.Background(), raw)
-	if err != nil {
-		t.Fatalf("invoke: %v", err)
-	}
-	var resp events.SQSEventResponse
-	if err := json.Unmarshal(out, &resp); err != nil {
-		t.Fatalf("response %s: %v", out, err)
-	}
-	var ids []string
-	for _, f := range resp.BatchItemFailures {
-		ids = append(ids, f.ItemIdentifier)
-	}
-	return ids
 }
 
 // sampleState compares Read's state with Expect's, for every name Expect returns.
@@ -174,7 +153,7 @@ func sampleState(t *testing.T, checker example.Checker, s *exampletest.Stack, wh
 func sampleConfirmed(t *testing.T, confirms func(string) (string, bool), api *sqs.Client, url string) []string {
 	t.Helper()
 	ids := []string{}
-	for _, m := range sampleReceive(t, api, url) {
+	for _, m := range exampletest.DrainAll(t, api, url) {
 		id, ok := confirms(aws.ToString(m.Body))
 		if !ok {
 			t.Errorf("outbound message %q confirms nothing", aws.ToString(m.Body))
@@ -183,32 +162,6 @@ func sampleConfirmed(t *testing.T, confirms func(string) (string, bool), api *sq
 	}
 	sort.Strings(ids)
 	return ids
-}
-
-// sampleReceive receives and deletes every message of a queue. (Deleting lets the rest of
-// a FIFO group through; the queue's deduplication outlives the deletes.)
-func sampleReceive(t *testing.T, api *sqs.Client, url string) []sqstypes.Message {
-	t.Helper()
-	ctx := context.Background()
-	var all []sqstypes.Message
-	for {
-		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 60,
-			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		for _, m := range out.Messages {
-			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		all = append(all, out.Messages...)
-	}
 }
 
 func sampleAttr(m sqstypes.Message, name string) string {
