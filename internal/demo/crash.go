@@ -135,14 +135,15 @@ func PhasesOf(mode string) []string {
 // condition expressions, completes: the conditional PutItem of an acquire, the mark that
 // a record's outbound messages were sent, the reaper's fenced update to FAILED, a
 // completion transaction (in either mode: the payments handler always has business
-// writes); "" for any other call.
+// writes); "" for any other call. It reads the expressions' value placeholders, which
+// idem names the same whatever the table's attribute names (see idem.Layout).
 func PhaseOf(op, update, condition string) string {
 	switch {
-	case op == "PutItem" && strings.HasPrefix(condition, "attribute_not_exists(pk)"):
+	case op == "PutItem" && strings.HasPrefix(condition, "attribute_not_exists("):
 		return PhaseAcquire
-	case op == "UpdateItem" && strings.HasPrefix(update, "SET sent = :sent"):
+	case op == "UpdateItem" && strings.HasPrefix(update, "SET ") && strings.Contains(update, " = :sent,"):
 		return PhaseSent
-	case op == "UpdateItem" && strings.HasPrefix(update, "SET #status = :failed") && strings.Contains(condition, "lease_until = :lu"):
+	case op == "UpdateItem" && strings.Contains(update, " = :failed,") && strings.Contains(condition, " = :lu"):
 		return PhaseReap
 	case op == "TransactWriteItems":
 		return PhaseCommit

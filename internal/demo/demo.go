@@ -334,16 +334,41 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			s.SweepGap = max(s.SweepGap, start.Sub(lastSweep))
 		}
 		s.SweepTook, lastSweep = max(s.SweepTook, took), start
+		reaped += int64(res.Reaped)
 		seenMu.Unlock()
 		return res, err
 	}
+	// The in-process reaper runs all along, as the scheduled rule does, not only while a
+	// local run consumes: the chaos's killed consumers leave locks while the local ones
+	// wait for it, idle.
+	reaperCtx, stopReaper := context.WithCancel(ctx)
+	reaperDone := make(chan struct{})
+	go func() {
+		defer close(reaperDone)
+		t := time.NewTicker(ReapEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-reaperCtx.Done():
+				return
+			case <-t.C:
+				sctx, cancel := context.WithTimeout(reaperCtx, FunctionTimeout)
+				_, err := sweep(sctx)
+				cancel()
+				if err != nil && reaperCtx.Err() == nil {
+					fmt.Fprintf(o.Out, "demo: reaper sweep failed: %v\n", err)
+				}
+			}
+		}
+	}()
+	stopReaperOnce := sync.OnceFunc(func() { stopReaper(); <-reaperDone })
+	defer stopReaperOnce()
 	var clock func() time.Time // the consumers' clock; nil: time.Now
 	consume := func() error {
 		stats, err := runner.Run(ctx, runner.Config{
 			SQS: o.SQS, QueueURL: queueURL, Consumers: o.Consumers, BatchSize: 10,
 			VisibilityTimeout: Visibility, FunctionTimeout: FunctionTimeout, WaitTime: time.Second,
 			RetryAfter: time.Second, UntilIdle: 3 * time.Second, Progress: o.Out, ProgressEvery: 5 * time.Second,
-			Reap: sweep, ReapEvery: ReapEvery,
 			NewHandler: func(i int) (runner.Handler, error) {
 				if fns.Consumer != nil {
 					return fns.Consumer(i), nil
@@ -357,7 +382,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			OnReceive: func(id string) { seenMu.Lock(); seen[id] = true; seenMu.Unlock() },
 		})
 		seenMu.Lock()
-		reaped += stats.Reaped
 		s.Timeouts += int(stats.Timeouts)
 		seenMu.Unlock()
 		return err
@@ -487,7 +511,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.Guarded = c[idem.MetricGuarded]
 	s.LeaseLost = c[idem.MetricLeaseLost]
 	s.LastProgress = counts.lastProgress()
-	s.Reaped = int(reaped)
 	var redriven []string // bodies SQS moved itself
 	var reasons []string  // every dead letter's full reason
 	if s.DeadLettered, redriven, reasons, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
@@ -560,6 +583,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		reasons = append(reasons, moreReasons...)
 	}
 	s.BadMissing = missingReasons(bads, reasons)
+	stopReaperOnce() // the last consumer is done
+	seenMu.Lock()
+	s.Reaped = int(reaped)
+	seenMu.Unlock()
 	stopReceipts()
 	if err := rr.drain(ctx); err != nil {
 		return s, err

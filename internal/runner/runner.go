@@ -522,8 +522,12 @@ func (r *run) report(what string) {
 		return
 	}
 	s := r.stats()
-	fmt.Fprintf(r.cfg.Progress, "run %s: %d invocations (%d timed out), %d records received (%d distinct), %d ok, %d failed (retried), %d delete errors, %d sweeps, %d locks reaped\n",
-		what, s.Invocations, s.Timeouts, s.Received, s.Distinct, s.Succeeded, s.Failed, s.DeleteErrors, s.Sweeps, s.Reaped)
+	reaper := "" // a run without a reaper does not report one
+	if r.cfg.Reap != nil {
+		reaper = fmt.Sprintf(", %d sweeps, %d locks reaped", s.Sweeps, s.Reaped)
+	}
+	fmt.Fprintf(r.cfg.Progress, "run %s: %d invocations (%d timed out), %d records received (%d distinct), %d ok, %d failed (retried), %d delete errors%s\n",
+		what, s.Invocations, s.Timeouts, s.Received, s.Distinct, s.Succeeded, s.Failed, s.DeleteErrors, reaper)
 }
 
 func (r *run) logf(format string, args ...any) {

@@ -185,3 +185,40 @@ func TestReplayIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestHoleSeeds replays the seed that found each hole of internal/sim/holes (seeds.txt):
+// with the hole fixed, its schedule keeps every promise.
+func TestHoleSeeds(t *testing.T) {
+	data, err := os.ReadFile("holes/seeds.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		var hole, seed uint64
+		if len(f) != 2 {
+			t.Fatalf("holes/seeds.txt: %q is not 'hole seed'", line)
+		}
+		if _, err := fmt.Sscan(f[0], &hole); err != nil {
+			t.Fatalf("holes/seeds.txt: %q: %v", line, err)
+		}
+		if _, err := fmt.Sscan(f[1], &seed); err != nil {
+			t.Fatalf("holes/seeds.txt: %q: %v", line, err)
+		}
+		if _, err := os.Stat(fmt.Sprintf("holes/hole%d.patch", hole)); err != nil {
+			t.Errorf("hole %d: %v", hole, err)
+		}
+		rep := Run(t, seed, false)
+		for _, v := range rep.Violations {
+			t.Errorf("hole %d's seed %d: %s: %s\n  replay: go test ./internal/sim -run TestSim -seed %d", hole, seed, v.Check, v.Text, seed)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("holes/seeds.txt lists no seed")
+	}
+}

@@ -37,5 +37,16 @@ for n in "${holes[@]}"; do
     echo "$out" | grep -E 'sim: [0-9]+ schedules' | sed 's/^ *sim_test.go:[0-9]*: /  /; s/ on 2 workers.*//'
     echo "  found ($took s, the copy's build included)"
   fi
+  # The seed recorded for the hole (seeds.txt) must replay it.
+  seed=$(awk -v n="$n" '$1 == n { print $2 }' internal/sim/holes/seeds.txt)
+  if [ -z "$seed" ]; then
+    echo "  no seed recorded for hole $n in internal/sim/holes/seeds.txt"
+    missed=$((missed + 1))
+  elif (cd "$copy" && go test ./internal/sim -run 'TestSim$' -count=1 -seed "$seed" >/dev/null 2>&1); then
+    echo "  its recorded seed $seed does NOT replay it"
+    missed=$((missed + 1))
+  else
+    echo "  its recorded seed $seed replays it"
+  fi
 done
-[ $missed -eq 0 ] || { echo "$missed hole(s) not found"; exit 1; }
+[ $missed -eq 0 ] || { echo "$missed check(s) failed: a hole not found, or its recorded seed not replaying it"; exit 1; }
