@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Attribute names of the record (see the README's record schema).
+// Attribute names of the record (see the record schema in docs/records.md).
 const (
 	attrPK          = "pk"
 	attrStatus      = "status"

@@ -27,7 +27,8 @@ type DynamoDBAPI interface {
 }
 
 // InflightIndex is the name of the sparse GSI (inflight HASH, lease_until RANGE) that
-// holds only IN_PROGRESS records.
+// holds only the records in flight: IN_PROGRESS, and COMPLETED with outbound messages
+// not yet sent.
 const InflightIndex = "inflight"
 
 // DynamoStore is a Store on a DynamoDB table laid out as its Layout says (by default,

@@ -4,7 +4,7 @@
 # event source mapping with partial batch responses, the scheduled reaper, the alarms.
 #
 # UNTESTED: the project's machines have no Docker engine, so this script has never run
-# there (README.md says so). Everything it does is in this one file.
+# there (docs/localstack.md says so). Everything it does is in this one file.
 #
 # Needs: Docker (LocalStack runs each function in a container of its own, through the
 # Docker socket), python3 with venv, Go. Pinned versions below.

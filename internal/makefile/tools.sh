@@ -10,7 +10,7 @@
 # probe of the endpoint it would reuse and `docker info`. It installs nothing.
 set -uo pipefail
 
-# Versions this repository is tested with (README: Install).
+# Versions this repository is tested with (README: Quick start).
 MOTO_VERSION=5.2.1
 CFN_LINT_SERIES=1.51
 
