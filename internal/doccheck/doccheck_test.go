@@ -367,6 +367,7 @@ func (c *checker) command(cmd doccheck.Command) {
 }
 
 var commandSpan = regexp.MustCompile(`^(make |go (run|test|build|vet) \./|go test |idemctl [a-z])`)
+
 // testName is a quoted test, benchmark or fuzz target (not Example: the template's
 // resources are named Example... too).
 var testName = regexp.MustCompile(`^(Test|Benchmark|Fuzz)[A-Z_][A-Za-z0-9_]*$`)
