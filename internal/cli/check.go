@@ -31,7 +31,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	}
 	ex, checker, err := needExample(*exName, env, example.CheckerOf)
 	if err != nil {
-		return usageError(flags, stderr, "%v", err)
+		return exampleError(flags, stderr, err, "")
 	}
 	b, err := os.ReadFile(*record)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
@@ -162,6 +163,19 @@ func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) 
 	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
 	fs.Usage()
 	return exitUsage
+}
+
+// exampleError reports an example the command cannot use: one the build does not list
+// is a bad command line (usage error); one that lacks the optional interface the command
+// needs (*example.MissingError) is a refusal, one line and exitFail, since no flag fixes
+// it. suffix follows the reason (a way around it, or nothing).
+func exampleError(fs *flag.FlagSet, stderr io.Writer, err error, suffix string) int {
+	var missing *example.MissingError
+	if errors.As(err, &missing) {
+		fmt.Fprintf(stderr, "%s: %v%s\n", fs.Name(), err, suffix)
+		return exitFail
+	}
+	return usageError(fs, stderr, "%v%s", err, suffix)
 }
 
 // fail prints err for command name and returns exitFail. An error connecting to the

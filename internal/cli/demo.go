@@ -55,7 +55,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
 	if _, _, err := needExample(*exName, env, example.TrafficOf); err != nil {
-		return usageError(flags, stderr, "%v", err)
+		return exampleError(flags, stderr, err, "")
 	}
 	if *kills < 0 || *kills > 10_000 || *maxUp < 200*time.Millisecond {
 		return usageError(flags, stderr, "want 0 <= --kills <= 10000 and --kill-within >= 200ms")

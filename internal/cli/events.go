@@ -38,7 +38,7 @@ func runEvents(_ context.Context, args []string, stdout, stderr io.Writer, env l
 	}
 	ex, _, err := needExample(*name, env, example.TrafficOf)
 	if err != nil {
-		return usageError(flags, stderr, "%v", err)
+		return exampleError(flags, stderr, err, "")
 	}
 	dir := *out
 	if dir == "" {

@@ -89,7 +89,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	var gen example.Traffic
 	if *fromFile == "" {
 		if gen, err = example.TrafficOf(ex); err != nil {
-			return usageError(flags, stderr, "%v; send your own messages with --from-file", err)
+			return exampleError(flags, stderr, err, "; send your own messages with --from-file")
 		}
 	}
 	url := setting(*queueURL, env, "QUEUE_URL")
