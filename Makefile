@@ -31,7 +31,9 @@ RACE_PKGS := ./idem/ ./functions/consumer/ledger/ ./functions/... ./internal/run
 # fenced, invocations within their timeout) that the other packages' load stretched past
 # their limits when they ran beside it.
 ALONE_PKGS := ./internal/reliability/
-# The others, the longest first; go list dedups and keeps the order.
+# The others, the longest first; go list dedups and keeps the order. Among them the
+# simulator (internal/sim) explores its make-test budget, seeds 1 to 10 000 (without
+# -race, which slows it tenfold), in the time the swap test takes.
 OTHER_PKGS = ./internal/adapt/ ./internal/cli/ ./internal/rename/ \
 	$(shell $(GO) list ./... | grep -vE '/(idem|functions|internal/(runner|lambdaenv|faults|demo|reliability))(/|$$)')
 # 4 packages at a time, the tests that call t.Parallel 8 at a time: most of the tests'
@@ -39,16 +41,14 @@ OTHER_PKGS = ./internal/adapt/ ./internal/cli/ ./internal/rename/ \
 TEST_FLAGS := -count=1 -p 4 -parallel 8 -timeout 30m
 
 test: tools check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
-	@# The packages share one moto, each test on resources of its own, but for the two that
-	@# load it most (the reliability suite, the swap test's copy), which start their own
-	@# (AWSTEST_OWN_MOTO, awstest.MainOwn): moto applies requests one at a time on one core.
+	@# The packages share one moto, each test on resources of its own, but for those that
+	@# load it most (idem, the examples, the consumer, the ingress, the reliability suite,
+	@# the swap test), which start their own (AWSTEST_OWN_MOTO, awstest.MainOwn): moto
+	@# applies DynamoDB requests one at a time on one core.
 	$(LOCAL_AWS) --free-port -- env AWSTEST_OWN_MOTO=1 bash -c 'status=0; \
 	  $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
-	  SIM_SCHEDULES=300 $(GO) test $(TEST_FLAGS) $(OTHER_PKGS) || status=1; \
+	  $(GO) test $(TEST_FLAGS) $(OTHER_PKGS) || status=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(ALONE_PKGS) || status=1; exit $$status'
-	@# The simulator's budget (seeds 1 to 10 000), alone: it is CPU-bound, and the run above
-	@# explores 300 of them beside the other packages (SIM_SCHEDULES).
-	$(GO) test -count=1 -timeout 20m -v -run 'TestSim$$' ./internal/sim -schedules 10000
 
 unit: tools ## the tests, without -race (faster), against moto_server on a free port
 	$(LOCAL_AWS) --free-port -- $(GO) test -count=1 ./...

@@ -7,4 +7,4 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }

@@ -72,6 +72,7 @@ import threading
 import time
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug import serving
 from werkzeug.serving import run_simple
 
 
@@ -277,6 +278,10 @@ def main():
     fifo_dedup_window()
     item_level_transaction_rollback()
     app = DomainDispatcherApplication(create_backend_app)
+    # werkzeug listens with a backlog of 128: the tests' racers (64 goroutines on each of
+    # 4 keys at once) and the packages make test runs side by side open more connections
+    # at once than that.
+    serving.BaseWSGIServer.request_queue_size = 4096
     run_simple(args.host, args.port, serialize_dynamodb(app), threaded=True)
 
 

@@ -29,7 +29,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
 
 // fixture is one consumer of the wired example (or the one EXAMPLE names) on the
 // template's resources, created on the local endpoint under a stack name of its own.

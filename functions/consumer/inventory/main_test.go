@@ -9,4 +9,4 @@ import (
 
 // TestMain points the integration tests at a local endpoint, starting moto_server when
 // AWS_ENDPOINT_URL is unset.
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }

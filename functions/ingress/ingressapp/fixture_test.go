@@ -32,7 +32,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
 
 // fixture is the template's resources (with the wired example's block, or EXAMPLE's)
 // on the local endpoint, and the ingress in this process behind a function URL played
