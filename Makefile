@@ -163,7 +163,7 @@ INGRESS_LOAD_CLIENTS ?= 8
 bench-ingress: tools ## the ingress under load over real HTTP on loopback against moto: POST and GET latency (median, p99), requests/s, AWS requests per request
 	@for mode in in-process environments; do \
 	  $(LOCAL_AWS) --free-port -- env INGRESS_LOAD=1 INGRESS_LOAD_MODE=$$mode INGRESS_LOAD_REQUESTS=$(INGRESS_LOAD_REQUESTS) \
-	    INGRESS_LOAD_CLIENTS=$(INGRESS_LOAD_CLIENTS) $(GO) test -count=1 -v -timeout 30m -run TestIngressLoad ./functions/ingress/ingressapp/ \
+	    INGRESS_LOAD_CLIENTS=$(INGRESS_LOAD_CLIENTS) $(GO) test -count=1 -v -timeout 30m -run TestIngressLoad ./internal/bench/ \
 	    | grep -o '|.*' || exit 1; \
 	done
 
