@@ -32,16 +32,17 @@ RACE_PKGS := ./idem/ ./functions/consumer/ledger/ ./functions/... ./internal/run
 # their limits when they ran beside it.
 ALONE_PKGS := ./internal/reliability/
 # The others, the longest first; go list dedups and keeps the order.
-OTHER_PKGS = ./internal/adapt/ ./internal/cli/ ./internal/rename/ \
+OTHER_PKGS = ./internal/adapt/ ./internal/tooling/ ./internal/cli/ ./internal/rename/ \
 	$(shell $(GO) list ./... | grep -vE '/(idem|functions|internal/(runner|lambdaenv|faults|demo|reliability))(/|$$)')
 # 4 packages at a time, the tests that call t.Parallel 8 at a time: most of the tests'
 # time is waiting (idle queues, visibility timeouts, child processes).
 TEST_FLAGS := -count=1 -p 4 -parallel 8 -timeout 30m
 
 test: tools check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
-	@# The packages share one moto, each test on resources of its own, but for the two that
-	@# load it most (the reliability suite, the swap test's copy), which start their own
-	@# (AWSTEST_OWN_MOTO, awstest.MainOwn): moto applies requests one at a time on one core.
+	@# The packages share one moto, each test on resources of its own, but for the three that
+	@# load it most (the reliability suite, the swap test's copy, the consumer's tests in the
+	@# copy without the tooling), which start their own (AWSTEST_OWN_MOTO, awstest.MainOwn):
+	@# moto applies requests one at a time on one core.
 	$(LOCAL_AWS) --free-port -- env AWSTEST_OWN_MOTO=1 bash -c 'status=0; \
 	  $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
 	  $(GO) test $(TEST_FLAGS) $(OTHER_PKGS) || status=1; \
