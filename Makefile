@@ -34,7 +34,7 @@ ALONE_PKGS := ./internal/reliability/
 # The others, the longest first; go list dedups and keeps the order. Among them the
 # simulator (internal/sim) explores its make-test budget, seeds 1 to 10 000 (without
 # -race, which slows it tenfold), in the time the swap test takes.
-OTHER_PKGS = ./internal/adapt/ ./internal/cli/ ./internal/rename/ \
+OTHER_PKGS = ./internal/adapt/ ./internal/tooling/ ./internal/cli/ ./internal/rename/ \
 	$(shell $(GO) list ./... | grep -vE '/(idem|functions|internal/(runner|lambdaenv|faults|demo|reliability))(/|$$)')
 # 4 packages at a time, the tests that call t.Parallel 8 at a time: most of the tests'
 # time is waiting (idle queues, visibility timeouts, child processes).
@@ -43,8 +43,9 @@ TEST_FLAGS := -count=1 -p 4 -parallel 8 -timeout 30m
 test: tools check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
 	@# The packages share one moto, each test on resources of its own, but for those that
 	@# load it most (idem, the examples, the consumer, the ingress, the reliability suite,
-	@# the swap test), which start their own (AWSTEST_OWN_MOTO, awstest.MainOwn): moto
-	@# applies DynamoDB requests one at a time on one core.
+	@# the swap test's copy, the consumer's tests in the copy without the tooling), which
+	@# start their own (AWSTEST_OWN_MOTO, awstest.MainOwn): moto applies DynamoDB requests
+	@# one at a time on one core.
 	$(LOCAL_AWS) --free-port -- env AWSTEST_OWN_MOTO=1 bash -c 'status=0; \
 	  $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
 	  $(GO) test $(TEST_FLAGS) $(OTHER_PKGS) || status=1; \
@@ -163,7 +164,7 @@ INGRESS_LOAD_CLIENTS ?= 8
 bench-ingress: tools ## the ingress under load over real HTTP on loopback against moto: POST and GET latency (median, p99), requests/s, AWS requests per request
 	@for mode in in-process environments; do \
 	  $(LOCAL_AWS) --free-port -- env INGRESS_LOAD=1 INGRESS_LOAD_MODE=$$mode INGRESS_LOAD_REQUESTS=$(INGRESS_LOAD_REQUESTS) \
-	    INGRESS_LOAD_CLIENTS=$(INGRESS_LOAD_CLIENTS) $(GO) test -count=1 -v -timeout 30m -run TestIngressLoad ./functions/ingress/ingressapp/ \
+	    INGRESS_LOAD_CLIENTS=$(INGRESS_LOAD_CLIENTS) $(GO) test -count=1 -v -timeout 30m -run TestIngressLoad ./internal/bench/ \
 	    | grep -o '|.*' || exit 1; \
 	done
 

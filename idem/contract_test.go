@@ -21,7 +21,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
-	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simdb"
+	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
 
 // fakeClock is the injectable clock of the tests: it moves only when told.
@@ -59,7 +59,7 @@ type env struct {
 }
 
 // dynamoClient is what the tests call on DynamoDB directly: *dynamodb.Client on moto, or
-// the simulator's in-memory DynamoDB (internal/sim/simdb).
+// the simulator's in-memory DynamoDB (internal/simdb).
 type dynamoClient interface {
 	idem.DynamoDBAPI
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)

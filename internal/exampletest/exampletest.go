@@ -3,7 +3,12 @@
 // (moto) by the same code as `idemctl up`. Tests that use it name no example and no
 // resource: they read both from the template. A test that needs one of the example's
 // optional interfaces gets it through Traffic or Checker, which skip the test, with the
-// interface to implement, when the example lacks it.
+// interface to implement, when the example lacks it. Consume plays the SQS event source
+// mapping over a queue with the real SDK, for tests that run the consumer after a
+// producer.
+//
+// It is test support that stays when a team deletes the development tooling
+// (docs/tooling.md): it imports none of it.
 package exampletest
 
 import (

@@ -3,10 +3,14 @@ package exampletest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -96,4 +100,84 @@ func receive(t testing.TB, api *sqs.Client, url string, del bool) []sqstypes.Mes
 		}
 		all = append(all, out.Messages...)
 	}
+}
+
+// Consumed is what Consume did: the records it handed to the handler, and how many of
+// them it deleted (the others were reported in BatchItemFailures).
+type Consumed struct{ Received, Deleted int }
+
+// Consume plays Lambda's SQS event source mapping over the queue at url, one batch at a
+// time, until a receive has waited a second and found nothing: it receives up to 10
+// messages (attributes included), hands them to h as one event whose records are built
+// as the mapping builds them, under a 10 s deadline, and deletes the messages h does not
+// report in BatchItemFailures. A reported message stays invisible for the receive's
+// visibility timeout (a minute), so each message reaches h at most once per call; an
+// error of h fails the test. It needs no local event source mapping: the real SDK only.
+func Consume(t testing.TB, api *sqs.Client, url string, h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) Consumed {
+	t.Helper()
+	ctx := context.Background()
+	attrs, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn, region := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], api.Options().Region
+	var done Consumed
+	for batch := 1; ; batch++ {
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 60, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return done
+		}
+		ev := events.SQSEvent{Records: make([]events.SQSMessage, len(out.Messages))}
+		for i, m := range out.Messages {
+			ev.Records[i] = received(m, arn, region)
+		}
+		ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ictx = lambdacontext.NewContext(ictx, &lambdacontext.LambdaContext{AwsRequestID: fmt.Sprintf("consume-%d", batch)})
+		resp, err := h(ictx, ev)
+		cancel()
+		if err != nil {
+			t.Fatalf("the handler failed batch %d: %v", batch, err)
+		}
+		failed := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+		done.Received += len(out.Messages)
+		for _, m := range out.Messages {
+			if failed[aws.ToString(m.MessageId)] {
+				continue
+			}
+			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+			done.Deleted++
+		}
+	}
+}
+
+// received is the record Lambda's SQS event source mapping builds for a received
+// message: its system and message attributes, digests, source ARN and region.
+func received(m sqstypes.Message, queueARN, region string) events.SQSMessage {
+	rec := events.SQSMessage{
+		MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+		Body: aws.ToString(m.Body), Md5OfBody: aws.ToString(m.MD5OfBody),
+		Md5OfMessageAttributes: aws.ToString(m.MD5OfMessageAttributes),
+		Attributes:             map[string]string{}, MessageAttributes: map[string]events.SQSMessageAttribute{},
+		EventSource: "aws:sqs", EventSourceARN: queueARN, AWSRegion: region,
+	}
+	maps.Copy(rec.Attributes, m.Attributes)
+	for name, v := range m.MessageAttributes {
+		rec.MessageAttributes[name] = events.SQSMessageAttribute{
+			StringValue: v.StringValue, BinaryValue: v.BinaryValue, DataType: aws.ToString(v.DataType),
+			StringListValues: []string{}, BinaryListValues: [][]byte{},
+		}
+	}
+	return rec
 }

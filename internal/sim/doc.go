@@ -1,8 +1,8 @@
-// Package sim is the deterministic simulator of issue 19: SQS (simsqs), DynamoDB (simdb),
-// Lambda's event source mapping, execution environments and timeouts, the reaper's
-// schedule and DynamoDB's TTL process, on one virtual clock (testing/synctest), running
-// the real consumer (consumerapp.New, hence idem) and the real reaper (reaperapp.New)
-// through the AWS SDK's interfaces.
+// Package sim is the deterministic simulator of issue 19: SQS (simsqs), DynamoDB
+// (internal/simdb, which idem's contract tests also use), Lambda's event source mapping,
+// execution environments and timeouts, the reaper's schedule and DynamoDB's TTL process,
+// on one virtual clock (testing/synctest), running the real consumer (consumerapp.New,
+// hence idem) and the real reaper (reaperapp.New) through the AWS SDK's interfaces.
 //
 // A seed draws a scenario (queue type, mode, layout, batch and timeout settings, fault
 // rates, a workload of operations and their duplicates) and every latency and fault of

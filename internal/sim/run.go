@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simdb"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
+	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
 
 // Report is what one schedule found.

@@ -17,8 +17,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simdb"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
+	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
 
 // Names of the simulated resources.

@@ -29,7 +29,6 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
-	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
@@ -269,8 +268,9 @@ func (f *fixture) inputMessages(t *testing.T) []sqstypes.Message {
 	return exampletest.ReceiveAll(t, f.st.SQS, f.queue)
 }
 
-// consume runs the real consumer (consumerapp's handler, as `idemctl run --in-process`
-// does) over the input queue until it is idle, and returns its log.
+// consume runs the real consumer (consumerapp's handler) over the input queue until it
+// is idle, as Lambda's event source mapping hands it batches (exampletest.Consume), and
+// returns its log.
 func (f *fixture) consume(t *testing.T) string {
 	t.Helper()
 	return f.consumeWith(t, nil)
@@ -288,18 +288,12 @@ func (f *fixture) consumeWith(t *testing.T, wrap func(idem.DynamoDBAPI) idem.Dyn
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	stats, err := runner.Run(context.Background(), runner.Config{
-		SQS: f.st.SQS, QueueURL: f.queue, Consumers: 1, BatchSize: 10, FunctionTimeout: 10 * time.Second,
-		WaitTime: 500 * time.Millisecond, UntilIdle: time.Second, RetryAfter: 500 * time.Millisecond,
-		NewHandler: func(int) (runner.Handler, error) {
-			h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: ddb, SQS: f.st.SQS, Logs: &logs, Metrics: io.Discard, Owner: t.Name()})
-			return runner.Handler(h), err
-		},
-	})
+	h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: ddb, SQS: f.st.SQS, Logs: &logs, Metrics: io.Discard, Owner: t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("consumer: %d records received, %d deleted, %d left", stats.Received, stats.Succeeded, stats.Failed)
+	done := exampletest.Consume(t, f.st.SQS, f.queue, h)
+	t.Logf("consumer: %d records received, %d deleted, %d left", done.Received, done.Deleted, done.Received-done.Deleted)
 	return logs.String()
 }
 

@@ -9,6 +9,10 @@
 // no clock of its own: TTL is the caller's (the simulator deletes expired items when it
 // chooses, as DynamoDB does within days of expiry). idem's contract tests run
 // DynamoStore on a DB beside moto, so the two must agree on everything idem relies on.
+//
+// It lives beside internal/sim, not under it, because idem's tests need it: it stays
+// when a team deletes the simulator with the rest of the development tooling
+// (docs/tooling.md).
 package simdb
 
 import (
