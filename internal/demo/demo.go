@@ -531,8 +531,23 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	parked := map[string]bool{}
 	var parkedMsgs []example.Message
+	// A bad message too can be parked by SQS before any consumer read it to the end (its
+	// consumers killed each time): it goes back with the others, and must then be
+	// dead-lettered for its reason. A bad body is told by its text, not by Decode (a
+	// payload mismatch or a business refusal decodes).
+	badBody := map[string]int{}
+	for i, b := range bads {
+		badBody[b.Body] = i
+	}
+	var parkedBad []int
 	for _, body := range redriven {
 		s.Redriven++
+		if i, ok := badBody[body]; ok {
+			if !slices.Contains(parkedBad, i) {
+				parkedBad = append(parkedBad, i)
+			}
+			continue
+		}
 		p, err := ex.Decode([]byte(body))
 		if err != nil {
 			continue
@@ -546,12 +561,18 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			parkedMsgs = append(parkedMsgs, p)
 		}
 	}
-	if o.RedriveParked && len(parkedMsgs) > 0 {
+	if o.RedriveParked && len(parkedMsgs)+len(parkedBad) > 0 {
 		// What an operator does with `idemctl redrive`: the parked messages go back to the
 		// input queue (same body, key and group) and are consumed once more.
-		msgs := make([]Message, len(parkedMsgs))
-		for i, p := range parkedMsgs {
-			msgs[i] = message(p, p.Group, "redrive-"+p.ID)
+		msgs := make([]Message, 0, len(parkedMsgs)+len(parkedBad))
+		for _, p := range parkedMsgs {
+			msgs = append(msgs, message(p, p.Group, "redrive-"+p.ID))
+		}
+		allBad := badMessages(bads)
+		for _, i := range parkedBad {
+			m := allBad[i]
+			m.DedupID = idem.DeduplicationID("redrive-" + m.DedupID)
+			msgs = append(msgs, m)
 		}
 		n, err := send(ctx, o.SQS, queueURL, msgs, 4)
 		s.RedriveSent = n
