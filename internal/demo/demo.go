@@ -531,23 +531,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	parked := map[string]bool{}
 	var parkedMsgs []example.Message
-	// A bad message too can be parked by SQS before any consumer read it to the end (its
-	// consumers killed each time): it goes back with the others, and must then be
-	// dead-lettered for its reason. A bad body is told by its text, not by Decode (a
-	// payload mismatch or a business refusal decodes).
-	badBody := map[string]int{}
-	for i, b := range bads {
-		badBody[b.Body] = i
-	}
-	var parkedBad []int
+	s.Redriven = len(redriven)
+	parkedBad, redriven := parkedBadMessages(bads, redriven, reasons)
 	for _, body := range redriven {
-		s.Redriven++
-		if i, ok := badBody[body]; ok {
-			if !slices.Contains(parkedBad, i) {
-				parkedBad = append(parkedBad, i)
-			}
-			continue
-		}
 		p, err := ex.Decode([]byte(body))
 		if err != nil {
 			continue
@@ -709,6 +695,30 @@ func badMessages(bads []example.Bad) []Message {
 		}
 	}
 	return out
+}
+
+// parkedBadMessages sorts the bodies SQS parked in the DLQ (maxReceiveCount reached):
+// it returns the bad messages among them to send back, by their index in bads, and the
+// other bodies. A bad message parked before any consumer read it to the end (its
+// consumers killed each time) goes back, and must then be dead-lettered for its reason;
+// one a consumer dead-lettered for its reason already (killed before its delete, so SQS
+// parked the same message again) needs nothing more. A bad body is told by its text, not
+// by Decode: a payload mismatch or a business refusal decodes.
+func parkedBadMessages(bads []example.Bad, parked, reasons []string) (send []int, others []string) {
+	badBody := map[string]int{}
+	for i, b := range bads {
+		badBody[b.Body] = i
+	}
+	for _, body := range parked {
+		i, ok := badBody[body]
+		switch {
+		case !ok:
+			others = append(others, body)
+		case !slices.Contains(send, i) && len(missingReasons(bads[i:i+1], reasons)) > 0:
+			send = append(send, i)
+		}
+	}
+	return send, others
 }
 
 // missingReasons returns the reasons of bads that no dead letter's reason contains.
