@@ -513,7 +513,8 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.LastProgress = counts.lastProgress()
 	var redriven []string // bodies SQS moved itself
 	var reasons []string  // every dead letter's full reason
-	if s.DeadLettered, redriven, reasons, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
+	var lettered []string // the bodies of the consumer's dead letters
+	if s.DeadLettered, redriven, reasons, lettered, err = dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"]); err != nil {
 		return s, err
 	}
 	// A message that consumers kept receiving without finishing (killed each time) is
@@ -532,7 +533,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	parked := map[string]bool{}
 	var parkedMsgs []example.Message
 	s.Redriven = len(redriven)
-	parkedBad, redriven := parkedBadMessages(bads, redriven, reasons)
+	parkedBad, redriven := parkedBadMessages(bads, redriven, lettered)
 	for _, body := range redriven {
 		p, err := ex.Decode([]byte(body))
 		if err != nil {
@@ -579,7 +580,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			s.ParkedKeys = append(s.ParkedKeys, p.Key)
 			parked[p.ID] = true
 		}
-		more, again, moreReasons, err := dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"])
+		more, again, moreReasons, _, err := dlqReasons(ctx, o.SQS, o.Env["DLQ_URL"])
 		if err != nil {
 			return s, err
 		}
@@ -701,10 +702,11 @@ func badMessages(bads []example.Bad) []Message {
 // it returns the bad messages among them to send back, by their index in bads, and the
 // other bodies. A bad message parked before any consumer read it to the end (its
 // consumers killed each time) goes back, and must then be dead-lettered for its reason;
-// one a consumer dead-lettered for its reason already (killed before its delete, so SQS
-// parked the same message again) needs nothing more. A bad body is told by its text, not
-// by Decode: a payload mismatch or a business refusal decodes.
-func parkedBadMessages(bads []example.Bad, parked, reasons []string) (send []int, others []string) {
+// one a consumer dead-lettered already (lettered holds the dead letters' bodies: it was
+// killed before its delete, so SQS parked the same message again) needs nothing more.
+// Bodies, not reasons, tell them apart: two bad messages may share a reason. A bad body
+// is told by its text, not by Decode: a payload mismatch or a business refusal decodes.
+func parkedBadMessages(bads []example.Bad, parked, lettered []string) (send []int, others []string) {
 	badBody := map[string]int{}
 	for i, b := range bads {
 		badBody[b.Body] = i
@@ -714,7 +716,7 @@ func parkedBadMessages(bads []example.Bad, parked, reasons []string) (send []int
 		switch {
 		case !ok:
 			others = append(others, body)
-		case !slices.Contains(send, i) && len(missingReasons(bads[i:i+1], reasons)) > 0:
+		case !slices.Contains(send, i) && !slices.Contains(lettered, body):
 			send = append(send, i)
 		}
 	}
@@ -855,11 +857,11 @@ func drain(ctx context.Context, api SQSAPI, url string, each func(sqstypes.Messa
 }
 
 // dlqReasons drains the DLQ: the consumer's dead letters by short reason, the bodies of
-// the messages SQS's redrive policy moved (they carry no reason), and every dead
-// letter's full reason.
-func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []string, []string, error) {
+// the messages SQS's redrive policy moved (they carry no reason), every dead letter's
+// full reason, and the dead letters' bodies (the message's own).
+func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []string, []string, []string, error) {
 	reasons := map[string]int{}
-	var redriven, full []string
+	var redriven, full, bodies []string
 	err := drain(ctx, api, url, func(m sqstypes.Message) {
 		a, ok := m.MessageAttributes[idem.DLQReasonAttribute]
 		if !ok {
@@ -867,9 +869,10 @@ func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []
 			return
 		}
 		full = append(full, aws.ToString(a.StringValue))
+		bodies = append(bodies, aws.ToString(m.Body))
 		reasons[shortReason(aws.ToString(a.StringValue))]++
 	})
-	return reasons, redriven, full, err
+	return reasons, redriven, full, bodies, err
 }
 
 // shortReason keeps the most telling part of an error chain for the summary.

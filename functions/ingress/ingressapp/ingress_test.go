@@ -245,7 +245,10 @@ func TestStoreOrQueueDown(t *testing.T) {
 // sends again with the same deduplication id (SQS drops the copy) and is answered 202.
 func TestSentButNotMarked(t *testing.T) {
 	var failed sync.Once
-	f := newFixture(t, options{env: map[string]string{"ACCEPT_WINDOW": "1s"}, wrapDDB: func(api ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI {
+	// The window also bounds each sending attempt (its send's deadline): 1 s was too short
+	// for the retry's takeover and send on a machine busy compiling the other packages.
+	const window = 3 * time.Second
+	f := newFixture(t, options{env: map[string]string{"ACCEPT_WINDOW": window.String()}, wrapDDB: func(api ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI {
 		return &failMark{DynamoDBAPI: api, once: &failed}
 	}})
 	m := f.traffic(t, 1)[0]
@@ -253,7 +256,7 @@ func TestSentButNotMarked(t *testing.T) {
 	wantCode(t, "POST whose mark fails", f.post(t, key, m.Body), http.StatusServiceUnavailable)
 	r := f.post(t, key, m.Body)
 	wantProblem(t, "a retry inside the window", r, http.StatusConflict, "still being accepted")
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(window + 100*time.Millisecond)
 	wantCode(t, "a retry after the window", f.post(t, key, m.Body), http.StatusAccepted)
 	if n := f.sends(); n != 2 {
 		t.Errorf("%d sends, want 2 (the first, whose mark failed, and the retry's)", n)
