@@ -77,9 +77,14 @@ func TestLatency(t *testing.T) {
 	if err := p.Remove("up"); err == nil {
 		t.Fatal("Remove of a cleared toxic succeeded")
 	}
+	// With a toxic left, no call can take less than lat; on a loaded machine a call
+	// without one can take more, so a few more calls get their chance.
 	after := slices.Min(getItemTimes(t, c, tbl, 3))
+	for i := 0; i < 6 && after >= lat; i++ {
+		after = min(after, slices.Min(getItemTimes(t, c, tbl, 3)))
+	}
 	if after >= lat {
-		t.Fatalf("after Clear the fastest call took %s", after)
+		t.Fatalf("after Clear the fastest of up to 21 calls took %s", after)
 	}
 	t.Logf("GetItem: base %s, +%s downstream %s, both streams %s, cleared %s", base, lat, slices.Min(down), slices.Min(both), after)
 }
