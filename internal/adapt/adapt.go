@@ -2,12 +2,27 @@ package adapt
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"time"
 )
+
+// Run runs name with args in dir (a copy of the repository), with env added to this
+// process's environment, until it exits or ctx ends (its pipes get 10 s more to close).
+// It returns the command's output, stdout and stderr interleaved, and how long it ran.
+func Run(ctx context.Context, dir string, env []string, name string, args ...string) (string, time.Duration, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), env...), 10*time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	return out.String(), time.Since(start), err
+}
 
 // CopyTracked copies the files git tracks in the repository at root (their content in
 // the work tree, so uncommitted edits are copied too; files deleted from the work tree

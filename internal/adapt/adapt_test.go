@@ -186,18 +186,12 @@ func run(t *testing.T, dir string, limit time.Duration, env []string, name strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("%s %s: %s", name, strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	out, took, err := adapt.Run(ctx, dir, env, name, args...)
+	t.Logf("%s %s: %s", name, strings.Join(args, " "), took.Round(time.Millisecond))
 	if err != nil {
-		t.Fatalf("%s %s in the copy: %v\n%s", name, strings.Join(args, " "), err, out.String())
+		t.Fatalf("%s %s in the copy: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
-	return out.String()
+	return out
 }
 
 // gitChanged lists the files that differ between the repository's tracked files and the

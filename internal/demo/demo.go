@@ -345,21 +345,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	reaperDone := make(chan struct{})
 	go func() {
 		defer close(reaperDone)
-		t := time.NewTicker(ReapEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-reaperCtx.Done():
-				return
-			case <-t.C:
-				sctx, cancel := context.WithTimeout(reaperCtx, FunctionTimeout)
-				_, err := sweep(sctx)
-				cancel()
-				if err != nil && reaperCtx.Err() == nil {
-					fmt.Fprintf(o.Out, "demo: reaper sweep failed: %v\n", err)
-				}
+		runner.Periodically(reaperCtx, ReapEvery, FunctionTimeout, func(sctx context.Context) {
+			if _, err := sweep(sctx); err != nil && reaperCtx.Err() == nil {
+				fmt.Fprintf(o.Out, "demo: reaper sweep failed: %v\n", err)
 			}
-		}
+		})
 	}()
 	stopReaperOnce := sync.OnceFunc(func() { stopReaper(); <-reaperDone })
 	defer stopReaperOnce()

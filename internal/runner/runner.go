@@ -445,22 +445,31 @@ func (r *run) retrySoon(ctx context.Context, msgs []sqstypes.Message) {
 }
 
 func (r *run) reapLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.ReapEvery)
+	Periodically(ctx, r.cfg.ReapEvery, r.cfg.FunctionTimeout, func(sctx context.Context) {
+		res, err := r.cfg.Reap(sctx)
+		r.sweeps.Add(1)
+		r.reaped.Add(int64(res.Reaped))
+		if err != nil && ctx.Err() == nil {
+			r.sweepErrors.Add(1)
+			r.logf("reaper sweep failed: %v", err)
+		}
+	})
+}
+
+// Periodically calls fn every period until ctx ends, as a scheduled rule invokes a
+// function: each call under a context that ends after timeout (the function's), the
+// next at the ticker's first tick after it returned.
+func Periodically(ctx context.Context, every, timeout time.Duration, fn func(ctx context.Context)) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			sctx, cancel := context.WithTimeout(ctx, r.cfg.FunctionTimeout)
-			res, err := r.cfg.Reap(sctx)
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			fn(sctx)
 			cancel()
-			r.sweeps.Add(1)
-			r.reaped.Add(int64(res.Reaped))
-			if err != nil && ctx.Err() == nil {
-				r.sweepErrors.Add(1)
-				r.logf("reaper sweep failed: %v", err)
-			}
 		}
 	}
 }

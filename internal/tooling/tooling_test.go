@@ -112,17 +112,12 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 		ctx, cancel = context.WithDeadline(ctx, d.Add(-30*time.Second))
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), env...), 10*time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("%s %s: %s", name, strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	out, took, err := adapt.Run(ctx, dir, env, name, args...)
+	t.Logf("%s %s: %s", name, strings.Join(args, " "), took.Round(time.Millisecond))
 	if err != nil {
-		t.Fatalf("%s %s in the copy without the tooling: %v\n%s", name, strings.Join(args, " "), err, out.String())
+		t.Fatalf("%s %s in the copy without the tooling: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
-	return out.String()
+	return out
 }
 
 // TestEveryPackageIsSorted: each Go package of the repository is in exactly one entry of
