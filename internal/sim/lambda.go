@@ -25,6 +25,7 @@ import (
 // environment that serves it.
 type slot struct {
 	id      int
+	c       *consumer
 	busy    bool
 	env     *environment
 	polling bool // a poll is scheduled
@@ -36,13 +37,16 @@ type slot struct {
 type environment struct {
 	id       int
 	consumer consumerapp.Handler
+	clock    func() time.Time // the environment's clock, drifted when the configuration says
 }
 
 // invocation is one call of a function.
 type invocation struct {
 	id       int
-	kind     string // consumer, reaper
+	kind     string // consumer, reaper, ingress
+	c        *consumer
 	slot     *slot
+	http     *httpCall // ingress: the client's request
 	msgs     []simsqs.Message
 	deadline time.Time
 	resp     events.SQSEventResponse
@@ -61,26 +65,38 @@ func (inv *invocation) isDead() bool {
 }
 
 // newEnv runs an environment's init: the consumer's handler, built as main builds it.
-func (w *world) newEnv() (*environment, error) {
+func (w *world) newEnv(c *consumer) (*environment, error) {
 	w.envSeq++
 	sc := w.sc
+	clock := w.newClock()
 	cfg := consumerapp.Config{
-		FunctionTimeout: sc.timeout,
-		Handler:         &handler{w: w, db: ddbAPI{w}, table: bizTable, outFIFO: w.outFIFOURL, outStd: w.outStdURL, fold: sc.fold},
-		Layout:          sc.layout(), DLQURL: w.dlqURL, Scope: scope, TTL: sc.ttl, LeaseGrace: sc.grace,
+		FunctionTimeout: c.timeout,
+		Handler:         &handler{w: w, c: c, db: ddbAPI{w}, outFIFO: w.outFIFOURL, outStd: w.outStdURL, clock: clock},
+		Layout:          c.layout, DLQURL: w.dlqURL, Scope: c.scope, TTL: sc.ttl, LeaseGrace: c.grace,
 		Shards: sc.shards, Concurrency: sc.concurrency, DeadlineMargin: sc.margin, CacheSize: sc.cacheSize,
 		KeyField: sc.keyField, MetricsNamespace: "Sim", Mode: sc.mode,
 	}
-	if sc.checkVisibility {
-		cfg.VisibilityTimeout = sc.visibility
+	if c.checkVisibility {
+		cfg.VisibilityTimeout = c.visibility
 	}
 	h, err := consumerapp.New(cfg, consumerapp.Deps{
 		DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Owner: fmt.Sprintf("env-%d", w.envSeq),
+		Clock: clock,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &environment{id: w.envSeq, consumer: h}, nil
+	return &environment{id: w.envSeq, consumer: h, clock: clock}, nil
+}
+
+// newClock is a new environment's clock: the true one, or, when the configuration
+// drifts, the true one off by up to maxDrift either way.
+func (w *world) newClock() func() time.Time {
+	if !w.sc.cfg.drift {
+		return time.Now
+	}
+	off := time.Duration(w.skew.Int64N(int64(2*maxDrift)+1)) - maxDrift
+	return func() time.Time { return time.Now().Add(off) }
 }
 
 // poll is a poller's long poll: it receives a batch when there is one, and invokes its
@@ -95,10 +111,10 @@ func (w *world) poll(s *slot, gen int) {
 	if s.busy || w.stopped {
 		return
 	}
-	msgs := w.sqs.Receive(w.input, w.sc.batchSize, w.rng)
+	msgs := w.sqs.Receive(s.c.input, w.sc.batchSize, w.rng)
 	if len(msgs) == 0 {
 		next := time.Now().Add(20 * time.Second)
-		if t, now := w.sqs.NextVisible(w.input); now {
+		if t, now := w.sqs.NextVisible(s.c.input); now {
 			next = time.Now().Add(time.Second)
 		} else if !t.IsZero() && t.Before(next) {
 			next = t
@@ -112,7 +128,7 @@ func (w *world) poll(s *slot, gen int) {
 	s.busy = true
 	delay := time.Duration(w.rng.Int64N(int64(w.sc.window) + 1))
 	if w.faultsOn() && w.p(w.sc.faults.lateInvoke) {
-		delay += time.Duration(w.rng.Int64N(int64(w.sc.visibility + w.sc.timeout)))
+		delay += time.Duration(w.rng.Int64N(int64(s.c.visibility + s.c.timeout)))
 	}
 	w.tracef("poller %d receives %s; invokes in %s", s.id, msgIDs(msgs), delay.Round(time.Millisecond))
 	w.at(time.Now().Add(delay), func() { w.invoke(s, msgs) })
@@ -128,10 +144,10 @@ func (w *world) schedulePoll(s *slot, t time.Time) {
 	w.at(t, func() { w.poll(s, gen) })
 }
 
-// wakePollers is SQS answering the long polls that wait: a message arrived, and a
-// waiting poll returns at once.
-func (w *world) wakePollers() {
-	for _, s := range w.slots {
+// wakePollers is SQS answering the long polls that wait on c's input queue: a message
+// arrived, and a waiting poll returns at once.
+func (w *world) wakePollers(c *consumer) {
+	for _, s := range c.slots {
 		if !s.busy {
 			s.polling = false
 			w.schedulePoll(s, time.Now().Add(10*time.Millisecond))
@@ -145,7 +161,7 @@ func (w *world) invoke(s *slot, msgs []simsqs.Message) {
 		s.env = nil // Lambda reclaims idle environments: the next one starts cold, its cache empty
 	}
 	if s.env == nil {
-		env, err := w.newEnv()
+		env, err := w.newEnv(s.c)
 		if err != nil {
 			w.obs.violation("init", "the consumer's init failed: %v", err)
 			s.busy = false
@@ -154,9 +170,9 @@ func (w *world) invoke(s *slot, msgs []simsqs.Message) {
 		s.env = env
 	}
 	w.invSeq++
-	inv := &invocation{id: w.invSeq, kind: "consumer", slot: s, msgs: msgs, deadline: time.Now().Add(w.sc.timeout)}
-	ev := w.sqs.Event(w.input, msgs)
-	w.tracef("%s starts on env-%d with %s, deadline in %s", inv, s.env.id, msgIDs(msgs), w.sc.timeout)
+	inv := &invocation{id: w.invSeq, kind: "consumer", c: s.c, slot: s, msgs: msgs, deadline: time.Now().Add(s.c.timeout)}
+	ev := w.sqs.Event(s.c.input, msgs)
+	w.tracef("%s starts on env-%d with %s, deadline in %s", inv, s.env.id, msgIDs(msgs), s.c.timeout)
 	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), invKey{}, inv), inv.deadline)
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: inv.String()})
 	h := s.env.consumer
@@ -222,7 +238,9 @@ func (w *world) kill(inv *invocation, why string) {
 		inv.slot.busy = false
 		w.schedulePoll(inv.slot, time.Now().Add(time.Duration(w.rng.IntN(1000))*time.Millisecond))
 	case "reaper":
-		w.reaping = false
+		inv.c.reaping = false
+	case "ingress":
+		w.ingressKilled(inv)
 	}
 }
 
@@ -234,9 +252,14 @@ func (w *world) finish(inv *invocation) {
 	if inv.isDead() || w.stopped {
 		return
 	}
-	if inv.kind == "reaper" {
-		w.reaping = false
+	switch inv.kind {
+	case "reaper":
+		inv.c.reaping = false
 		w.tracef("%s done: err=%v", inv, inv.err)
+		w.reaperDone(inv)
+		return
+	case "ingress":
+		w.ingressDone(inv)
 		return
 	}
 	s := inv.slot
@@ -258,7 +281,7 @@ func (w *world) finish(inv *invocation) {
 				w.tracef("%s: delete of %s lost", inv, m.ID)
 				continue
 			}
-			if !w.sqs.Delete(w.input, m.Receipt(), m.ID) {
+			if !w.sqs.Delete(s.c.input, m.Receipt(), m.ID) {
 				w.tracef("%s: delete of %s refused (received again since)", inv, m.ID)
 			}
 		}
@@ -266,16 +289,16 @@ func (w *world) finish(inv *invocation) {
 	w.schedulePoll(s, time.Now())
 }
 
-// reap is the reaper's schedule: a sweep, unless the last one still runs.
-func (w *world) reap(rh reaperapp.Handler) {
-	w.at(time.Now().Add(w.sc.reaperEvery), func() { w.reap(rh) })
-	if w.reaping || !w.indexed() {
+// reap is c's reaper's schedule: a sweep, unless the last one still runs.
+func (w *world) reap(c *consumer, rh reaperapp.Handler) {
+	w.at(time.Now().Add(w.sc.reaperEvery), func() { w.reap(c, rh) })
+	if c.reaping || !w.indexed(c) {
 		return // a sweep of an empty index changes nothing: skipped, to save time
 	}
-	w.reaping = true
+	c.reaping = true
 	w.invSeq++
-	inv := &invocation{id: w.invSeq, kind: "reaper", deadline: time.Now().Add(w.sc.reaperTimeout)}
-	w.tracef("%s starts", inv)
+	inv := &invocation{id: w.invSeq, kind: "reaper", c: c, deadline: time.Now().Add(w.sc.reaperTimeout)}
+	w.tracef("%s starts for %s", inv, c.name)
 	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), invKey{}, inv), inv.deadline)
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: inv.String()})
 	w.live[inv] = true
@@ -294,21 +317,38 @@ func (w *world) reap(rh reaperapp.Handler) {
 	})
 }
 
-// indexed reports whether any record is in the in-flight index.
-func (w *world) indexed() bool {
-	for _, it := range w.records() {
-		if _, ok := it["inflight"]; ok {
-			return true
+// reaperDone checks a sweep that returned: it fails only for a fault the simulation
+// injected (a throttled or failed request, an answer lost, a transaction conflict),
+// never for what the table holds (another consumer's records in the index, say).
+func (w *world) reaperDone(inv *invocation) {
+	if inv.err != nil && !injected(inv.err) {
+		w.obs.violation("reaper", "%s's sweep (%s) failed: %v", inv.c.name, inv, inv.err)
+	}
+}
+
+// indexed reports whether any record is in the in-flight index of c's table: a sweep
+// of an index with nothing in it is skipped. Any consumer's record counts, since the
+// index belongs to the table.
+func (w *world) indexed(c *consumer) bool {
+	for _, x := range w.sc.consumers {
+		if x.layout.Table != c.layout.Table {
+			continue
+		}
+		for _, it := range w.records(x) {
+			if _, ok := it[x.names.inflight]; ok {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-func (w *world) newReaper() (reaperapp.Handler, error) {
+// newReaper builds c's reaper, as its main builds it.
+func (w *world) newReaper(c *consumer) (reaperapp.Handler, error) {
 	return reaperapp.New(reaperapp.Config{
-		Layout: w.sc.layout(), Shards: w.sc.shards, Grace: w.sc.grace, Margin: 2 * time.Second, MetricsNamespace: "Sim",
-		DLQURL: w.dlqURL, MaxLease: w.sc.timeout + w.sc.grace,
-	}, reaperapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard})
+		Layout: c.layout, Shards: w.sc.shards, Grace: c.grace, Margin: 2 * time.Second, MetricsNamespace: "Sim",
+		DLQURL: w.dlqURL, MaxLease: c.timeout + c.grace,
+	}, reaperapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Clock: w.newClock()})
 }
 
 var _ idem.DynamoDBAPI = ddbAPI{}

@@ -25,6 +25,7 @@ import (
 type Report struct {
 	Seed       uint64
 	Scenario   string
+	Config     string // the configuration, as the summary counts them
 	Violations []Violation
 	Stats      Stats
 	Trace      string // the run's events, when asked for
@@ -45,22 +46,16 @@ func Run(t *testing.T, seed uint64, trace bool) *Report {
 
 func runWorld(seed uint64, trace bool) *Report {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	sc := newScenario(rng)
-	// Drawn apart, so that the other scenarios of a seed are what they were before fold
-	// scenarios existed (the seeds of internal/sim/holes keep their schedules).
-	sc.fold = rand.New(rand.NewPCG(seed, 0xf01d)).IntN(3) == 0
+	sc := newScenario(rng, seed)
 	w := &world{
-		seed: seed, rng: rng, sc: sc,
-		inflight: map[*call]bool{}, byKey: map[string][]*op{}, live: map[*invocation]bool{},
+		seed: seed, rng: rng, sc: sc, skew: rand.New(rand.NewPCG(seed, 0xd41f7)),
+		inflight: map[*call]bool{}, live: map[*invocation]bool{},
 		trace: newTracer(trace),
 	}
-	w.obs = observations{
-		done: map[*invocation]bool{}, sent: map[*op][]string{}, credits: map[string]int{},
-		creditSeq: map[string]int64{}, creditGroup: map[string]string{}, creditAt: map[string]time.Time{}, creditMsg: map[string]string{}, reexecuted: map[string]int{}, parked: map[string]bool{}, msgOp: map[string]*op{},
-	}
+	w.obs = newObservations()
 	w.start = time.Now()
 	w.ops = w.sc.ops
-	rep := &Report{Seed: seed, Scenario: w.sc.String()}
+	rep := &Report{Seed: seed, Scenario: w.sc.String(), Config: w.sc.cfg.String() + "/" + w.sc.mode.String()}
 	if err := w.setup(); err != nil {
 		rep.Violations = append(rep.Violations, Violation{"setup", err.Error()})
 		return rep
@@ -69,21 +64,33 @@ func runWorld(seed uint64, trace bool) *Report {
 	for _, o := range w.ops {
 		for _, s := range o.sends {
 			w.sendsLeft++
-			w.at(w.start.Add(s.at), func() { w.sendsLeft--; w.producerSend(o, s) })
+			w.at(w.start.Add(s.at), func() {
+				w.sendsLeft--
+				if s.door == viaIngress {
+					w.clientPost(o, s)
+				} else {
+					w.producerSend(o, s)
+				}
+			})
 		}
 	}
-	rh, err := w.newReaper()
-	if err != nil {
-		rep.Violations = append(rep.Violations, Violation{"setup", err.Error()})
-		return rep
+	for _, c := range w.sc.consumers {
+		rh, err := w.newReaper(c)
+		if err != nil {
+			rep.Violations = append(rep.Violations, Violation{"setup", err.Error()})
+			return rep
+		}
+		w.at(w.start.Add(w.sc.reaperEvery), func() { w.reap(c, rh) })
+		for range w.sc.slots {
+			s := &slot{id: len(c.slots), c: c}
+			if c.name != "a" {
+				s.id += 100
+			}
+			c.slots = append(c.slots, s)
+			w.schedulePoll(s, w.start)
+		}
 	}
-	w.at(w.start.Add(w.sc.reaperEvery), func() { w.reap(rh) })
 	w.at(w.start.Add(ttlEvery), w.expire)
-	for i := range w.sc.slots {
-		s := &slot{id: i}
-		w.slots = append(w.slots, s)
-		w.schedulePoll(s, w.start)
-	}
 	lastSend := time.Duration(0)
 	for _, o := range w.ops {
 		for _, s := range o.sends {
@@ -92,7 +99,7 @@ func runWorld(seed uint64, trace bool) *Report {
 	}
 	// Faults, then the world settles without them; an operator redrives what SQS parked
 	// in the dead-letter queue, and the world settles again, sends still to come
-	// included.
+	// included; the HTTP clients read their requests' final status.
 	w.run(w.start.Add(w.sc.faultEnd), nil)
 	w.settle(time.Hour, false)
 	w.redriveParked()
@@ -101,6 +108,7 @@ func runWorld(seed uint64, trace bool) *Report {
 	if w.redriveParked() {
 		w.settle(time.Hour, true)
 	}
+	w.finalStatus()
 	w.check()
 	w.stop()
 	rep.Violations = w.obs.violations
@@ -115,6 +123,9 @@ func runWorld(seed uint64, trace bool) *Report {
 			st.DeadLettered++
 		}
 	}
+	p := w.sc.stats
+	st.TwoKeys, st.TwoDoors, st.FreshTwins, st.LongKeys, st.Lookalikes = p.twoKeys, p.twoDoors, p.freshTwins, p.longKeys, p.lookalikes
+	st.GatewayCalls = len(w.obs.gateway)
 	rep.Stats = *st
 	rep.Trace = w.trace.String()
 	return rep
@@ -129,11 +140,13 @@ const ttlEvery = 7 * time.Minute
 func (w *world) expire() {
 	w.at(time.Now().Add(ttlEvery), w.expire)
 	now := time.Now().Unix()
-	table := w.sc.layout().Table
-	for _, it := range w.records() {
-		if e := numAttr(it, "expires_at"); e > 0 && e < now && w.p(0.5) {
-			_, _ = w.db.Delete(table, w.db.Key(table, it))
-			w.tracef("TTL deletes %s", it["pk"].(*types.AttributeValueMemberS).Value)
+	for _, c := range w.sc.consumers {
+		for _, it := range w.records(c) {
+			if e := numAttr(it, c.names.exp); e > 0 && e < now && w.p(0.5) {
+				key := w.db.Key(c.layout.Table, it)
+				_, _ = w.db.Delete(c.layout.Table, key)
+				w.tracef("TTL deletes %s", keyDesc(c.layout.Table, key))
+			}
 		}
 	}
 }
@@ -165,38 +178,47 @@ func (w *world) redriveParked() bool {
 			w.obs.stats.Parked++
 		}
 	}
-	n := w.sqs.Redrive(w.dlq, w.input, func(m simsqs.Message) bool { return m.MovedBySQS })
-	if n > 0 {
-		w.tracef("operator redrives %d messages parked by SQS", n)
-		w.wakePollers()
+	any := false
+	for _, c := range w.sc.consumers {
+		n := w.sqs.Redrive(w.dlq, c.input, func(m simsqs.Message) bool { return m.MovedBySQS && m.From == c.input })
+		if n > 0 {
+			w.tracef("operator redrives %d messages parked by SQS to %s", n, c.input)
+			w.wakePollers(c)
+			any = true
+		}
 	}
-	return n > 0
+	return any
 }
 
 // pendingWork says what is left to do, "" when nothing.
 func (w *world) pendingWork(sends bool) string {
 	var parts []string
-	if n := len(w.sqs.Messages(w.input)); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d input messages", n))
-	}
-	for _, s := range w.slots {
-		if s.busy {
-			parts = append(parts, "an invocation running")
-			break
+	for _, c := range w.sc.consumers {
+		if n := len(w.sqs.Messages(c.input)); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d input messages", n))
 		}
-	}
-	for _, it := range w.records() {
-		if _, ok := it["inflight"]; ok {
-			parts = append(parts, "a record in the in-flight index")
-			break
+		for _, s := range c.slots {
+			if s.busy {
+				parts = append(parts, "an invocation running")
+				break
+			}
 		}
-		if _, ok := it["outbox"]; ok {
-			parts = append(parts, "a record with outbound messages pending")
-			break
+		for _, it := range w.records(c) {
+			if _, ok := it[c.names.inflight]; ok {
+				parts = append(parts, "a record in the in-flight index")
+				break
+			}
+			if _, ok := it[c.names.outbox]; ok {
+				parts = append(parts, "a record with outbound messages pending")
+				break
+			}
 		}
 	}
 	if sends && w.sendsLeft > 0 {
 		parts = append(parts, fmt.Sprintf("%d sends to come", w.sendsLeft))
+	}
+	if w.ingress != nil && w.ingress.busy() {
+		parts = append(parts, "an HTTP client waiting")
 	}
 	return strings.Join(parts, ", ")
 }
@@ -218,18 +240,26 @@ func (w *world) setup() error {
 	w.db = simdb.New()
 	w.db.OnWrite = w.onWrite
 	ctx := context.Background()
-	// The records' table: idem's own, or in a fold scenario the business table, with
-	// the in-flight index.
-	if err := idem.CreateTableFor(ctx, w.db, w.sc.layout()); err != nil {
-		return err
-	}
-	if !w.sc.fold {
-		_, err := w.db.CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:            aws.String(bizTable),
-			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-		})
+	// The records' tables (a table of their own, or the business table), each with the
+	// in-flight index, then the business table if no layout made it.
+	made := map[string]bool{}
+	for _, c := range w.sc.consumers {
+		c.names = namesOf(c.layout, c.scope)
+		store, err := idem.NewDynamoStoreLayout(w.db, c.layout)
 		if err != nil {
+			return err
+		}
+		c.store = store
+		if made[c.layout.Table] {
+			continue
+		}
+		made[c.layout.Table] = true
+		if err := idem.CreateTableFor(ctx, w.db, c.layout); err != nil {
+			return err
+		}
+	}
+	if !made[bizTable] {
+		if err := w.createTable(ctx, bizTable); err != nil {
 			return err
 		}
 	}
@@ -246,17 +276,56 @@ func (w *world) setup() error {
 		}
 	}
 	w.sqs = simsqs.New(time.Now)
+	w.sqs.OnAccept = w.onAccept
 	sfx := ""
 	if w.sc.fifo {
 		sfx = ".fifo"
 	}
-	w.input, w.dlq, w.outFIFO, w.outStd = "input"+sfx, "dlq"+sfx, "out.fifo", "out-std"
+	w.dlq, w.outFIFO, w.outStd = "dlq"+sfx, "out.fifo", "out-std"
 	w.dlqURL = w.sqs.CreateQueue(simsqs.QueueConfig{Name: w.dlq, Visibility: time.Minute})
-	w.inputURL = w.sqs.CreateQueue(simsqs.QueueConfig{Name: w.input, ContentDedup: w.sc.contentDedup, Visibility: w.sc.visibility,
-		MaxReceive: w.sc.maxReceive, DLQ: w.dlq})
+	for _, c := range w.sc.consumers {
+		c.input = "input" + sfx
+		if c.name != "a" {
+			c.input = "input-" + c.name + sfx
+		}
+		c.inputURL = w.sqs.CreateQueue(simsqs.QueueConfig{Name: c.input, ContentDedup: w.sc.contentDedup, Visibility: c.visibility,
+			MaxReceive: w.sc.maxReceive, DLQ: w.dlq})
+	}
 	w.outFIFOURL = w.sqs.CreateQueue(simsqs.QueueConfig{Name: w.outFIFO, MaxBytes: w.sc.outMaxBytes, Visibility: time.Minute, WholeBatchFails: w.sc.wholeBatchFails})
 	w.outStdURL = w.sqs.CreateQueue(simsqs.QueueConfig{Name: w.outStd, Visibility: time.Minute, WholeBatchFails: w.sc.wholeBatchFails})
+	if w.sc.cfg.ingress {
+		if err := w.createTable(ctx, ingressTable); err != nil {
+			return err
+		}
+		if err := w.newIngress(); err != nil {
+			return err
+		}
+	}
+	w.keys = map[string][2]string{}
+	for _, t := range []string{idemTable, bizTable, ingressTable} {
+		if out, err := w.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(t)}); err == nil {
+			var ks [2]string
+			for _, k := range out.Table.KeySchema {
+				if k.KeyType == types.KeyTypeHash {
+					ks[0] = aws.ToString(k.AttributeName)
+				} else {
+					ks[1] = aws.ToString(k.AttributeName)
+				}
+			}
+			w.keys[t] = ks
+		}
+	}
 	return nil
+}
+
+// createTable creates a table with partition key pk.
+func (w *world) createTable(ctx context.Context, name string) error {
+	_, err := w.db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	})
+	return err
 }
 
 func (sc *scenario) String() string {
@@ -267,8 +336,12 @@ func (sc *scenario) String() string {
 			q = "fifo+content-dedup"
 		}
 	}
-	return fmt.Sprintf("fold=%t mode=%s input=%s keyfield=%q slots=%d concurrency=%d batch=%d window=%s timeout=%s visibility=%s(told=%t) grace=%s cache=%d maxReceive=%d reaper=%s shards=%d outMax=%d wholeBatchFails=%t ttl=%s faults=%s until %s ops=%d",
-		sc.fold, sc.mode, q, sc.keyField, sc.slots, sc.concurrency, sc.batchSize, sc.window, sc.timeout, sc.visibility, sc.checkVisibility, sc.grace,
+	cons := ""
+	if len(sc.consumers) > 1 {
+		cons = " consumers=" + sc.consumers[0].String() + "," + sc.consumers[1].String()
+	}
+	return fmt.Sprintf("config=%s%s drift=%t steps=%t mode=%s input=%s keyfield=%q slots=%d concurrency=%d batch=%d window=%s timeout=%s visibility=%s(told=%t) grace=%s cache=%d maxReceive=%d reaper=%s shards=%d outMax=%d wholeBatchFails=%t ttl=%s faults=%s until %s ops=%d",
+		sc.cfg, cons, sc.cfg.drift, sc.cfg.steps, sc.mode, q, sc.keyField, sc.slots, sc.concurrency, sc.batchSize, sc.window, sc.timeout, sc.visibility, sc.checkVisibility, sc.grace,
 		sc.cacheSize, sc.maxReceive, sc.reaperEvery, sc.shards, sc.outMaxBytes, sc.wholeBatchFails, sc.ttl, sc.faults.name(), sc.faultEnd, len(sc.ops))
 }
 

@@ -3,8 +3,6 @@ package sim
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -37,10 +35,18 @@ type scenario struct {
 	faultEnd        time.Duration // faults stop then
 	faults          faultRates
 	ops             []*op
-	// fold keeps the records in the business table, and a guarded operation's journal
-	// entry is its record (idem.Result.HomeGuard): the commit writes one item fewer.
-	fold     bool
-	accounts []account
+	accounts        []account
+	// cfg is the deployment (config.go): the layout, a second consumer on the shared
+	// table, the ingress, the clocks' drift, the stepping handler; consumers are the
+	// consumer deployments it makes.
+	cfg       config
+	consumers []*consumer
+	stats     producerStats
+}
+
+// producerStats counts what the producers were drawn to do wrong.
+type producerStats struct {
+	twoKeys, twoDoors, freshTwins, longKeys, lookalikes int
 }
 
 type account struct {
@@ -72,8 +78,9 @@ func idemContentID(body string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// newScenario draws a scenario from r.
-func newScenario(r *rand.Rand) *scenario {
+// newScenario draws a scenario: its settings and workload from r, its configuration
+// (config.go) and its producers' misbehaviour (producers.go) from sources of their own.
+func newScenario(r *rand.Rand, seed uint64) *scenario {
 	sc := &scenario{
 		mode:          pick(r, idem.ModeLease, idem.ModeSingleTransaction),
 		fifo:          r.IntN(5) != 0,
@@ -118,122 +125,10 @@ func newScenario(r *rand.Rand) *scenario {
 	}
 	sc.faultEnd = dur(r, 5*time.Minute, 40*time.Minute)
 	sc.accounts = []account{{name: "a1"}, {name: "a2"}, {name: "a3"}, {name: "closed", closed: true}, {name: "cap", cap: 30}}
+	cr := configRand(seed)
+	sc.cfg = drawConfig(cr, sc)
+	sc.newConsumers(cr)
 	sc.workload(r)
+	sc.misbehave(producerRand(seed))
 	return sc
-}
-
-// workload draws the operations and their sends.
-func (sc *scenario) workload(r *rand.Rand) {
-	n := 2 + r.IntN(10)
-	span := dur(r, time.Minute, sc.faultEnd)
-	accounts := []string{"a1", "a2", "a3"}[:1+r.IntN(3)]
-	for i := range n {
-		o := &op{n: i, name: fmt.Sprintf("o%d", i), acct: pick(r, accounts...), amt: int64(1 + r.IntN(9)), guard: r.IntN(4) != 0}
-		o.id = fmt.Sprintf("p%d", i)
-		o.key = "k-" + o.id
-		switch x := r.IntN(20); {
-		case x == 0:
-			o.kind = kindBad
-		case x == 1:
-			o.kind, o.acct = kindClosed, "closed"
-		case x <= 3:
-			o.kind, o.acct, o.amt = kindCapped, "cap", int64(8+r.IntN(10))
-		}
-		switch {
-		case o.kind == kindBad:
-			// A bad body always carries its key: it must be refused for what it is.
-		case !sc.fifo && sc.keyField == "" && r.IntN(8) == 0:
-			o.key, o.kind = "", kindNoKey
-		case sc.keyField != "" && r.IntN(3) == 0:
-			o.key = "" // the key comes from the body's id field
-		}
-		if r.IntN(3) != 0 {
-			o.out = r.IntN(4)
-		} else {
-			o.out = r.IntN(15) // more than 10: two SendMessageBatch requests for one record
-		}
-		b := body{ID: o.id, Acct: o.acct, Amt: o.amt, Out: o.out, Guard: o.guard}
-		for j := range o.out {
-			switch {
-			case r.IntN(5) == 0:
-				b.Std = append(b.Std, j)
-			case sc.outMaxBytes < 1500 && r.IntN(6) == 0:
-				b.Big = append(b.Big, j)
-			}
-		}
-		if sc.contentDedup && o.kind == kindValid && r.IntN(2) == 0 {
-			// No key at all: a body that repeats (the same credit, sent again later as a
-			// new operation) and only the content-based deduplication id to key it by.
-			b.ID, o.id, o.key, o.kind = "", "", "", kindKeyless
-		}
-		raw, _ := json.Marshal(b)
-		o.body = string(raw)
-		if o.kind == kindBad {
-			o.body = pick(r, `{"acct":"a1","amt":-3}`, `{"acct":"a1","amt":`, `{"id":"`+o.id+`","amt":5}`)
-		}
-		at := dur(r, 0, span)
-		o.sends = append(o.sends, send{at: at, group: o.acct, dedupID: sc.dedupID(o, 0), why: "first"})
-		sc.duplicates(r, o, at)
-		sc.ops = append(sc.ops, o)
-	}
-	// A keyless operation sent again later as a new operation with the same body.
-	for _, o := range sc.ops {
-		if o.kind == kindKeyless && r.IntN(2) == 0 {
-			again := *o
-			again.n, again.name, again.sends = len(sc.ops), fmt.Sprintf("o%d", len(sc.ops)), nil
-			at := o.sends[0].at + dur(r, 6*time.Minute, 20*time.Minute)
-			again.sends = []send{{at: at, group: o.acct, why: "a new operation with the same body"}}
-			sc.ops = append(sc.ops, &again)
-		}
-	}
-	// The same key with another payload.
-	for _, o := range sc.ops {
-		if o.kind == kindValid && o.key != "" && r.IntN(8) == 0 {
-			t := *o
-			t.n, t.name, t.kind, t.twinOf = len(sc.ops), fmt.Sprintf("o%d", len(sc.ops)), kindTwin, o
-			t.amt = o.amt + 1
-			b := body{ID: o.id, Acct: o.acct, Amt: t.amt, Out: o.out, Guard: o.guard}
-			raw, _ := json.Marshal(b)
-			t.body = string(raw)
-			at := o.sends[0].at + dur(r, 0, 10*time.Minute)
-			t.sends = []send{{at: at, group: o.acct, dedupID: "twin-" + o.id, why: "same key, other payload"}}
-			sc.ops = append(sc.ops, &t)
-		}
-	}
-}
-
-func (sc *scenario) dedupID(o *op, n int) string {
-	if !sc.fifo || sc.contentDedup {
-		return ""
-	}
-	k := o.key
-	if k == "" {
-		// Without the key attribute the deduplication id is the key: a producer that
-		// follows the README sends every copy of the operation with the same one.
-		return "d-" + o.id
-	}
-	if n == 0 {
-		return k
-	}
-	return fmt.Sprintf("%s#r%d", k, n)
-}
-
-// duplicates adds the producer's retries of an operation.
-func (sc *scenario) duplicates(r *rand.Rand, o *op, at time.Duration) {
-	for range r.IntN(4) {
-		switch r.IntN(5) {
-		case 0: // a retry inside the deduplication interval: SQS drops it
-			o.sends = append(o.sends, send{at: at + dur(r, time.Second, 4*time.Minute), group: o.acct, dedupID: sc.dedupID(o, 0), why: "retry in window"})
-		case 1: // a retry after the interval, or a new dedup id
-			o.sends = append(o.sends, send{at: at + dur(r, time.Second, 30*time.Minute), group: o.acct, dedupID: sc.dedupID(o, 1+r.IntN(3)), why: "retry, new dedup id"})
-		case 2: // the same operation in another group: two consumers may hold it at once
-			o.sends = append(o.sends, send{at: at + dur(r, 0, 30*time.Second), group: "x-" + o.acct, dedupID: sc.dedupID(o, 5), why: "other group"})
-		case 3: // after the record's TTL: only a guard keeps it single
-			if o.guard && o.key != "" {
-				o.sends = append(o.sends, send{at: at + sc.ttl + dur(r, time.Minute, 2*time.Hour), group: o.acct, dedupID: sc.dedupID(o, 7), why: "after TTL"})
-			}
-		default: // a redelivery a minute later
-			o.sends = append(o.sends, send{at: at + dur(r, 30*time.Second, 3*time.Minute), group: o.acct, dedupID: sc.dedupID(o, 9), why: "retry a minute later"})
-		}
-	}
 }

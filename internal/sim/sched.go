@@ -61,7 +61,8 @@ type call struct {
 	msgID   string      // the SQS message the request is for ("" for batch-level work)
 	service string      // dynamodb, sqs
 	op      string
-	desc    string // what the request touches, for ordering and the trace
+	desc    string   // what the request touches, for ordering and the trace
+	items   []string // DynamoDB: the items it writes (conflict.go)
 	exec    func() (any, error)
 	reply   chan reply
 	arrived time.Time
@@ -101,7 +102,7 @@ func invOf(ctx context.Context) *invocation {
 
 // do runs a request: it queues it for the scheduler and waits for the answer, or for
 // the caller's context to end (then the request may still be applied: it left).
-func (w *world) do(ctx context.Context, service, op, desc string, exec func() (any, error)) (any, error) {
+func (w *world) do(ctx context.Context, service, op, desc string, items []string, exec func() (any, error)) (any, error) {
 	inv := invOf(ctx)
 	if inv == nil {
 		return nil, fmt.Errorf("sim: %s %s called outside an invocation", service, op)
@@ -112,7 +113,7 @@ func (w *world) do(ctx context.Context, service, op, desc string, exec func() (a
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &call{inv: inv, service: service, op: op, desc: desc, exec: exec, reply: make(chan reply, 1)}
+	c := &call{inv: inv, service: service, op: op, desc: desc, items: items, exec: exec, reply: make(chan reply, 1)}
 	if m, ok := idem.MessageFromContext(ctx); ok {
 		c.msgID = m.MessageId
 	}

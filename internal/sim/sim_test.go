@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ var (
 	flagLimit     = flag.Duration("seconds", 0, "stop exploring after this long (default SIM_SECONDS, else no limit)")
 	flagTrace     = flag.Bool("show", false, "with -seed: print the trace even when the schedule passes")
 	flagKeepGoing = flag.Bool("keepgoing", false, "explore the whole budget even after failures, and count the failures by check")
+	flagList      = flag.Bool("failures", false, "with -keepgoing: print one line per failed seed (its configuration and first violation)")
 )
 
 func budget() (int, time.Duration) {
@@ -73,6 +75,7 @@ func TestSim(t *testing.T) {
 	var done, nFailed atomic.Int64
 	var total Stats
 	byCheck, firstSeed := map[string]int{}, map[string]uint64{}
+	byConfig, failedByConfig := map[string]int{}, map[string]int{}
 	workers := runtime.GOMAXPROCS(0)
 	var wg sync.WaitGroup
 	progress := time.NewTicker(10 * time.Second)
@@ -106,8 +109,13 @@ func TestSim(t *testing.T) {
 				done.Add(1)
 				mu.Lock()
 				total.add(rep.Stats)
+				byConfig[rep.Config]++
 				if rep.Failed() {
+					failedByConfig[rep.Config]++
 					nFailed.Add(1)
+					if *flagList {
+						fmt.Fprintf(os.Stderr, "sim: seed %d failed (%s): %s\n", rep.Seed, rep.Config, rep.Violations[0])
+					}
 					failed = append(failed, rep)
 					seen := map[string]bool{}
 					for _, v := range rep.Violations {
@@ -128,11 +136,13 @@ func TestSim(t *testing.T) {
 	close(stopProgress)
 	el := time.Since(start)
 	d := done.Load()
-	summary := fmt.Sprintf("sim: %d schedules (seeds %d to %d) in %s (%.0f schedules/s, %.0f a minute) on %d workers, %d failed; %d operations, %d sends, %d invocations (%d killed), %d requests, %d outbound deliveries (and %d duplicates that a receiver keyed on the message's own key drops), %d dead letters, %d messages parked by SQS and redriven, %d commits folded into their journal entry, %s of virtual time",
+	summary := fmt.Sprintf("sim: %d schedules (seeds %d to %d) in %s (%.0f schedules/s, %.0f a minute) on %d workers, %d failed; %d operations, %d sends, %d invocations (%d killed), %d requests, %d outbound deliveries (and %d duplicates that a receiver keyed on the message's own key drops), %d dead letters, %d messages parked by SQS and redriven, %d commits folded into their journal entry, %d transaction conflicts, %d calls to the outside service, %d HTTP requests to the ingress; producers: %d operations under a second key, %d through both doors, %d other bodies under a used business id, %d keys at or past a length limit, %d keys that look hashed; %s of virtual time",
 		d, *flagFirst, *flagFirst+uint64(d)-1, el.Round(time.Millisecond), float64(d)/el.Seconds(), float64(d)/el.Minutes(), workers, nFailed.Load(),
 		total.Ops, total.Sends, total.Invocations, total.Killed,
-		total.Calls, total.OutboundDelivered, total.OutboundDuplicates, total.DeadLettered, total.Parked, total.Folded, total.VirtualTime.Round(time.Hour))
+		total.Calls, total.OutboundDelivered, total.OutboundDuplicates, total.DeadLettered, total.Parked, total.Folded, total.Conflicts, total.GatewayCalls, total.HTTPRequests,
+		total.TwoKeys, total.TwoDoors, total.FreshTwins, total.LongKeys, total.Lookalikes, total.VirtualTime.Round(time.Hour))
 	fmt.Fprintln(os.Stderr, summary)
+	fmt.Fprintln(os.Stderr, configTable(byConfig, failedByConfig))
 	if len(byCheck) > 0 {
 		t.Logf("failed schedules by check: %v (first seed of each: %v)", byCheck, firstSeed)
 	}
@@ -152,6 +162,24 @@ func TestSim(t *testing.T) {
 	}
 }
 
+// configTable is the count of schedules per configuration (and of failed ones).
+func configTable(n, failed map[string]int) string {
+	names := make([]string, 0, len(n))
+	for c := range n {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("sim: schedules per configuration (layout[+shared][+ingress]/mode):")
+	for _, c := range names {
+		fmt.Fprintf(&b, "\n  %-44s %8d", c, n[c])
+		if failed[c] > 0 {
+			fmt.Fprintf(&b, "  (%d failed)", failed[c])
+		}
+	}
+	return b.String()
+}
+
 func (s *Stats) add(o Stats) {
 	s.Ops += o.Ops
 	s.Sends += o.Sends
@@ -165,6 +193,14 @@ func (s *Stats) add(o Stats) {
 	s.DeadLettered += o.DeadLettered
 	s.Parked += o.Parked
 	s.Folded += o.Folded
+	s.Conflicts += o.Conflicts
+	s.GatewayCalls += o.GatewayCalls
+	s.HTTPRequests += o.HTTPRequests
+	s.TwoKeys += o.TwoKeys
+	s.TwoDoors += o.TwoDoors
+	s.FreshTwins += o.FreshTwins
+	s.LongKeys += o.LongKeys
+	s.Lookalikes += o.Lookalikes
 	s.VirtualTime += o.VirtualTime
 }
 

@@ -1,29 +1,20 @@
 package sim
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
+	"math/rand/v2"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
-// The workload: operations a producer sends, with duplicates of every kind, and the
-// business handler that applies them. An operation credits an account (a business
-// write committed with the record), puts a journal entry (a guard write, for most), and
-// asks for several outbound messages, some to a FIFO queue in the account's group, some
-// to a standard queue, some too large for a queue whose MaximumMessageSize is small.
+// The workload: operations a producer sends, with duplicates of every kind. An
+// operation credits an account (a business write committed with the record), puts a
+// journal entry (a guard write, for most), and asks for several outbound messages, some
+// to a FIFO queue in the account's group, some to a standard queue, some too large for
+// a queue whose MaximumMessageSize is small. producers.go adds what misbehaving
+// producers do on top, and sends.
 
 // opKind is what an operation must end as.
 type opKind int
@@ -33,7 +24,7 @@ const (
 	kindBad                   // invalid body: dead-lettered
 	kindClosed                // refused by a business rule (a write's condition): dead-lettered
 	kindCapped                // applied, or refused over the account's cap (by the handler or the condition)
-	kindTwin                  // the same key with another payload than an earlier op: one of the two is dead-lettered
+	kindTwin                  // the business id of an earlier op with another payload: one of the two is dead-lettered
 	kindKeyless               // no key but a content-based deduplication id: dead-lettered
 	kindNoKey                 // no key at all (standard queue, no KEY_FIELD): dead-lettered
 )
@@ -42,47 +33,41 @@ func (k opKind) String() string {
 	return [...]string{"valid", "bad", "closed", "capped", "twin", "keyless", "nokey"}[k]
 }
 
-// reasonFor is the text the dead-letter reason of an operation of this kind contains.
-func (k opKind) reason() string {
-	switch k {
-	case kindBad:
-		return "invalid message"
-	case kindClosed:
-		return "account closed"
-	case kindCapped:
-		return "over the cap"
-	case kindTwin:
-		return "payload does not match"
-	case kindKeyless:
-		return "content-based deduplication"
-	case kindNoKey:
-		return "no idempotency key"
-	}
-	return ""
-}
-
-// op is one operation of the workload.
+// op is one operation of the workload: one business operation, whatever keys and
+// doors its producer sends it under.
 type op struct {
 	n      int
-	name   string // o<n>: the sim-op attribute of every send
+	name   string // o<n>: the sim-op attribute of every send straight to SQS
 	id     string // business id in the body ("" for keyless operations)
-	key    string // idempotency-key attribute ("" when none)
+	key    string // the producer's idempotency key ("" when none)
 	acct   string
 	amt    int64
 	out    int
 	guard  bool
+	b      body
 	body   string
 	kind   opKind
 	twinOf *op
 	sends  []send
+	c      *consumer // whose input queue it goes to
 }
 
-// send is one SendMessage of an operation by the producer.
+// door is how a send reaches the input queue.
+type door int
+
+const (
+	viaSQS     door = iota // the producer's SendMessage
+	viaIngress             // an HTTP client's POST to the ingress
+)
+
+// send is one send of an operation by its producer.
 type send struct {
 	at      time.Duration // after the start
-	dedupID string        // FIFO: "" only with content-based deduplication
+	key     string        // the key it carries ("" for none)
+	dedupID string        // FIFO: "" only with content-based deduplication (straight to SQS)
 	group   string
-	why     string // first, retry in window, retry after window, other group, after TTL
+	door    door
+	why     string // first, retry in window, retry after window, other group, after TTL, ...
 }
 
 // effectID is the journal id and outbound source of an operation's effect: its
@@ -96,150 +81,134 @@ func (o *op) effectID() string {
 
 func (o *op) contentKey() string { return idemContentID(o.body) }
 
-// body is the message body of an operation.
-type body struct {
-	ID    string `json:"id,omitempty"`
-	Acct  string `json:"acct"`
-	Amt   int64  `json:"amt"`
-	Out   int    `json:"out,omitempty"`
-	Std   []int  `json:"std,omitempty"`
-	Big   []int  `json:"big,omitempty"`
-	Guard bool   `json:"guard,omitempty"`
+// setBody writes the operation's body from o.b.
+func (o *op) setBody() {
+	raw, _ := json.Marshal(o.b)
+	o.body = string(raw)
 }
 
-// handler is the business handler of the simulation: a credit, a journal entry and
-// outbound messages, with a cap a handler checks by reading state before it writes.
-type handler struct {
-	w               *world
-	db              ddbAPI
-	table           string
-	outFIFO, outStd string
-	fold            bool // a guarded operation's journal entry is its record
-}
-
-func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-func avN(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func numAttr(item map[string]types.AttributeValue, name string) int64 {
-	if v, ok := item[name].(*types.AttributeValueMemberN); ok {
-		n, _ := strconv.ParseInt(v.Value, 10, 64)
-		return n
-	}
-	return 0
-}
-
-// Handle applies one operation.
-func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, error) {
-	var b body
-	dec := json.NewDecoder(bytes.NewReader(req.Payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return idem.Result{}, idem.Permanent(fmt.Errorf("invalid message: %w", err))
-	}
-	switch {
-	case b.Acct == "":
-		return idem.Result{}, idem.Permanent(fmt.Errorf("invalid message: acct missing"))
-	case b.Amt <= 0:
-		return idem.Result{}, idem.Permanent(fmt.Errorf("invalid message: amt must be positive"))
-	}
-	id := b.ID
-	if id == "" {
-		id = req.Key
-	}
-	acctKey := map[string]types.AttributeValue{"pk": avS("acct#" + b.Acct)}
-	got, err := h.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(h.table), Key: acctKey, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return idem.Result{}, fmt.Errorf("read account %s: %w", b.Acct, err)
-	}
-	limit := numAttr(got.Item, "cap")
-	balance := numAttr(got.Item, "balance")
-	if limit > 0 && balance+b.Amt > limit {
-		return idem.Result{}, idem.Permanent(fmt.Errorf("refused: %d more would take account %s over the cap of %d", b.Amt, b.Acct, limit))
-	}
-	credit := &types.Update{
-		TableName: aws.String(h.table), Key: acctKey,
-		UpdateExpression:          aws.String("SET last_op = :op ADD balance :amt, applied :one"),
-		ConditionExpression:       aws.String("attribute_not_exists(closed)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":op": avS(id), ":amt": avN(b.Amt), ":one": avN(1)},
-	}
-	if limit > 0 {
-		credit.ConditionExpression = aws.String("attribute_not_exists(closed) AND (attribute_not_exists(balance) OR balance <= :room)")
-		credit.ExpressionAttributeValues[":room"] = avN(limit - b.Amt)
-	}
-	journal := &types.Put{
-		TableName: aws.String(h.table),
-		Item:      map[string]types.AttributeValue{"pk": avS("entry#" + id), "op": avS(id), "acct": avS(b.Acct), "amt": avN(b.Amt)},
-	}
-	res := idem.Result{
-		Response: []byte(`{"applied":"` + id + `"}`),
-		Writes:   []types.TransactWriteItem{{Update: credit}, {Put: journal}},
-		Explain: func(i int, item map[string]types.AttributeValue) string {
-			if i != 0 {
-				return ""
-			}
-			if _, ok := item["closed"]; ok {
-				return "account " + b.Acct + " closed"
-			}
-			return fmt.Sprintf("%d more would take account %s over the cap of %d", b.Amt, b.Acct, numAttr(item, "cap"))
-		},
-	}
-	if b.Guard {
-		journal.ConditionExpression = aws.String("attribute_not_exists(pk)")
-		res.Guards = []int{1}
-		// The journal entry is the record's home: the store puts it at the record's key.
-		res.HomeGuard = h.fold
-	}
-	for i := range b.Out {
-		m := idem.Message{Body: fmt.Sprintf(`{"src":%q,"i":%d,"n":%d}`, id, i, b.Out)}
-		if slices.Contains(b.Big, i) {
-			m.Body = fmt.Sprintf(`{"src":%q,"i":%d,"n":%d,"pad":%q}`, id, i, b.Out, strings.Repeat("x", 1500))
+// workload draws the operations and their sends.
+func (sc *scenario) workload(r *rand.Rand) {
+	n := 2 + r.IntN(10)
+	span := dur(r, time.Minute, sc.faultEnd)
+	accounts := []string{"a1", "a2", "a3"}[:1+r.IntN(3)]
+	a := sc.consumers[0]
+	for i := range n {
+		o := &op{n: i, name: fmt.Sprintf("o%d", i), acct: pick(r, accounts...), amt: int64(1 + r.IntN(9)), guard: r.IntN(4) != 0, c: a}
+		o.id = fmt.Sprintf("p%d", i)
+		o.key = "k-" + o.id
+		switch x := r.IntN(20); {
+		case x == 0:
+			o.kind = kindBad
+		case x == 1:
+			o.kind, o.acct = kindClosed, "closed"
+		case x <= 3:
+			o.kind, o.acct, o.amt = kindCapped, "cap", int64(8+r.IntN(10))
 		}
-		if slices.Contains(b.Std, i) {
-			m.QueueURL = h.outStd
+		switch {
+		case o.kind == kindBad:
+			// A bad body always carries its key: it must be refused for what it is.
+		case !sc.fifo && sc.keyField == "" && r.IntN(8) == 0:
+			o.key, o.kind = "", kindNoKey
+		case sc.keyField != "" && r.IntN(3) == 0:
+			o.key = "" // the key comes from the body's id field
+		}
+		if r.IntN(3) != 0 {
+			o.out = r.IntN(4)
 		} else {
-			m.QueueURL, m.GroupID = h.outFIFO, b.Acct
+			o.out = r.IntN(15) // more than 10: two SendMessageBatch requests for one record
 		}
-		res.Messages = append(res.Messages, m)
+		o.b = body{ID: o.id, Acct: o.acct, Amt: o.amt, Out: o.out, Guard: o.guard}
+		for j := range o.out {
+			switch {
+			case r.IntN(5) == 0:
+				o.b.Std = append(o.b.Std, j)
+			case sc.outMaxBytes < 1500 && r.IntN(6) == 0:
+				o.b.Big = append(o.b.Big, j)
+			}
+		}
+		if sc.contentDedup && o.kind == kindValid && r.IntN(2) == 0 {
+			// No key at all: a body that repeats (the same credit, sent again later as a
+			// new operation) and only the content-based deduplication id to key it by.
+			o.b.ID, o.id, o.key, o.kind = "", "", "", kindKeyless
+		}
+		o.setBody()
+		if o.kind == kindBad {
+			o.body = pick(r, `{"acct":"a1","amt":-3}`, `{"acct":"a1","amt":`, `{"id":"`+o.id+`","amt":5}`)
+		}
+		at := dur(r, 0, span)
+		o.sends = append(o.sends, send{at: at, key: o.key, group: o.acct, dedupID: sc.dedupID(o, o.key, 0), why: "first"})
+		sc.duplicates(r, o, at)
+		sc.ops = append(sc.ops, o)
 	}
-	return res, nil
+	// A keyless operation sent again later as a new operation with the same body.
+	for _, o := range sc.ops {
+		if o.kind == kindKeyless && r.IntN(2) == 0 {
+			again := *o
+			again.n, again.name, again.sends = len(sc.ops), fmt.Sprintf("o%d", len(sc.ops)), nil
+			at := o.sends[0].at + dur(r, 6*time.Minute, 20*time.Minute)
+			again.sends = []send{{at: at, group: o.acct, why: "a new operation with the same body"}}
+			sc.ops = append(sc.ops, &again)
+		}
+	}
+	// The same key with another payload.
+	for _, o := range sc.ops {
+		if o.kind == kindValid && o.key != "" && r.IntN(8) == 0 {
+			t := sc.twin(o, o.amt+1)
+			at := o.sends[0].at + dur(r, 0, 10*time.Minute)
+			t.sends = []send{{at: at, key: o.key, group: o.acct, dedupID: "twin-" + o.id, why: "same key, other payload"}}
+			sc.ops = append(sc.ops, t)
+		}
+	}
 }
 
-// outbound is what a consumer's outbound message body says.
-type outbound struct {
-	Src string `json:"src"`
-	I   int    `json:"i"`
-	N   int    `json:"n"`
+// twin is a new operation with o's business id and another amount.
+func (sc *scenario) twin(o *op, amt int64) *op {
+	t := *o
+	t.n, t.name, t.kind, t.twinOf, t.sends = len(sc.ops), fmt.Sprintf("o%d", len(sc.ops)), kindTwin, o, nil
+	t.amt = amt
+	t.b.Amt = amt
+	t.setBody()
+	return &t
 }
 
-// producerSend sends one message of an operation, as a producer outside the system.
-func (w *world) producerSend(o *op, s send) {
-	in := &sqs.SendMessageInput{
-		QueueUrl: aws.String(w.inputURL), MessageBody: aws.String(o.body),
-		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-			"sim-op": {DataType: aws.String("String"), StringValue: aws.String(o.name)},
-		},
+// dedupID is the deduplication id of the nth copy of o sent under key, as a producer
+// that follows the README derives it: idem.DeduplicationID of the key (of the body's
+// id without one), another for copies that must reach the consumer again.
+func (sc *scenario) dedupID(o *op, key string, n int) string {
+	if !sc.fifo || sc.contentDedup {
+		return ""
 	}
-	if o.key != "" {
-		in.MessageAttributes[idem.KeyAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(o.key)}
+	if key == "" {
+		// Without the key attribute the deduplication id is the key: a producer that
+		// follows the README sends every copy of the operation with the same one.
+		return "d-" + o.id
 	}
-	if w.sc.fifo {
-		in.MessageGroupId = aws.String(s.group)
-		if s.dedupID != "" {
-			in.MessageDeduplicationId = aws.String(s.dedupID)
+	if n == 0 {
+		return idem.DeduplicationID(key)
+	}
+	return idem.DeduplicationID(fmt.Sprintf("%s#r%d", key, n))
+}
+
+// duplicates adds the producer's retries of an operation.
+func (sc *scenario) duplicates(r *rand.Rand, o *op, at time.Duration) {
+	for range r.IntN(4) {
+		s := send{key: o.key, group: o.acct}
+		switch r.IntN(5) {
+		case 0: // a retry inside the deduplication interval: SQS drops it
+			s.at, s.dedupID, s.why = at+dur(r, time.Second, 4*time.Minute), sc.dedupID(o, o.key, 0), "retry in window"
+		case 1: // a retry after the interval, or a new dedup id
+			s.at, s.dedupID, s.why = at+dur(r, time.Second, 30*time.Minute), sc.dedupID(o, o.key, 1+r.IntN(3)), "retry, new dedup id"
+		case 2: // the same operation in another group: two consumers may hold it at once
+			s.at, s.group, s.dedupID, s.why = at+dur(r, 0, 30*time.Second), "x-"+o.acct, sc.dedupID(o, o.key, 5), "other group"
+		case 3: // after the record's TTL: only a guard keeps it single
+			if !o.guard || o.key == "" {
+				continue
+			}
+			s.at, s.dedupID, s.why = at+sc.ttl+dur(r, time.Minute, 2*time.Hour), sc.dedupID(o, o.key, 7), "after TTL"
+		default: // a redelivery a minute later
+			s.at, s.dedupID, s.why = at+dur(r, 30*time.Second, 3*time.Minute), sc.dedupID(o, o.key, 9), "retry a minute later"
 		}
-	}
-	before := len(w.sqs.Messages(w.input))
-	out, err := w.sqs.SendMessage(context.Background(), in)
-	if err != nil {
-		w.obs.violation("producer", "op %s: the input queue refused a send (%s): %v", o.name, s.why, err)
-		return
-	}
-	stored := len(w.sqs.Messages(w.input)) > before
-	w.tracef("producer sends %s (%s, %s) as %s%s", o.name, o.kind, s.why, aws.ToString(out.MessageId), map[bool]string{true: "", false: ": dropped by SQS deduplication"}[stored])
-	if stored {
-		w.obs.sent[o] = append(w.obs.sent[o], aws.ToString(out.MessageId))
-		w.wakePollers()
+		o.sends = append(o.sends, s)
 	}
 }

@@ -26,44 +26,9 @@ const (
 	idemTable = "idem"
 	bizTable  = "biz"
 	scope     = "sim"
-	// recPrefix starts the key of a record kept in the business table (scenario.fold).
+	// recPrefix starts the key of a record folded into its journal entry (layoutFold).
 	recPrefix = "rec#"
 )
-
-// layout is where the run keeps its idempotency records: a table of their own, or, in a
-// fold scenario, the business table, where a guarded operation's journal entry is its
-// record (idem.Result.HomeGuard).
-func (sc *scenario) layout() idem.Layout {
-	if sc.fold {
-		return idem.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: recPrefix}
-	}
-	return idem.Layout{Table: idemTable}
-}
-
-// recordItemKey is the item key of the record with key pk.
-func (w *world) recordItemKey(pk string) map[string]types.AttributeValue {
-	if w.sc.fold {
-		pk = recPrefix + pk
-	}
-	return map[string]types.AttributeValue{"pk": avS(pk)}
-}
-
-// records returns the idempotency records (in a fold scenario, the business table's
-// items that are records).
-func (w *world) records() []map[string]types.AttributeValue {
-	l := w.sc.layout()
-	items, _ := w.db.Items(l.Table)
-	if !w.sc.fold {
-		return items
-	}
-	var out []map[string]types.AttributeValue
-	for _, it := range items {
-		if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, recPrefix) {
-			out = append(out, it)
-		}
-	}
-	return out
-}
 
 // world is one simulated run: the services, the Lambda side, the workload and what the
 // oracle observed. Everything but the code under test runs in the scheduler's goroutine.
@@ -75,9 +40,10 @@ type world struct {
 	db  *simdb.DB
 	sqs *simsqs.Service
 
-	input, dlq, outFIFO, outStd string // queue names
-	inputURL, dlqURL            string
-	outFIFOURL, outStdURL       string
+	dlq, outFIFO, outStd  string // queue names (the input queues are the consumers')
+	dlqURL                string
+	outFIFOURL, outStdURL string
+	keys                  map[string][2]string // table -> its key attributes (hash, range)
 
 	// scheduler
 	mu       sync.Mutex // guards arrivals and finished, which goroutines append to
@@ -88,10 +54,8 @@ type world struct {
 	callSeq  int64
 	start    time.Time
 
-	// lambda side
-	slots     []*slot
+	// lambda side (each consumer's slots and reaper are in its consumer)
 	invSeq    int
-	reaping   bool
 	envSeq    int
 	inflight  map[*call]bool       // requests of live invocations not yet answered
 	live      map[*invocation]bool // invocations whose goroutine has not returned
@@ -100,10 +64,12 @@ type world struct {
 	sendsLeft int
 
 	// workload and observations
-	ops   []*op
-	byKey map[string][]*op
-	obs   observations
-	trace *tracer
+	ops     []*op
+	obs     observations
+	trace   *tracer
+	ingress *ingressSide // the ingress and its clients, when the configuration has it
+	txns    txnFlights   // DynamoDB transactions in flight (conflict.go)
+	skew    *rand.Rand   // draws the environments' clock offsets
 }
 
 // faultsOn reports whether faults are injected now: they stop at the scenario's
@@ -119,6 +85,9 @@ type ddbAPI struct{ w *world }
 func keyDesc(table string, key map[string]types.AttributeValue) string {
 	for _, k := range []string{"pk", "id"} {
 		if v, ok := key[k].(*types.AttributeValueMemberS); ok {
+			if sk, ok := key["sk"].(*types.AttributeValueMemberS); ok {
+				return table + "/" + v.Value + "/" + sk.Value
+			}
 			return table + "/" + v.Value
 		}
 	}
@@ -126,7 +95,8 @@ func keyDesc(table string, key map[string]types.AttributeValue) string {
 }
 
 func (a ddbAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	out, err := a.w.do(ctx, "dynamodb", "PutItem", keyDesc(aws.ToString(in.TableName), in.Item), func() (any, error) {
+	t := aws.ToString(in.TableName)
+	out, err := a.w.do(ctx, "dynamodb", "PutItem", keyDesc(t, in.Item), []string{a.w.itemID(t, in.Item)}, func() (any, error) {
 		return a.w.db.PutItem(context.Background(), in)
 	})
 	o, _ := out.(*dynamodb.PutItemOutput)
@@ -134,7 +104,8 @@ func (a ddbAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...fun
 }
 
 func (a ddbAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := a.w.do(ctx, "dynamodb", "UpdateItem", keyDesc(aws.ToString(in.TableName), in.Key), func() (any, error) {
+	t := aws.ToString(in.TableName)
+	out, err := a.w.do(ctx, "dynamodb", "UpdateItem", keyDesc(t, in.Key), []string{a.w.itemID(t, in.Key)}, func() (any, error) {
 		return a.w.db.UpdateItem(context.Background(), in)
 	})
 	o, _ := out.(*dynamodb.UpdateItemOutput)
@@ -142,7 +113,7 @@ func (a ddbAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ 
 }
 
 func (a ddbAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	out, err := a.w.do(ctx, "dynamodb", "GetItem", keyDesc(aws.ToString(in.TableName), in.Key), func() (any, error) {
+	out, err := a.w.do(ctx, "dynamodb", "GetItem", keyDesc(aws.ToString(in.TableName), in.Key), nil, func() (any, error) {
 		return a.w.db.GetItem(context.Background(), in)
 	})
 	o, _ := out.(*dynamodb.GetItemOutput)
@@ -154,7 +125,7 @@ func (a ddbAPI) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*d
 	if v, ok := in.ExpressionAttributeValues[":shard"].(*types.AttributeValueMemberS); ok {
 		desc += "/" + v.Value
 	}
-	out, err := a.w.do(ctx, "dynamodb", "Query", desc, func() (any, error) {
+	out, err := a.w.do(ctx, "dynamodb", "Query", desc, nil, func() (any, error) {
 		return a.w.db.Query(context.Background(), in)
 	})
 	o, _ := out.(*dynamodb.QueryOutput)
@@ -162,20 +133,25 @@ func (a ddbAPI) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*d
 }
 
 func (a ddbAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	var parts []string
+	parts := make([]string, 0, len(in.TransactItems))
+	items := make([]string, 0, len(in.TransactItems))
 	for _, it := range in.TransactItems {
+		var t string
+		var key map[string]types.AttributeValue
 		switch {
 		case it.Put != nil:
-			parts = append(parts, keyDesc(aws.ToString(it.Put.TableName), it.Put.Item))
+			t, key = aws.ToString(it.Put.TableName), it.Put.Item
 		case it.Update != nil:
-			parts = append(parts, keyDesc(aws.ToString(it.Update.TableName), it.Update.Key))
+			t, key = aws.ToString(it.Update.TableName), it.Update.Key
 		case it.Delete != nil:
-			parts = append(parts, keyDesc(aws.ToString(it.Delete.TableName), it.Delete.Key))
+			t, key = aws.ToString(it.Delete.TableName), it.Delete.Key
 		case it.ConditionCheck != nil:
-			parts = append(parts, keyDesc(aws.ToString(it.ConditionCheck.TableName), it.ConditionCheck.Key))
+			t, key = aws.ToString(it.ConditionCheck.TableName), it.ConditionCheck.Key
 		}
+		parts = append(parts, keyDesc(t, key))
+		items = append(items, a.w.itemID(t, key))
 	}
-	out, err := a.w.do(ctx, "dynamodb", "TransactWriteItems", strings.Join(parts, "+"), func() (any, error) {
+	out, err := a.w.do(ctx, "dynamodb", "TransactWriteItems", strings.Join(parts, "+"), items, func() (any, error) {
 		return a.w.db.TransactWriteItems(context.Background(), in)
 	})
 	o, _ := out.(*dynamodb.TransactWriteItemsOutput)
@@ -188,7 +164,7 @@ type sqsAPI struct{ w *world }
 func queueName(u string) string { return u[strings.LastIndexByte(u, '/')+1:] }
 
 func (a sqsAPI) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	out, err := a.w.do(ctx, "sqs", "SendMessage", queueName(aws.ToString(in.QueueUrl))+"/"+aws.ToString(in.MessageDeduplicationId), func() (any, error) {
+	out, err := a.w.do(ctx, "sqs", "SendMessage", queueName(aws.ToString(in.QueueUrl))+"/"+aws.ToString(in.MessageDeduplicationId), nil, func() (any, error) {
 		return a.w.sqs.SendMessage(context.Background(), in)
 	})
 	o, _ := out.(*sqs.SendMessageOutput)
@@ -200,7 +176,7 @@ func (a sqsAPI) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchIn
 	if len(in.Entries) > 0 {
 		desc += "/" + aws.ToString(in.Entries[0].MessageDeduplicationId) + "/" + sqsKey(in.Entries[0].MessageAttributes)
 	}
-	out, err := a.w.do(ctx, "sqs", "SendMessageBatch", desc, func() (any, error) {
+	out, err := a.w.do(ctx, "sqs", "SendMessageBatch", desc, nil, func() (any, error) {
 		return a.w.sendBatch(in)
 	})
 	o, _ := out.(*sqs.SendMessageBatchOutput)
@@ -215,7 +191,7 @@ func sqsKey(attrs map[string]sqstypes.MessageAttributeValue) string {
 }
 
 func (a sqsAPI) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	out, err := a.w.do(ctx, "sqs", "ChangeMessageVisibility", queueName(aws.ToString(in.QueueUrl))+"/"+aws.ToString(in.ReceiptHandle), func() (any, error) {
+	out, err := a.w.do(ctx, "sqs", "ChangeMessageVisibility", queueName(aws.ToString(in.QueueUrl))+"/"+aws.ToString(in.ReceiptHandle), nil, func() (any, error) {
 		return a.w.sqs.ChangeMessageVisibility(context.Background(), in)
 	})
 	o, _ := out.(*sqs.ChangeMessageVisibilityOutput)
@@ -255,6 +231,21 @@ func serverError(service string) error {
 	return &smithy.GenericAPIError{Code: "InternalError", Message: "sim: internal error", Fault: smithy.FaultServer}
 }
 
+// injected reports whether err comes from a fault the simulation injected, or from a
+// transaction conflict DynamoDB has (conflict.go).
+func injected(err error) bool {
+	var (
+		tp  *types.ProvisionedThroughputExceededException
+		ise *types.InternalServerError
+		tc  *types.TransactionConflictException
+		tce *types.TransactionCanceledException
+		ge  *smithy.GenericAPIError
+	)
+	return errors.Is(err, errLostAnswer) || errors.Is(err, errKilled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &tp) || errors.As(err, &ise) || errors.As(err, &tc) || errors.As(err, &tce) ||
+		errors.As(err, &ge) && (ge.Code == "RequestThrottled" || ge.Code == "InternalError")
+}
+
 // errLostAnswer is a request that was applied but whose answer never came back (a
 // reset connection, a timeout after the write).
 var errLostAnswer = errors.New("sim: connection reset by peer (the request may have been applied)")
@@ -264,6 +255,9 @@ func (w *world) schedule(c *call) {
 	f := w.faultsOn()
 	fr := w.sc.faults
 	lat := time.Duration(1+w.rng.IntN(15)) * time.Millisecond
+	if c.service == "gateway" {
+		lat += time.Duration(20+w.rng.IntN(400)) * time.Millisecond // the outside service's own work
+	}
 	if f && w.p(fr.slow) {
 		lat = time.Duration(500+w.rng.IntN(12000)) * time.Millisecond
 	}
@@ -289,7 +283,27 @@ func (w *world) schedule(c *call) {
 			return
 		}
 	}
+	if c.op == "TransactWriteItems" {
+		w.txns.fly(c)
+	}
 	w.at(now.Add(lat), func() { w.apply(c, f) })
+}
+
+// execute runs a request at its apply: DynamoDB's transaction conflicts first
+// (conflict.go), then the service.
+func (w *world) execute(c *call) (any, error) {
+	if c.op == "TransactWriteItems" {
+		w.txns.land(c)
+	}
+	if err := w.conflict(c); err != nil {
+		w.obs.stats.Conflicts++
+		return nil, err
+	}
+	out, err := c.exec()
+	if err == nil && c.op == "TransactWriteItems" {
+		w.txns.committed(c, time.Now())
+	}
+	return out, err
 }
 
 func (w *world) respond(c *call, r reply) {
@@ -304,13 +318,17 @@ func (w *world) apply(c *call, f bool) {
 		delete(w.inflight, c)
 		// The process died while the request was on the wire: it may have arrived.
 		if w.p(0.5) {
-			out, err := c.exec()
+			w.cur = c
+			out, err := w.execute(c)
+			w.cur = nil
 			w.tracef("%s #%d %s %s: applied after its sender died: %s", c.inv, c.n, c.op, c.desc, outcome(out, err))
+		} else if c.op == "TransactWriteItems" {
+			w.txns.land(c)
 		}
 		return
 	}
 	w.cur = c
-	out, err := c.exec()
+	out, err := w.execute(c)
 	w.cur = nil
 	w.tracef("%s #%d %s %s: %s", c.inv, c.n, c.op, c.desc, outcome(out, err))
 	fr := w.sc.faults

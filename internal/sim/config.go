@@ -1,0 +1,137 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// The configuration a seed deploys: where the records live (the layouts the template
+// and docs/storage.md offer), whether a second consumer shares the records' table,
+// whether the ingress stands in front of the first consumer, and how far the
+// environments' clocks drift apart. It is drawn from a source of its own (configRand),
+// so that adding a kind of configuration leaves the seed's other draws as they were.
+
+// layoutKind is where a consumer keeps its records.
+type layoutKind int
+
+const (
+	layoutDefault    layoutKind = iota // a table of their own, partition key pk
+	layoutPowertools                   // idem.PowertoolsLayout: partition key id, Powertools' names
+	layoutSortKey                      // a sort key under a static partition key value
+	layoutPrefix                       // the business table, each record key after a prefix
+	layoutFold                         // the business table, a guarded operation's journal entry is its record
+)
+
+func (k layoutKind) String() string {
+	return [...]string{"default", "powertools", "sortkey", "prefix", "fold"}[k]
+}
+
+// maxDrift bounds how far an environment's clock is from the true one: any two clocks
+// differ by at most 2*maxDrift (1 s). The lease grace must cover it (RELIABILITY.md):
+// every grace the scenario draws is at least 2 s.
+const maxDrift = 500 * time.Millisecond
+
+// config is the deployment a seed draws.
+type config struct {
+	layout  layoutKind
+	shared  bool // a second consumer keeps its records in the first one's table
+	ingress bool // the ingress (ingressapp) in front of the first consumer
+	drift   bool // the environments' clocks drift apart, within maxDrift of the true one
+	steps   bool // the handler calls an outside service as recorded steps (lease mode only)
+}
+
+// configRand is the seed's source for its configuration.
+func configRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0xc0f1)) }
+
+// drawConfig draws the configuration; the ingress needs a FIFO input queue, steps the
+// lease mode.
+func drawConfig(r *rand.Rand, sc *scenario) config {
+	c := config{layout: layoutKind(r.IntN(5))}
+	c.shared = c.layout != layoutFold && r.IntN(4) == 0
+	c.ingress = sc.fifo && r.IntN(3) == 0
+	c.drift = r.IntN(2) == 0
+	c.steps = sc.mode == idem.ModeLease && r.IntN(2) == 0
+	return c
+}
+
+// String is the configuration as the replay line and the summary name it.
+func (c config) String() string {
+	s := c.layout.String()
+	if c.shared {
+		s += "+shared"
+	}
+	if c.ingress {
+		s += "+ingress"
+	}
+	return s
+}
+
+// consumer is one deployment of the consumer and its reaper: its scope, where its
+// records live, its input queue, its pollers. The first (a) takes the scenario's
+// settings; the second (b), when the table is shared, draws its own timeout and grace,
+// so that a reaper that took the other's records for its own would reap them on the
+// wrong schedule.
+type consumer struct {
+	name   string // a, b
+	scope  string
+	layout idem.Layout
+	fold   bool
+
+	timeout, grace, visibility time.Duration
+	checkVisibility            bool
+
+	input, inputURL string
+	slots           []*slot
+	reaping         bool
+	names           recordNames
+	store           *idem.DynamoStore // the oracle's reader of the records (straight on simdb)
+}
+
+// Names of the simulated tables and queues beyond the defaults.
+const (
+	ingressTable = "ingress"
+	scopeB       = "simb"
+)
+
+// layoutFor is where consumer n (0: a, 1: b) keeps its records in a configuration of
+// kind k: two consumers on one table keep theirs apart by scope, and by static
+// partition key or key prefix where the layout has one (docs/storage.md).
+func layoutFor(k layoutKind, n int) idem.Layout {
+	switch k {
+	case layoutPowertools:
+		return idem.PowertoolsLayout(idemTable)
+	case layoutSortKey:
+		l := idem.Layout{Table: idemTable, PartitionKey: "pk", SortKey: "sk"}
+		if n == 1 {
+			l.StaticPartitionKey = "idempotency#b"
+		}
+		return l
+	case layoutPrefix:
+		return idem.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: [...]string{"idem#", "idemb#"}[n]}
+	case layoutFold:
+		return idem.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: recPrefix}
+	}
+	return idem.Layout{Table: idemTable}
+}
+
+// newConsumers builds the deployments of the scenario.
+func (sc *scenario) newConsumers(r *rand.Rand) {
+	a := &consumer{name: "a", scope: scope, layout: layoutFor(sc.cfg.layout, 0), fold: sc.cfg.layout == layoutFold,
+		timeout: sc.timeout, grace: sc.grace, visibility: sc.visibility, checkVisibility: sc.checkVisibility}
+	sc.consumers = []*consumer{a}
+	if !sc.cfg.shared {
+		return
+	}
+	b := &consumer{name: "b", scope: scopeB, layout: layoutFor(sc.cfg.layout, 1),
+		timeout: pick(r, 5*time.Second, 10*time.Second), grace: pick(r, 2*time.Second, 10*time.Second)}
+	b.visibility = b.timeout + b.grace + time.Duration(1+r.IntN(20))*time.Second
+	b.checkVisibility = true
+	sc.consumers = append(sc.consumers, b)
+}
+
+func (c *consumer) String() string {
+	return fmt.Sprintf("%s(scope=%s table=%s timeout=%s grace=%s)", c.name, c.scope, c.layout.Table, c.timeout, c.grace)
+}

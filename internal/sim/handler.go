@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// The business handler of the simulation: a credit, a journal entry (the guard of most
+// operations) and outbound messages, with a cap it checks by reading the account before
+// it writes, and for some operations two calls to an outside service as recorded steps.
+// What it writes and answers depends on the run, as a real handler's does: each carries
+// the run (the invocation and message that ran it), the holder (the attempt's fencing
+// token) and the environment's time, so that the oracle sees which attempt's writes
+// landed and which attempt's response was stored.
+
+// handler applies one operation for one consumer.
+type handler struct {
+	w               *world
+	c               *consumer
+	db              ddbAPI
+	outFIFO, outStd string
+	clock           func() time.Time // the environment's clock
+}
+
+// body is the message body of an operation.
+type body struct {
+	ID    string `json:"id,omitempty"`
+	Acct  string `json:"acct"`
+	Amt   int64  `json:"amt"`
+	Out   int    `json:"out,omitempty"`
+	Std   []int  `json:"std,omitempty"`
+	Big   []int  `json:"big,omitempty"`
+	Guard bool   `json:"guard,omitempty"`
+	Call  bool   `json:"call,omitempty"` // two steps against the outside service (lease mode)
+}
+
+// decodeBody validates a body as the handler does.
+func decodeBody(raw []byte) (body, error) {
+	var b body
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return b, fmt.Errorf("invalid message: %w", err)
+	}
+	switch {
+	case b.Acct == "":
+		return b, fmt.Errorf("invalid message: acct missing")
+	case b.Amt <= 0:
+		return b, fmt.Errorf("invalid message: amt must be positive")
+	}
+	return b, nil
+}
+
+// response is what the handler answers, stored in the record.
+type response struct {
+	Applied string `json:"applied"`
+	Run     string `json:"run"`
+	Holder  string `json:"holder"`
+	At      int64  `json:"at"`
+}
+
+// outbound is what a consumer's outbound message body says.
+type outbound struct {
+	Src string `json:"src"`
+	I   int    `json:"i"`
+	N   int    `json:"n"`
+	Run string `json:"run"`
+}
+
+func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func avN(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func numAttr(item map[string]types.AttributeValue, name string) int64 {
+	if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		return n
+	}
+	return 0
+}
+
+// runOf names the handler's run: the invocation and the SQS message it runs for, which
+// no other run shares.
+func runOf(ctx context.Context) string {
+	inv := invOf(ctx)
+	m, _ := idem.MessageFromContext(ctx)
+	return fmt.Sprintf("%s.%s", inv, m.MessageId)
+}
+
+// gatewaySteps are the outside service's calls an operation with Call makes.
+var gatewaySteps = []string{"reserve", "charge"}
+
+// Handle applies one operation.
+func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, error) {
+	b, err := decodeBody(req.Payload)
+	if err != nil {
+		return idem.Result{}, idem.Permanent(err)
+	}
+	id := b.ID
+	if id == "" {
+		id = req.Key
+	}
+	run, holder, at := runOf(ctx), req.Attempt.Token(), h.clock().UnixMilli()
+	acctKey := map[string]types.AttributeValue{"pk": avS("acct#" + b.Acct)}
+	got, err := h.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(bizTable), Key: acctKey, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return idem.Result{}, fmt.Errorf("read account %s: %w", b.Acct, err)
+	}
+	limit := numAttr(got.Item, "cap")
+	balance := numAttr(got.Item, "balance")
+	if limit > 0 && balance+b.Amt > limit {
+		return idem.Result{}, idem.Permanent(fmt.Errorf("refused: %d more would take account %s over the cap of %d", b.Amt, b.Acct, limit))
+	}
+	if b.Call {
+		for _, step := range gatewaySteps {
+			err := req.Attempt.Step(ctx, step, func(ctx context.Context) error {
+				return h.w.callGateway(ctx, h.c, req.Attempt.RecordKey(), step, holder, run)
+			})
+			if err != nil {
+				return idem.Result{}, fmt.Errorf("step %s: %w", step, err)
+			}
+		}
+	}
+	stamp := map[string]types.AttributeValue{":op": avS(id), ":run": avS(run), ":holder": avS(holder), ":at": avN(at), ":amt": avN(b.Amt), ":one": avN(1)}
+	credit := &types.Update{
+		TableName: aws.String(bizTable), Key: acctKey,
+		UpdateExpression:          aws.String("SET last_op = :op, last_run = :run, last_holder = :holder, last_at = :at ADD balance :amt, applied :one"),
+		ConditionExpression:       aws.String("attribute_not_exists(closed)"),
+		ExpressionAttributeValues: stamp,
+	}
+	if limit > 0 {
+		credit.ConditionExpression = aws.String("attribute_not_exists(closed) AND (attribute_not_exists(balance) OR balance <= :room)")
+		credit.ExpressionAttributeValues[":room"] = avN(limit - b.Amt)
+	}
+	journal := &types.Put{
+		TableName: aws.String(bizTable),
+		Item: map[string]types.AttributeValue{"pk": avS("entry#" + id), "op": avS(id), "acct": avS(b.Acct), "amt": avN(b.Amt),
+			"run": avS(run), "holder": avS(holder), "at": avN(at)},
+	}
+	resp, _ := json.Marshal(response{Applied: id, Run: run, Holder: holder, At: at})
+	res := idem.Result{
+		Response: resp,
+		Writes:   []types.TransactWriteItem{{Update: credit}, {Put: journal}},
+		Explain: func(i int, item map[string]types.AttributeValue) string {
+			if i != 0 {
+				return ""
+			}
+			if _, ok := item["closed"]; ok {
+				return "account " + b.Acct + " closed"
+			}
+			return fmt.Sprintf("%d more would take account %s over the cap of %d", b.Amt, b.Acct, numAttr(item, "cap"))
+		},
+	}
+	if b.Guard {
+		journal.ConditionExpression = aws.String("attribute_not_exists(pk)")
+		res.Guards = []int{1}
+		// The journal entry is the record's home: the store puts it at the record's key.
+		res.HomeGuard = h.c.fold
+	}
+	for i := range b.Out {
+		m := idem.Message{Body: fmt.Sprintf(`{"src":%q,"i":%d,"n":%d,"run":%q}`, id, i, b.Out, run)}
+		if slices.Contains(b.Big, i) {
+			m.Body = fmt.Sprintf(`{"src":%q,"i":%d,"n":%d,"run":%q,"pad":%q}`, id, i, b.Out, run, strings.Repeat("x", 1500))
+		}
+		if slices.Contains(b.Std, i) {
+			m.QueueURL = h.outStd
+		} else {
+			m.QueueURL, m.GroupID = h.outFIFO, b.Acct
+		}
+		res.Messages = append(res.Messages, m)
+	}
+	return res, nil
+}

@@ -1,0 +1,354 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// The ingress in front of the first consumer: the real ingressapp, over the simulated
+// DynamoDB and SQS, invoked as a function URL invokes it (an AWS_IAM caller, payload
+// format 2.0), in environments of its own whose clocks drift like the consumers'. Its
+// clients are HTTP clients as docs/ingress.md describes them: a POST with an
+// Idempotency-Key, retried with the same key and body on 409, 503 and a crashed
+// invocation (502) after Retry-After; a GET of the status after a 202; and, once the
+// world has settled, a last GET of every request the ingress took.
+//
+// What the oracle checks of the answers: a status that says completed is said of a
+// request whose operation was applied, with this request's body, and carries the first
+// response any answer gave for the key, byte for byte; a 422 answers only a key used
+// before with another body; and at the end, every request answered 202 reads as
+// completed if its operation was applied, failed if it was dead-lettered, and is one or
+// the other (no request the ingress took stays undelivered).
+
+// ingressTimeout is the ingress function's timeout (template.yaml), and its
+// ACCEPT_WINDOW.
+const ingressTimeout = 10 * time.Second
+
+// postTries bounds how often a client POSTs one request before it gives up.
+const postTries = 8
+
+// ingressSide is the ingress's environments and its clients' state.
+type ingressSide struct {
+	cfg       ingressapp.Config
+	envs      []*ingressEnv              // warm environments
+	waiting   int                        // client requests in flight or waiting to retry
+	keyBodies map[string]map[string]bool // the bodies POSTed under each key
+	firstResp map[string][]byte
+	firstAt   map[string]time.Time
+	taken     map[*op]time.Time // operations the ingress answered 202 or 200, when last
+	renewed   map[*op]bool      // taken again past the records' retention: a new execution by contract
+	finals    map[*op]*ingressapp.Status
+	finalCode map[*op]int
+}
+
+type ingressEnv struct {
+	handler ingressapp.Handler
+	busy    bool
+}
+
+// httpCall is one HTTP request of a client.
+type httpCall struct {
+	o      *op
+	s      send
+	method string
+	tries  int
+	final  bool
+	env    *ingressEnv
+	resp   ingressapp.LambdaFunctionURLResponse
+}
+
+func (in *ingressSide) busy() bool { return in.waiting > 0 }
+
+// simExample is the simulation's message type as the ingress sees it: its Decode is the
+// handler's validation, and its FIFO group the account.
+type simExample struct{}
+
+func (simExample) Name() string { return "sim" }
+
+func (simExample) Decode(raw []byte) (example.Message, error) {
+	b, err := decodeBody(raw)
+	if err != nil {
+		return example.Message{}, fmt.Errorf("%w: %w", example.ErrInvalid, err)
+	}
+	return example.Message{ID: b.ID, Group: b.Acct, Body: string(raw)}, nil
+}
+
+func (simExample) NewHandler(example.Lookup) (idem.Handler, error) {
+	return nil, errors.New("sim: the ingress builds no handler")
+}
+
+func (simExample) Template() []byte { return nil }
+
+// newIngress configures the ingress for the first consumer, as the template does.
+func (w *world) newIngress() error {
+	a := w.sc.consumers[0]
+	cfg := ingressapp.Config{
+		Example: simExample{}, Scope: a.scope, IdempotencyTable: a.layout.Table, IngressTable: ingressTable,
+		QueueURL: a.inputURL, TTL: w.sc.ttl, AcceptWindow: ingressTimeout, MaxBodyBytes: ingressapp.DefaultMaxBodyBytes,
+		RequireIAMCaller: true, MetricsNamespace: "Sim",
+	}
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("the ingress's configuration: %w", err)
+	}
+	w.ingress = &ingressSide{cfg: cfg, keyBodies: map[string]map[string]bool{}, firstResp: map[string][]byte{}, firstAt: map[string]time.Time{},
+		taken: map[*op]time.Time{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}}
+	return nil
+}
+
+// env returns a free warm environment of the ingress, or starts one.
+func (w *world) ingressEnv() (*ingressEnv, error) {
+	for _, e := range w.ingress.envs {
+		if !e.busy {
+			return e, nil
+		}
+	}
+	app, err := ingressapp.New(w.ingress.cfg, ingressapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Clock: w.newClock()})
+	if err != nil {
+		return nil, err
+	}
+	e := &ingressEnv{handler: app.Handler()}
+	w.ingress.envs = append(w.ingress.envs, e)
+	return e, nil
+}
+
+// clientPost is an HTTP client's first POST of a request.
+func (w *world) clientPost(o *op, s send) {
+	w.ingress.waiting++
+	w.httpInvoke(&httpCall{o: o, s: s, method: http.MethodPost})
+}
+
+// httpInvoke invokes the ingress with one request.
+func (w *world) httpInvoke(hc *httpCall) {
+	env, err := w.ingressEnv()
+	if err != nil {
+		w.obs.violation("init", "the ingress's init failed: %v", err)
+		w.ingress.waiting--
+		return
+	}
+	env.busy, hc.env = true, env
+	hc.tries++
+	w.obs.stats.HTTPRequests++
+	w.invSeq++
+	inv := &invocation{id: w.invSeq, kind: "ingress", c: w.sc.consumers[0], http: hc, deadline: time.Now().Add(ingressTimeout)}
+	ev := events.LambdaFunctionURLRequest{
+		Version: "2.0", RawPath: ingressapp.RequestsPath,
+		Headers: map[string]string{"content-type": "application/json"},
+		RequestContext: events.LambdaFunctionURLRequestContext{
+			AccountID: "000000000000", RequestID: inv.String(), APIID: "sim", DomainName: "sim.lambda-url.us-east-1.on.aws",
+			TimeEpoch: time.Now().UnixMilli(),
+			HTTP:      events.LambdaFunctionURLRequestContextHTTPDescription{Method: hc.method, Protocol: "HTTP/1.1", SourceIP: "10.0.0.1"},
+			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+				AccessKey: "AKIDSIM", AccountID: "000000000000", CallerID: "AIDASIMCALLER", UserARN: "arn:aws:iam::000000000000:user/sim", UserID: "AIDASIMCALLER",
+			}},
+		},
+	}
+	if hc.method == http.MethodPost {
+		ev.Headers["idempotency-key"] = hc.s.key
+		ev.Body = hc.o.body
+		if w.ingress.keyBodies[hc.s.key] == nil {
+			w.ingress.keyBodies[hc.s.key] = map[string]bool{}
+		}
+		w.ingress.keyBodies[hc.s.key][hc.o.body] = true
+	} else {
+		ev.RawPath = ingressapp.RequestsPath + "/" + url.PathEscape(hc.s.key)
+	}
+	ev.RequestContext.HTTP.Path = ev.RawPath
+	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), invKey{}, inv), inv.deadline)
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: inv.String()})
+	w.live[inv] = true
+	h := env.handler
+	go func() {
+		defer cancel()
+		resp, _ := h(ctx, ev)
+		w.mu.Lock()
+		hc.resp = resp
+		w.finished = append(w.finished, inv)
+		w.mu.Unlock()
+	}()
+	w.at(inv.deadline, func() {
+		if !inv.isDead() && !w.obs.done[inv] {
+			w.kill(inv, "timeout")
+		}
+	})
+}
+
+// ingressKilled: the function URL answers 502 for an invocation that crashed or timed
+// out; its environment is gone; the client retries a POST.
+func (w *world) ingressKilled(inv *invocation) {
+	hc := inv.http
+	w.ingress.envs = deleteEnv(w.ingress.envs, hc.env)
+	w.tracef("client %s %s of %s: 502 (the ingress's invocation died)", hc.method, shortID(hc.s.key), hc.o.name)
+	w.clientRetry(hc, time.Second)
+}
+
+func deleteEnv(envs []*ingressEnv, e *ingressEnv) []*ingressEnv {
+	for i, x := range envs {
+		if x == e {
+			return append(envs[:i], envs[i+1:]...)
+		}
+	}
+	return envs
+}
+
+// ingressDone is an answer reaching its client.
+func (w *world) ingressDone(inv *invocation) {
+	hc := inv.http
+	hc.env.busy = false
+	code := hc.resp.StatusCode
+	var st *ingressapp.Status
+	if hc.resp.Headers["Content-Type"] == "application/json" {
+		st = &ingressapp.Status{}
+		if err := json.Unmarshal([]byte(hc.resp.Body), st); err != nil {
+			w.obs.violation("status", "%s of %s: unreadable status body: %v", hc.method, hc.o.name, err)
+			st = nil
+		}
+	}
+	state := ""
+	if st != nil {
+		state = " " + st.Status
+	}
+	w.tracef("client %s %s of %s (%s): %d%s", hc.method, shortID(hc.s.key), hc.o.name, hc.s.why, code, state)
+	if st != nil && (code == http.StatusOK || code == http.StatusAccepted) {
+		w.statusAnswer(hc.o, hc.s.key, st)
+	}
+	if hc.final {
+		w.ingress.finals[hc.o], w.ingress.finalCode[hc.o] = st, code
+		w.ingress.waiting--
+		return
+	}
+	switch {
+	case hc.method == http.MethodGet:
+		w.ingress.waiting--
+	case code == http.StatusAccepted || code == http.StatusOK:
+		w.obs.accepted[hc.o] = true
+		if at, ok := w.ingress.taken[hc.o]; ok && time.Since(at) > w.sc.ttl-10*time.Minute {
+			w.ingress.renewed[hc.o] = true
+		}
+		w.ingress.taken[hc.o] = time.Now()
+		// Poll the status once, a little later: the POST is done, its GET to come.
+		get := &httpCall{o: hc.o, s: hc.s, method: http.MethodGet}
+		w.at(time.Now().Add(dur(w.rng, 2*time.Second, time.Minute)), func() { w.httpInvoke(get) })
+	case code == http.StatusConflict || code == http.StatusServiceUnavailable:
+		retry, _ := strconv.Atoi(hc.resp.Headers["Retry-After"])
+		w.clientRetry(hc, time.Duration(max(retry, 1))*time.Second)
+	case code == http.StatusUnprocessableEntity:
+		if len(w.ingress.keyBodies[hc.s.key]) < 2 {
+			w.obs.violation("status", "POST of %s under key %s answered 422 (the key used with another body), though it never was", hc.o.name, shortID(hc.s.key))
+		}
+		w.ingress.waiting--
+	default: // 400: the client gives up (a key past the limit, say)
+		w.ingress.waiting--
+	}
+}
+
+// clientRetry sends a POST again after wait (and a little jitter), or gives up after
+// postTries; a GET is not retried.
+func (w *world) clientRetry(hc *httpCall, wait time.Duration) {
+	if hc.method != http.MethodPost || hc.final || hc.tries >= postTries {
+		w.ingress.waiting--
+		return
+	}
+	w.at(time.Now().Add(wait+time.Duration(w.rng.IntN(2000))*time.Millisecond), func() { w.httpInvoke(hc) })
+}
+
+// statusAnswer checks a status an answer gave for o's request under key.
+func (w *world) statusAnswer(o *op, key string, st *ingressapp.Status) {
+	if st.Status != ingressapp.StatusCompleted {
+		return
+	}
+	if w.obs.applied[o] == 0 {
+		w.obs.violation("status", "the status of %s (key %s) says completed, but its operation was not applied", o.name, shortID(key))
+	}
+	var r response
+	if err := json.Unmarshal(st.Response, &r); err == nil {
+		if l, ok := w.obs.runs[r.Run]; ok && l.amt != o.amt {
+			w.obs.violation("status", "the status of %s (key %s) says completed with the effect of another body (%d, not %d)", o.name, shortID(key), l.amt, o.amt)
+		}
+	}
+	in := w.ingress
+	if first, ok := in.firstResp[key]; ok && time.Since(in.firstAt[key]) < w.sc.ttl {
+		if !bytes.Equal(first, st.Response) {
+			w.obs.violation("response", "key %s: a duplicate was answered %s, not the first response %s", shortID(key), st.Response, first)
+		}
+		return
+	}
+	in.firstResp[key], in.firstAt[key] = append([]byte(nil), st.Response...), time.Now()
+}
+
+// finalStatus is every client's last GET, once the world has settled: of each request
+// the ingress took within the records' retention.
+func (w *world) finalStatus() {
+	if w.ingress == nil {
+		return
+	}
+	for _, o := range w.ops {
+		at, ok := w.ingress.taken[o]
+		if !ok || time.Since(at) > w.sc.ttl-10*time.Minute {
+			continue
+		}
+		key := ""
+		for _, s := range o.sends {
+			if s.door == viaIngress && s.key != "" {
+				key = s.key
+				break
+			}
+		}
+		w.ingress.waiting++
+		w.httpInvoke(&httpCall{o: o, s: send{key: key, why: "final status"}, method: http.MethodGet, final: true})
+	}
+	w.settle(10*time.Minute, true)
+}
+
+// checkStatus: what the last GETs said.
+func (w *world) checkStatus(reasons map[*op][]string) {
+	if w.ingress == nil {
+		return
+	}
+	for _, o := range w.ops {
+		code, asked := w.ingress.finalCode[o]
+		if !asked {
+			continue
+		}
+		st := w.ingress.finals[o]
+		applied, dead := w.obs.applied[o] > 0, len(reasons[o]) > 0
+		got := fmt.Sprint(code)
+		if st != nil {
+			got += " " + st.Status
+		}
+		// A twin sent under its original's key reads failed, as a payload mismatch,
+		// whether its message reached the consumer or SQS dropped it as a duplicate of the
+		// original's (the key's deduplication id).
+		twin := o.kind == kindTwin && o.key == o.twinOf.key
+		switch {
+		case !applied && !dead && !twin:
+			w.obs.violation("status", "%s was answered 202 by the ingress, but it was neither applied nor dead-lettered (its status: %s)", o.name, got)
+		case code != http.StatusOK || st == nil:
+			w.obs.violation("status", "the last GET of %s answered %s once the world had settled", o.name, got)
+		case w.ingress.renewed[o] && (st.Status == ingressapp.StatusCompleted || st.Status == ingressapp.StatusFailed):
+			// Taken again after the retention: a new execution, refused or not.
+		case applied && st.Status != ingressapp.StatusCompleted:
+			w.obs.violation("status", "%s was applied, but its status says %s", o.name, got)
+		case !applied && w.sc.mode == idem.ModeSingleTransaction && st.Status == ingressapp.StatusAccepted:
+			// docs/ingress.md: in the single-transaction mode a business rule's refusal
+			// stores nothing, and the request stays accepted while its message is in the
+			// DLQ.
+		case !applied && st.Status != ingressapp.StatusFailed:
+			w.obs.violation("status", "%s was dead-lettered, but its status says %s", o.name, got)
+		}
+	}
+}

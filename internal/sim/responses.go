@@ -1,0 +1,131 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
+)
+
+// The records' side of the oracle: who held each record when (the step check's
+// reference, outside.go), a completed record's response never changing while the record
+// lives, and at the end, each completed record's response being the one whose writes
+// landed, computed by the holder that completed it.
+
+// hold is one change of a record's holder or status, as the table saw it.
+type hold struct {
+	at     time.Time
+	token  string
+	status string    // IN_PROGRESS, COMPLETED, FAILED; "" once deleted
+	until  time.Time // the lease end (IN_PROGRESS)
+}
+
+func holdKey(c *consumer, rk string) string { return c.name + "|" + rk }
+
+// watchRecords notes each write of a consumer's record.
+func (w *world) watchRecords(wr simdb.Write) {
+	for _, c := range w.sc.consumers {
+		if c.layout.Table != wr.Table {
+			continue
+		}
+		it := wr.New
+		if it == nil {
+			it = wr.Old
+		}
+		rk, ok := c.recordKey(it)
+		if !ok {
+			continue
+		}
+		if c.fold && wr.New != nil && wr.New["op"] != nil && (wr.Old == nil || wr.Old["op"] == nil) {
+			w.obs.stats.Folded++
+		}
+		h := hold{at: time.Now()}
+		if wr.New != nil {
+			h.token, h.status = strAttr(wr.New, c.names.token), strAttr(wr.New, c.names.status)
+			h.until = time.UnixMilli(numAttr(wr.New, c.names.until))
+		}
+		k := holdKey(c, rk)
+		hs := w.obs.holds[k]
+		if n := len(hs); n == 0 || hs[n-1].token != h.token || hs[n-1].status != h.status || !hs[n-1].until.Equal(h.until) {
+			w.obs.holds[k] = append(hs, h)
+		}
+		w.responseKept(c, rk, wr)
+		return
+	}
+}
+
+// responseKept: a completed record's stored response never changes while the record
+// lives, so every duplicate answered from it gets the first response, byte for byte.
+// A record past its TTL may be replaced by a new execution.
+func (w *world) responseKept(c *consumer, rk string, wr simdb.Write) {
+	done := string(idem.StatusCompleted)
+	if wr.Old == nil || wr.New == nil || strAttr(wr.Old, c.names.status) != done || strAttr(wr.New, c.names.status) != done {
+		return
+	}
+	if e := numAttr(wr.Old, c.names.exp); e > 0 && time.Unix(e, 0).Before(time.Now().Add(maxDrift)) {
+		return
+	}
+	if !bytes.Equal(blob(wr.Old[c.names.response]), blob(wr.New[c.names.response])) ||
+		strAttr(wr.Old, c.names.responseEnc) != strAttr(wr.New, c.names.responseEnc) {
+		w.obs.violation("response", "record %s of %s: its stored response changed after it was completed: a duplicate answered before and one answered after get different responses", rk, c.name)
+	}
+}
+
+func blob(v types.AttributeValue) []byte {
+	if b, ok := v.(*types.AttributeValueMemberB); ok {
+		return b.Value
+	}
+	return nil
+}
+
+// checkResponses: every completed record with a response names, in it, the holder that
+// completed the record (a commit by a holder whose lease was taken over would store its
+// own), and a run whose writes landed; or, when its own writes did not (a guarded
+// completion: the effect was in place already), an effect that landed in another run.
+func (w *world) checkResponses() {
+	for _, c := range w.sc.consumers {
+		var rks []string
+		for _, it := range w.records(c) {
+			if strAttr(it, c.names.status) == string(idem.StatusCompleted) {
+				rk, _ := c.recordKey(it)
+				rks = append(rks, rk)
+			}
+		}
+		sort.Strings(rks)
+		for _, rk := range rks {
+			rec := w.record(c, rk)
+			if rec == nil || len(rec.Response) == 0 {
+				continue
+			}
+			var r response
+			if err := json.Unmarshal(rec.Response, &r); err != nil {
+				w.obs.violation("response", "record %s of %s: unreadable response %q", rk, c.name, rec.Response)
+				continue
+			}
+			if r.Holder != rec.LeaseToken {
+				w.obs.violation("response", "record %s of %s: its response was computed by holder %s, but the record was completed under holder %s (a commit by a holder whose lease was taken over)",
+					rk, c.name, w.holderName(r.Holder), w.holderName(rec.LeaseToken))
+			}
+			if _, ok := w.obs.runs[r.Run]; !ok && w.obs.credits[r.Applied] == 0 {
+				w.obs.violation("response", "record %s of %s: completed with the response of run %s, but no writes of effect %s ever landed", rk, c.name, r.Run, shortID(r.Applied))
+			}
+		}
+	}
+}
+
+// holderName names a holder's token in a violation by the run that held it, tokens being
+// random.
+func (w *world) holderName(token string) string {
+	if run, ok := w.obs.tokenRun[token]; ok {
+		return "of run " + run
+	}
+	if len(token) > 8 {
+		return token[:8]
+	}
+	return token
+}
