@@ -345,6 +345,31 @@ func TestLongKeyIsHashedUnderTheKeyLimit(t *testing.T) {
 	})
 }
 
+// TestHashedLookalikeKeyIsItsOwnRecord: the key "sha256:<hex>" that a long key's record
+// is stored under, sent as a key of its own with another body, is another operation:
+// applied, not refused as the long key's payload mismatch nor answered with its
+// response (issue 26, hole 3).
+func TestHashedLookalikeKeyIsItsOwnRecord(t *testing.T) {
+	forEachLayout(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		long := strings.Repeat("q", idem.MaxRawKeyBytes+1)
+		pk, _ := c.RecordKey(long)
+		lookalike := strings.TrimPrefix(pk, c.Scope()+"#")
+		var runs atomic.Int64
+		if _, err := c.Do(ctx, req(long, `{"op":1}`), effect(e, &runs, "long", "first")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Do(ctx, req(lookalike, `{"op":2}`), effect(e, &runs, "lookalike", "second"))
+		if err != nil || res.Replayed || string(res.Response) != "second" {
+			t.Fatalf("the lookalike key: %+v, %v; want its own first run", res, err)
+		}
+		if runs.Load() != 2 || e.bizCount(t, "long") != 1 || e.bizCount(t, "lookalike") != 1 {
+			t.Fatalf("runs=%d effects=%d+%d, want 2 runs and one effect each", runs.Load(), e.bizCount(t, "long"), e.bizCount(t, "lookalike"))
+		}
+	})
+}
+
 func TestLiveLeaseGivesErrInProgress(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
