@@ -18,6 +18,12 @@ var (
 	// ErrPayloadMismatch means the key was seen before with a different payload. It is
 	// permanent: retrying the same message cannot succeed.
 	ErrPayloadMismatch = errors.New("idem: payload does not match the stored payload for this key")
+	// ErrHomeKey means a handler folded the key's record into a guard (Result.HomeGuard)
+	// that stands for another key (Result.HomeKey): the guard would then sit at the
+	// record's key and no longer at its own, and the same operation sent under a second
+	// key would pass it. It is permanent: the consumer must key such messages by the
+	// guard's business id (KeyFromField).
+	ErrHomeKey = errors.New("idem: the record is folded into the guard of another key")
 	// ErrInvalidKey means the idempotency key is empty or not valid UTF-8.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
 	// ErrResponseTooLarge means the handler's response would not fit in the record.

@@ -39,6 +39,9 @@ func RecordKey(scope, key string, hash bool) (string, error) {
 	return scope + "#" + key, nil
 }
 
+// CheckScope reports why scope cannot be a Config.Scope (or a Reaper.Scope), or nil.
+func CheckScope(scope string) error { return validScope(scope) }
+
 func validScope(scope string) error {
 	switch {
 	case scope == "":
@@ -110,6 +113,15 @@ func HashPayload(payload []byte, fields ...string) (string, error) {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// redactKey is what errors and logs may show of an idempotency key: its short hash
+// ("h:" and HashKey), "" for none.
+func redactKey(key string) string {
+	if key == "" {
+		return `""`
+	}
+	return "h:" + HashKey(key)
 }
 
 // redact turns a record key into what errors and logs may show: the scope and a short

@@ -189,7 +189,7 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 		journal.ConditionExpression = aws.String("attribute_not_exists(pk)")
 		res.Guards = []int{1}
 		// The journal entry is the record's home: the store puts it at the record's key.
-		res.HomeGuard = h.fold
+		res.HomeGuard, res.HomeKey = h.fold, req.Key
 	}
 	for i := range b.Out {
 		m := idem.Message{Body: fmt.Sprintf(`{"src":%q,"i":%d,"n":%d}`, id, i, b.Out)}

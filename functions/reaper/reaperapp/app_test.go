@@ -150,6 +150,13 @@ func TestFromEnv(t *testing.T) {
 	if _, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "FUNCTION_TIMEOUT": "3s"})); err != nil {
 		t.Fatalf("timeout 3s, margin 2s: %v", err)
 	}
+	// The consumer's scope: the reaper leaves other consumers' records in a shared table.
+	if cfg, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_SCOPE": "payments"})); err != nil || cfg.Scope != "payments" {
+		t.Fatalf("IDEMPOTENCY_SCOPE=payments: cfg=%+v err=%v", cfg, err)
+	}
+	if _, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_SCOPE": "a#b"})); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_SCOPE") {
+		t.Fatalf("IDEMPOTENCY_SCOPE=a#b: err = %v, want it refused", err)
+	}
 }
 
 // TestNoIndexNoReaper: a table without the in-flight index has nothing for the reaper
