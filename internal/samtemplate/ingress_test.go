@@ -75,8 +75,9 @@ func compact(t *testing.T, raw json.RawMessage) []byte {
 	return b.Bytes()
 }
 
-// TestIngressURLNeedsIAM: the ingress's function URL authenticates with IAM (SigV4), and
-// no resource policy opens it: no AWS::Lambda::Permission names the ingress.
+// TestIngressURLNeedsIAM: the ingress's function URL (on its alias "live") authenticates
+// with IAM (SigV4), and no resource policy opens it: no AWS::Lambda::Permission names the
+// ingress or its alias.
 func TestIngressURLNeedsIAM(t *testing.T) {
 	tpl := load(t)
 	urls := 0
@@ -89,7 +90,7 @@ func TestIngressURLNeedsIAM(t *testing.T) {
 			t.Fatal(err)
 		}
 		urls++
-		if refName(t, p.TargetFunctionArn) != "IngressFunction" || p.AuthType != "AWS_IAM" {
+		if fn, err := tpl.FunctionOf(p.TargetFunctionArn); err != nil || fn != "IngressFunction" || p.AuthType != "AWS_IAM" {
 			t.Errorf("function URL %s: AuthType %q on %s, want AWS_IAM on IngressFunction", id, p.AuthType, p.TargetFunctionArn)
 		}
 	}
@@ -104,7 +105,7 @@ func TestIngressURLNeedsIAM(t *testing.T) {
 		if err := tpl.Props(id, &p); err != nil {
 			t.Fatal(err)
 		}
-		if refName(t, p.FunctionName) != "IngressFunction" {
+		if fn, err := tpl.FunctionOf(p.FunctionName); err != nil || fn != "IngressFunction" {
 			continue
 		}
 		t.Errorf("permission %s grants %s on %s: the ingress takes IAM-authorized callers only", id, p.Principal, p.FunctionName)

@@ -76,6 +76,13 @@ type SQSAPI interface {
 	idem.SQSSender
 }
 
+// MetricSweepIncomplete counts sweeps that did not go through every shard: stopped at
+// their deadline margin (idem.SweepResult.Truncated) or by an error. It is emitted on
+// every sweep, 0 when the sweep completed, so an alarm on it always has data. Emitted
+// here rather than by idem: completing a sweep within one invocation is the reaper
+// function's contract, not the library's.
+const MetricSweepIncomplete = "SweepIncomplete"
+
 // Handler is the reaper's Lambda handler for an EventBridge scheduled event.
 type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error)
 
@@ -92,7 +99,8 @@ type Deps struct {
 }
 
 // New builds the handler. Each call sweeps every shard once, logs one summary line and
-// emits the StaleLocksReaped metric (zero included, so the alarm sees data).
+// emits the StaleLocksReaped and SweepIncomplete metrics (zero included, so the alarms
+// see data).
 func New(cfg Config, d Deps) (Handler, error) {
 	if d.DynamoDB == nil {
 		return nil, errors.New("reaper: DynamoDB client is required")
@@ -127,6 +135,11 @@ func New(cfg Config, d Deps) (Handler, error) {
 		metrics.Add(idem.MetricReaped, res.Reaped)
 		metrics.Add(idem.MetricOutboundByReaper, res.Sent)
 		metrics.Add(idem.MetricOutboundDeadLettered, res.DeadLettered)
+		incomplete := 0
+		if err != nil || res.Truncated {
+			incomplete = 1
+		}
+		metrics.Add(MetricSweepIncomplete, incomplete)
 		if ferr := metrics.Flush(); ferr != nil {
 			log.Warn("metrics flush failed", "error", ferr.Error())
 		}
