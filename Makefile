@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
+ACTIONLINT_VERSION ?= v1.7.12
 FUNCTIONS := consumer reaper ingress
 BUILD_DIR := .aws-sam/make
 LOCAL_AWS := localstack/with-local-aws.sh
@@ -12,7 +13,7 @@ TOOLS := internal/makefile/tools.sh
 LAMBDA_ARCH ?= arm64
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help tools test check unit lint cfn-lint build deploy demo clean bench bench-e2e bench-ingress fuzz reliability scale cost local-deploy rename sim sim-holes
+.PHONY: help tools test check unit lint cfn-lint actionlint build deploy demo clean bench bench-e2e bench-ingress fuzz reliability scale cost local-deploy rename sim sim-holes
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -40,7 +41,7 @@ OTHER_PKGS = ./internal/adapt/ ./internal/tooling/ ./internal/cli/ ./internal/re
 # time is waiting (idle queues, visibility timeouts, child processes).
 TEST_FLAGS := -count=1 -p 4 -parallel 8 -timeout 30m
 
-test: tools check lint cfn-lint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, unit and integration tests against moto_server
+test: tools check lint cfn-lint actionlint ## all tests: gofmt/vet/tidy, golangci-lint, cfn-lint, actionlint, unit and integration tests against moto_server
 	@# The packages share one moto, each test on resources of its own, but for those that
 	@# load it most (idem, the examples, the consumer, the ingress, the reliability suite,
 	@# the swap test's copy, the consumer's tests in the copy without the tooling), which
@@ -71,6 +72,12 @@ lint: tools ## golangci-lint (pinned version, built from the Go module proxy)
 
 cfn-lint: tools ## validate template.yaml; any finding fails
 	cfn-lint template.yaml
+
+# The workflows a team that copies the template runs (.github/workflows): syntax,
+# expressions, permissions, the jobs' graph. (The actions are pinned by commit, whose
+# inputs actionlint does not know: they were checked against each action.yml.)
+actionlint: tools ## lint .github/workflows (actionlint, pinned version, built from the Go module proxy); any finding fails
+	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION) -no-color
 
 build: tools ## build the Lambda bootstraps (consumer, reaper, ingress) for linux/arm64 and print their sizes
 	@mkdir -p $(BUILD_DIR)

@@ -345,6 +345,31 @@ func TestLongKeyIsHashedUnderTheKeyLimit(t *testing.T) {
 	})
 }
 
+// TestHashedLookalikeKeyIsItsOwnRecord: the key "sha256:<hex>" that a long key's record
+// is stored under, sent as a key of its own with another body, is another operation:
+// applied, not refused as the long key's payload mismatch nor answered with its
+// response (issue 26, hole 3).
+func TestHashedLookalikeKeyIsItsOwnRecord(t *testing.T) {
+	forEachLayout(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t)
+		long := strings.Repeat("q", idem.MaxRawKeyBytes+1)
+		pk, _ := c.RecordKey(long)
+		lookalike := strings.TrimPrefix(pk, c.Scope()+"#")
+		var runs atomic.Int64
+		if _, err := c.Do(ctx, req(long, `{"op":1}`), effect(e, &runs, "long", "first")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Do(ctx, req(lookalike, `{"op":2}`), effect(e, &runs, "lookalike", "second"))
+		if err != nil || res.Replayed || string(res.Response) != "second" {
+			t.Fatalf("the lookalike key: %+v, %v; want its own first run", res, err)
+		}
+		if runs.Load() != 2 || e.bizCount(t, "long") != 1 || e.bizCount(t, "lookalike") != 1 {
+			t.Fatalf("runs=%d effects=%d+%d, want 2 runs and one effect each", runs.Load(), e.bizCount(t, "long"), e.bizCount(t, "lookalike"))
+		}
+	})
+}
+
 func TestLiveLeaseGivesErrInProgress(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -693,6 +718,74 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 	})
 }
 
+// TestReaperOnATableSharedByTwoConsumers: two consumers keep their records in one table,
+// apart by static partition key (as docs/storage.md suggests), and a third shares the
+// first one's layout under another scope. The in-flight index is the table's, so each
+// reaper lists the others' stale leases too: it must reap its own and leave theirs,
+// not fail the sweep on the first record it cannot read (issue 26, hole 4).
+func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
+	runStores(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		table := awstest.Name(t, "shared")
+		layoutA := idem.Layout{Table: table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY#a", KeyPrefix: "rec#"}
+		layoutB := layoutA
+		layoutB.StaticPartitionKey, layoutB.KeyPrefix = "IDEMPOTENCY#b", "req#"
+		if err := idem.CreateTableFor(ctx, e.ddb.(dynamoAdmin), layoutA); err != nil {
+			t.Fatal(err)
+		}
+		storeA, errA := idem.NewDynamoStoreLayout(e.ddb, layoutA)
+		storeB, errB := idem.NewDynamoStoreLayout(e.ddb, layoutB)
+		if err := errors.Join(errA, errB); err != nil {
+			t.Fatal(err)
+		}
+		now := e.clock.Now()
+		crashed := func(s idem.Store, key string) {
+			t.Helper()
+			rec := &idem.Record{Key: key, Status: idem.StatusInProgress, LeaseToken: "tok-" + key, LeaseUntil: now.Add(-time.Hour),
+				Inflight: "0", ExpiresAt: now.Add(time.Hour), Attempt: 1, CreatedAt: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour)}
+			if _, created, err := s.Create(ctx, rec, now); err != nil || !created {
+				t.Fatalf("stale lease %s: created=%v err=%v", key, created, err)
+			}
+		}
+		// Interleaved, so that every page of the index mixes the consumers.
+		for i := range 3 {
+			crashed(storeB, fmt.Sprintf("b#k%d", i))
+			crashed(storeA, fmt.Sprintf("a#k%d", i))
+			crashed(storeA, fmt.Sprintf("other#k%d", i))
+		}
+		sweep := func(s idem.Store, scope string) idem.SweepResult {
+			t.Helper()
+			res, err := (&idem.Reaper{Store: s, Scope: scope, Shards: 1, PageSize: 2, Clock: e.clock.Now}).Sweep(ctx)
+			if err != nil {
+				t.Fatalf("reaper of scope %q: %v (after %+v)", scope, err, res)
+			}
+			return res
+		}
+		if res := sweep(storeA, "a"); res.Reaped != 3 || res.Skipped != 3 {
+			t.Fatalf("reaper a: %+v, want 3 reaped and the 3 of scope other skipped", res)
+		}
+		if res := sweep(storeB, "b"); res.Reaped != 3 || res.Skipped != 0 {
+			t.Fatalf("reaper b: %+v, want 3 reaped", res)
+		}
+		for _, c := range []struct {
+			s      idem.Store
+			prefix string
+			want   idem.Status
+		}{{storeA, "a#", idem.StatusFailed}, {storeB, "b#", idem.StatusFailed}, {storeA, "other#", idem.StatusInProgress}} {
+			for i := range 3 {
+				rec, err := c.s.Get(ctx, fmt.Sprintf("%sk%d", c.prefix, i), e.clock.Now())
+				if err != nil || rec.Status != c.want {
+					t.Errorf("%sk%d: %+v, %v; want %s", c.prefix, i, rec, err, c.want)
+				}
+			}
+		}
+		// The reaper of the third consumer, of every scope of layout A, reaps what is left.
+		if res := sweep(storeA, ""); res.Reaped != 3 {
+			t.Fatalf("reaper of layout a, every scope: %+v, want the 3 of scope other", res)
+		}
+	}, []storeCase{{"dynamodb", newDynamoEnv}, {"simdb", newSimEnv}})
+}
+
 func TestReaperLosesRaceToLateCompletion(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -880,7 +973,7 @@ func TestRecordFoldedIntoItsGuard(t *testing.T) {
 								TableName: aws.String(e.table), Item: entry,
 								ConditionExpression: aws.String("attribute_not_exists(SK)"),
 							}}, e.bizWrite("acct")},
-							Guards: []int{0}, HomeGuard: true,
+							Guards: []int{0}, HomeGuard: true, HomeKey: r.Key,
 							Messages: []idem.Message{o.msg("receipt "+r.Key, "g")},
 						}, nil
 					}
@@ -930,6 +1023,19 @@ func TestRecordFoldedIntoItsGuard(t *testing.T) {
 				}
 				if n := e.bizCount(t, "acct"); n != 1 || len(o.drain(t)) != 0 {
 					t.Fatalf("%d credits, want 1, and no more receipt", n)
+				}
+				// A guard that stands for another key than the request's: folded at the
+				// request's key it would guard nothing else, so it is refused whole.
+				other := func(_ context.Context, r *idem.Request) (idem.Result, error) {
+					res, err := h("7")(ctx, r)
+					res.HomeKey = "pay-2"
+					return res, err
+				}
+				if _, err := c.Do(ctx, req("client-key-9", `{"amount":7}`), other); !errors.Is(err, idem.ErrHomeKey) || !idem.IsPermanent(err) {
+					t.Fatalf("a fold under another key: %v, want a permanent ErrHomeKey", err)
+				}
+				if n := e.bizCount(t, "acct"); n != 1 || len(o.drain(t)) != 0 {
+					t.Fatalf("%d credits after a refused fold, want 1, and no receipt", n)
 				}
 			}, []storeCase{
 				{"dynamodb", func(t *testing.T) *env { return newDynamoLayoutEnv(t, layoutSingle) }},

@@ -686,6 +686,12 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 	}
 	recs := make([]StaleLease, 0, len(out.Items))
 	for _, item := range out.Items {
+		if _, ours := s.s.recordKey(item); !ours {
+			// The index belongs to the table, and a table may hold the records of other
+			// consumers under another static partition key or key prefix: theirs are not
+			// this store's to list (their reaper lists them).
+			continue
+		}
 		r, err := s.s.unmarshal(item)
 		if err != nil {
 			return nil, "", fmt.Errorf("idem: stale shard %s: %w", shard, err)

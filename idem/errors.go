@@ -18,6 +18,12 @@ var (
 	// ErrPayloadMismatch means the key was seen before with a different payload. It is
 	// permanent: retrying the same message cannot succeed.
 	ErrPayloadMismatch = errors.New("idem: payload does not match the stored payload for this key")
+	// ErrHomeKey means a handler folded the key's record into a guard (Result.HomeGuard)
+	// that stands for another key (Result.HomeKey): the guard would then sit at the
+	// record's key and no longer at its own, and the same operation sent under a second
+	// key would pass it. It is permanent: the consumer must key such messages by the
+	// guard's business id (KeyFromField).
+	ErrHomeKey = errors.New("idem: the record is folded into the guard of another key")
 	// ErrInvalidKey means the idempotency key is empty or not valid UTF-8.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
 	// ErrResponseTooLarge means the handler's response would not fit in the record.
@@ -95,6 +101,35 @@ type FailedWrite struct {
 	Item  map[string]types.AttributeValue // the item as it was, when returned
 }
 
+// Is makes a WriteConditionError a business refusal (ErrRefused): a write's condition is a
+// business rule.
+func (e *WriteConditionError) Is(target error) bool { return target == ErrRefused }
+
+// ErrRefused is matched (errors.Is) by every refusal of a business rule: a handler's
+// RefusedError before the commit, and a WriteConditionError at it. Such a message is
+// dead-lettered with its reason, and its record left retryable, so that redriven once the
+// state the rule read has changed, it runs again, and applies once.
+var ErrRefused = errors.New("idem: refused by a business rule")
+
+// RefusedError is a handler's refusal before anything is committed or called out: what
+// the handler read says no (a disabled endpoint, a closed account), so it returns
+// Refuse(reason) instead of calling an outside service or writing. Like a write's failed
+// condition (WriteConditionError), it is permanent for this delivery (dead-lettered with
+// Reason), and redrivable: the record stays retryable, and the message redriven after the
+// cause is removed runs again and applies once. Reason is what a person reads in the
+// dead-letter queue.
+type RefusedError struct {
+	Reason string
+}
+
+// Refuse returns a handler's refusal for reason (see RefusedError).
+func Refuse(reason string) error { return &RefusedError{Reason: reason} }
+
+func (e *RefusedError) Error() string { return "idem: refused by a business rule: " + e.Reason }
+
+// Is makes a RefusedError a business refusal (ErrRefused).
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
 func (e *WriteConditionError) Error() string {
 	if e.Explained {
 		return "idem: refused by a business rule: " + e.Reason
@@ -103,14 +138,14 @@ func (e *WriteConditionError) Error() string {
 }
 
 // IsPermanent reports whether err can never succeed on retry: a PermanentError, a
-// StoredError, a WriteConditionError, a payload mismatch, an invalid key, an invalid
-// outbound message, a request DynamoDB refused as invalid, or a response too large to
-// store.
+// business refusal (ErrRefused: a RefusedError or a WriteConditionError), a StoredError,
+// a payload mismatch, an invalid key, an invalid outbound message, a request DynamoDB
+// refused as invalid, or a response too large to store.
 func IsPermanent(err error) bool {
 	var pe *PermanentError
 	var se *StoredError
 	var we *WriteConditionError
-	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) ||
+	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) || errors.Is(err, ErrRefused) ||
 		errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrInvalidKey) ||
 		errors.Is(err, ErrResponseTooLarge) || errors.Is(err, ErrInvalidMessage) ||
 		errors.Is(err, ErrInvalidRequest)
@@ -122,6 +157,5 @@ func IsPermanent(err error) bool {
 // redriven from the dead-letter queue runs again; other permanent failures (invalid
 // input, a payload mismatch) replay their stored error.
 func redrivable(err error) bool {
-	var we *WriteConditionError
-	return errors.As(err, &we) || errors.Is(err, ErrInvalidRequest)
+	return errors.Is(err, ErrRefused) || errors.Is(err, ErrInvalidRequest)
 }

@@ -57,7 +57,18 @@ type Result struct {
 	// TTL. The guard's item, read by the business, carries the record's attributes
 	// besides its own, and its key is the record's (DynamoStore.Key). MemoryStore keeps
 	// the two apart, with the same outcomes.
+	//
+	// The guard then lives at the record's key and no longer at its own: it guards its
+	// operation only if the operation's every delivery has that key. HomeKey must name
+	// the key the guard stands for (its business id, the key of its own item), and the
+	// middleware refuses the fold, permanently with ErrHomeKey, when it is not the
+	// request's key. A consumer of such a handler keys its messages by that business id
+	// (KeyFromField), so that one operation sent under two producer keys, or with
+	// another body under a third, meets its one record: replayed, or refused as a
+	// payload mismatch.
 	HomeGuard bool
+	// HomeKey is, with HomeGuard, the idempotency key the guard stands for.
+	HomeKey string
 	// Guarded is set by the middleware when a guard write showed that the effect had
 	// already been applied, so the record was completed without the writes and without
 	// the messages. A handler may set it itself, with no Writes and no Messages, when
@@ -290,7 +301,7 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	res, herr := c.run(ctx, next, req, att)
 	if herr == nil {
-		res.Messages, herr = c.prepare(pk, res)
+		res.Messages, herr = c.prepare(req.Key, pk, res)
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		return Result{}, c.refuseMismatch(ctx, att, pk, gm.applied)
@@ -312,13 +323,18 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	return out, nil
 }
 
-// prepare checks what the handler returned before anything is committed.
-func (c *Client) prepare(pk string, res Result) ([]Message, error) {
+// prepare checks what the handler returned for the request of key before anything is
+// committed.
+func (c *Client) prepare(key, pk string, res Result) ([]Message, error) {
 	if res.Guarded && (len(res.Writes) > 0 || len(res.Messages) > 0) {
 		return nil, Permanent(errors.New("idem: a handler result with Guarded set must have no Writes and no Messages"))
 	}
 	if res.HomeGuard && (len(res.Guards) == 0 || res.Guards[0] < 0 || res.Guards[0] >= len(res.Writes) || res.Writes[res.Guards[0]].Put == nil) {
 		return nil, Permanent(errors.New("idem: a handler result with HomeGuard set needs Guards[0] to be the position of a Put in Writes"))
+	}
+	if res.HomeGuard && !res.Guarded && res.HomeKey != key {
+		return nil, Permanent(fmt.Errorf("%w: the message's key is %s, its guard's %s: key the messages by the guard's business id (key source %s)",
+			ErrHomeKey, redactKey(key), redactKey(res.HomeKey), KeyFromField))
 	}
 	msgs, err := prepareMessages(pk, res.Messages)
 	if err != nil {

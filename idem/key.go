@@ -17,8 +17,13 @@ import (
 // for a partition key; the bound leaves room for the scope.
 const MaxRawKeyBytes = 1024
 
+// hashedKeyPrefix starts every record key RecordKey derives by hashing.
+const hashedKeyPrefix = "sha256:"
+
 // RecordKey returns the partition key of the record for key in scope:
-// "<scope>#<key>", or "<scope>#sha256:<hex>" when the key is long or hash is set.
+// "<scope>#<key>", or "<scope>#sha256:<hex>" when the key is long, hash is set, or the
+// key itself starts with "sha256:". The mapping is one-to-one: a raw key that looks like
+// a hashed one is hashed too, so it can never name the record of a long key.
 // It rejects an empty key or one that is not valid UTF-8 with ErrInvalidKey.
 func RecordKey(scope, key string, hash bool) (string, error) {
 	if key == "" {
@@ -27,12 +32,15 @@ func RecordKey(scope, key string, hash bool) (string, error) {
 	if !utf8.ValidString(key) {
 		return "", fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
 	}
-	if hash || len(key) > MaxRawKeyBytes {
+	if hash || len(key) > MaxRawKeyBytes || strings.HasPrefix(key, hashedKeyPrefix) {
 		sum := sha256.Sum256([]byte(key))
-		key = "sha256:" + hex.EncodeToString(sum[:])
+		key = hashedKeyPrefix + hex.EncodeToString(sum[:])
 	}
 	return scope + "#" + key, nil
 }
+
+// CheckScope reports why scope cannot be a Config.Scope (or a Reaper.Scope), or nil.
+func CheckScope(scope string) error { return validScope(scope) }
 
 func validScope(scope string) error {
 	switch {
@@ -105,6 +113,15 @@ func HashPayload(payload []byte, fields ...string) (string, error) {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// redactKey is what errors and logs may show of an idempotency key: its short hash
+// ("h:" and HashKey), "" for none.
+func redactKey(key string) string {
+	if key == "" {
+		return `""`
+	}
+	return "h:" + HashKey(key)
 }
 
 // redact turns a record key into what errors and logs may show: the scope and a short

@@ -43,6 +43,65 @@ func TestRecordKey(t *testing.T) {
 	}
 }
 
+// TestRecordKeyIsOneToOne: a raw key that looks like the hashed form of another key gets
+// a record of its own (issue 26, hole 3): "sha256:<hex of a long key>" sent as a key
+// must not name the long key's record.
+func TestRecordKeyIsOneToOne(t *testing.T) {
+	long := strings.Repeat("L", idem.MaxRawKeyBytes+1)
+	hashed, err := idem.RecordKey("s", long, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookalike := strings.TrimPrefix(hashed, "s#")
+	keys := []string{long, lookalike, "sha256:", "sha256:x", "sha256-" + lookalike[len("sha256:"):], "plain"}
+	seen := map[string]string{}
+	for _, hash := range []bool{false, true} {
+		clear(seen)
+		for _, k := range keys {
+			rk, err := idem.RecordKey("s", k, hash)
+			if err != nil {
+				t.Fatalf("RecordKey(%.20q): %v", k, err)
+			}
+			if other, ok := seen[rk]; ok {
+				t.Fatalf("hash=%v: keys %.80q and %.80q share the record key %q", hash, other, k, rk)
+			}
+			seen[rk] = k
+		}
+	}
+	if rk, _ := idem.RecordKey("s", "sha256:abc", false); rk == "s#sha256:abc" {
+		t.Fatalf("a raw key in the hashed form is kept as it is: %q", rk)
+	}
+}
+
+// TestDeduplicationIDIsOneToOne: two inputs never share an SQS deduplication id (issue
+// 26, hole 3). A key over 128 characters is sent as "sha256-<hex>", itself a valid
+// id: sent as a key of its own, it must get another id, or SQS drops one request's
+// message as the other's duplicate for 5 minutes.
+func TestDeduplicationIDIsOneToOne(t *testing.T) {
+	long := strings.Repeat("d", 129)
+	hashed := idem.DeduplicationID(long)
+	if !strings.HasPrefix(hashed, "sha256-") || len(hashed) != len("sha256-")+64 {
+		t.Fatalf("DeduplicationID(129 chars) = %q, want sha256-<hex>", hashed)
+	}
+	inputs := []string{long, hashed, "sha256-", "sha256-x", "sha256:" + hashed[len("sha256-"):], "pay-1", strings.Repeat("d", 128), "zahlung-ü"}
+	seen := map[string]string{}
+	for _, in := range inputs {
+		id := idem.DeduplicationID(in)
+		if other, ok := seen[id]; ok {
+			t.Fatalf("inputs %.60q and %.60q share the deduplication id %q", other, in, id)
+		}
+		seen[id] = in
+		if len(id) == 0 || len(id) > 128 || strings.ContainsFunc(id, func(r rune) bool { return r < '!' || r > '~' }) {
+			t.Fatalf("DeduplicationID(%.40q) = %q: not an id SQS accepts", in, id)
+		}
+	}
+	for _, kept := range []string{"pay-1", strings.Repeat("d", 128), "a:b#c"} {
+		if got := idem.DeduplicationID(kept); got != kept {
+			t.Errorf("DeduplicationID(%q) = %q, want it kept as it is", kept, got)
+		}
+	}
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	s := idem.NewMemoryStore()
 	for name, cfg := range map[string]idem.Config{

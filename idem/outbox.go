@@ -196,16 +196,22 @@ func sqsText(s string) bool {
 
 func validSQSID(s string) bool { return len(s) > 0 && len(s) <= maxDeduplicationID && dedupChars(s) }
 
+// hashedIDPrefix starts every id DeduplicationID derives by hashing.
+const hashedIDPrefix = "sha256-"
+
 // DeduplicationID returns s as an SQS MessageDeduplicationId or MessageGroupId: s itself
 // when it is 1 to 128 characters of ASCII letters, digits and punctuation (what SQS
-// accepts), otherwise "sha256-" and the hex SHA-256 of s. The same input always gives
-// the same id, which is what makes a resent message a duplicate.
+// accepts) and does not start with "sha256-", otherwise "sha256-" and the hex SHA-256 of
+// s. The same input always gives the same id, which is what makes a resent message a
+// duplicate, and two inputs never give the same id: an input that already looks like a
+// hashed id is hashed too, so no key can take the id of a long key's hash (two
+// requests sharing a deduplication id would have SQS drop the second for 5 minutes).
 func DeduplicationID(s string) string {
-	if validSQSID(s) {
+	if validSQSID(s) && !strings.HasPrefix(s, hashedIDPrefix) {
 		return s
 	}
 	sum := sha256.Sum256([]byte(s))
-	return "sha256-" + hex.EncodeToString(sum[:])
+	return hashedIDPrefix + hex.EncodeToString(sum[:])
 }
 
 // encodeOutbox is the stored form of pending messages (JSON, compressed like responses).

@@ -431,6 +431,55 @@ func TestRedriveAfterAFix(t *testing.T) {
 	}
 }
 
+// TestRefusalBeforeTheCall: a handler that reads its state and refuses before it calls
+// out or writes (idem.Refuse) is dead-lettered with its reason, permanently for this
+// delivery, and its record stays retryable: redriven after the cause is removed, the
+// message runs again, calls out once and applies once. Its step never ran while refused.
+func TestRefusalBeforeTheCall(t *testing.T) {
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		t.Run(mode.String(), func(t *testing.T) {
+			e := newDynamoEnv(t)
+			ctx := context.Background()
+			c := e.client(t, withMode(mode))
+			var enabled atomic.Bool
+			var runs, calls atomic.Int64
+			h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				runs.Add(1)
+				if !enabled.Load() {
+					return idem.Result{}, idem.Refuse("endpoint ep-1 is disabled")
+				}
+				if mode == idem.ModeLease {
+					if err := r.Attempt.Step(ctx, "deliver", func(context.Context) error { calls.Add(1); return nil }); err != nil {
+						return idem.Result{}, err
+					}
+				}
+				return idem.Result{Response: []byte("delivered"), Writes: []types.TransactWriteItem{e.bizWrite("ep-1")}}, nil
+			}
+			for i := range 2 {
+				_, err := c.Do(ctx, req("hook-1", `{}`), h)
+				var refused *idem.RefusedError
+				if !errors.As(err, &refused) || !errors.Is(err, idem.ErrRefused) || !idem.IsPermanent(err) ||
+					!strings.Contains(err.Error(), "refused by a business rule: endpoint ep-1 is disabled") {
+					t.Fatalf("delivery %d: %v, want the handler's refusal, permanent", i, err)
+				}
+			}
+			if runs.Load() != 2 || calls.Load() != 0 {
+				t.Fatalf("handler ran %d times and called out %d, want 2 and 0: a refused record stays retryable", runs.Load(), calls.Load())
+			}
+			checkRedrivable(t, e, c, mode, "hook-1")
+			enabled.Store(true) // the operator enables the endpoint, then redrives
+			for i := range 2 {
+				if res, err := c.Do(ctx, req("hook-1", `{}`), h); err != nil || res.Replayed != (i == 1) || string(res.Response) != "delivered" {
+					t.Fatalf("redrive %d: %+v, %v; want applied, then replayed", i, res, err)
+				}
+			}
+			if n := e.bizCount(t, "ep-1"); n != 1 || mode == idem.ModeLease && calls.Load() != 1 {
+				t.Fatalf("%d effects and %d calls, want 1 and 1", n, calls.Load())
+			}
+		})
+	}
+}
+
 // TestUnlockClearsAPermanentFailure: a stored permanent failure replays until the
 // operator clears it; then the next delivery runs the handler.
 func TestUnlockClearsAPermanentFailure(t *testing.T) {

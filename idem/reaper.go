@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,6 +37,12 @@ type Reaper struct {
 	// DeadLetter keeps an outbound message SQS refuses for good, as
 	// Config.OutboxDeadLetter does for the consumers (optional).
 	DeadLetter OutboundDeadLetterer
+	// Scope, when set, limits the reaper to the records of that scope (Config.Scope):
+	// records of other scopes in the same table and layout belong to other consumers,
+	// whose reaper knows their lease grace, their longest lease and their queues. They
+	// are counted in SweepResult.Skipped and left alone. Empty: every record of the
+	// store's layout.
+	Scope string
 	// MaxLease is the longest lease a consumer takes, extensions included: its
 	// Config.MaxLease (default 15 minutes, as there). The reaper sends the outbound
 	// messages of a record committed more than Grace + MaxLease ago, and only once it
@@ -62,6 +69,9 @@ type SweepResult struct {
 	// DeadLettered counts outbound messages SQS refused for good, which this sweep
 	// dead-lettered instead of sending.
 	DeadLettered int
+	// Skipped counts stale leases of other scopes than Reaper.Scope, left to their own
+	// reaper.
+	Skipped int
 }
 
 // Sweep lists every shard's leases that ended before now minus Grace and fails each
@@ -72,6 +82,11 @@ type SweepResult struct {
 func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	if r.Store == nil {
 		return res, errors.New("idem: Reaper.Store is nil")
+	}
+	if r.Scope != "" {
+		if err := validScope(r.Scope); err != nil {
+			return res, fmt.Errorf("idem: Reaper.Scope: %w", err)
+		}
 	}
 	shards, grace, page, margin, clock, maxLease := r.Shards, r.Grace, r.PageSize, r.Margin, r.Clock, r.MaxLease
 	if maxLease <= 0 {
@@ -153,6 +168,16 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			stale, next, err := r.Store.Stale(ctx, strconv.Itoa(shard), before, page, cursor)
 			if err != nil {
 				return res, fmt.Errorf("idem: sweep: %w", err)
+			}
+			if r.Scope != "" {
+				own := stale[:0]
+				for _, s := range stale {
+					if strings.HasPrefix(s.Key, r.Scope+"#") {
+						own = append(own, s)
+					}
+				}
+				res.Skipped += len(stale) - len(own)
+				stale = own
 			}
 			res.Scanned += len(stale)
 			for _, s := range stale {

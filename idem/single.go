@@ -36,7 +36,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	res, herr := c.run(ctx, next, req, att)
 	if herr == nil {
-		res.Messages, herr = c.prepare(pk, res)
+		res.Messages, herr = c.prepare(req.Key, pk, res)
 	}
 	rec := &Record{
 		Key: pk, Status: StatusCompleted, LeaseToken: att.lease.Token, LeaseUntil: att.lease.Until,

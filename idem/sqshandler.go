@@ -17,8 +17,11 @@ type SQSConfig struct {
 	// Handler is the business handler (required). Request.Payload is the message body.
 	Handler Handler
 	// KeyField is the top-level JSON field of the body used as the key when the message
-	// has neither the KeyAttribute attribute nor a MessageDeduplicationId ("" = none).
+	// has neither the KeyAttribute attribute nor a MessageDeduplicationId ("" = none);
+	// with KeySource KeyFromField, the key of every message.
 	KeyField string
+	// KeySource says where the key comes from (default KeyFromMessage; see KeySource).
+	KeySource KeySource
 	// Logger receives one line per record (default: discard) when the RecordFunc runs
 	// outside a BatchProcessor. Under a BatchProcessor, which logs every record, the
 	// key hash, outcome and attempt go on the processor's line instead: one per record.
@@ -47,10 +50,14 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	rule := KeyRule{Source: cfg.KeySource, Field: cfg.KeyField}
+	if err := rule.Check(); err != nil {
+		return nil, err
+	}
 	h := cfg.Client.Middleware(cfg.Handler)
-	field, metrics, vis := cfg.KeyField, cfg.Metrics, cfg.Visibility
+	metrics, vis := cfg.Metrics, cfg.Visibility
 	return func(ctx context.Context, msg events.SQSMessage) error {
-		key, err := MessageKey(msg, field)
+		key, err := rule.Key(msg)
 		if err != nil {
 			logRecordOutcome(ctx, log, msg, "permanent", slog.LevelWarn, nil, 0, err)
 			return err

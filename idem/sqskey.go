@@ -21,6 +21,78 @@ const KeyAttribute = "idempotency-key"
 // wrapped as a permanent error: redelivering the same message cannot give it a key.
 var ErrMissingKey = errors.New("idem: message has no idempotency key")
 
+// KeySource says where the idempotency key of an SQS message comes from.
+type KeySource int
+
+const (
+	// KeyFromMessage takes the key a producer gives the message: its KeyAttribute, else
+	// its FIFO MessageDeduplicationId, else the configured JSON field (MessageKey).
+	KeyFromMessage KeySource = iota
+	// KeyFromField takes the configured JSON field of the body alone, whatever the
+	// attribute or the deduplication id say: the business id is the key, so one
+	// business operation has one record under whatever keys its producers send it (two
+	// HTTP requests with two Idempotency-Keys, one copy through the ingress and one
+	// straight to SQS). A record that is its operation's guard (Result.HomeGuard) needs
+	// it: the guard stands for the business id.
+	KeyFromField
+)
+
+// ParseKeySource returns the KeySource named s: "message" or "field", as String writes
+// them.
+func ParseKeySource(s string) (KeySource, error) {
+	for _, k := range []KeySource{KeyFromMessage, KeyFromField} {
+		if s == k.String() {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("idem: key source %q is not %q or %q", s, KeyFromMessage, KeyFromField)
+}
+
+func (k KeySource) String() string {
+	switch k {
+	case KeyFromMessage:
+		return "message"
+	case KeyFromField:
+		return "field"
+	}
+	return fmt.Sprintf("KeySource(%d)", int(k))
+}
+
+// KeyRule is how a consumer finds a message's idempotency key: the one rule the consumer
+// keys its records by, and the ingress reads them by.
+type KeyRule struct {
+	Source KeySource
+	// Field is the top-level JSON field of the body: the fallback of KeyFromMessage
+	// ("" for none), the key of KeyFromField (required).
+	Field string
+}
+
+// Check reports a rule that cannot key any message.
+func (r KeyRule) Check() error {
+	switch r.Source {
+	case KeyFromMessage:
+		return nil
+	case KeyFromField:
+		if r.Field == "" {
+			return errors.New("idem: the key source field needs a JSON field to read the key from")
+		}
+		return nil
+	}
+	return fmt.Errorf("idem: %s is not a key source", r.Source)
+}
+
+// Key returns the idempotency key of msg under the rule. Every error is permanent (see
+// MessageKey).
+func (r KeyRule) Key(msg events.SQSMessage) (string, error) {
+	if r.Source == KeyFromField {
+		if r.Field == "" {
+			return "", Permanent(fmt.Errorf("idem: key of message %s: %w", msg.MessageId, r.Check()))
+		}
+		return bodyKey(msg, r.Field, fmt.Sprintf("no JSON field %q, which is the key of every message (key source %s)", r.Field, KeyFromField))
+	}
+	return MessageKey(msg, r.Field)
+}
+
 // MessageKey returns the idempotency key of an SQS message, looked up in this order:
 //  1. the message attribute KeyAttribute, which must be of data type String or
 //     String.* and non-empty; a present but unusable attribute is an error, it does not
@@ -59,7 +131,7 @@ func MessageKey(msg events.SQSMessage, jsonField string) (string, error) {
 		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute and %s: %w",
 			msg.MessageId, KeyAttribute, noID, ErrMissingKey))
 	}
-	return bodyKey(msg, jsonField, noID)
+	return bodyKey(msg, jsonField, fmt.Sprintf("no %q attribute, %s, and no JSON field %q", KeyAttribute, noID, jsonField))
 }
 
 // contentDeduplicationID reports whether id is the deduplication id SQS derives for a
@@ -76,8 +148,9 @@ func contentDeduplicationID(id, body string) bool {
 	return strings.EqualFold(id, hex.EncodeToString(sum[:]))
 }
 
-// bodyKey reads the key from a top-level field of the JSON body.
-func bodyKey(msg events.SQSMessage, field, noID string) (string, error) {
+// bodyKey reads the key from a top-level field of the JSON body; missing says what the
+// message lacks when the field is not there.
+func bodyKey(msg events.SQSMessage, field, missing string) (string, error) {
 	var obj map[string]json.RawMessage
 	dec := json.NewDecoder(strings.NewReader(msg.Body))
 	if err := dec.Decode(&obj); err != nil {
@@ -91,8 +164,7 @@ func bodyKey(msg events.SQSMessage, field, noID string) (string, error) {
 	}
 	raw, ok := obj[field]
 	if !ok || bytes.Equal(raw, []byte("null")) {
-		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute, %s, and no JSON field %q: %w",
-			msg.MessageId, KeyAttribute, noID, field, ErrMissingKey))
+		return "", Permanent(fmt.Errorf("idem: key of message %s: %s: %w", msg.MessageId, missing, ErrMissingKey))
 	}
 	switch c := raw[0]; {
 	case c == '"':

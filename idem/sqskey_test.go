@@ -218,3 +218,34 @@ func TestMessageKey(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyFromField: with the field as the key source, the body's field keys every message,
+// whatever its attribute and deduplication id say; a message without the field has no
+// key (permanent, ErrMissingKey), and the rule needs a field.
+func TestKeyFromField(t *testing.T) {
+	rule := idem.KeyRule{Source: idem.KeyFromField, Field: "payment_id"}
+	msg := events.SQSMessage{MessageId: "m1", Body: `{"payment_id":"pay-7","amount":5}`,
+		Attributes:        map[string]string{"MessageDeduplicationId": "d-1"},
+		MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: strAttr("String", "client-key")}}
+	if got, err := rule.Key(msg); err != nil || got != "pay-7" {
+		t.Fatalf("key %q, %v; want the field's pay-7", got, err)
+	}
+	if got, err := (idem.KeyRule{Field: "payment_id"}).Key(msg); err != nil || got != "client-key" {
+		t.Fatalf("the message's key %q, %v; want the attribute", got, err)
+	}
+	msg.Body = `{"amount":5}`
+	if _, err := rule.Key(msg); !errors.Is(err, idem.ErrMissingKey) || !idem.IsPermanent(err) || !strings.Contains(err.Error(), `no JSON field "payment_id"`) {
+		t.Fatalf("no field: %v, want a permanent ErrMissingKey naming the field", err)
+	}
+	if err := (idem.KeyRule{Source: idem.KeyFromField}).Check(); err == nil {
+		t.Fatal("a field rule without a field passes its check")
+	}
+	for _, s := range []string{"message", "field"} {
+		if k, err := idem.ParseKeySource(s); err != nil || k.String() != s {
+			t.Errorf("ParseKeySource(%q) = %v, %v", s, k, err)
+		}
+	}
+	if _, err := idem.ParseKeySource("body"); err == nil {
+		t.Error(`ParseKeySource("body") passes`)
+	}
+}

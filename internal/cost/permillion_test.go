@@ -206,6 +206,7 @@ func TestCostPerMillion(t *testing.T) {
 	foldCfg := f.st.Config(t, map[string]string{
 		"IDEMPOTENCY_TABLE": foldTable, ledger.TableVar: foldTable,
 		"IDEMPOTENCY_PARTITION_KEY": "account_id", "IDEMPOTENCY_KEY_PREFIX": ledger.EntryPrefix,
+		"KEY_SOURCE": "field", "KEY_FIELD": "payment_id",
 	})
 	inflight := []cost.Index{{Keys: []string{"inflight", "lease_until"}, Projected: []string{"lease_token", "owner", "attempt"}}}
 	meter := cost.NewMeter(f.ddb, map[string]cost.Table{
@@ -255,6 +256,7 @@ func TestCostPerMillion(t *testing.T) {
 		past := time.Now().Add(-time.Hour)
 		for _, m := range msgs {
 			key := *m.MessageAttributes[idem.KeyAttribute].StringValue
+			var err error
 			if cur.store == nil {
 				if _, err := f.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ptTable), Item: map[string]types.AttributeValue{
 					"id": &types.AttributeValueMemberS{Value: key}, "status": &types.AttributeValueMemberS{Value: "INPROGRESS"},
@@ -264,6 +266,11 @@ func TestCostPerMillion(t *testing.T) {
 					t.Fatal(err)
 				}
 				continue
+			}
+			// The key the design's consumer derives (the payment id, with the journal as
+			// the record).
+			if key, err = (idem.KeyRule{Source: cur.cfg.KeySource, Field: cur.cfg.KeyField}).Key(m); err != nil {
+				t.Fatal(err)
 			}
 			pk, _ := idem.RecordKey(cur.cfg.Scope, key, false)
 			hash, _ := idem.HashPayload([]byte(m.Body))

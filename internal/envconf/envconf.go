@@ -142,3 +142,18 @@ func (e *Reader) Layout() idem.Layout {
 	}
 	return l
 }
+
+// KeyRule reads how the consumer finds a message's idempotency key (idem.KeyRule):
+// KEY_SOURCE ("message", the default: the idempotency-key attribute, the FIFO
+// deduplication id, then the body's field; or "field": the body's field alone) and
+// KEY_FIELD (the field; required with "field"). The consumer keys its records by it and
+// the ingress reads them by it.
+func (e *Reader) KeyRule() idem.KeyRule {
+	r := idem.KeyRule{Field: e.String("KEY_FIELD", "")}
+	src := e.OneOf("KEY_SOURCE", idem.KeyFromMessage.String(), idem.KeyFromMessage.String(), idem.KeyFromField.String())
+	r.Source, _ = idem.ParseKeySource(src) // OneOf allowed only the two names
+	if r.Source == idem.KeyFromField && r.Field == "" {
+		e.errs = append(e.errs, "KEY_SOURCE=field needs KEY_FIELD, the body's field that holds the key")
+	}
+	return r
+}

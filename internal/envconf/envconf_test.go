@@ -76,3 +76,26 @@ func TestLayoutErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyRule: KEY_SOURCE names where the key comes from, and field needs KEY_FIELD.
+func TestKeyRule(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		want    idem.KeyRule
+		wantErr string
+	}{
+		{map[string]string{}, idem.KeyRule{}, ""},
+		{map[string]string{"KEY_FIELD": "id"}, idem.KeyRule{Field: "id"}, ""},
+		{map[string]string{"KEY_SOURCE": "message", "KEY_FIELD": "id"}, idem.KeyRule{Field: "id"}, ""},
+		{map[string]string{"KEY_SOURCE": "field", "KEY_FIELD": "id"}, idem.KeyRule{Source: idem.KeyFromField, Field: "id"}, ""},
+		{map[string]string{"KEY_SOURCE": "field"}, idem.KeyRule{Source: idem.KeyFromField}, "KEY_SOURCE=field needs KEY_FIELD"},
+		{map[string]string{"KEY_SOURCE": "body"}, idem.KeyRule{}, `KEY_SOURCE="body" is not one of message, field`},
+	} {
+		e := envconf.New(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		got := e.KeyRule()
+		err := e.Err()
+		if got != tc.want || (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%v: %+v, %v; want %+v and an error with %q", tc.env, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

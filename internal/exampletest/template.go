@@ -24,6 +24,9 @@ const (
 type Template struct {
 	Resources []Resource
 	Defaults  map[string]string // parameter -> its Default, as text
+	// globalVars is Globals.Function.Environment.Variables: SAM merges them into every
+	// AWS::Serverless::Function's own.
+	globalVars *yaml.Node
 }
 
 // Resource is one resource of a template.
@@ -56,6 +59,7 @@ func ReadTemplate(t testing.TB, data []byte) *Template {
 			}
 		}
 	}
+	out.globalVars = mapValue(mapValue(mapValue(mapValue(root, "Globals"), "Function"), "Environment"), "Variables")
 	if rs := mapValue(root, "Resources"); rs != nil {
 		for i := 0; i+1 < len(rs.Content); i += 2 {
 			r := Resource{ID: rs.Content[i].Value, Node: rs.Content[i+1]}
@@ -141,15 +145,27 @@ func (tp *Template) Prop(id string, path ...string) *yaml.Node {
 	return n
 }
 
-// Env returns the function's Environment.Variables, in template order.
+// Env returns the function's Environment.Variables with the Globals' merged in, as SAM
+// merges them: the Globals' first, in template order, each replaced by the function's
+// own value of the same name, then the function's others.
 func (tp *Template) Env(function string) []Var {
-	vars := tp.Prop(function, "Environment", "Variables")
-	if vars == nil {
-		return nil
+	var out []Var
+	sources := []*yaml.Node{tp.Prop(function, "Environment", "Variables")}
+	if r, ok := tp.Resource(function); ok && r.Type == TypeFunction {
+		sources = append([]*yaml.Node{tp.globalVars}, sources...)
 	}
-	out := make([]Var, 0, len(vars.Content)/2)
-	for i := 0; i+1 < len(vars.Content); i += 2 {
-		out = append(out, Var{Name: vars.Content[i].Value, Value: vars.Content[i+1]})
+	for _, vars := range sources {
+		if vars == nil {
+			continue
+		}
+		for i := 0; i+1 < len(vars.Content); i += 2 {
+			v := Var{Name: vars.Content[i].Value, Value: vars.Content[i+1]}
+			if at := slices.IndexFunc(out, func(o Var) bool { return o.Name == v.Name }); at >= 0 {
+				out[at] = v
+				continue
+			}
+			out = append(out, v)
+		}
 	}
 	return out
 }

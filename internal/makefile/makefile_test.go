@@ -152,7 +152,7 @@ func TestMissingToolStopsMake(t *testing.T) {
 		{"demo", "go", ""}, {"demo", "moto", ""}, {"demo", "curl", ""},
 		{"deploy", "sam", ""}, {"deploy", "go", ""},
 		{"rename", "go", ""},
-		{"unit", "moto", ""}, {"cfn-lint", "cfn-lint", ""},
+		{"unit", "moto", ""}, {"cfn-lint", "cfn-lint", ""}, {"actionlint", "go", ""},
 		{"tools", "cfn-lint", "test"}, {"tools", "moto", "test"}, // alone: what test and demo need
 	}
 	for _, c := range cases {
@@ -299,5 +299,46 @@ func TestDemoSaysItBuilds(t *testing.T) {
 	start := strings.Index(out, "-- .aws-sam/idemctl demo")
 	if say < 0 || build < say || start < build {
 		t.Errorf("make demo should say it builds idemctl, build it, then run it:\n%s", out)
+	}
+}
+
+// TestActionlintInMakeTest: make test runs make actionlint, and make actionlint fails on
+// a workflow with a mistake (run in a fresh repository holding the Makefile and such a
+// workflow) and passes on this repository's workflows.
+func TestActionlintInMakeTest(t *testing.T) {
+	out, code := run(t, os.Getenv("PATH"), root, "make", "--no-print-directory", "-n", "test")
+	if code != 0 || !strings.Contains(out, "github.com/rhysd/actionlint/cmd/actionlint@") {
+		t.Errorf("make -n test: exit %d, and it does not run actionlint:\n%s", code, out)
+	}
+	if out, code := run(t, os.Getenv("PATH"), root, "make", "--no-print-directory", "actionlint"); code != 0 {
+		t.Errorf("make actionlint on .github/workflows: exit %d\n%s", code, out)
+	}
+
+	repo := t.TempDir()
+	for name, mode := range map[string]os.FileMode{"Makefile": 0o644, "internal/makefile/tools.sh": 0o755} {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, name), b, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := "on: push\njobs:\n  test:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ github.no_such_property }}\n"
+	if err := os.MkdirAll(filepath.Join(repo, ".github", "workflows"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, ".github", "workflows", "bad.yml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, os.Getenv("PATH"), repo, "git", "init", "-q"); code != 0 { // actionlint looks for the repository's root
+		t.Fatalf("git init: %s", out)
+	}
+	out, code = run(t, os.Getenv("PATH"), repo, "make", "--no-print-directory", "actionlint")
+	if code == 0 || !strings.Contains(out, "no_such_property") {
+		t.Errorf("make actionlint on a workflow with a mistake: exit %d, want a failure naming it:\n%s", code, out)
 	}
 }

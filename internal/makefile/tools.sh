@@ -35,7 +35,7 @@ needs() {
   test | unit | bench | reliability | cost) echo go moto curl ;;
   demo) echo go local-aws curl ;;
   bench-e2e | bench-ingress) echo go moto curl ;;
-  check | lint | build | fuzz | clean | scale | rename | sim | sim-holes) echo go ;;
+  check | lint | actionlint | build | fuzz | clean | scale | rename | sim | sim-holes) echo go ;;
   cfn-lint) echo cfn-lint ;;
   deploy) echo sam go ;;
   *) ;;

@@ -16,6 +16,13 @@ transformed template, and each workaround is listed in the output (moto 5.2.1):
     URL is created after the stack with Lambda's CreateFunctionUrlConfig, with the
     template's AuthType and InvokeMode, on the function the resource targets; the output
     lists it under "function_urls";
+  * moto's CloudFormation has neither AWS::Lambda::Alias nor AWS::CodeDeploy::*
+    (AutoPublishAlias and DeploymentPreference): the aliases, the CodeDeploy application
+    and deployment groups are taken out, and what invoked an alias (the event source
+    mapping, the schedule's target and permission, the function URL) invokes its
+    function instead, by ARN;
+  * the dashboard's body names the alarms by ARN (${X.Arn}), which moto cannot resolve
+    for resources it does not create: they are written as the ARN CloudWatch gives them.
 moto also does not create the AWS::CloudWatch::Alarm resources (the stack completes,
 the alarms are missing, and their entries come back without id or type): the output
 counts the alarms that exist, and the test checks the alarms in the transformed
@@ -80,6 +87,38 @@ def main():
             props["QueueName"] = {"Fn::Sub": "${AWS::StackName}-%s.fifo" % rid}
             workarounds.append("QueueName %s-%s.fifo" % (args.stack, rid))
 
+    # Aliases and CodeDeploy (see above).
+    resources = cfn_template["Resources"]
+    alias_of = {rid: res["Properties"]["FunctionName"]["Ref"] for rid, res in resources.items()
+                if res["Type"] == "AWS::Lambda::Alias"}
+    for rid, res in list(resources.items()):
+        if res["Type"] == "AWS::Lambda::Alias" or res["Type"].startswith("AWS::CodeDeploy::"):
+            del resources[rid]
+            workarounds.append("%s (%s) left out" % (rid, res["Type"]))
+
+    def unalias(v):
+        if isinstance(v, dict):
+            if set(v) == {"Ref"} and v["Ref"] in alias_of:
+                return {"Fn::GetAtt": [alias_of[v["Ref"]], "Arn"]}
+            return {k: unalias(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [unalias(x) for x in v]
+        return v
+
+    for rid, res in resources.items():
+        before = json.dumps(res, sort_keys=True)
+        resources[rid] = unalias(res)
+        if json.dumps(resources[rid], sort_keys=True) != before:
+            workarounds.append("%s invokes its function instead of the function's alias" % rid)
+    alarms = [rid for rid, res in resources.items() if res["Type"] == "AWS::CloudWatch::Alarm"]
+    for rid, res in resources.items():
+        body = res.get("Properties", {}).get("DashboardBody", {})
+        if res["Type"] == "AWS::CloudWatch::Dashboard" and isinstance(body, dict) and isinstance(body.get("Fn::Sub"), str):
+            for a in alarms:
+                body["Fn::Sub"] = body["Fn::Sub"].replace(
+                    "${%s.Arn}" % a, "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:%s" % a)
+            workarounds.append("%s names the alarms by the ARN CloudWatch gives them" % rid)
+
     # Function URLs, created through Lambda's API once the stack is up (see above).
     urls = {}
     for rid, res in list(cfn_template["Resources"].items()):
@@ -127,12 +166,18 @@ def main():
             got = lam.get_function_url_config(FunctionName=physical[fn])
             out["function_urls"].append({"id": rid, "function": fn, "auth_type": got["AuthType"],
                                          "invoke_mode": got.get("InvokeMode", ""), "url": cfg["FunctionUrl"]})
+    # Every mapping, matched to its function by ARN: moto's filter by FunctionName misses
+    # a mapping created with the function's ARN.
+    functions = {r["PhysicalResourceId"]: r["LogicalResourceId"] for r in resources
+                 if r.get("ResourceType") == "AWS::Lambda::Function"}
+    for m in lam.list_event_source_mappings()["EventSourceMappings"]:
+        name = m["FunctionArn"].split(":function:", 1)[-1].split(":")[0]
+        if name in functions:
+            out["event_source_mappings"].append({
+                "function": functions[name], "source": m["EventSourceArn"],
+                "batch_size": m.get("BatchSize"), "response_types": m.get("FunctionResponseTypes", []),
+                "maximum_concurrency": m.get("ScalingConfig", {}).get("MaximumConcurrency")})
     for r in resources:
-        if r.get("ResourceType") == "AWS::Lambda::Function":
-            for m in lam.list_event_source_mappings(FunctionName=r["PhysicalResourceId"])["EventSourceMappings"]:
-                out["event_source_mappings"].append({
-                    "function": r["LogicalResourceId"], "source": m["EventSourceArn"],
-                    "batch_size": m.get("BatchSize"), "response_types": m.get("FunctionResponseTypes", [])})
         if r.get("ResourceType") == "AWS::Events::Rule":
             rule = events.describe_rule(Name=r["PhysicalResourceId"])
             targets = events.list_targets_by_rule(Rule=r["PhysicalResourceId"])["Targets"]

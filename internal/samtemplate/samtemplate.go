@@ -22,16 +22,18 @@ var transformScript []byte
 
 // Template is a transformed template: plain CloudFormation JSON.
 type Template struct {
-	Parameters map[string]Parameter `json:"Parameters"`
-	Resources  map[string]Resource  `json:"Resources"`
+	Parameters map[string]Parameter       `json:"Parameters"`
+	Conditions map[string]json.RawMessage `json:"Conditions"`
+	Resources  map[string]Resource        `json:"Resources"`
 }
 
 // Parameter is a template parameter with its bounds.
 type Parameter struct {
-	Type     string   `json:"Type"`
-	Default  any      `json:"Default"`
-	MinValue *float64 `json:"MinValue"`
-	MaxValue *float64 `json:"MaxValue"`
+	Type          string   `json:"Type"`
+	Default       any      `json:"Default"`
+	MinValue      *float64 `json:"MinValue"`
+	MaxValue      *float64 `json:"MaxValue"`
+	AllowedValues []string `json:"AllowedValues"`
 }
 
 // Resource is one resource; Properties stay raw for the caller to decode.
@@ -126,6 +128,65 @@ func (t *Template) FunctionRole(fn string) (string, error) {
 		return "", fmt.Errorf("samtemplate: %s's Role %s is not a role of the template", fn, p.Role)
 	}
 	return id, nil
+}
+
+// FunctionOf returns the logical id of the AWS::Lambda::Function that raw (a Ref, or a
+// GetAtt .Arn) invokes: the function itself, or, when raw names an AWS::Lambda::Alias (as
+// AutoPublishAlias makes SAM point event source mappings, schedules and function URLs),
+// the function of that alias.
+func (t *Template) FunctionOf(raw json.RawMessage) (string, error) {
+	id, ok := ref(raw)
+	if !ok {
+		return "", fmt.Errorf("samtemplate: %s is neither a Ref nor a GetAtt .Arn", raw)
+	}
+	switch t.Resources[id].Type {
+	case "AWS::Lambda::Function":
+		return id, nil
+	case "AWS::Lambda::Alias":
+		var p struct {
+			FunctionName json.RawMessage `json:"FunctionName"`
+		}
+		if err := t.Props(id, &p); err != nil {
+			return "", err
+		}
+		fn, ok := ref(p.FunctionName)
+		if !ok || t.Resources[fn].Type != "AWS::Lambda::Function" {
+			return "", fmt.Errorf("samtemplate: alias %s's FunctionName %s is not a function of the template", id, p.FunctionName)
+		}
+		return fn, nil
+	}
+	return "", fmt.Errorf("samtemplate: %s is neither a function nor an alias of the template", id)
+}
+
+// AssumedBy returns the service principals that role's trust policy lets assume it.
+func (t *Template) AssumedBy(role string) ([]string, error) {
+	var p struct {
+		AssumeRolePolicyDocument struct {
+			Statement []struct {
+				Effect    string `json:"Effect"`
+				Principal struct {
+					Service json.RawMessage `json:"Service"`
+				} `json:"Principal"`
+			} `json:"Statement"`
+		} `json:"AssumeRolePolicyDocument"`
+	}
+	if err := t.Props(role, &p); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, st := range p.AssumeRolePolicyDocument.Statement {
+		if st.Effect != "Allow" {
+			continue
+		}
+		for _, raw := range list(st.Principal.Service) {
+			var name string
+			if err := json.Unmarshal(raw, &name); err != nil {
+				return nil, fmt.Errorf("samtemplate: %s: trusted service %s: %w", role, raw, err)
+			}
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }
 
 type policyDoc struct {

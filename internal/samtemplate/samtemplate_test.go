@@ -101,6 +101,9 @@ func rolesAreScoped(t *testing.T, tpl *samtemplate.Template) {
 		t.Fatal("no AWS::IAM::Role in the transformed template")
 	}
 	for _, role := range roles {
+		if isSAMCodeDeployRole(t, tpl, role) {
+			continue // TestCodeDeployRoleIsSAMs
+		}
 		managed, err := tpl.ManagedPolicies(role)
 		if err != nil {
 			t.Fatal(err)
@@ -139,6 +142,85 @@ func rolesAreScoped(t *testing.T, tpl *samtemplate.Template) {
 	}
 }
 
+// codeDeployPolicy is the one managed policy the template lets in: the policy SAM gives
+// the CodeDeploy service role it adds for DeploymentPreference (samtranslator's
+// deployment_preference_collection.py). AWS maintains it for CodeDeploy's Lambda
+// deployments; it allows lambda:GetAlias and lambda:UpdateAlias, cloudwatch:DescribeAlarms
+// and sns:Publish on every resource
+// (https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AWSCodeDeployRoleForLambda.html).
+const codeDeployPolicy = `"arn:aws:iam::aws:policy/service-role/AWSCodeDeployRoleForLambda"`
+
+// isSAMCodeDeployRole reports whether role is the CodeDeploy service role as SAM makes it:
+// CodeDeployServiceRole, trusted by codedeploy.amazonaws.com alone, with
+// AWSCodeDeployRoleForLambda as its only policy. Any other role, or that one changed, is
+// checked like the functions' roles.
+func isSAMCodeDeployRole(t *testing.T, tpl *samtemplate.Template, role string) bool {
+	t.Helper()
+	if role != "CodeDeployServiceRole" {
+		return false
+	}
+	trusted, err := tpl.AssumedBy(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	managed, err := tpl.ManagedPolicies(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts, err := tpl.Statements(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Equal(trusted, []string{"codedeploy.amazonaws.com"}) && slices.Equal(managed, []string{codeDeployPolicy}) && len(sts) == 0
+}
+
+// TestCodeDeployRoleIsSAMs: gradual deployments (AutoPublishAlias with a
+// DeploymentPreference) add one role that no function runs as: the CodeDeploy service
+// role SAM makes, exactly as SAM makes it (isSAMCodeDeployRole), used by the deployment
+// groups and by nothing else. Its managed policy is AWS's for CodeDeploy on Lambda; a team
+// that wants it narrower gives DeploymentPreference a Role of its own
+// (docs/operations.md).
+func TestCodeDeployRoleIsSAMs(t *testing.T) {
+	eachExample(t, func(t *testing.T, _ example.Example, tpl *samtemplate.Template) {
+		var codeDeploy []string
+		for _, role := range tpl.OfType("AWS::IAM::Role") {
+			trusted, err := tpl.AssumedBy(role)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(trusted, "codedeploy.amazonaws.com") {
+				codeDeploy = append(codeDeploy, role)
+			}
+		}
+		if !slices.Equal(codeDeploy, []string{"CodeDeployServiceRole"}) || !isSAMCodeDeployRole(t, tpl, "CodeDeployServiceRole") {
+			t.Fatalf("roles CodeDeploy may assume: %v; want SAM's CodeDeployServiceRole alone, trusted by codedeploy.amazonaws.com only, with %s only", codeDeploy, codeDeployPolicy)
+		}
+		groups := tpl.OfType("AWS::CodeDeploy::DeploymentGroup")
+		if len(groups) != 3 {
+			t.Errorf("deployment groups %v, want one per function", groups)
+		}
+		for _, g := range groups {
+			var p struct {
+				ServiceRoleArn json.RawMessage `json:"ServiceRoleArn"`
+			}
+			if err := tpl.Props(g, &p); err != nil {
+				t.Fatal(err)
+			}
+			if refName(t, p.ServiceRoleArn) != "CodeDeployServiceRole" {
+				t.Errorf("%s runs as %s, want CodeDeployServiceRole", g, p.ServiceRoleArn)
+			}
+		}
+		for id, r := range tpl.Resources {
+			if r.Type == "AWS::CodeDeploy::DeploymentGroup" || id == "CodeDeployServiceRole" {
+				continue
+			}
+			if strings.Contains(string(r.Properties), `"CodeDeployServiceRole"`) {
+				t.Errorf("%s (%s) refers to CodeDeployServiceRole: only the deployment groups may", id, r.Type)
+			}
+		}
+	})
+}
+
 // TestEventSourceMappingCanPoll checks that the role of each SQS event source mapping's
 // function allows what the mapping calls with it on exactly that queue
 // (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html), and the
@@ -158,7 +240,11 @@ func TestEventSourceMappingCanPoll(t *testing.T) {
 		if err := tpl.Props(id, &p); err != nil {
 			t.Fatal(err)
 		}
-		queue, fn := refName(t, p.EventSourceArn), refName(t, p.FunctionName)
+		queue := refName(t, p.EventSourceArn)
+		fn, err := tpl.FunctionOf(p.FunctionName)
+		if err != nil {
+			t.Fatal(err)
+		}
 		allowed, err := tpl.Allowed(roles[fn])
 		if err != nil {
 			t.Fatal(err)
@@ -277,8 +363,10 @@ func TestExampleGrants(t *testing.T) {
 // https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-dependson.html),
 // and the SQS event source mapping refers to the consumer function, so it is created
 // after it (an implicit dependency of a Ref, same page): no event reaches the consumer
-// before it may write the example's tables. moto's CloudFormation does not enforce IAM,
-// so the order is checked on the template as CloudFormation receives it.
+// before it may write the example's tables. The mapping invokes the consumer's alias
+// "live" (AutoPublishAlias), which refers to the function and to a version of it, which
+// refers to the function: created after it too. moto's CloudFormation does not enforce
+// IAM, so the order is checked on the template as CloudFormation receives it.
 func TestExampleGrantsBeforeTheFirstEvent(t *testing.T) {
 	eachExample(t, func(t *testing.T, _ example.Example, tpl *samtemplate.Template) {
 		for fn, policy := range map[string]string{"ConsumerFunction": "ExampleConsumerPolicy", "ReaperFunction": "ExampleReaperPolicy"} {
@@ -298,8 +386,9 @@ func TestExampleGrantsBeforeTheFirstEvent(t *testing.T) {
 			if err := tpl.Props(id, &p); err != nil {
 				t.Fatal(err)
 			}
-			if refName(t, p.FunctionName) != "ConsumerFunction" {
-				t.Errorf("event source mapping %s invokes %s, want a Ref to ConsumerFunction", id, p.FunctionName)
+			fn, err := tpl.FunctionOf(p.FunctionName)
+			if err != nil || fn != "ConsumerFunction" {
+				t.Errorf("event source mapping %s invokes %s (%v), want ConsumerFunction or its alias", id, p.FunctionName, err)
 			}
 		}
 		if mappings == 0 {

@@ -2,6 +2,8 @@ package stack
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -80,4 +82,55 @@ func (t *Template) ScheduledFunction() (function, event string, err error) {
 		return "", "", err
 	}
 	return ev.fn.id, ev.name, nil
+}
+
+// Property returns the property of the resource logicalID at path, its intrinsic
+// functions resolved against the parameters (their defaults, or SetParameters') and the
+// conditions. A step of path is a mapping's key, or, in a list, the index of an element
+// or key=value for the first element whose key is value (Sid=ReadConsumerRecords). It
+// resolves only what is at path: a reference there to another resource is an error,
+// since nothing is created.
+func (t *Template) Property(logicalID string, path ...string) (any, error) {
+	res, ok := t.byID[logicalID]
+	if !ok {
+		return nil, fmt.Errorf("stack: no resource %s", logicalID)
+	}
+	var v any = res.props
+	where := logicalID + ".Properties"
+	for _, step := range path {
+		where += "." + step
+		switch x := v.(type) {
+		case *object:
+			if v, ok = x.get(step); !ok {
+				return nil, fmt.Errorf("stack: %s: not set", where)
+			}
+		case []any:
+			v = nil
+			key, want, isMatch := strings.Cut(step, "=")
+			for i, el := range x {
+				if !isMatch {
+					if strconv.Itoa(i) == step {
+						v = el
+					}
+					continue
+				}
+				if obj, _ := el.(*object); obj != nil {
+					if got, _ := obj.get(key); got == want {
+						v = el
+						break
+					}
+				}
+			}
+			if v == nil {
+				return nil, fmt.Errorf("stack: %s: no such element", where)
+			}
+		default:
+			return nil, fmt.Errorf("stack: %s: not a mapping or a list", where)
+		}
+	}
+	r, err := t.newResolver("", "")
+	if err != nil {
+		return nil, err
+	}
+	return r.resolve(v, where)
 }

@@ -88,3 +88,63 @@ Resources:
 		}
 	}
 }
+
+// TestProperty: a property is resolved where it is, with the parameters as set: lists by
+// index or by an element's key=value, conditions and Fn::If, Fn::Sub and Ref of
+// parameters; a Ref of a resource is refused (nothing is created), and so is a path that
+// leads nowhere.
+func TestProperty(t *testing.T) {
+	tpl, err := stack.Parse([]byte(`
+Parameters:
+  Scope: {Type: String, Default: pay}
+  Sort: {Type: String, Default: "-"}
+Conditions:
+  HasSort: !Not [!Equals [!Ref Sort, "-"]]
+Resources:
+  Table: {Type: AWS::DynamoDB::Table}
+  Role:
+    Type: AWS::IAM::Role
+    Properties:
+      Policies:
+        - PolicyDocument:
+            Statement:
+              - Sid: Other
+                Resource: !GetAtt Table.Arn
+              - Sid: Read
+                Resource: !GetAtt Table.Arn
+                Keys: [!If [HasSort, static, !Sub "${Scope}#*"]]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func() any {
+		t.Helper()
+		v, err := tpl.Property("Role", "Policies", "0", "PolicyDocument", "Statement", "Sid=Read", "Keys")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := keys(); !slices.Equal(got.([]any), []any{"pay#*"}) {
+		t.Errorf("defaults: %v, want [pay#*]", got)
+	}
+	if err := tpl.SetParameters(map[string]string{"Sort": "SK"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(); !slices.Equal(got.([]any), []any{"static"}) {
+		t.Errorf("with a sort key: %v, want [static]", got)
+	}
+	for _, path := range [][]string{
+		{"Policies", "0", "PolicyDocument", "Statement", "Sid=Read", "Resource"}, // a resource: nothing was created
+		{"Policies", "1"},
+		{"Policies", "0", "PolicyDocument", "Statement", "Sid=None"},
+		{"Nothing"},
+	} {
+		if v, err := tpl.Property("Role", path...); err == nil {
+			t.Errorf("Property(Role, %v) = %v, want an error", path, v)
+		}
+	}
+	if _, err := tpl.Property("Nobody"); err == nil {
+		t.Error("a resource that is not there: no error")
+	}
+}

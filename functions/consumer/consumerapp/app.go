@@ -89,7 +89,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 		vis = &idem.Visibility{API: api, Clock: d.Clock, Logger: log}
 	}
 	record, err := idem.NewSQSHandler(idem.SQSConfig{
-		Client: client, Handler: business, KeyField: cfg.KeyField, Logger: log, Metrics: metrics,
+		Client: client, Handler: business, KeyField: cfg.KeyField, KeySource: cfg.KeySource, Logger: log, Metrics: metrics,
 		Visibility: vis,
 	})
 	if err != nil {

@@ -3,6 +3,8 @@ package consumerapp
 import (
 	"errors"
 	"fmt"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
 // Check reports every setting of cfg that cannot work, with what to change, so that the
@@ -16,6 +18,9 @@ func (c Config) Check() error {
 	}
 	if c.DeadlineMargin < 0 {
 		errs = append(errs, fmt.Errorf("DEADLINE_MARGIN %s is negative", c.DeadlineMargin))
+	}
+	if err := (idem.KeyRule{Source: c.KeySource, Field: c.KeyField}).Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := checkLease(c); err != nil {
 		errs = append(errs, err)

@@ -33,17 +33,18 @@ type Config struct {
 	// Layout is where the records live in that table (the IDEMPOTENCY_* layout variables:
 	// envconf.Reader.Layout); its Table, when empty, is IdempotencyTable.
 	Layout           idem.Layout
-	DLQURL           string        // DLQ_URL (required): permanent failures go here
-	Scope            string        // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
-	TTL              time.Duration // IDEMPOTENCY_TTL (default 168h): retention of records
-	LeaseGrace       time.Duration // LEASE_GRACE (default 30s): added to the invocation deadline
-	Shards           int           // INFLIGHT_SHARDS (default 4): must match the reaper
-	Concurrency      int           // MAX_CONCURRENCY (default 10): groups or records at once
-	DeadlineMargin   time.Duration // DEADLINE_MARGIN (default 2s): no record starts closer to the deadline
-	CacheSize        int           // CACHE_SIZE (default 10000): warm-container cache of completed keys
-	KeyField         string        // KEY_FIELD (optional; the template's KeyField parameter): JSON fallback for the key
-	MetricsNamespace string        // METRICS_NAMESPACE (default "IdempotentConsumer")
-	Mode             idem.Mode     // IDEMPOTENCY_MODE (default "lease"; or "single-transaction")
+	DLQURL           string         // DLQ_URL (required): permanent failures go here
+	Scope            string         // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
+	TTL              time.Duration  // IDEMPOTENCY_TTL (default 168h): retention of records
+	LeaseGrace       time.Duration  // LEASE_GRACE (default 30s): added to the invocation deadline
+	Shards           int            // INFLIGHT_SHARDS (default 4): must match the reaper
+	Concurrency      int            // MAX_CONCURRENCY (default 10): groups or records at once
+	DeadlineMargin   time.Duration  // DEADLINE_MARGIN (default 2s): no record starts closer to the deadline
+	CacheSize        int            // CACHE_SIZE (default 10000): warm-container cache of completed keys
+	KeyField         string         // KEY_FIELD (optional; the template's KeyField parameter): JSON fallback for the key
+	KeySource        idem.KeySource // KEY_SOURCE (default "message"; "field": KEY_FIELD alone is the key)
+	MetricsNamespace string         // METRICS_NAMESPACE (default "IdempotentConsumer")
+	Mode             idem.Mode      // IDEMPOTENCY_MODE (default "lease"; or "single-transaction")
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
@@ -70,10 +71,11 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		Concurrency:      e.Int("MAX_CONCURRENCY", 10, 1, 1000),
 		DeadlineMargin:   e.Duration("DEADLINE_MARGIN", 2*time.Second),
 		CacheSize:        e.Int("CACHE_SIZE", 10000, 0, 10_000_000),
-		KeyField:         e.String("KEY_FIELD", ""),
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
 	cfg.IdempotencyTable = cfg.Layout.Table
+	rule := e.KeyRule()
+	cfg.KeyField, cfg.KeySource = rule.Field, rule.Source
 	// The examples qualify for the single-transaction mode: their effects are their
 	// writes and their outbound messages.
 	mode := e.OneOf("IDEMPOTENCY_MODE", idem.ModeLease.String(), idem.ModeLease.String(), idem.ModeSingleTransaction.String())

@@ -59,6 +59,10 @@ func (Example) NewHandler(env example.Lookup) (idem.Handler, error) {
 		if err := CheckRecordsLayout(layout); err != nil {
 			return nil, err
 		}
+		if rule, want := e.KeyRule(), RecordsKeyRule(); rule != want {
+			return nil, fmt.Errorf("ledger: records in the ledger table need the payment id as the idempotency key (KEY_SOURCE=%s, KEY_FIELD=%s): each payment's journal entry is then its record, one per payment whatever keys it is sent under; got KEY_SOURCE=%s, KEY_FIELD=%q",
+				want.Source, want.Field, rule.Source, rule.Field)
+		}
 		cfg.RecordsInLedger = true
 	}
 	if err := e.Err(); err != nil {

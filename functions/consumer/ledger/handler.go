@@ -27,6 +27,18 @@ type Config struct {
 	RecordsInLedger bool
 }
 
+// RecordsKeyRule is how the consumer must key payments when their records live in the
+// ledger table (Config.RecordsInLedger): by the payment id alone (KEY_SOURCE=field,
+// KEY_FIELD=payment_id). The journal entry is then the record of its payment, at the
+// payment's key: one payment sent under two idempotency keys (an HTTP client retrying
+// with a fresh Idempotency-Key, a copy through the ingress and one straight to SQS)
+// meets one entry, and is credited once; with another amount it is refused as a
+// payload mismatch. Keyed any other way, the entry would sit at the producer's key and
+// guard nothing else.
+func RecordsKeyRule() idem.KeyRule {
+	return idem.KeyRule{Source: idem.KeyFromField, Field: "payment_id"}
+}
+
 // RecordsLayout is where the idempotency records live when they share the ledger table
 // (Config.RecordsInLedger): partition key account_id, every record's key starting with
 // EntryPrefix, so that Accounts tells them from the accounts. Create such a table with
@@ -87,7 +99,7 @@ func NewHandler(cfg Config) (idem.Handler, error) {
 	return &guarded.Handler[Payment]{
 		Name: "ledger", Decode: Decode, Response: response, Guard: h.entry, Effect: h.credit, Explain: explain,
 		Outbound: guarded.Outbound[Payment]{Name: "receipt", QueueURL: cfg.ReceiptsQueueURL, Body: receipt, Group: account},
-		Home:     cfg.RecordsInLedger,
+		Home:     cfg.RecordsInLedger, ID: paymentID,
 	}, nil
 }
 
@@ -97,6 +109,9 @@ func response(p Payment) any { return Response(p) }
 func receipt(key string, p Payment) any {
 	return Receipt{PaymentID: p.PaymentID, AccountID: p.AccountID, AmountCents: p.AmountCents, Currency: p.Currency, IdempotencyKey: key}
 }
+
+// paymentID is the business id a payment's journal entry stands for.
+func paymentID(p Payment) string { return p.PaymentID }
 
 // account is the group of a payment's receipt.
 func account(p Payment) string { return p.AccountID }

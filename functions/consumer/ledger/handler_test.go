@@ -414,7 +414,7 @@ func TestExampleRecordsInLedger(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := h.Handle(context.Background(), &idem.Request{Key: "payment:p-1", Payload: []byte(`{"payment_id":"p-1","account_id":"a","amount_cents":5,"currency":"EUR"}`), Attempt: &idem.Attempt{}})
+		res, err := h.Handle(context.Background(), &idem.Request{Key: "p-1", Payload: []byte(`{"payment_id":"p-1","account_id":"a","amount_cents":5,"currency":"EUR"}`), Attempt: &idem.Attempt{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,9 +426,23 @@ func TestExampleRecordsInLedger(t *testing.T) {
 		t.Error("records in a table of their own, and the journal entry is their home")
 	}
 	in := maps.Clone(base)
-	maps.Copy(in, map[string]string{"IDEMPOTENCY_TABLE": "ledger", "IDEMPOTENCY_PARTITION_KEY": "account_id", "IDEMPOTENCY_KEY_PREFIX": ledger.EntryPrefix})
+	maps.Copy(in, map[string]string{"IDEMPOTENCY_TABLE": "ledger", "IDEMPOTENCY_PARTITION_KEY": "account_id", "IDEMPOTENCY_KEY_PREFIX": ledger.EntryPrefix,
+		"KEY_SOURCE": "field", "KEY_FIELD": "payment_id"})
 	if !home(t, in) {
 		t.Error("records in the ledger table, and the journal entry is not their home")
+	}
+	// Keyed by anything but the payment id, one payment would get one entry per key.
+	for name, change := range map[string]map[string]string{
+		"the producer's key":  {"KEY_SOURCE": ""},
+		"the message's key":   {"KEY_SOURCE": "message"},
+		"another field":       {"KEY_FIELD": "account_id"},
+		"no field to read it": {"KEY_FIELD": ""},
+	} {
+		vars := maps.Clone(in)
+		maps.Copy(vars, change)
+		if _, err := (ledger.Example{}).NewHandler(env(vars)); err == nil || !strings.Contains(err.Error(), "KEY_SOURCE=field, KEY_FIELD=payment_id") {
+			t.Errorf("%s: %v, want an error saying what to set", name, err)
+		}
 	}
 	for name, change := range map[string]map[string]string{
 		"the default partition key": {"IDEMPOTENCY_PARTITION_KEY": ""},

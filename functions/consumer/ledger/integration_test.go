@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -21,6 +22,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 // stack is the ledger handler on real AWS APIs (moto): its own ledger table,
@@ -37,6 +39,11 @@ type stack struct {
 	store    *idem.DynamoStore
 	// idemTable is the idempotency table (the ledger table when the records live there).
 	idemTable string
+	// rule is how the consumer keys a message in this layout (ledger.RecordsKeyRule with
+	// the records in the ledger), and record the consumer's handler of one SQS message
+	// under it: what a deployed consumer runs per record.
+	rule   idem.KeyRule
+	record idem.RecordFunc
 }
 
 // forget deletes the key's idempotency record, as DynamoDB's TTL does within days of
@@ -124,7 +131,31 @@ func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
 		t.Fatal(err)
 	}
 	st.handler = client.Middleware(h)
+	st.rule = idem.KeyRule{Field: "payment_id"}
+	if inLedger {
+		st.rule = ledger.RecordsKeyRule()
+	}
+	if st.record, err = idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, KeyField: st.rule.Field, KeySource: st.rule.Source}); err != nil {
+		t.Fatal(err)
+	}
 	return st
+}
+
+// send plays one SQS delivery of p with the idempotency-key attribute key, through the
+// consumer's handler of a record, and returns its outcome.
+func (st *stack) send(ctx context.Context, t *testing.T, key string, p ledger.Payment) error {
+	t.Helper()
+	msg := exampletest.FIFORecord("m-"+key, p.AccountID, mustJSON(t, p), map[string]events.SQSMessageAttribute{
+		idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)},
+	})
+	msg.Attributes["MessageDeduplicationId"] = "d-" + key
+	for try := 1; ; try++ {
+		err := st.record(ctx, msg)
+		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // deliver plays SQS: a delivery that fails with a retryable error (the key is in
@@ -433,6 +464,60 @@ func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
 	}
 }
 
+// TestIntegrationOnePaymentUnderTwoKeys: a payment sent under two idempotency keys (an
+// HTTP client retrying with a fresh Idempotency-Key, a copy through the ingress and one
+// straight to SQS) is credited once with one receipt, and the same payment id with
+// another amount under a third key is dead-lettered as a payload mismatch, in both
+// layouts: with the records apart, the journal entry (at the payment's key) stops the
+// second key; with the records in the ledger, the consumer keys payments by their id
+// (ledger.RecordsKeyRule), so both keys meet the one entry that is the record (issue 26,
+// hole 1: keyed by the producer's key, the fold credited the payment twice).
+func TestIntegrationOnePaymentUnderTwoKeys(t *testing.T) {
+	layouts(t, func(t *testing.T, inLedger bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		st := newStackIn(ctx, t, inLedger)
+		p := ledger.Payment{PaymentID: "pay-2k", AccountID: "acct-2k", AmountCents: 1000, Currency: "EUR"}
+		for _, key := range []string{"client-key-1", "client-key-2", ledger.Key(p)} {
+			if err := st.send(ctx, t, key, p); err != nil {
+				t.Fatalf("payment under key %s: %v", key, err)
+			}
+		}
+		changed := p
+		changed.AmountCents = 1
+		if err := st.send(ctx, t, "client-key-3", changed); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+			t.Fatalf("the payment id with another amount under a third key: %v, want a permanent ErrPayloadMismatch", err)
+		}
+		accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := accts["acct-2k"]; a.BalanceCents != 1000 || a.Payments != 1 {
+			t.Fatalf("account %+v, want 1000 from one payment", a)
+		}
+		if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"pay-2k": 1}) {
+			t.Fatalf("receipts %v, want one", got)
+		}
+	})
+}
+
+// TestIntegrationRecordsInLedgerRefusesAnotherKey: with the records in the ledger table,
+// a delivery keyed by anything but its payment id (a consumer configured without
+// ledger.RecordsKeyRule) is refused before anything is written: its journal entry would
+// sit at that key and guard nothing else.
+func TestIntegrationRecordsInLedgerRefusesAnotherKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := newStackIn(ctx, t, true)
+	p := ledger.Payment{PaymentID: "pay-k", AccountID: "acct-k", AmountCents: 5, Currency: "EUR"}
+	if _, err := st.deliver(ctx, ledger.Key(p), p); !errors.Is(err, idem.ErrHomeKey) || !idem.IsPermanent(err) {
+		t.Fatalf("a payment keyed %q: %v, want a permanent ErrHomeKey", ledger.Key(p), err)
+	}
+	if accts, err := ledger.Accounts(ctx, st.ddb, st.table); err != nil || len(accts) != 0 {
+		t.Fatalf("accounts %v (%v), want none credited", accts, err)
+	}
+}
+
 // TestIntegrationRecordsInLedger: with the records in the ledger table, a payment's
 // journal entry is its completed record (one item: the entry's attributes and the
 // record's, no TTL); past the retention a redelivery is still a replay, not a second
@@ -443,10 +528,10 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	defer cancel()
 	st := newStackIn(ctx, t, true)
 	p := ledger.Payment{PaymentID: "pay-f-1", AccountID: "acct-f", AmountCents: 321, Currency: "EUR"}
-	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Replayed || res.Guarded {
+	if res, err := st.deliver(ctx, p.PaymentID, p); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
-	pk, err := st.client.RecordKey(ledger.Key(p))
+	pk, err := st.client.RecordKey(p.PaymentID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,19 +555,19 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	}
 
 	st.skew.Store(int64(30 * 24 * time.Hour)) // far past the retention (1h)
-	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || !res.Replayed {
+	if res, err := st.deliver(ctx, p.PaymentID, p); err != nil || !res.Replayed {
 		t.Fatalf("a month later: %+v, %v; want a replay", res, err)
 	}
 	changed := p
 	changed.AmountCents = 999
-	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) {
+	if _, err := st.deliver(ctx, p.PaymentID, changed); !errors.Is(err, idem.ErrPayloadMismatch) {
 		t.Fatalf("another amount a month later: %v, want ErrPayloadMismatch", err)
 	}
 
 	// A crashed attempt: the record in progress with an ended lease. The next delivery
 	// takes it over and applies the payment once.
 	q := ledger.Payment{PaymentID: "pay-f-2", AccountID: "acct-f", AmountCents: 5, Currency: "EUR"}
-	qk, _ := st.client.RecordKey(ledger.Key(q))
+	qk, _ := st.client.RecordKey(q.PaymentID)
 	body := mustJSON(t, q)
 	hash, _ := idem.HashPayload([]byte(body))
 	past := time.Now().Add(time.Duration(st.skew.Load())).Add(-time.Minute)
@@ -490,7 +575,7 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 		Inflight: "0", ExpiresAt: past.Add(time.Hour), PayloadHash: hash, Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil || !created {
 		t.Fatalf("crashed attempt: %v, %v", created, err)
 	}
-	if res, err := st.deliver(ctx, ledger.Key(q), q); err != nil || res.Replayed || res.Attempt != 2 {
+	if res, err := st.deliver(ctx, q.PaymentID, q); err != nil || res.Replayed || res.Attempt != 2 {
 		t.Fatalf("takeover: %+v, %v; want attempt 2 applied", res, err)
 	}
 	accts, err := ledger.Accounts(ctx, st.ddb, st.table)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -82,7 +83,7 @@ func New(cfg Config, d Deps) (*App, error) {
 		d.Clock = time.Now
 	}
 	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
-	consumer, err := idem.NewDynamoStore(d.DynamoDB, cfg.IdempotencyTable)
+	consumer, err := idem.NewDynamoStoreLayout(d.DynamoDB, cfg.layout())
 	if err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
 	}
@@ -129,14 +130,19 @@ func (a *App) post(ctx context.Context, key string, body []byte) answer {
 	if err != nil {
 		return invalid(titleBadKey, err.Error())
 	}
+	group := idem.DeduplicationID(msg.Group)
+	consumerKey, err := a.consumerKey(a.outgoing(key, body, group))
+	if err != nil {
+		return invalid(titleInvalidBody, "the consumer could not key this message: "+err.Error())
+	}
 	hash, err := idem.HashPayload(body)
 	if err != nil {
 		return unavailable(err, 1)
 	}
 	now := a.clock()
 	rec := &record{
-		Key: pk, PayloadHash: hash, State: stateSending, Token: newToken(), SendingUntil: a.window(ctx, now),
-		Group: idem.DeduplicationID(msg.Group), Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(a.cfg.TTL),
+		Key: pk, PayloadHash: hash, ConsumerKey: consumerKey, State: stateSending, Token: newToken(), SendingUntil: a.window(ctx, now),
+		Group: group, Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(a.cfg.TTL),
 	}
 	old, err := a.store.create(ctx, rec, now)
 	if err != nil {
@@ -192,15 +198,7 @@ func (a *App) window(ctx context.Context, now time.Time) time.Time {
 func (a *App) send(ctx context.Context, key string, rec *record, body []byte) answer {
 	sctx, cancel := context.WithDeadline(ctx, rec.SendingUntil)
 	defer cancel()
-	out, err := a.sqs.SendMessage(sctx, &sqs.SendMessageInput{
-		QueueUrl:               aws.String(a.cfg.QueueURL),
-		MessageBody:            aws.String(string(body)),
-		MessageGroupId:         aws.String(rec.Group),
-		MessageDeduplicationId: aws.String(idem.DeduplicationID(key)),
-		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-			idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(key)},
-		},
-	})
+	out, err := a.sqs.SendMessage(sctx, a.outgoing(key, body, rec.Group))
 	// The writes after a send run on a context of their own: the request's may be
 	// what just ended.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -230,10 +228,60 @@ func (a *App) send(ctx context.Context, key string, rec *record, body []byte) an
 	return answer{code: http.StatusAccepted, status: &st, location: st.Location, outcome: MetricAccepted}
 }
 
+// outgoing is the message a request of key with body sends to the input queue in group:
+// the one place it is built, so that the key the consumer derives from it (consumerKey)
+// is derived from what is sent.
+func (a *App) outgoing(key string, body []byte, group string) *sqs.SendMessageInput {
+	return &sqs.SendMessageInput{
+		QueueUrl:               aws.String(a.cfg.QueueURL),
+		MessageBody:            aws.String(string(body)),
+		MessageGroupId:         aws.String(group),
+		MessageDeduplicationId: aws.String(idem.DeduplicationID(key)),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(key)},
+		},
+	}
+}
+
+// consumerKey is the idempotency key the consumer derives from the message in, by its
+// own rule (Config.KeyRule): the message as the event source mapping hands it over.
+func (a *App) consumerKey(in *sqs.SendMessageInput) (string, error) {
+	msg := events.SQSMessage{
+		Body:              aws.ToString(in.MessageBody),
+		Attributes:        map[string]string{"MessageGroupId": aws.ToString(in.MessageGroupId), "MessageDeduplicationId": aws.ToString(in.MessageDeduplicationId)},
+		MessageAttributes: map[string]events.SQSMessageAttribute{},
+	}
+	for name, v := range in.MessageAttributes {
+		msg.MessageAttributes[name] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
+	}
+	key, err := a.cfg.KeyRule.Key(msg)
+	if err != nil {
+		return "", err
+	}
+	if _, err := idem.RecordKey(a.cfg.Scope, key, false); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// consumerRecordKey is the key of the consumer's record of the request own, made with
+// key: the key the consumer derives (kept by the POST), or key itself in a record
+// written before it was kept.
+func (a *App) consumerRecordKey(own *record, key string) string {
+	if own.ConsumerKey != "" {
+		key = own.ConsumerKey
+	}
+	pk, err := idem.RecordKey(a.cfg.Scope, key, false)
+	if err != nil {
+		return own.Key // validated by the POST that stored it
+	}
+	return pk
+}
+
 // replay answers a request of a key whose message was sent: what the consumer's record
 // says, 202 until it is final, then 200.
 func (a *App) replay(ctx context.Context, key string, own *record, now time.Time) answer {
-	rec, err := a.consumer.Get(ctx, own.Key, now)
+	rec, err := a.consumer.Get(ctx, a.consumerRecordKey(own, key), now)
 	if err != nil && !errors.Is(err, idem.ErrNotFound) {
 		return unavailable(err, 1)
 	}
@@ -258,7 +306,13 @@ func (a *App) get(ctx context.Context, key string) answer {
 		rec         *idem.Record
 		consumerErr error
 	)
-	wg.Go(func() { rec, consumerErr = a.consumer.Get(ctx, pk, now) })
+	// When the consumer keys messages by the key the ingress sets, its record is read
+	// beside the ingress's own; otherwise its key is in the ingress's record.
+	guess := ""
+	if a.cfg.KeyRule.Source == idem.KeyFromMessage {
+		guess = pk
+		wg.Go(func() { rec, consumerErr = a.consumer.Get(ctx, guess, now) })
+	}
 	own, err := a.store.get(ctx, pk, now)
 	wg.Wait()
 	if err != nil {
@@ -266,6 +320,9 @@ func (a *App) get(ctx context.Context, key string) answer {
 	}
 	if own == nil {
 		return notFound("no request was accepted under this Idempotency-Key (or its record expired)")
+	}
+	if cpk := a.consumerRecordKey(own, key); cpk != guess {
+		rec, consumerErr = a.consumer.Get(ctx, cpk, now)
 	}
 	if consumerErr != nil && !errors.Is(consumerErr, idem.ErrNotFound) {
 		return unavailable(consumerErr, 1)

@@ -8,9 +8,10 @@
 // The ingress keeps a record of its own per key, in its own table (INGRESS_TABLE): the
 // body's fingerprint and whether the message was sent. It never writes the consumer's
 // record, whose acquire would take an existing record for the key's outcome. The
-// status a GET reports is the consumer's record (idem.Store.Get on the key
-// idem.RecordKey(scope, key, false), the key the consumer derives from the
-// idempotency-key attribute the ingress sets): there is no second copy of the result.
+// status a GET reports is the consumer's record, in the consumer's layout, of the key
+// the consumer derives from the message the ingress sends (its KEY_SOURCE rule: the
+// idempotency-key attribute the ingress sets, or the body's field), which the ingress
+// keeps in its record: there is no second copy of the result.
 // See docs/ingress.md for the status codes and the record layout.
 package ingressapp
 
@@ -51,11 +52,19 @@ type Config struct {
 	// Decode validates a body and gives its FIFO group.
 	Example example.Example
 
-	Scope            string        // IDEMPOTENCY_SCOPE (required): the consumer's scope
-	IdempotencyTable string        // IDEMPOTENCY_TABLE (required): the consumer's records, read for the status
-	IngressTable     string        // INGRESS_TABLE (required): the ingress's own records
-	QueueURL         string        // INPUT_QUEUE_URL (required): the consumer's input FIFO queue
-	TTL              time.Duration // IDEMPOTENCY_TTL (default 168h): how long a key stays taken
+	Scope            string // IDEMPOTENCY_SCOPE (required): the consumer's scope
+	IdempotencyTable string // IDEMPOTENCY_TABLE (required): the consumer's records, read for the status
+	// Layout is where the consumer keeps its records (the IDEMPOTENCY_* layout variables,
+	// read as the consumer and the reaper read them: envconf.Reader.Layout); its Table,
+	// when empty, is IdempotencyTable.
+	Layout idem.Layout
+	// KeyRule is how the consumer keys a message (KEY_SOURCE, KEY_FIELD: envconf.Reader.KeyRule):
+	// the ingress reads a request's status from the record of the key the consumer
+	// derives from the message it sends.
+	KeyRule      idem.KeyRule
+	IngressTable string        // INGRESS_TABLE (required): the ingress's own records
+	QueueURL     string        // INPUT_QUEUE_URL (required): the consumer's input FIFO queue
+	TTL          time.Duration // IDEMPOTENCY_TTL (default 168h): how long a key stays taken
 	// AcceptWindow (ACCEPT_WINDOW, default 10s) is the longest a request holds its key
 	// while its message is being sent: the function's timeout. A retry inside it
 	// answers 409; after it (the first request died), the retry sends the message itself.
@@ -79,7 +88,8 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 	e := envconf.New(lookup)
 	cfg := Config{
 		Scope:            e.Required("IDEMPOTENCY_SCOPE"),
-		IdempotencyTable: e.Required("IDEMPOTENCY_TABLE"),
+		Layout:           e.Layout(),
+		KeyRule:          e.KeyRule(),
 		IngressTable:     e.Required("INGRESS_TABLE"),
 		QueueURL:         e.Required("INPUT_QUEUE_URL"),
 		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
@@ -88,6 +98,7 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		RequireIAMCaller: e.OneOf("REQUIRE_IAM_CALLER", "true", "true", "false") == "true",
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
+	cfg.IdempotencyTable = cfg.Layout.Table
 	var errs []error
 	if err := e.Err(); err != nil {
 		errs = append(errs, err)
@@ -122,6 +133,14 @@ func (c Config) Check() error {
 			errs = append(errs, fmt.Errorf("INPUT_QUEUE_URL %q %w", c.QueueURL, err))
 		}
 	}
+	if err := c.KeyRule.Check(); err != nil {
+		errs = append(errs, err)
+	}
+	if l := c.layout(); l.Table != "" {
+		if err := l.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.IdempotencyTable != "" && c.IdempotencyTable == c.IngressTable {
 		errs = append(errs, errors.New("INGRESS_TABLE must not be the consumer's IDEMPOTENCY_TABLE: the consumer's acquire would take the ingress's record for the key's outcome"))
 	}
@@ -135,4 +154,14 @@ func (c Config) Check() error {
 		return fmt.Errorf("ingress configuration: %w", err)
 	}
 	return nil
+}
+
+// layout is where the consumer's records live: Layout, in IdempotencyTable when it names
+// no table.
+func (c Config) layout() idem.Layout {
+	l := c.Layout
+	if l.Table == "" {
+		l.Table = c.IdempotencyTable
+	}
+	return l
 }

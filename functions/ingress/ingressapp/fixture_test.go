@@ -29,6 +29,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
@@ -73,6 +74,9 @@ func (s *syncBuffer) String() string {
 // options changes one fixture.
 type options struct {
 	env map[string]string // on top of the template's environment
+	// params overrides template parameters (IdempotencyAttributeNames, ...) before its
+	// resources are created.
+	params map[string]string
 	// wrap, when set, puts something between the ingress and its real clients
 	// (fault injection, recording).
 	wrapDDB func(ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI
@@ -90,7 +94,14 @@ type options struct {
 func newFixture(t *testing.T, o options) *fixture {
 	t.Helper()
 	ex := exampletest.Example(t)
-	st := exampletest.Up(t, ex)
+	tpl, err := stack.LoadFor(exampletest.TemplatePath(), ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tpl.SetParameters(o.params); err != nil {
+		t.Fatal(err)
+	}
+	st := exampletest.UpTemplate(t, ex, tpl)
 	f := &fixture{ex: ex, st: st, env: map[string]string{}, calls: awstest.NewCalls(),
 		rng: rand.New(rand.NewPCG(7, uint64(runs.Add(1)))), run: fmt.Sprintf("i%s%d", awstest.RunID(), runs.Load())}
 	for _, v := range st.Env.Vars {
@@ -300,7 +311,7 @@ func (f *fixture) consumeWith(t *testing.T, wrap func(idem.DynamoDBAPI) idem.Dyn
 // consumerRecord reads the consumer's record of key.
 func (f *fixture) consumerRecord(t *testing.T, key string) *idem.Record {
 	t.Helper()
-	store, err := idem.NewDynamoStore(f.st.DynamoDB, f.env["IDEMPOTENCY_TABLE"])
+	store, err := idem.NewDynamoStoreLayout(f.st.DynamoDB, f.cfg.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,12 @@ package ingressapp_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
 // iamRecorder notes, with an SDK middleware, the IAM action of every request the
@@ -30,6 +33,7 @@ type iamRecorder struct {
 	mu    sync.Mutex
 	calls map[string]bool     // "dynamodb:PutItem table"
 	keys  map[string][]string // table -> partition keys read with GetItem
+	pk    map[string]string   // table -> its partition key attribute
 }
 
 func (r *iamRecorder) apiOption(stack *middleware.Stack) error {
@@ -43,11 +47,11 @@ func (r *iamRecorder) apiOption(stack *middleware.Stack) error {
 			resource, action = aws.ToString(p.TableName), "dynamodb:"+op
 		case *dynamodb.GetItemInput:
 			resource, action = aws.ToString(p.TableName), "dynamodb:"+op
-			if pk, ok := p.Key["pk"].(*ddbtypes.AttributeValueMemberS); ok {
-				r.mu.Lock()
+			r.mu.Lock()
+			if pk, ok := p.Key[r.pk[resource]].(*ddbtypes.AttributeValueMemberS); ok {
 				r.keys[resource] = append(r.keys[resource], pk.Value)
-				r.mu.Unlock()
 			}
+			r.mu.Unlock()
 		case *sqs.SendMessageInput:
 			resource, action = aws.ToString(p.QueueUrl), "sqs:"+op
 		default:
@@ -67,9 +71,26 @@ func (r *iamRecorder) apiOption(stack *middleware.Stack) error {
 // and that it reads the consumer's table only under its scope, as the role's
 // dynamodb:LeadingKeys condition demands. moto does not enforce IAM, so a missing grant
 // would otherwise only show once deployed.
+//
+// It runs in each layout of the consumer's records, since the condition follows it.
 func TestTemplateGrantsEveryCall(t *testing.T) {
-	rec := &iamRecorder{calls: map[string]bool{}, keys: map[string][]string{}}
-	f := newFixture(t, options{apiOption: rec.apiOption})
+	for name, params := range map[string]map[string]string{
+		"default":      nil,
+		"powertools":   {"IdempotencyAttributeNames": "powertools", "IdempotencyPartitionKey": "id"},
+		"single table": {"IdempotencySortKey": "SK", "IdempotencyStaticPartitionKey": "IDEMPOTENCY#ingress"},
+		"key prefix":   {"IdempotencyKeyPrefix": "req#"},
+	} {
+		t.Run(name, func(t *testing.T) { t.Parallel(); grantsEveryCall(t, params) })
+	}
+}
+
+func grantsEveryCall(t *testing.T, params map[string]string) {
+	rec := &iamRecorder{calls: map[string]bool{}, keys: map[string][]string{}, pk: map[string]string{}}
+	f := newFixture(t, options{apiOption: rec.apiOption, params: params})
+	rec.mu.Lock()
+	rec.pk[f.cfg.Layout.Table] = cmp.Or(f.cfg.Layout.PartitionKey, "pk")
+	rec.pk[f.cfg.IngressTable] = "pk"
+	rec.mu.Unlock()
 	ms := f.traffic(t, 2)
 	key := f.key("iam")
 	wantCode(t, "POST", f.post(t, key, ms[0].Body), http.StatusAccepted)
@@ -121,15 +142,35 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 			t.Errorf("template.yaml does not allow %s on %s (IngressFunction's role allows %v)", action, id, allowed[id])
 		}
 	}
-	scope := f.env["IDEMPOTENCY_SCOPE"]
+	// The partition keys the role's condition allows, with this layout's parameters.
+	wired, err := stack.LoadFor(path, f.ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wired.SetParameters(params); err != nil {
+		t.Fatal(err)
+	}
+	allow, err := wired.Property("IngressRole", "Policies", "0", "PolicyDocument", "Statement", "Sid=ReadConsumerRecords",
+		"Condition", "ForAllValues:StringLike", "dynamodb:LeadingKeys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	patterns, _ := allow.([]any)
 	consumerReads := rec.keys[f.env["IDEMPOTENCY_TABLE"]]
 	if len(consumerReads) == 0 {
 		t.Error("no read of the consumer's table: its grant is not exercised")
 	}
 	for _, pk := range consumerReads {
-		if !strings.HasPrefix(pk, scope+"#") {
-			t.Errorf("read the consumer's record %q, outside the scope %s# the role's condition allows", pk, scope)
+		if !slices.ContainsFunc(patterns, func(p any) bool { s, _ := p.(string); return stringLike(s, pk) }) {
+			t.Errorf("read the consumer's record %q, outside the role's condition dynamodb:LeadingKeys %v", pk, patterns)
 		}
 	}
 	t.Logf("%d action/resource pairs used: %v", len(used), used)
+}
+
+// stringLike is IAM's StringLike: * matches any run of characters, ? any one
+// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html#Conditions_String).
+func stringLike(pattern, s string) bool {
+	re := "^" + strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(regexp.QuoteMeta(pattern)) + "$"
+	return regexp.MustCompile(re).MatchString(s)
 }

@@ -3,6 +3,8 @@ package ingressapp_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
@@ -461,4 +464,120 @@ func TestStatusOfEachOutcome(t *testing.T) {
 		return
 	}
 	t.Logf("example %s has no bad message a fix makes pass: no business refusal to check", f.ex.Name())
+}
+
+// TestStatusInEveryLayout: the ingress reads the consumer's records in the layout the
+// template gives every function (issue 26, hole 2: it read them in the default layout
+// whatever the template said, so under Powertools' names a completed request lost its
+// response and a refused one read completed, and with a sort key every GET answered 503).
+func TestStatusInEveryLayout(t *testing.T) {
+	for name, params := range map[string]map[string]string{
+		"powertools":   {"IdempotencyAttributeNames": "powertools", "IdempotencyPartitionKey": "id"},
+		"single table": {"IdempotencySortKey": "SK", "IdempotencyStaticPartitionKey": "IDEMPOTENCY#ingress"},
+		"key prefix":   {"IdempotencyKeyPrefix": "req#"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, options{params: params})
+			ms := f.traffic(t, 3)
+			done, taken := f.key("done"), f.key("taken")
+			wantCode(t, "POST", f.post(t, done, ms[0].Body), http.StatusAccepted)
+			// Another producer used the key with another body, straight on the queue: the
+			// consumer dead-letters the ingress's message as a payload mismatch.
+			store, err := idem.NewDynamoStoreLayout(f.st.DynamoDB, f.cfg.Layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, err := idem.New(idem.Config{Store: store, Scope: f.env["IDEMPOTENCY_SCOPE"], Owner: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.Do(context.Background(), &idem.Request{Key: taken, Payload: []byte(ms[1].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
+				return idem.Result{Response: []byte(`{"other":true}`)}, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, "POST of a key another body took", f.post(t, taken, ms[2].Body), http.StatusAccepted)
+			f.consume(t)
+			want := f.consumerRecord(t, done)
+			if want.Status != idem.StatusCompleted || len(want.Response) == 0 {
+				t.Fatalf("the consumer's record of the applied request: %+v", want)
+			}
+			for _, r := range []reply{f.get(t, done), f.post(t, done, ms[0].Body)} {
+				st := r.status(t)
+				if r.code != http.StatusOK || st.Status != ingressapp.StatusCompleted || !bytes.Equal(st.Response, want.Response) {
+					t.Errorf("the applied request: %s; want 200 completed with the stored response %s", r, want.Response)
+				}
+			}
+			r := f.get(t, taken)
+			if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed || !strings.Contains(st.Error, "payload mismatch") || st.Response != nil {
+				t.Errorf("the request the consumer refused as a payload mismatch: %s", r)
+			}
+		})
+	}
+}
+
+// TestStatusWhenKeyedByTheBusinessID: with KEY_SOURCE=field the consumer keys a message
+// by the business id in its body. Two requests of one operation under two
+// Idempotency-Keys are applied once and both read completed with the one response; the
+// operation with another body under a third key reads failed (payload mismatch).
+func TestStatusWhenKeyedByTheBusinessID(t *testing.T) {
+	f := newFixture(t, options{params: map[string]string{"KeySource": "field"}})
+	gen := exampletest.Traffic(t, f.ex)
+	valid := gen.Traffic(f.rng, f.run, 1, 1)
+	f.prepare(t, valid)
+	var other *example.Bad
+	for _, b := range gen.Bad(f.run, valid) {
+		if b.ID == valid[0].ID && b.Body != valid[0].Body && b.Fix == nil {
+			other = &b
+			break
+		}
+	}
+	if other == nil {
+		t.Skipf("example %s has no bad message with valid[0]'s business id and another body", f.ex.Name())
+	}
+	k1, k2, k3 := f.key("first"), f.key("fresh-key"), f.key("other-body")
+	wantCode(t, "POST", f.post(t, k1, valid[0].Body), http.StatusAccepted)
+	wantCode(t, "POST of the same operation under a fresh key", f.post(t, k2, valid[0].Body), http.StatusAccepted)
+	wantCode(t, "POST of the operation with another body", f.post(t, k3, other.Body), http.StatusAccepted)
+	f.consume(t)
+	first := f.get(t, k1).status(t)
+	if first.Status != ingressapp.StatusCompleted || first.Response == nil {
+		t.Fatalf("the first request: %+v, want completed", first)
+	}
+	if st := f.get(t, k2).status(t); st.Status != ingressapp.StatusCompleted || !bytes.Equal(st.Response, first.Response) {
+		t.Errorf("the same operation under a fresh key: %+v, want completed with the first response", st)
+	}
+	if st := f.get(t, k3).status(t); st.Status != ingressapp.StatusFailed || !strings.Contains(st.Error, "payload mismatch") {
+		t.Errorf("the operation with another body: %+v, want failed (payload mismatch)", st)
+	}
+	out, err := exampletest.Checker(t, f.ex).Read(context.Background(), f.st.DynamoDB, f.st.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Applied != 1 {
+		t.Errorf("%d business effects, want the operation applied once", out.Applied)
+	}
+}
+
+// TestKeysThatLookHashed: a key over 128 characters is sent with the deduplication id
+// "sha256-<hex>", and that id is itself a valid key. Both requests are accepted and both
+// messages delivered: two keys never share a deduplication id, which would have SQS drop
+// the second message and leave its request accepted for ever (issue 26, hole 3).
+func TestKeysThatLookHashed(t *testing.T) {
+	f := newFixture(t, options{})
+	ms := f.traffic(t, 2)
+	long := f.key(strings.Repeat("x", 140))
+	sum := sha256.Sum256([]byte(long))
+	lookalike := "sha256-" + hex.EncodeToString(sum[:])
+	wantCode(t, "POST of a long key", f.post(t, long, ms[0].Body), http.StatusAccepted)
+	wantCode(t, "POST of the key its deduplication id looked like", f.post(t, lookalike, ms[1].Body), http.StatusAccepted)
+	msgs := f.inputMessages(t)
+	keys := map[string]bool{}
+	for _, m := range msgs {
+		keys[keyOf(m)] = true
+	}
+	if !keys[long] || !keys[lookalike] {
+		t.Fatalf("input queue holds %d messages with keys %v; want both requests' messages", len(msgs), keys)
+	}
 }

@@ -46,12 +46,17 @@ const (
 	attrCreatedAt    = "created_at"
 	attrUpdatedAt    = "updated_at"
 	attrExpiresAt    = "expires_at"
+	attrConsumerKey  = "consumer_key"
 )
 
 // record is the ingress's record of one key, in its own table.
 type record struct {
-	Key          string // partition key: idem.RecordKey(scope, key, false), the consumer's
-	PayloadHash  string // idem.HashPayload(body), as the consumer computes it
+	Key         string // partition key: idem.RecordKey(scope, key, false) of the client's key
+	PayloadHash string // idem.HashPayload(body), as the consumer computes it
+	// ConsumerKey is the idempotency key the consumer derives from the message sent (its
+	// KEY_SOURCE rule): the client's key, or the business id in the body. "" in records
+	// written before it was kept: the client's key.
+	ConsumerKey  string
 	State        string
 	Token        string    // 128 random bits per sending attempt: fences mark and release
 	SendingUntil time.Time // stateSending: when the holder's attempt is over for sure
@@ -100,6 +105,9 @@ func (r *record) item() map[string]types.AttributeValue {
 	if r.MessageID != "" {
 		it[attrMessageID] = s(r.MessageID)
 	}
+	if r.ConsumerKey != "" {
+		it[attrConsumerKey] = s(r.ConsumerKey)
+	}
 	return it
 }
 
@@ -135,7 +143,7 @@ func fromItem(it map[string]types.AttributeValue) (*record, error) {
 	}
 	r := &record{
 		Key: str(attrPK), PayloadHash: str(attrPayloadHash), State: str(attrState), Token: str(attrToken),
-		Group: str(attrGroup), Attempt: int(num(attrAttempt)), MessageID: str(attrMessageID),
+		Group: str(attrGroup), Attempt: int(num(attrAttempt)), MessageID: str(attrMessageID), ConsumerKey: str(attrConsumerKey),
 		CreatedAt: time.UnixMilli(num(attrCreatedAt)).UTC(), UpdatedAt: time.UnixMilli(num(attrUpdatedAt)).UTC(),
 		ExpiresAt: time.Unix(num(attrExpiresAt), 0).UTC(),
 	}

@@ -20,8 +20,12 @@ import (
 
 // Config is the reaper's configuration.
 type Config struct {
-	IdempotencyTable string        // IDEMPOTENCY_TABLE (required)
-	Layout           idem.Layout   // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
+	IdempotencyTable string      // IDEMPOTENCY_TABLE (required)
+	Layout           idem.Layout // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
+	// Scope (IDEMPOTENCY_SCOPE, optional; the template sets the consumer's): the reaper
+	// sweeps only that scope's records, and leaves those of other consumers sharing the
+	// table and layout to their own reaper (idem.Reaper.Scope). Unset: every record.
+	Scope            string
 	Shards           int           // INFLIGHT_SHARDS (default 4): as the consumer's
 	Grace            time.Duration // LEASE_GRACE (default 30s): how long past its end a lease is reaped
 	Margin           time.Duration // SWEEP_MARGIN (default 2s): stop this long before the deadline
@@ -38,6 +42,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	e := envconf.New(lookup)
 	cfg := Config{
 		Layout:           e.Layout(),
+		Scope:            e.String("IDEMPOTENCY_SCOPE", ""),
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
 		Grace:            e.Duration("LEASE_GRACE", 30*time.Second),
 		Margin:           e.Duration("SWEEP_MARGIN", 2*time.Second),
@@ -52,6 +57,11 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if err := e.Err(); err != nil {
 		return Config{}, fmt.Errorf("reaper configuration: %w", err)
 	}
+	if cfg.Scope != "" {
+		if err := idem.CheckScope(cfg.Scope); err != nil {
+			return Config{}, fmt.Errorf("reaper configuration: IDEMPOTENCY_SCOPE: %w", err)
+		}
+	}
 	if cfg.FunctionTimeout > 0 && cfg.FunctionTimeout <= cfg.Margin {
 		return Config{}, fmt.Errorf("reaper configuration: FUNCTION_TIMEOUT %s is not more than SWEEP_MARGIN %s: no sweep could ever start (raise the function's Timeout in template.yaml, and FUNCTION_TIMEOUT with it, or lower SWEEP_MARGIN)",
 			cfg.FunctionTimeout, cfg.Margin)
@@ -65,6 +75,13 @@ type SQSAPI interface {
 	idem.SQSBatchSender
 	idem.SQSSender
 }
+
+// MetricSweepIncomplete counts sweeps that did not go through every shard: stopped at
+// their deadline margin (idem.SweepResult.Truncated) or by an error. It is emitted on
+// every sweep, 0 when the sweep completed, so an alarm on it always has data. Emitted
+// here rather than by idem: completing a sweep within one invocation is the reaper
+// function's contract, not the library's.
+const MetricSweepIncomplete = "SweepIncomplete"
 
 // Handler is the reaper's Lambda handler for an EventBridge scheduled event.
 type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error)
@@ -82,7 +99,8 @@ type Deps struct {
 }
 
 // New builds the handler. Each call sweeps every shard once, logs one summary line and
-// emits the StaleLocksReaped metric (zero included, so the alarm sees data).
+// emits the StaleLocksReaped and SweepIncomplete metrics (zero included, so the alarms
+// see data).
 func New(cfg Config, d Deps) (Handler, error) {
 	if d.DynamoDB == nil {
 		return nil, errors.New("reaper: DynamoDB client is required")
@@ -107,7 +125,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
-	r := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS}
+	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS}
 	if cfg.DLQURL != "" && d.SQS != nil {
 		r.DeadLetter = &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper"}
 	}
@@ -117,10 +135,15 @@ func New(cfg Config, d Deps) (Handler, error) {
 		metrics.Add(idem.MetricReaped, res.Reaped)
 		metrics.Add(idem.MetricOutboundByReaper, res.Sent)
 		metrics.Add(idem.MetricOutboundDeadLettered, res.DeadLettered)
+		incomplete := 0
+		if err != nil || res.Truncated {
+			incomplete = 1
+		}
+		metrics.Add(MetricSweepIncomplete, incomplete)
 		if ferr := metrics.Flush(); ferr != nil {
 			log.Warn("metrics flush failed", "error", ferr.Error())
 		}
-		attrs := []any{"event_id", ev.ID, "scanned", res.Scanned, "reaped", res.Reaped, "lost_race", res.Lost,
+		attrs := []any{"event_id", ev.ID, "scanned", res.Scanned, "reaped", res.Reaped, "lost_race", res.Lost, "other_scopes", res.Skipped,
 			"outbound_sent", res.Sent, "outbound_unsent", res.Unsent, "outbound_dead_lettered", res.DeadLettered,
 			"truncated", res.Truncated, "max_late_ms", res.MaxLate.Milliseconds(), "duration_ms", time.Since(start).Milliseconds()}
 		if err != nil {

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -109,6 +111,42 @@ func TestScheduledSweep(t *testing.T) {
 	if !strings.Contains(emf.String(), `"StaleLocksReaped":0`) {
 		t.Fatalf("zero metric missing: %s", emf.String())
 	}
+	// Both sweeps went through every shard: SweepIncomplete is there, at 0.
+	if got := emfValue(t, emf.String(), reaperapp.MetricSweepIncomplete); got != 0 {
+		t.Errorf("%s = %v after a complete sweep, want 0", reaperapp.MetricSweepIncomplete, got)
+	}
+}
+
+// emfValue is the value of the metric name in the one EMF line of out, declared in its
+// directive with the dimension Service; the test fails when it is not there.
+func emfValue(t *testing.T, out, name string) float64 {
+	t.Helper()
+	var line struct {
+		AWS struct {
+			CloudWatchMetrics []struct {
+				Dimensions [][]string
+				Metrics    []struct{ Name string }
+			}
+		} `json:"_aws"`
+	}
+	if err := json.Unmarshal([]byte(out), &line); err != nil {
+		t.Fatalf("EMF line %q: %v", out, err)
+	}
+	var all map[string]any
+	_ = json.Unmarshal([]byte(out), &all)
+	for _, d := range line.AWS.CloudWatchMetrics {
+		for _, m := range d.Metrics {
+			if m.Name == name && len(d.Dimensions) == 1 && slices.Equal(d.Dimensions[0], []string{"Service"}) {
+				v, ok := all[name].(float64)
+				if !ok {
+					t.Fatalf("EMF line %q: %s declared without a number", out, name)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatalf("EMF line %q: no metric %s with the dimension Service", out, name)
+	return 0
 }
 
 func TestSweepStopsBeforeDeadline(t *testing.T) {
@@ -117,7 +155,8 @@ func TestSweepStopsBeforeDeadline(t *testing.T) {
 	if err := idem.CreateTable(context.Background(), ddb, table); err != nil {
 		t.Fatal(err)
 	}
-	h, err := reaperapp.New(reaperapp.Config{IdempotencyTable: table, Shards: 4, Grace: time.Second, Margin: 2 * time.Second}, reaperapp.Deps{DynamoDB: ddb, Logs: &bytes.Buffer{}, Metrics: &bytes.Buffer{}})
+	var emf bytes.Buffer
+	h, err := reaperapp.New(reaperapp.Config{IdempotencyTable: table, Shards: 4, Grace: time.Second, Margin: 2 * time.Second}, reaperapp.Deps{DynamoDB: ddb, Logs: &bytes.Buffer{}, Metrics: &emf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +166,35 @@ func TestSweepStopsBeforeDeadline(t *testing.T) {
 	var res idem.SweepResult
 	if err != nil || json.Unmarshal(out, &res) != nil || !res.Truncated {
 		t.Fatalf("out=%s err=%v, want a truncated sweep", out, err)
+	}
+	if got := emfValue(t, emf.String(), reaperapp.MetricSweepIncomplete); got != 1 {
+		t.Errorf("%s = %v after a truncated sweep, want 1", reaperapp.MetricSweepIncomplete, got)
+	}
+}
+
+// failingQuery is DynamoDB whose Query fails: the index cannot be read.
+type failingQuery struct{ idem.DynamoDBAPI }
+
+func (failingQuery) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return nil, errors.New("injected: the index is unreachable")
+}
+
+// TestFailedSweepIsIncomplete: a sweep stopped by an error fails the invocation (Lambda
+// counts it in Errors) and emits SweepIncomplete 1, so both reaper alarms see it.
+func TestFailedSweepIsIncomplete(t *testing.T) {
+	ddb := awstest.DynamoDB(t)
+	var emf bytes.Buffer
+	h, err := reaperapp.New(reaperapp.Config{IdempotencyTable: awstest.Name(t, "idem"), Shards: 2, Grace: time.Second, Margin: time.Second},
+		reaperapp.Deps{DynamoDB: failingQuery{ddb}, Logs: &bytes.Buffer{}, Metrics: &emf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lambda.NewHandler(h).Invoke(context.Background(), []byte(`{"detail-type":"Scheduled Event","detail":{}}`)); err == nil ||
+		!strings.Contains(err.Error(), "injected") {
+		t.Fatalf("invoke: %v, want the sweep's error", err)
+	}
+	if got := emfValue(t, emf.String(), reaperapp.MetricSweepIncomplete); got != 1 {
+		t.Errorf("%s = %v after a failed sweep, want 1", reaperapp.MetricSweepIncomplete, got)
 	}
 }
 
@@ -149,6 +217,13 @@ func TestFromEnv(t *testing.T) {
 	}
 	if _, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "FUNCTION_TIMEOUT": "3s"})); err != nil {
 		t.Fatalf("timeout 3s, margin 2s: %v", err)
+	}
+	// The consumer's scope: the reaper leaves other consumers' records in a shared table.
+	if cfg, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_SCOPE": "payments"})); err != nil || cfg.Scope != "payments" {
+		t.Fatalf("IDEMPOTENCY_SCOPE=payments: cfg=%+v err=%v", cfg, err)
+	}
+	if _, err := reaperapp.FromEnv(lookup(map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_SCOPE": "a#b"})); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_SCOPE") {
+		t.Fatalf("IDEMPOTENCY_SCOPE=a#b: err = %v, want it refused", err)
 	}
 }
 

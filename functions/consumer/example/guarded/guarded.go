@@ -49,8 +49,12 @@ type Handler[M any] struct {
 	// Home says that the idempotency records live in Guard's table and that the journal
 	// entry is the record itself (idem.Result.HomeGuard): the commit writes the entry at
 	// the record's key, with the record's attributes, and one item fewer. The entry then
-	// never expires, and the record with it.
+	// never expires, and the record with it. It needs ID, and messages keyed by it.
 	Home bool
+	// ID is m's business id, the key its journal entry stands for (idem.Result.HomeKey):
+	// with Home, the middleware refuses a message whose idempotency key is not it, since
+	// the entry would then guard the key and not the operation (required with Home).
+	ID func(m M) string
 }
 
 // Outbound is the one outbound message of a committed message, on a FIFO queue: one
@@ -83,10 +87,17 @@ func (h *Handler[M]) Handle(_ context.Context, req *idem.Request) (idem.Result, 
 	if err != nil {
 		return idem.Result{}, err
 	}
+	var home string
+	if h.Home {
+		if h.ID == nil {
+			return idem.Result{}, idem.Permanent(fmt.Errorf("%s: the journal entry as the record needs the handler's ID", h.Name))
+		}
+		home = h.ID(m)
+	}
 	return idem.Result{
 		Response: resp,
 		Writes:   []types.TransactWriteItem{h.Guard(req.Key, m), h.Effect(m)},
-		Guards:   []int{0}, HomeGuard: h.Home,
+		Guards:   []int{0}, HomeGuard: h.Home, HomeKey: home,
 		Messages: []idem.Message{out},
 		Explain: func(index int, item map[string]types.AttributeValue) string {
 			if index != 1 { // the effect; the guard (0) is explained by the middleware
