@@ -168,7 +168,9 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 		journal.ConditionExpression = aws.String("attribute_not_exists(pk)")
 		res.Guards = []int{1}
 		// The journal entry is the record's home: the store puts it at the record's key.
-		res.HomeGuard = h.c.fold
+		// It stands for the business id, which the consumer keys every message by
+		// (KeyFromField): one operation under two producer keys meets its one record.
+		res.HomeGuard, res.HomeKey = h.c.fold, id
 	}
 	for i := range b.Out {
 		m := idem.Message{Body: fmt.Sprintf(`{"src":%q,"i":%d,"n":%d,"run":%q}`, id, i, b.Out, run)}

@@ -50,7 +50,8 @@ type ingressSide struct {
 	keyBodies map[string]map[string]bool // the bodies POSTed under each key
 	firstResp map[string][]byte
 	firstAt   map[string]time.Time
-	taken     map[*op]time.Time // operations the ingress answered 202 or 200, when last
+	taken     map[*op]time.Time // operations the ingress answered 202 or 200, since when (its record's creation, about)
+	takenKey  map[*op]string    // and under which key
 	renewed   map[*op]bool      // taken again past the records' retention: a new execution by contract
 	finals    map[*op]*ingressapp.Status
 	finalCode map[*op]int
@@ -98,7 +99,7 @@ func (simExample) Template() []byte { return nil }
 func (w *world) newIngress() error {
 	a := w.sc.consumers[0]
 	cfg := ingressapp.Config{
-		Example: simExample{}, Scope: a.scope, IdempotencyTable: a.layout.Table, IngressTable: ingressTable,
+		Example: simExample{}, Scope: a.scope, IdempotencyTable: a.layout.Table, Layout: a.layout, KeyRule: w.sc.keyRule(), IngressTable: ingressTable,
 		QueueURL: a.inputURL, TTL: w.sc.ttl, AcceptWindow: ingressTimeout, MaxBodyBytes: ingressapp.DefaultMaxBodyBytes,
 		RequireIAMCaller: true, MetricsNamespace: "Sim",
 	}
@@ -106,7 +107,7 @@ func (w *world) newIngress() error {
 		return fmt.Errorf("the ingress's configuration: %w", err)
 	}
 	w.ingress = &ingressSide{cfg: cfg, keyBodies: map[string]map[string]bool{}, firstResp: map[string][]byte{}, firstAt: map[string]time.Time{},
-		taken: map[*op]time.Time{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}}
+		taken: map[*op]time.Time{}, takenKey: map[*op]string{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}}
 	return nil
 }
 
@@ -236,10 +237,13 @@ func (w *world) ingressDone(inv *invocation) {
 		w.ingress.waiting--
 	case code == http.StatusAccepted || code == http.StatusOK:
 		w.obs.accepted[hc.o] = true
-		if at, ok := w.ingress.taken[hc.o]; ok && time.Since(at) > w.sc.ttl-10*time.Minute {
-			w.ingress.renewed[hc.o] = true
+		at, ok := w.ingress.taken[hc.o]
+		if ok && time.Since(at) > w.sc.ttl-10*time.Minute {
+			w.ingress.renewed[hc.o] = true // taken again after its records expired
 		}
-		w.ingress.taken[hc.o] = time.Now()
+		if !ok || w.ingress.renewed[hc.o] {
+			w.ingress.taken[hc.o], w.ingress.takenKey[hc.o] = time.Now(), hc.s.key
+		}
 		// Poll the status once, a little later: the POST is done, its GET to come.
 		get := &httpCall{o: hc.o, s: hc.s, method: http.MethodGet}
 		w.at(time.Now().Add(dur(w.rng, 2*time.Second, time.Minute)), func() { w.httpInvoke(get) })
@@ -281,13 +285,20 @@ func (w *world) statusAnswer(o *op, key string, st *ingressapp.Status) {
 		}
 	}
 	in := w.ingress
-	if first, ok := in.firstResp[key]; ok && time.Since(in.firstAt[key]) < w.sc.ttl {
+	if first, ok := in.firstResp[key]; ok && time.Since(in.firstAt[key]) < w.sc.ttl-10*time.Minute {
 		if !bytes.Equal(first, st.Response) {
 			w.obs.violation("response", "key %s: a duplicate was answered %s, not the first response %s", shortID(key), st.Response, first)
 		}
 		return
 	}
-	in.firstResp[key], in.firstAt[key] = append([]byte(nil), st.Response...), time.Now()
+	// The first response, and when its record was written (its run's commit, or the
+	// guarded completion, a moment before now): a response older than the TTL may be
+	// replaced by a new execution's.
+	at := time.Now()
+	if l, ok := w.obs.runs[r.Run]; ok {
+		at = l.at
+	}
+	in.firstResp[key], in.firstAt[key] = append([]byte(nil), st.Response...), at
 }
 
 // finalStatus is every client's last GET, once the world has settled: of each request
@@ -301,13 +312,7 @@ func (w *world) finalStatus() {
 		if !ok || time.Since(at) > w.sc.ttl-10*time.Minute {
 			continue
 		}
-		key := ""
-		for _, s := range o.sends {
-			if s.door == viaIngress && s.key != "" {
-				key = s.key
-				break
-			}
-		}
+		key := w.ingress.takenKey[o]
 		w.ingress.waiting++
 		w.httpInvoke(&httpCall{o: o, s: send{key: key, why: "final status"}, method: http.MethodGet, final: true})
 	}
@@ -334,21 +339,47 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 		// whether its message reached the consumer or SQS dropped it as a duplicate of the
 		// original's (the key's deduplication id).
 		twin := o.kind == kindTwin && o.key == o.twinOf.key
+		// Taken a retention after the operation was first sent: a new execution by
+		// contract, which may be refused where the first was applied.
+		renewed := w.ingress.taken[o].Sub(w.start.Add(o.sends[0].at)) > w.sc.ttl-10*time.Minute
+		rec := w.consumerRecordOf(o)
 		switch {
 		case !applied && !dead && !twin:
 			w.obs.violation("status", "%s was answered 202 by the ingress, but it was neither applied nor dead-lettered (its status: %s)", o.name, got)
 		case code != http.StatusOK || st == nil:
 			w.obs.violation("status", "the last GET of %s answered %s once the world had settled", o.name, got)
-		case w.ingress.renewed[o] && (st.Status == ingressapp.StatusCompleted || st.Status == ingressapp.StatusFailed):
-			// Taken again after the retention: a new execution, refused or not.
+		case renewed && (st.Status == ingressapp.StatusCompleted || st.Status == ingressapp.StatusFailed):
+		case renewed && st.Status == ingressapp.StatusAccepted && rec == nil:
+			w.known(knownRetention, o)
 		case applied && st.Status != ingressapp.StatusCompleted:
 			w.obs.violation("status", "%s was applied, but its status says %s", o.name, got)
 		case !applied && w.sc.mode == idem.ModeSingleTransaction && st.Status == ingressapp.StatusAccepted:
 			// docs/ingress.md: in the single-transaction mode a business rule's refusal
 			// stores nothing, and the request stays accepted while its message is in the
 			// DLQ.
+		case !applied && st.Status == ingressapp.StatusInProgress && rec != nil && rec.Status == idem.StatusFailed && rec.Error == idem.ReasonLeaseExpired:
+			w.known(knownRefusalReaped, o)
 		case !applied && st.Status != ingressapp.StatusFailed:
 			w.obs.violation("status", "%s was dead-lettered, but its status says %s", o.name, got)
 		}
 	}
+}
+
+// consumerRecordOf is the first consumer's record of the key under which the ingress
+// took o, nil when there is none or it expired.
+func (w *world) consumerRecordOf(o *op) *idem.Record {
+	a := w.sc.consumers[0]
+	key := w.ingress.takenKey[o]
+	if w.sc.keySource == idem.KeyFromField {
+		key = o.id
+	}
+	rk, err := idem.RecordKey(a.scope, key, false)
+	if err != nil {
+		return nil
+	}
+	rec := w.record(a, rk)
+	if rec == nil || !rec.ExpiresAt.IsZero() && rec.ExpiresAt.Before(time.Now()) {
+		return nil
+	}
+	return rec
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -74,7 +75,7 @@ func (w *world) newEnv(c *consumer) (*environment, error) {
 		Handler:         &handler{w: w, c: c, db: ddbAPI{w}, outFIFO: w.outFIFOURL, outStd: w.outStdURL, clock: clock},
 		Layout:          c.layout, DLQURL: w.dlqURL, Scope: c.scope, TTL: sc.ttl, LeaseGrace: c.grace,
 		Shards: sc.shards, Concurrency: sc.concurrency, DeadlineMargin: sc.margin, CacheSize: sc.cacheSize,
-		KeyField: sc.keyField, MetricsNamespace: "Sim", Mode: sc.mode,
+		KeyField: sc.keyField, KeySource: sc.keySource, MetricsNamespace: "Sim", Mode: sc.mode,
 	}
 	if c.checkVisibility {
 		cfg.VisibilityTimeout = c.visibility
@@ -225,13 +226,6 @@ func (w *world) kill(inv *invocation, why string) {
 	inv.mu.Unlock()
 	w.tracef("%s killed: %s", inv, why)
 	w.obs.killed++
-	for c := range w.inflight {
-		if c.inv == inv {
-			// Its goroutine must end (the simulation needs every goroutine to), so it
-			// gets an error; the process it stands for is gone and does nothing more.
-			c.answer(reply{err: errKilled})
-		}
-	}
 	switch inv.kind {
 	case "consumer":
 		inv.slot.env = nil
@@ -241,6 +235,20 @@ func (w *world) kill(inv *invocation, why string) {
 		inv.c.reaping = false
 	case "ingress":
 		w.ingressKilled(inv)
+	}
+	answered := false
+	for c := range w.inflight {
+		if c.inv == inv {
+			// Its goroutine must end (the simulation needs every goroutine to), so it
+			// gets an error; the process it stands for is gone and does nothing more.
+			c.answer(reply{err: errKilled})
+			answered = true
+		}
+	}
+	if answered {
+		// What the woken goroutines log goes to the trace before anything else the
+		// scheduler does: a replay prints the same trace.
+		synctest.Wait()
 	}
 }
 
@@ -346,7 +354,7 @@ func (w *world) indexed(c *consumer) bool {
 // newReaper builds c's reaper, as its main builds it.
 func (w *world) newReaper(c *consumer) (reaperapp.Handler, error) {
 	return reaperapp.New(reaperapp.Config{
-		Layout: c.layout, Shards: w.sc.shards, Grace: c.grace, Margin: 2 * time.Second, MetricsNamespace: "Sim",
+		Layout: c.layout, Scope: c.scope, Shards: w.sc.shards, Grace: c.grace, Margin: 2 * time.Second, MetricsNamespace: "Sim",
 		DLQURL: w.dlqURL, MaxLease: c.timeout + c.grace,
 	}, reaperapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Clock: w.newClock()})
 }

@@ -340,8 +340,8 @@ func (sc *scenario) String() string {
 	if len(sc.consumers) > 1 {
 		cons = " consumers=" + sc.consumers[0].String() + "," + sc.consumers[1].String()
 	}
-	return fmt.Sprintf("config=%s%s drift=%t steps=%t mode=%s input=%s keyfield=%q slots=%d concurrency=%d batch=%d window=%s timeout=%s visibility=%s(told=%t) grace=%s cache=%d maxReceive=%d reaper=%s shards=%d outMax=%d wholeBatchFails=%t ttl=%s faults=%s until %s ops=%d",
-		sc.cfg, cons, sc.cfg.drift, sc.cfg.steps, sc.mode, q, sc.keyField, sc.slots, sc.concurrency, sc.batchSize, sc.window, sc.timeout, sc.visibility, sc.checkVisibility, sc.grace,
+	return fmt.Sprintf("config=%s%s drift=%t steps=%t mode=%s input=%s keyfield=%q keysource=%s slots=%d concurrency=%d batch=%d window=%s timeout=%s visibility=%s(told=%t) grace=%s cache=%d maxReceive=%d reaper=%s shards=%d outMax=%d wholeBatchFails=%t ttl=%s faults=%s until %s ops=%d",
+		sc.cfg, cons, sc.cfg.drift, sc.cfg.steps, sc.mode, q, sc.keyField, sc.keySource, sc.slots, sc.concurrency, sc.batchSize, sc.window, sc.timeout, sc.visibility, sc.checkVisibility, sc.grace,
 		sc.cacheSize, sc.maxReceive, sc.reaperEvery, sc.shards, sc.outMaxBytes, sc.wholeBatchFails, sc.ttl, sc.faults.name(), sc.faultEnd, len(sc.ops))
 }
 

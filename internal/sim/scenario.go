@@ -15,8 +15,9 @@ type scenario struct {
 	fifo            bool // the input queue is FIFO (else standard)
 	contentDedup    bool // FIFO with content-based deduplication; producers send no dedup id
 	keyField        string
-	slots           int // concurrent pollers and environments
-	concurrency     int // MAX_CONCURRENCY
+	keySource       idem.KeySource // KeyFromField in the fold configuration: the business id is the key
+	slots           int            // concurrent pollers and environments
+	concurrency     int            // MAX_CONCURRENCY
 	batchSize       int
 	window          time.Duration // batching window
 	timeout         time.Duration // function timeout
@@ -127,6 +128,11 @@ func newScenario(r *rand.Rand, seed uint64) *scenario {
 	sc.accounts = []account{{name: "a1"}, {name: "a2"}, {name: "a3"}, {name: "closed", closed: true}, {name: "cap", cap: 30}}
 	cr := configRand(seed)
 	sc.cfg = drawConfig(cr, sc)
+	if sc.cfg.layout == layoutFold {
+		// A record folded into its guard stands for the guard's business id: the
+		// consumer keys every message by it (idem.Result.HomeKey, KEY_SOURCE=field).
+		sc.keyField, sc.keySource = "id", idem.KeyFromField
+	}
 	sc.newConsumers(cr)
 	sc.workload(r)
 	sc.misbehave(producerRand(seed))
