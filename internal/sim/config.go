@@ -88,6 +88,13 @@ type consumer struct {
 	reaping         bool
 	names           recordNames
 	store           *idem.DynamoStore // the oracle's reader of the records (straight on simdb)
+	recs            map[string]recState // the records as the table holds them, by record key (responses.go)
+}
+
+// recState is what the world needs of a record between two of its writes.
+type recState struct {
+	inflight, outbox bool  // in the in-flight index; with outbound messages pending
+	exp              int64 // its TTL, in seconds (0: none)
 }
 
 // Names of the simulated tables and queues beyond the defaults.

@@ -114,13 +114,15 @@ func (w *world) poll(s *slot, gen int) {
 	}
 	msgs := w.sqs.Receive(s.c.input, w.sc.batchSize, w.rng)
 	if len(msgs) == 0 {
-		next := time.Now().Add(20 * time.Second)
-		if t, now := w.sqs.NextVisible(s.c.input); now {
-			next = time.Now().Add(time.Second)
-		} else if !t.IsZero() && t.Before(next) {
-			next = t
+		// Nothing to receive: poll again when a message becomes visible, in a second
+		// when one is but its FIFO group is busy, or when a send wakes the poller
+		// (wakePollers) when the queue is empty.
+		switch t, now := w.sqs.NextVisible(s.c.input); {
+		case now:
+			w.schedulePoll(s, time.Now().Add(time.Second))
+		case !t.IsZero():
+			w.schedulePoll(s, t)
 		}
-		w.schedulePoll(s, next)
 		return
 	}
 	for _, m := range msgs {
@@ -342,8 +344,8 @@ func (w *world) indexed(c *consumer) bool {
 		if x.layout.Table != c.layout.Table {
 			continue
 		}
-		for _, it := range w.records(x) {
-			if _, ok := it[x.names.inflight]; ok {
+		for _, r := range x.recs {
+			if r.inflight {
 				return true
 			}
 		}

@@ -44,6 +44,13 @@ func (w *world) watchRecords(wr simdb.Write) {
 		if c.fold && wr.New != nil && wr.New["op"] != nil && (wr.Old == nil || wr.Old["op"] == nil) {
 			w.obs.stats.Folded++
 		}
+		if wr.New == nil {
+			delete(c.recs, rk)
+		} else {
+			_, inflight := wr.New[c.names.inflight]
+			_, outbox := wr.New[c.names.outbox]
+			c.recs[rk] = recState{inflight: inflight, outbox: outbox, exp: numAttr(wr.New, c.names.exp)}
+		}
 		h := hold{at: time.Now()}
 		if wr.New != nil {
 			h.token, h.status = strAttr(wr.New, c.names.token), strAttr(wr.New, c.names.status)

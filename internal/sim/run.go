@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -141,9 +142,16 @@ func (w *world) expire() {
 	w.at(time.Now().Add(ttlEvery), w.expire)
 	now := time.Now().Unix()
 	for _, c := range w.sc.consumers {
-		for _, it := range w.records(c) {
-			if e := numAttr(it, c.names.exp); e > 0 && e < now && w.p(0.5) {
-				key := w.db.Key(c.layout.Table, it)
+		var expired []string
+		for rk, r := range c.recs {
+			if r.exp > 0 && r.exp < now {
+				expired = append(expired, rk)
+			}
+		}
+		sort.Strings(expired) // in the table's key order, as a scan finds them
+		for _, rk := range expired {
+			if w.p(0.5) {
+				key := c.store.Key(rk)
 				_, _ = w.db.Delete(c.layout.Table, key)
 				w.tracef("TTL deletes %s", keyDesc(c.layout.Table, key))
 			}
@@ -203,12 +211,11 @@ func (w *world) pendingWork(sends bool) string {
 				break
 			}
 		}
-		for _, it := range w.records(c) {
-			if _, ok := it[c.names.inflight]; ok {
+		for _, rk := range sortedKeys(c.recs) {
+			if r := c.recs[rk]; r.inflight {
 				parts = append(parts, "a record in the in-flight index")
 				break
-			}
-			if _, ok := it[c.names.outbox]; ok {
+			} else if r.outbox {
 				parts = append(parts, "a record with outbound messages pending")
 				break
 			}
@@ -244,7 +251,7 @@ func (w *world) setup() error {
 	// in-flight index, then the business table if no layout made it.
 	made := map[string]bool{}
 	for _, c := range w.sc.consumers {
-		c.names = namesOf(c.layout, c.scope)
+		c.names, c.recs = namesOf(c.layout, c.scope), map[string]recState{}
 		store, err := idem.NewDynamoStoreLayout(w.db, c.layout)
 		if err != nil {
 			return err
@@ -316,6 +323,15 @@ func (w *world) setup() error {
 		}
 	}
 	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 // createTable creates a table with partition key pk.

@@ -149,6 +149,7 @@ func TestSim(t *testing.T) {
 	if len(byCheck) > 0 {
 		t.Logf("failed schedules by check: %v (first seed of each: %v)", byCheck, firstSeed)
 	}
+	sort.Slice(failed, func(i, j int) bool { return failed[i].Seed < failed[j].Seed })
 	if len(failed) > 5 {
 		failed = failed[:5]
 	}
