@@ -256,10 +256,22 @@ func (w *world) schedule(c *call) {
 	fr := w.sc.faults
 	lat := time.Duration(1+w.rng.IntN(15)) * time.Millisecond
 	if c.service == "gateway" {
-		lat += time.Duration(20+w.rng.IntN(400)) * time.Millisecond // the outside service's own work
+		// The outside service's own work: a fraction of a second, and now and then
+		// seconds (a gateway under load), so a handler's steps can run late in its
+		// invocation.
+		lat += time.Duration(20+w.rng.IntN(400)) * time.Millisecond
+		if w.p(0.125) {
+			lat += time.Duration(1000+w.rng.IntN(7000)) * time.Millisecond
+		}
 	}
 	if f && w.p(fr.slow) {
+		// A request that hangs on the network: seconds, and one in five until TCP gives
+		// up on a lost segment, long enough to arrive after its sender's lease and grace
+		// ended and another holder took its key.
 		lat = time.Duration(500+w.rng.IntN(12000)) * time.Millisecond
+		if w.p(0.2) {
+			lat = time.Duration(10+w.rng.IntN(50)) * time.Second
+		}
 	}
 	now := time.Now()
 	w.inflight[c] = true
