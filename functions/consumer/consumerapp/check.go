@@ -19,6 +19,13 @@ func (c Config) Check() error {
 	if c.DeadlineMargin < 0 {
 		errs = append(errs, fmt.Errorf("DEADLINE_MARGIN %s is negative", c.DeadlineMargin))
 	}
+	if c.LeaseGrace <= 0 {
+		// idem would take its own default for the lease, but the longest lease (maxLease,
+		// which the reaper is told too) would have none: the lease would end at the
+		// deadline, and a taker whose clock runs ahead would take the key from a holder
+		// that still runs.
+		errs = append(errs, fmt.Errorf("LEASE_GRACE %s is not positive: a lease must outlast its invocation by more than two environments' clocks can drift apart (the template's default is 30s)", c.LeaseGrace))
+	}
 	if err := (idem.KeyRule{Source: c.KeySource, Field: c.KeyField}).Check(); err != nil {
 		errs = append(errs, err)
 	}

@@ -3,6 +3,7 @@ package consumerapp_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 )
@@ -37,5 +38,20 @@ func TestFromEnvRejectsWhatCannotWork(t *testing.T) {
 				t.Fatalf("FromEnv: %v, want an error with %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestCheckRefusesALeaseWithoutGrace: Config.LeaseGrace zero (only the Go API can give
+// it: FromEnv refuses LEASE_GRACE=0s) would cap the longest lease at the function
+// timeout, so that a lease ended at its deadline; the simulator found takeovers of holders
+// that still ran, under clock drift. The init refuses it and says why.
+func TestCheckRefusesALeaseWithoutGrace(t *testing.T) {
+	cfg := consumerapp.Config{FunctionTimeout: 10 * time.Second, DeadlineMargin: 2 * time.Second}
+	if err := cfg.Check(); err == nil || !strings.Contains(err.Error(), "LEASE_GRACE 0s is not positive") {
+		t.Fatalf("Check with no lease grace: %v, want the refusal", err)
+	}
+	cfg.LeaseGrace = time.Second
+	if err := cfg.Check(); err != nil {
+		t.Fatalf("Check with a grace: %v", err)
 	}
 }
