@@ -87,7 +87,7 @@ type consumer struct {
 	slots           []*slot
 	reaping         bool
 	names           recordNames
-	store           *idem.DynamoStore // the oracle's reader of the records (straight on simdb)
+	store           *idem.DynamoStore   // the oracle's reader of the records (straight on simdb)
 	recs            map[string]recState // the records as the table holds them, by record key (responses.go)
 }
 

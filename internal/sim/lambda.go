@@ -43,11 +43,14 @@ type environment struct {
 
 // invocation is one call of a function.
 type invocation struct {
-	id       int
-	kind     string // consumer, reaper, ingress
-	c        *consumer
-	slot     *slot
-	http     *httpCall // ingress: the client's request
+	id   int
+	kind string // consumer, reaper, ingress
+	c    *consumer
+	slot *slot
+	http *httpCall // ingress: the client's request
+	// cut is a network partition of the invocation (faultRates.partition): a request it
+	// makes from cut[0] waits until cut[1] to leave.
+	cut      [2]time.Time
 	msgs     []simsqs.Message
 	deadline time.Time
 	resp     events.SQSEventResponse
@@ -174,6 +177,11 @@ func (w *world) invoke(s *slot, msgs []simsqs.Message) {
 	}
 	w.invSeq++
 	inv := &invocation{id: w.invSeq, kind: "consumer", c: s.c, slot: s, msgs: msgs, deadline: time.Now().Add(s.c.timeout)}
+	if w.faultsOn() && w.p(w.sc.faults.partition) {
+		from := time.Now().Add(dur(w.rng, 0, s.c.timeout))
+		inv.cut = [2]time.Time{from, from.Add(dur(w.rng, 5*time.Second, time.Minute))}
+		w.tracef("%s: its network will be cut from %s to %s", inv, w.since(inv.cut[0]), w.since(inv.cut[1]))
+	}
 	ev := w.sqs.Event(s.c.input, msgs)
 	w.tracef("%s starts on env-%d with %s, deadline in %s", inv, s.env.id, msgIDs(msgs), s.c.timeout)
 	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), invKey{}, inv), inv.deadline)

@@ -21,8 +21,9 @@ import (
 type hold struct {
 	at     time.Time
 	token  string
-	status string    // IN_PROGRESS, COMPLETED, FAILED; "" once deleted
-	until  time.Time // the lease end (IN_PROGRESS)
+	status string      // IN_PROGRESS, COMPLETED, FAILED; "" once deleted
+	until  time.Time   // the lease end (IN_PROGRESS)
+	inv    *invocation // whose request wrote it (nil: the TTL process)
 }
 
 func holdKey(c *consumer, rk string) string { return c.name + "|" + rk }
@@ -52,6 +53,9 @@ func (w *world) watchRecords(wr simdb.Write) {
 			c.recs[rk] = recState{inflight: inflight, outbox: outbox, exp: numAttr(wr.New, c.names.exp)}
 		}
 		h := hold{at: time.Now()}
+		if w.cur != nil {
+			h.inv = w.cur.inv
+		}
 		if wr.New != nil {
 			h.token, h.status = strAttr(wr.New, c.names.token), strAttr(wr.New, c.names.status)
 			h.until = time.UnixMilli(numAttr(wr.New, c.names.until))
@@ -59,11 +63,32 @@ func (w *world) watchRecords(wr simdb.Write) {
 		k := holdKey(c, rk)
 		hs := w.obs.holds[k]
 		if n := len(hs); n == 0 || hs[n-1].token != h.token || hs[n-1].status != h.status || !hs[n-1].until.Equal(h.until) {
+			if n > 0 {
+				w.leaseKept(c, rk, hs[n-1], h)
+			}
 			w.obs.holds[k] = append(hs, h)
 		}
 		w.responseKept(c, rk, wr)
 		return
 	}
+}
+
+// leaseKept: a lease is never taken from a holder that still runs. A holder's lease ends
+// its grace after its invocation's deadline, where Lambda stops it, so a taker (a
+// delivery's takeover, or a reap) whose clock is ahead by less than the grace finds the
+// holder gone. A takeover or reap of a lease whose holder's invocation still runs puts
+// two holders on the key at once: their steps may overlap, and only the fence stops the
+// old holder's commit.
+func (w *world) leaseKept(c *consumer, rk string, prev, next hold) {
+	if prev.status != string(idem.StatusInProgress) || prev.inv == nil || next.inv == nil || next.inv == prev.inv {
+		return
+	}
+	taken := next.status == string(idem.StatusInProgress) && next.token != prev.token || next.inv.kind == "reaper" && next.status == string(idem.StatusFailed)
+	if !taken || !w.live[prev.inv] || prev.inv.isDead() || w.obs.done[prev.inv] {
+		return
+	}
+	w.obs.violation("lease", "record %s of %s taken by %s at %s while its holder %s still ran (its lease ended at %s by the true clock, its deadline is %s)",
+		rk, c.name, next.inv, w.since(next.at), prev.inv, w.since(prev.until), w.since(prev.inv.deadline))
 }
 
 // responseKept: a completed record's stored response never changes while the record

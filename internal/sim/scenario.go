@@ -66,6 +66,7 @@ type faultRates struct {
 	lostDelete              float64 // the event source mapping's delete does not happen
 	entryFail               float64 // one entry of a standard queue's batch fails (server side)
 	recycle                 float64 // Lambda replaces a warm environment
+	partition               float64 // an invocation's network stalls for seconds: its requests wait until it heals
 }
 
 func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
@@ -90,7 +91,7 @@ func newScenario(r *rand.Rand, seed uint64) *scenario {
 		batchSize:     pick(r, 1, 3, 10),
 		window:        pick(r, 0, time.Second, 5*time.Second),
 		timeout:       pick(r, 5*time.Second, 10*time.Second, 30*time.Second),
-		grace:         pick(r, 0, 2*time.Second, 30*time.Second),
+		grace:         pick(r, 5*time.Second, 2*time.Second, 30*time.Second), // consumerapp refuses none (Config.Check)
 		margin:        pick(r, time.Second, 2*time.Second),
 		cacheSize:     pick(r, 0, 100),
 		maxReceive:    3 + r.IntN(4),
@@ -118,11 +119,11 @@ func newScenario(r *rand.Rand, seed uint64) *scenario {
 	f := &sc.faults
 	switch storm {
 	case 0: // calm: a few faults
-		*f = faultRates{crashBefore: 0.005, crashAfter: 0.005, throttle: 0.01, serverError: 0.005, lost: 0.01, slow: 0.005, lateInvoke: 0.05, lostDelete: 0.02, entryFail: 0.05, recycle: 0.05}
+		*f = faultRates{crashBefore: 0.005, crashAfter: 0.005, throttle: 0.01, serverError: 0.005, lost: 0.01, slow: 0.005, lateInvoke: 0.05, lostDelete: 0.02, entryFail: 0.05, recycle: 0.05, partition: 0.01}
 	case 1:
-		*f = faultRates{crashBefore: 0.02, crashAfter: 0.02, throttle: 0.05, serverError: 0.02, lost: 0.05, slow: 0.02, lateInvoke: 0.2, lostDelete: 0.05, entryFail: 0.2, recycle: 0.1}
+		*f = faultRates{crashBefore: 0.02, crashAfter: 0.02, throttle: 0.05, serverError: 0.02, lost: 0.05, slow: 0.02, lateInvoke: 0.2, lostDelete: 0.05, entryFail: 0.2, recycle: 0.1, partition: 0.03}
 	default: // storm
-		*f = faultRates{crashBefore: 0.05, crashAfter: 0.05, throttle: 0.1, serverError: 0.05, lost: 0.1, slow: 0.05, lateInvoke: 0.4, lostDelete: 0.1, entryFail: 0.4, recycle: 0.2}
+		*f = faultRates{crashBefore: 0.05, crashAfter: 0.05, throttle: 0.1, serverError: 0.05, lost: 0.1, slow: 0.05, lateInvoke: 0.4, lostDelete: 0.1, entryFail: 0.4, recycle: 0.2, partition: 0.06}
 	}
 	sc.faultEnd = dur(r, 5*time.Minute, 40*time.Minute)
 	sc.accounts = []account{{name: "a1"}, {name: "a2"}, {name: "a3"}, {name: "closed", closed: true}, {name: "cap", cap: 30}}

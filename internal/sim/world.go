@@ -274,6 +274,9 @@ func (w *world) schedule(c *call) {
 		}
 	}
 	now := time.Now()
+	if cut := c.inv.cut; !now.Before(cut[0]) && now.Before(cut[1]) {
+		lat += cut[1].Sub(now) // it leaves when the partition heals
+	}
 	w.inflight[c] = true
 	if f {
 		switch r := w.rng.Float64(); {
