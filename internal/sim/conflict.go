@@ -10,7 +10,8 @@ import (
 
 // DynamoDB's transaction conflicts, which simdb (one request at a time) cannot have: a
 // transaction is in flight from the moment it reaches DynamoDB until it is applied (the
-// simulator's request latency), and while it is, it holds its items. AWS documents the
+// service's part of the simulator's request latency: a request that hangs on the network
+// has not reached it yet), and while it is, it holds its items. AWS documents the
 // conflicts (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-conflict-handling):
 //
 //   - a PutItem, UpdateItem or DeleteItem on an item that an ongoing TransactWriteItems
@@ -89,11 +90,15 @@ func (t *txnFlights) committed(c *call, now time.Time) {
 
 // earlier reports whether a reached DynamoDB before b.
 func earlier(a, b *call) bool {
-	if !a.arrived.Equal(b.arrived) {
-		return a.arrived.Before(b.arrived)
+	if !a.reach.Equal(b.reach) {
+		return a.reach.Before(b.reach)
 	}
 	return a.n < b.n
 }
+
+// inFlight reports whether transaction x is in flight in DynamoDB now: it reached it
+// and is not applied yet.
+func inFlight(x *call) bool { return !x.reach.After(time.Now()) }
 
 // conflict returns the error DynamoDB gives request c at its apply, nil when none.
 func (w *world) conflict(c *call) error {
@@ -101,8 +106,10 @@ func (w *world) conflict(c *call) error {
 		return nil
 	}
 	if isSingleWrite(c.op) {
-		if len(w.txns.byItem[c.items[0]]) > 0 {
-			return &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+		for _, x := range w.txns.byItem[c.items[0]] {
+			if inFlight(x) {
+				return &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+			}
 		}
 		return nil
 	}
@@ -116,11 +123,11 @@ func (w *world) conflict(c *call) error {
 		codes[i] = "None"
 		reasons[i] = types.CancellationReason{Code: aws.String("None")}
 		clash := false
-		if wr, ok := w.txns.wrote[it]; ok && wr.by != c && wr.at.After(c.arrived) {
+		if wr, ok := w.txns.wrote[it]; ok && wr.by != c && wr.at.After(c.reach) {
 			clash = true
 		}
 		for _, x := range w.txns.byItem[it] {
-			if x != c && earlier(x, c) {
+			if x != c && inFlight(x) && earlier(x, c) {
 				clash = true
 			}
 		}

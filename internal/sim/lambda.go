@@ -49,8 +49,12 @@ type invocation struct {
 	slot *slot
 	http *httpCall // ingress: the client's request
 	// cut is a network partition of the invocation (faultRates.partition): a request it
-	// makes from cut[0] waits until cut[1] to leave.
+	// makes from cut[0] waits until cut[1] to leave. It starts at the invocation's
+	// cutAt-th request, for cutFor: a partition matters when the invocation is busy.
 	cut      [2]time.Time
+	cutAt    int
+	cutFor   time.Duration
+	reqs     int
 	msgs     []simsqs.Message
 	deadline time.Time
 	resp     events.SQSEventResponse
@@ -178,9 +182,7 @@ func (w *world) invoke(s *slot, msgs []simsqs.Message) {
 	w.invSeq++
 	inv := &invocation{id: w.invSeq, kind: "consumer", c: s.c, slot: s, msgs: msgs, deadline: time.Now().Add(s.c.timeout)}
 	if w.faultsOn() && w.p(w.sc.faults.partition) {
-		from := time.Now().Add(dur(w.rng, 0, s.c.timeout))
-		inv.cut = [2]time.Time{from, from.Add(dur(w.rng, 5*time.Second, time.Minute))}
-		w.tracef("%s: its network will be cut from %s to %s", inv, w.since(inv.cut[0]), w.since(inv.cut[1]))
+		inv.cutAt, inv.cutFor = 1+w.rng.IntN(6), dur(w.rng, 5*time.Second, 2*time.Minute)
 	}
 	ev := w.sqs.Event(s.c.input, msgs)
 	w.tracef("%s starts on env-%d with %s, deadline in %s", inv, s.env.id, msgIDs(msgs), s.c.timeout)

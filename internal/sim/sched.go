@@ -65,8 +65,9 @@ type call struct {
 	items   []string // DynamoDB: the items it writes (conflict.go)
 	exec    func() (any, error)
 	reply   chan reply
-	arrived time.Time
-	n       int64 // arrival order after sorting
+	arrived time.Time // when the code under test made it
+	reach   time.Time // when it reaches the service (after a hang on the network)
+	n       int64     // arrival order after sorting
 
 	mu       sync.Mutex
 	answered bool // a reply was sent, or the caller gave up

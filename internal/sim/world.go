@@ -254,7 +254,8 @@ var errLostAnswer = errors.New("sim: connection reset by peer (the request may h
 func (w *world) schedule(c *call) {
 	f := w.faultsOn()
 	fr := w.sc.faults
-	lat := time.Duration(1+w.rng.IntN(15)) * time.Millisecond
+	base := time.Duration(1+w.rng.IntN(15)) * time.Millisecond // DynamoDB's own time on it
+	lat := base
 	if c.service == "gateway" {
 		// The outside service's own work: a fraction of a second, and now and then
 		// seconds (a gateway under load), so a handler's steps can run late in its
@@ -274,9 +275,16 @@ func (w *world) schedule(c *call) {
 		}
 	}
 	now := time.Now()
+	if c.inv.reqs++; c.inv.reqs == c.inv.cutAt {
+		c.inv.cut = [2]time.Time{now, now.Add(c.inv.cutFor)}
+		w.tracef("%s: its network is cut until %s", c.inv, w.since(c.inv.cut[1]))
+	}
 	if cut := c.inv.cut; !now.Before(cut[0]) && now.Before(cut[1]) {
 		lat += cut[1].Sub(now) // it leaves when the partition heals
 	}
+	// It reaches the service base before it is applied: a hang or a partition keeps it
+	// on the network, not in DynamoDB (conflict.go).
+	c.reach = now.Add(lat - base)
 	w.inflight[c] = true
 	if f {
 		switch r := w.rng.Float64(); {
