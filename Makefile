@@ -147,7 +147,7 @@ SIM_FIRST ?= 1
 sim: tools ## the simulator's long run: SIM_SCHEDULES schedules (default 1 000 000; make test runs 10 000) or SIM_SECONDS seconds, from seed SIM_FIRST; a broken promise prints its seed and replay command
 	$(GO) test -count=1 -timeout 0 -v -run 'TestSim$$' ./internal/sim -schedules $(SIM_SCHEDULES) -seconds $(SIM_SECONDS)s -first $(SIM_FIRST)
 
-sim-holes: tools ## put each hole of issue 19 back (internal/sim/holes) in a copy and check that the simulator's make-test budget finds it
+sim-holes: tools ## put each hole (issues 19, 22, 26: internal/sim/holes) back in a copy and count the seeds of the simulator's make-test budget that find it (FAST=1: stop at the first)
 	internal/sim/holes/check.sh
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps

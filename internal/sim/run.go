@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -211,7 +212,7 @@ func (w *world) pendingWork(sends bool) string {
 				break
 			}
 		}
-		for _, rk := range sortedKeys(c.recs) {
+		for _, rk := range slices.Sorted(maps.Keys(c.recs)) {
 			if r := c.recs[rk]; r.inflight {
 				parts = append(parts, "a record in the in-flight index")
 				break
@@ -323,15 +324,6 @@ func (w *world) setup() error {
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // createTable creates a table with partition key pk.

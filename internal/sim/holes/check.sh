@@ -36,13 +36,13 @@ for n in "${holes[@]}"; do
     echo "  NOT FOUND in $budget schedules ($took s)"
     missed=$((missed + 1))
   else
-    summary=$(echo "$out" | grep -E '^sim: [0-9]+ schedules' | head -1)
+    summary=$(echo "$out" | grep -E '^sim: [0-9]+ schedules \(' | head -1 || true)
     ran=$(echo "$summary" | sed -E 's/^sim: ([0-9]+) schedules.*/\1/')
     failed=$(echo "$summary" | sed -E 's/.* ([0-9]+) failed;.*/\1/')
-    echo "$out" | grep -E 'failed schedules by check' | sed 's/^ *sim_test.go:[0-9]*: /  /'
-    first=$(echo "$out" | grep -E 'failed schedules by check' | grep -oE ':[0-9]+' | tr -d ':' | sort -n | head -1)
+    echo "$out" | grep -E 'failed schedules by check' | sed 's/^ *sim_test.go:[0-9]*: /  /' || true
+    first=$(echo "$out" | grep -E 'failed schedules by check' | grep -oE ':[0-9]+' | tr -d ':' | sort -n | head -1 || true)
     (cd "$copy" && go test ./internal/sim -run 'TestSim$' -count=1 -seed "$first" 2>&1) | grep -E "seed $first: [a-z-]+: " | head -2 |
-      sed 's/^ *sim_test.go:[0-9]*: /    /' | cut -c1-240
+      sed 's/^ *sim_test.go:[0-9]*: /    /' | cut -c1-240 || true
     if [ -n "$keepgoing" ]; then
       echo "  found at $failed of $ran seeds ($(awk -v f="$failed" -v r="$ran" 'BEGIN { printf "%.1f", 100 * f / r }')%), the first $first ($took s, the copy's build included)"
     else
