@@ -116,6 +116,17 @@ func newTracer(tp trace.TracerProvider) tracer {
 
 func (t tracer) on() bool { return t.t != nil }
 
+// records reports whether a span started under ctx may be recorded: not when ctx's span
+// was not sampled (the provider's sampler follows its parent), which spares an
+// unsampled record the spans and their attributes.
+func (t tracer) records(ctx context.Context) bool {
+	if t.t == nil {
+		return false
+	}
+	sc := trace.SpanContextFromContext(ctx)
+	return !sc.IsValid() || sc.IsSampled()
+}
+
 func (t tracer) start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	return t.t.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
@@ -250,7 +261,7 @@ func (c *Client) traceRecord(ctx context.Context, key, outcome string, res *Resu
 type decision struct{ span trace.Span }
 
 func (c *Client) startDecision(ctx context.Context, pk string) (context.Context, *decision) {
-	if !c.tr.on() {
+	if !c.tr.records(ctx) {
 		return ctx, nil
 	}
 	ctx, span := c.tr.start(ctx, SpanAcquire, trace.SpanKindInternal, recordAttr(pk), attribute.String(AttrScope, c.cfg.Scope))
@@ -307,7 +318,7 @@ func pendingCount(p *Pending) int {
 
 // traceCached records a decision taken from the in-process cache.
 func (c *Client) traceCached(ctx context.Context, pk string, mismatch bool) {
-	if !c.tr.on() {
+	if !c.tr.records(ctx) {
 		return
 	}
 	dec := DecisionCached
@@ -328,7 +339,7 @@ func shortTokenOf(tok string) string {
 
 // startSpan starts a span of c's (nil when tracing is off).
 func (c *Client) startSpan(ctx context.Context, name string, pk string) (context.Context, trace.Span) {
-	if !c.tr.on() {
+	if !c.tr.records(ctx) {
 		return ctx, nil
 	}
 	return c.tr.start(ctx, name, trace.SpanKindInternal, recordAttr(pk))
@@ -442,7 +453,7 @@ func endSweep(span trace.Span, res SweepResult, err error) {
 
 // startReap starts the span of the reap of one listed lease (nil: tracing off).
 func startReap(ctx context.Context, tr tracer, s StaleLease) (context.Context, trace.Span) {
-	if !tr.on() {
+	if !tr.records(ctx) {
 		return ctx, nil
 	}
 	return tr.start(ctx, SpanReap, trace.SpanKindInternal, recordAttr(s.Key),
@@ -498,7 +509,7 @@ func endRelease(span trace.Span, retryable bool, err error) {
 
 // startStep starts the span of a step that runs.
 func (c *Client) startStep(ctx context.Context, pk, name string) (context.Context, trace.Span) {
-	if !c.tr.on() {
+	if !c.tr.records(ctx) {
 		return ctx, nil
 	}
 	return c.tr.start(ctx, SpanStep, trace.SpanKindInternal, recordAttr(pk), attribute.String(AttrStep, name))
@@ -506,7 +517,7 @@ func (c *Client) startStep(ctx context.Context, pk, name string) (context.Contex
 
 // traceStepDone records a step an earlier attempt completed, skipped.
 func (c *Client) traceStepDone(ctx context.Context, pk, name string) {
-	if !c.tr.on() {
+	if !c.tr.records(ctx) {
 		return
 	}
 	_, span := c.tr.start(ctx, SpanStep, trace.SpanKindInternal, recordAttr(pk), attribute.String(AttrStep, name), attribute.Bool(AttrStepDone, true))
@@ -515,7 +526,7 @@ func (c *Client) traceStepDone(ctx context.Context, pk, name string) {
 
 // startSpan starts a span of p's under ctx (nil when tracing is off).
 func (p *BatchProcessor) startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
-	if !p.tr.on() {
+	if !p.tr.records(ctx) {
 		return ctx, nil
 	}
 	return p.tr.start(ctx, name, trace.SpanKindInternal)
@@ -524,7 +535,7 @@ func (p *BatchProcessor) startSpan(ctx context.Context, name string) (context.Co
 // startMark starts the span of the mark that pending i's messages were sent, under its
 // send's span (nil: tracing off).
 func startMark(ctx context.Context, tr tracer, sends []sendTrace, i int, p *Pending) (context.Context, trace.Span) {
-	if sends == nil {
+	if sends == nil || !sends[i].span.IsRecording() {
 		return ctx, nil
 	}
 	return tr.start(trace.ContextWithSpan(ctx, sends[i].span), SpanMark, trace.SpanKindInternal, recordAttr(p.Key))
