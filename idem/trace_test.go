@@ -130,7 +130,7 @@ func spanAttrValue(s tracetest.SpanStub, key string) (attribute.Value, bool) {
 
 func spanAttr(s tracetest.SpanStub, key string) string {
 	v, _ := spanAttrValue(s, key)
-	return v.Emit()
+	return v.String()
 }
 
 // byName returns the spans named name.

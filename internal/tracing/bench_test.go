@@ -16,7 +16,7 @@ import (
 type discard struct{}
 
 func (discard) ExportSpans(context.Context, []trace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                         { return nil }
+func (discard) Shutdown(context.Context) error                          { return nil }
 
 // BenchmarkSDKCall is one DynamoDB GetItem through the real SDK client to a loopback
 // server that answers at once, with the client as main.go builds it with tracing off and

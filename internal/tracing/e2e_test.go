@@ -89,7 +89,7 @@ func (ss spans) childNamed(t *testing.T, s tracetest.SpanStub, name string) trac
 func attr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

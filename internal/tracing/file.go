@@ -151,7 +151,7 @@ func value(v attribute.Value) any {
 	case attribute.STRING:
 		return v.AsString()
 	default:
-		return v.Emit()
+		return v.String()
 	}
 }
 
