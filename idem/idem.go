@@ -271,6 +271,9 @@ func (c *Client) Do(ctx context.Context, req *Request, h HandlerFunc) (Result, e
 // from the store are returned and next is not run.
 func (c *Client) Middleware(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, req *Request) (Result, error) {
+		if c.tr.on() && !trace.SpanContextFromContext(ctx).IsValid() {
+			return c.handleRoot(ctx, req, next) // called outside a traced record
+		}
 		return c.handle(ctx, req, next)
 	})
 }

@@ -43,6 +43,7 @@ import (
 // Span names.
 const (
 	SpanProcess    = "idem.process"
+	SpanRequest    = "idem.request" // Client.Do or Middleware called with no span in its context
 	SpanAcquire    = "idem.acquire"
 	SpanHandler    = "idem.handler"
 	SpanStep       = "idem.step"
@@ -539,4 +540,20 @@ func startMark(ctx context.Context, tr tracer, sends []sendTrace, i int, p *Pend
 		return ctx, nil
 	}
 	return tr.start(trace.ContextWithSpan(ctx, sends[i].span), SpanMark, trace.SpanKindInternal, recordAttr(p.Key))
+}
+
+// handleRoot is handle under a span of its own, for a call with no span in its context
+// (the library used without a BatchProcessor): the request's spans are one trace.
+func (c *Client) handleRoot(ctx context.Context, req *Request, next Handler) (Result, error) {
+	ctx, span := c.tr.start(ctx, SpanRequest, trace.SpanKindInternal, attribute.String(AttrScope, c.cfg.Scope))
+	if pk, err := c.RecordKey(req.Key); err == nil {
+		span.SetAttributes(recordAttr(pk), attribute.String(AttrKeyHash, HashKey(req.Key)))
+	}
+	res, err := c.handle(ctx, req, next)
+	span.SetAttributes(attribute.Bool("idem.replayed", res.Replayed))
+	if res.Attempt > 0 {
+		span.SetAttributes(attribute.Int(AttrAttempt, res.Attempt))
+	}
+	endSpan(span, err)
+	return res, err
 }

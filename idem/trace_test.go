@@ -331,7 +331,7 @@ func TestTracingOff(t *testing.T) {
 
 // TestReaperSpans: a lease whose holder vanished is reaped under a sweep span, with the
 // holder and the attempt; the next delivery's decision is a takeover that names the
-// previous holder.
+// previous holder, under the request's own span (Client.Do called outside a record).
 func TestReaperSpans(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -376,6 +376,8 @@ func TestReaperSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
+	// Called with no span in its context, the request is a trace of its own.
+	childOf(t, acquire, one(t, exp.GetSpans(), idem.SpanRequest))
 	if spanAttr(acquire, idem.AttrDecision) != idem.DecisionTakenOver || spanAttr(acquire, idem.AttrAttempt) != "2" ||
 		spanAttr(acquire, idem.AttrPreviousOwner) != "crashed" || spanAttr(acquire, idem.AttrPreviousStatus) != string(idem.StatusFailed) ||
 		spanAttr(acquire, idem.AttrOwner) != "second" {

@@ -116,7 +116,8 @@ func TestTraceOfATakeover(t *testing.T) {
 
 // TestInspectShowsTheIngressRecord: a request through the ingress leaves a record of
 // its own in INGRESS_TABLE; `idemctl inspect KEY` shows it beside the consumer's (QUEUED,
-// its message id), in text and in --json, and `idemctl trace KEY` too.
+// its message id), in text and in --json, and `idemctl trace KEY` too; the consumer run
+// in this process (run --in-process --trace-file) wrote its spans to the file.
 func TestInspectShowsTheIngressRecord(t *testing.T) {
 	t.Parallel()
 	ex := exampletest.Example(t)
@@ -143,7 +144,8 @@ func TestInspectShowsTheIngressRecord(t *testing.T) {
 	if resp := app.Handle(context.Background(), req); resp.StatusCode != 202 {
 		t.Fatalf("POST: %d %s", resp.StatusCode, resp.Body)
 	}
-	if r := idemctl(t, e, "run", "--template", templatePath, "--in-process", "--wait", "1s", "--until-idle", "1s", "--no-reaper"); r.code != 0 {
+	traceFile := filepath.Join(t.TempDir(), "spans.jsonl")
+	if r := idemctl(t, e, "run", "--template", templatePath, "--in-process", "--wait", "1s", "--until-idle", "1s", "--no-reaper", "--trace-file", traceFile); r.code != 0 {
 		t.Fatalf("run: %s", r.stderr)
 	}
 	pk, err := idem.RecordKey(e["IDEMPOTENCY_SCOPE"], key, false)
@@ -173,9 +175,39 @@ func TestInspectShowsTheIngressRecord(t *testing.T) {
 		!regexp.MustCompile(`state\s+QUEUED`).MatchString(r.stdout) {
 		t.Errorf("trace without a file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// The consumer ran in this process (--in-process): its spans are in the file too.
+	r = idemctl(t, e, "trace", key, "--trace-file", traceFile)
+	if r.code != 0 || !strings.Contains(r.stdout, "delivery of message") || !strings.Contains(r.stdout, "acquired: attempt 1, holder ") ||
+		!strings.Contains(r.stdout, "DynamoDB.PutItem") {
+		t.Errorf("trace of an in-process run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	// Without INGRESS_TABLE, inspect shows the consumer's record alone.
 	delete(e, "INGRESS_TABLE")
 	if r := idemctl(t, e, "inspect", key); r.code != 0 || strings.Contains(r.stdout, "ingress") {
 		t.Errorf("inspect without INGRESS_TABLE: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+// TestTraceUsage: trace wants one KEY or a well-formed --record, and reads files that
+// exist.
+func TestTraceUsage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"trace"}, 2, "want one KEY"},
+		{[]string{"trace", "k1", "k2"}, 2, "want one KEY"},
+		{[]string{"trace", "k1", "--record", "payments#h:0123456789abcdef"}, 2, "want one KEY"},
+		{[]string{"trace", "--record", "payments#k1"}, 2, "is not a record id"},
+		{[]string{"trace", "k1"}, 1, "IDEMPOTENCY_SCOPE is not set"},
+		{[]string{"trace", "k1", "--scope", "payments", "--trace-file", filepath.Join(t.TempDir(), "none.jsonl")}, 1, "no such file"},
+		{[]string{"help", "trace"}, 0, "-trace-file"},
+	} {
+		r := idemctl(t, env{}, c.args...)
+		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.out) {
+			t.Errorf("idemctl %v: exit %d, want %d and %q in\n%s%s", c.args, r.code, c.code, c.out, r.stdout, r.stderr)
+		}
 	}
 }
