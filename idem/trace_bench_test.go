@@ -54,17 +54,7 @@ func BenchmarkTracing(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			batches := benchBatches(b.N)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				resp, err := p.Process(ctx, batches[i])
-				if err != nil || len(resp.BatchItemFailures) != 0 {
-					b.Fatal(resp, err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10), "ns/msg")
+			runBatches(b, p)
 		})
 	}
 }
