@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RecordFunc handles one SQS record. nil is success; an error for which IsPermanent is
@@ -53,6 +54,10 @@ type BatchConfig struct {
 	// acknowledged only once its messages were sent. Without it, the middleware sends
 	// each record's messages as soon as its commit succeeded.
 	Outbox Deliverer
+	// Tracer, when set, records a span per record (SpanProcess) in the trace its message
+	// carries, linked to the invocation's span in the context Process gets; nil records
+	// nothing.
+	Tracer trace.TracerProvider
 }
 
 // Deliverer sends committed outbound messages; *Client implements it.
@@ -77,6 +82,7 @@ type BatchProcessor struct {
 	log         *slog.Logger
 	metrics     *Metrics
 	outbox      Deliverer
+	tr          tracer
 }
 
 // NewBatchProcessor validates cfg and returns a BatchProcessor.
@@ -92,7 +98,7 @@ func NewBatchProcessor(cfg BatchConfig) (*BatchProcessor, error) {
 	}
 	p := &BatchProcessor{
 		handle: cfg.Handle, deadLetter: cfg.DeadLetter, concurrency: cfg.Concurrency,
-		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics, outbox: cfg.Outbox,
+		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics, outbox: cfg.Outbox, tr: newTracer(cfg.Tracer),
 	}
 	if p.concurrency == 0 {
 		p.concurrency = 10
@@ -334,6 +340,10 @@ func (p *BatchProcessor) skip(ctx context.Context, recs []events.SQSMessage, idx
 func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) outcome {
 	start := time.Now()
 	ctx = withRecordNote(ctx) // the handler's note for this record's log line
+	var span trace.Span
+	if p.tr.on() {
+		ctx, span = p.startRecord(ctx, msg)
+	}
 	err := p.call("handler", func() error { return p.handle(ctx, msg) })
 	var o outcome
 	permanent := err != nil && IsPermanent(err)
@@ -348,7 +358,9 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 		p.metrics.Add(MetricPermanentFailure, 1)
 	default:
 		p.metrics.Add(MetricPermanentFailure, 1)
-		dlErr := p.call("dead-letter", func() error { return p.deadLetter.DeadLetter(ctx, msg, err) })
+		dctx, dspan := p.startSpan(ctx, SpanDeadLetter)
+		dlErr := p.call("dead-letter", func() error { return p.deadLetter.DeadLetter(dctx, msg, err) })
+		endSpan(dspan, dlErr)
 		if dlErr != nil {
 			o = outcomeRetry
 			err = errors.Join(err, dlErr)
@@ -361,10 +373,14 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 	if slot, ok := ctx.Value(pendingSlotKey{}).(*pendingSlot); ok && slot != nil {
 		// The batch's outbound messages go out after every record ran, and may still
 		// turn this record into a failure: its one line is written then.
-		slot.log = func(o outcome, extra error) { p.logRecord(ctx, msg, o, d, errors.Join(err, extra), permanent) }
+		slot.log = func(o outcome, extra error) {
+			p.logRecord(ctx, msg, o, d, errors.Join(err, extra), permanent)
+			endRecord(span, o, errors.Join(err, extra))
+		}
 		return o
 	}
 	p.logRecord(ctx, msg, o, d, err, permanent)
+	endRecord(span, o, err)
 	return o
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Request is one message to handle under an idempotency key.
@@ -139,6 +140,10 @@ type Config struct {
 	// holding up the messages after it (an *SQSDeadLetter on the consumer's dead-letter
 	// queue). When nil, such a message stays pending and is reported at every try.
 	OutboxDeadLetter OutboundDeadLetterer
+	// Tracer, when set, records a span for each decision, handler run, step, commit,
+	// release and outbound send (see SpanAcquire and the other span names); nil records
+	// nothing and costs nothing.
+	Tracer trace.TracerProvider
 }
 
 // Mode is how the middleware runs a handler.
@@ -197,6 +202,7 @@ func (m Mode) String() string {
 type Client struct {
 	cfg   Config
 	cache *cache
+	tr    tracer
 }
 
 // New validates cfg and returns a Client.
@@ -237,7 +243,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Clock = time.Now
 	}
 	cfg.PayloadFields = append([]string(nil), cfg.PayloadFields...)
-	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize)}, nil
+	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize), tr: newTracer(cfg.Tracer)}, nil
 }
 
 // Scope returns the configured scope.
@@ -265,6 +271,9 @@ func (c *Client) Do(ctx context.Context, req *Request, h HandlerFunc) (Result, e
 // from the store are returned and next is not run.
 func (c *Client) Middleware(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, req *Request) (Result, error) {
+		if c.tr.on() && !trace.SpanContextFromContext(ctx).IsValid() {
+			return c.handleRoot(ctx, req, next) // called outside a traced record
+		}
 		return c.handle(ctx, req, next)
 	})
 }
@@ -280,6 +289,7 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	now := c.cfg.Clock()
 	if e, ok := c.cache.get(pk, now); ok {
+		c.traceCached(ctx, pk, e.payloadHash != hash)
 		if e.payloadHash != hash {
 			return Result{}, fmt.Errorf("idem: %s: %w", redact(pk), ErrPayloadMismatch)
 		}
@@ -288,7 +298,9 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	if c.cfg.Mode == ModeSingleTransaction {
 		return c.handleSingle(ctx, req, next, pk, hash, now)
 	}
-	att, replay, err := c.acquire(ctx, pk, hash, now)
+	actx, dec := c.startDecision(ctx, pk)
+	att, replay, err := c.acquire(actx, pk, hash, now)
+	dec.end(att, replay, err)
 	if err != nil {
 		return Result{}, err
 	}
@@ -313,7 +325,9 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 		}
 		return Result{}, herr
 	}
-	out, err := c.complete(ctx, att, pk, hash, res)
+	cctx, commit := c.startSpan(ctx, SpanCommit, pk)
+	out, err := c.complete(cctx, att, pk, hash, res)
+	endCommit(commit, res, out, err)
 	if err != nil {
 		return Result{}, err
 	}
@@ -388,7 +402,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
 	}
-	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash}, nil, nil
+	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash, prev: old}, nil, nil
 }
 
 // verdict decides what a delivery does about the live record old that it found under its
@@ -433,10 +447,12 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 
 // run calls the handler; a panic becomes a retryable error so the lease is released.
 func (c *Client) run(ctx context.Context, next Handler, req *Request, att *Attempt) (res Result, err error) {
+	ctx, span := c.startSpan(ctx, SpanHandler, att.lease.Key)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("idem: handler panicked: %v", p)
 		}
+		endHandler(span, att, err)
 	}()
 	r := *req
 	r.Attempt = att
@@ -584,8 +600,11 @@ const failTimeout = 5 * time.Second
 func (c *Client) fail(ctx context.Context, att *Attempt, reason string, retryable bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
 	defer cancel()
+	ctx, span := c.startSpan(ctx, SpanRelease, att.lease.Key)
 	now := c.cfg.Clock()
-	return c.cfg.Store.Fail(ctx, att.lease, truncate(reason, 1024), retryable, now.Add(c.cfg.TTL), now)
+	err := c.cfg.Store.Fail(ctx, att.lease, truncate(reason, 1024), retryable, now.Add(c.cfg.TTL), now)
+	endRelease(span, retryable, err)
+	return err
 }
 
 // leaseUntil is the invocation deadline plus the grace, capped by MaxLease.

@@ -79,7 +79,9 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if res.Guarded {
 		writes, rec.Outbox, rec.home = nil, nil, 0
 	}
-	out, err := c.putSingle(ctx, rec, writes, hash, seen)
+	pctx, commit := c.startSpan(ctx, SpanCommit, pk)
+	out, err := c.putSingle(pctx, rec, writes, hash, seen)
+	endCommit(commit, res, Result{Attempt: rec.Attempt, Replayed: out != nil}, err)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, applied := guardFired(wce, res.Guards)

@@ -55,10 +55,13 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		return nil, err
 	}
 	h := cfg.Client.Middleware(cfg.Handler)
-	metrics, vis := cfg.Metrics, cfg.Visibility
+	client, metrics, vis := cfg.Client, cfg.Metrics, cfg.Visibility
 	return func(ctx context.Context, msg events.SQSMessage) error {
 		key, err := rule.Key(msg)
 		if err != nil {
+			if client.tr.on() {
+				client.traceRecord(ctx, "", "permanent", nil)
+			}
 			logRecordOutcome(ctx, log, msg, "permanent", slog.LevelWarn, nil, 0, err)
 			return err
 		}
@@ -94,6 +97,9 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 			outcome, level = "permanent", slog.LevelWarn
 		default:
 			outcome, level = "retry", slog.LevelWarn
+		}
+		if client.tr.on() {
+			client.traceRecord(ctx, key, outcome, &res)
 		}
 		logRecordOutcome(ctx, log, msg, outcome, level, attrs, d, err)
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 func main() {
@@ -26,7 +27,13 @@ func main() {
 	if err != nil {
 		initFailed(fmt.Errorf("consumer: load AWS configuration: %w", err))
 	}
-	h, err := consumerapp.New(cfg, consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)))
+	tp, err := tracing.Setup(context.Background(), os.LookupEnv, "consumer", &awsCfg) // nil: TRACING=none
+	if err != nil {
+		initFailed(err)
+	}
+	deps := consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg))
+	deps.Tracer = tp.TracerProvider()
+	h, err := consumerapp.New(cfg, deps)
 	if err != nil {
 		initFailed(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 func main() {
@@ -25,7 +26,11 @@ func main() {
 	if err != nil {
 		initFailed(fmt.Errorf("ingress: load AWS configuration: %w", err))
 	}
-	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)})
+	tp, err := tracing.Setup(context.Background(), os.LookupEnv, "ingress", &awsCfg) // nil: TRACING=none
+	if err != nil {
+		initFailed(err)
+	}
+	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Tracer: tp.TracerProvider()})
 	if err != nil {
 		initFailed(err)
 	}

@@ -47,6 +47,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	inProcess := flags.Bool("in-process", false, "call the handlers inside this process instead of running the bootstraps as Lambda execution environments")
 	bootDir := flags.String("bootstraps", "", "directory with consumer/bootstrap, reaper/bootstrap and ingress/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them)")
 	httpRequests := flags.Int("http", -1, "the HTTP phase: this many of the messages go through the ingress (idemctl serve) over real HTTP, sent by clients that retry, give up early, race and reuse keys with other bodies (default: a tenth of --messages, at least 10; 0: no HTTP phase; none with --storm)")
+	trace := addTraceFile(flags)
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -85,7 +86,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 		template: *template, example: *exName, messages: *count, accounts: *accounts, consumers: *consumers,
 		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
 		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries, mode: *mode, inProcess: *inProcess, bootstraps: *bootDir,
-		http: *httpRequests,
+		http: *httpRequests, trace: trace,
 	}, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "demo", err)
@@ -112,6 +113,7 @@ type demoOptions struct {
 	inProcess                     bool
 	bootstraps                    string
 	http                          int // messages through the ingress (0: no HTTP phase)
+	trace                         *traceFile
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
@@ -141,6 +143,13 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		vars[v.Name] = v.Value
 	}
 	vars["IDEMPOTENCY_MODE"] = o.mode
+	if _, err := o.trace.env(env); err != nil {
+		return false, err
+	}
+	for _, kv := range o.trace.vars() { // the functions' execution environments and the children trace
+		name, value, _ := strings.Cut(kv, "=")
+		vars[name] = value
+	}
 	logPath := o.logPath
 	if logPath == "" {
 		logPath = filepath.Join(os.TempDir(), "idemctl-"+stackName+".log")
@@ -203,7 +212,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 			return false, fmt.Errorf("find idemctl's own binary for the consumer children: %w", err)
 		}
 	}
-	childEnv := append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String(), "IDEMPOTENCY_MODE="+o.mode)
+	childEnv := append(append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String(), "IDEMPOTENCY_MODE="+o.mode), o.trace.vars()...)
 	if ep, ok := env("AWS_ENDPOINT_URL"); ok {
 		childEnv = append(childEnv, "AWS_ENDPOINT_URL="+ep)
 	}
@@ -234,5 +243,6 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		return false, err
 	}
 	s.Print(stdout)
+	traceHint(stdout, o.trace)
 	return s.OK, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
@@ -95,6 +96,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	flags := newFlags("inspect", stderr)
 	rf := addRecordFlags(flags)
 	asJSON := flags.Bool("json", false, "print the record as JSON")
+	ingressTable := flags.String("ingress-table", "", "the ingress's table, whose record of the key is shown too (default $INGRESS_TABLE; unset: not shown)")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -111,6 +113,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return fail(stderr, "inspect", err)
 	}
 	view := newRecordView(ref, rec, time.Now())
+	table := setting(*ingressTable, env, "INGRESS_TABLE")
+	if table != "" {
+		view.Ingress, view.ingressErr = readIngress(ctx, env, ref, table)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -120,6 +126,14 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return exitOK
 	}
 	view.print(stdout)
+	if table != "" {
+		fmt.Fprintf(stdout, "\nthe ingress's record (%s)\n", table)
+		if view.ingressErr != "" {
+			fmt.Fprintf(stdout, "  %s\n", view.ingressErr)
+		} else {
+			printIngressView(stdout, view.Ingress)
+		}
+	}
 	return exitOK
 }
 
@@ -151,8 +165,12 @@ type recordView struct {
 	PayloadHash string             `json:"payload_hash,omitempty"`
 	CreatedAt   *time.Time         `json:"created_at,omitempty"`
 	UpdatedAt   *time.Time         `json:"updated_at,omitempty"`
+	// Ingress is the ingress's record of the key (with INGRESS_TABLE): whether its HTTP
+	// request's message was sent. nil when there is none or it was not read.
+	Ingress *ingressapp.RecordView `json:"ingress,omitempty"`
 
-	now time.Time
+	now        time.Time
+	ingressErr string // why Ingress is nil when it was read
 }
 
 func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView {

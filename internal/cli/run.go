@@ -44,6 +44,7 @@ type runOptions struct {
 	crashAfter        int
 	inProcess         bool
 	bootstraps        string
+	trace             *traceFile
 }
 
 // runRun plays the Lambda event source mapping for the consumer and runs the reaper on
@@ -70,6 +71,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 	flags.IntVar(&o.crashAfter, "crash-after", 1, "with --crash-at: at the phase's Nth occurrence")
 	flags.BoolVar(&o.inProcess, "in-process", false, "call the handlers inside this process instead of running the bootstraps as Lambda execution environments (for -race coverage of the handler path)")
 	flags.StringVar(&o.bootstraps, "bootstraps", "", "directory with consumer/bootstrap and reaper/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them from the module in the working directory)")
+	o.trace = addTraceFile(flags)
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -121,6 +123,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 // started (the go build of the bootstraps).
 func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookupEnv) (runner.Stats, time.Duration, error) {
 	stderr = syncw.New(stderr) // progress and the stall notice come from several goroutines
+	env, err := o.trace.env(env)
+	if err != nil {
+		return runner.Stats{}, 0, err
+	}
+	defer o.trace.close()
 	o.queueURL = setting(o.queueURL, env, "QUEUE_URL")
 	if o.queueURL == "" {
 		return runner.Stats{}, 0, errNotSet("QUEUE_URL", "queue-url")
@@ -182,7 +189,14 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 	if cfg.FunctionTimeout == 0 {
 		cfg.FunctionTimeout = 30 * time.Second // the template's, when there is no template
 	}
-	var ddb idem.DynamoDBAPI = dynamodb.NewFromConfig(awsCfg)
+	tp, tracedCfg, err := o.trace.inProcess(context.Background(), "consumer", awsCfg)
+	if err != nil {
+		return err
+	}
+	var ddb idem.DynamoDBAPI = dynamodb.NewFromConfig(tracedCfg)
+	if tp != nil {
+		sqsClient = sqs.NewFromConfig(tracedCfg) // the consumer's calls traced, not the poller's
+	}
 	if o.stallCommit > 0 {
 		ddb = demo.StallCommits(ddb, o.stallCommit, stderr)
 	}
@@ -197,12 +211,16 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 	}
 	cfg.NewHandler = func(i int) (runner.Handler, error) {
 		h, err := consumerapp.New(consumerCfg, consumerapp.Deps{
-			DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs, Owner: fmt.Sprintf("idemctl-run-%d", i),
+			DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs, Owner: fmt.Sprintf("idemctl-run-%d", i), Tracer: tp.TracerProvider(),
 		})
 		return runner.Handler(h), err
 	}
 	if !o.noReaper {
-		h, err := reaperapp.New(reaperCfg, reaperapp.Deps{DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs})
+		rtp, _, err := o.trace.inProcess(context.Background(), "reaper", awsCfg)
+		if err != nil {
+			return err
+		}
+		h, err := reaperapp.New(reaperCfg, reaperapp.Deps{DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs, Tracer: rtp.TracerProvider()})
 		if err != nil {
 			return err
 		}

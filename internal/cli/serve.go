@@ -24,6 +24,7 @@ type serveOptions struct {
 	instances  int
 	inProcess  bool
 	bootstraps string
+	trace      *traceFile
 }
 
 // runServe serves the ingress on a loopback port, as its function URL would: each HTTP
@@ -38,6 +39,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	flags.IntVar(&o.instances, "instances", 4, "execution environments, each taking one request at a time (Lambda's concurrency)")
 	flags.BoolVar(&o.inProcess, "in-process", false, "call the ingress's handler inside this process instead of running its bootstrap as Lambda execution environments")
 	flags.StringVar(&o.bootstraps, "bootstraps", "", "directory with ingress/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build it from the module in the working directory)")
+	o.trace = addTraceFile(flags)
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -63,6 +65,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 // serveIngress starts the ingress's local function URL on o.addr and returns its URL
 // and the func that stops it (and its environments).
 func serveIngress(ctx context.Context, o serveOptions, stdout, stderr io.Writer, env lookupEnv) (string, func(), error) {
+	env, err := o.trace.env(env)
+	if err != nil {
+		return "", nil, err
+	}
 	cfg, err := ingressapp.FromEnvOf(examples, env)
 	if err != nil {
 		return "", nil, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
@@ -86,7 +92,7 @@ func serveIngress(ctx context.Context, o serveOptions, stdout, stderr io.Writer,
 		closeAll()
 		return "", nil, err
 	}
-	return url, func() { stop(); closeAll() }, nil
+	return url, func() { stop(); closeAll(); o.trace.close() }, nil
 }
 
 // ingressInvoke is the ingress as a funcurl.Invoke: its handler in this process, or
@@ -94,7 +100,12 @@ func serveIngress(ctx context.Context, o serveOptions, stdout, stderr io.Writer,
 func ingressInvoke(ctx context.Context, o serveOptions, cfg ingressapp.Config, awsCfg aws.Config, logs, stderr io.Writer, env lookupEnv,
 ) (funcurl.Invoke, func(), error) {
 	if o.inProcess {
-		app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logs: logs, Metrics: logs})
+		tp, awsCfg, err := o.trace.inProcess(ctx, "ingress", awsCfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logs: logs, Metrics: logs,
+			Tracer: tp.TracerProvider()})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -21,6 +21,7 @@ var Production = []Entry{
 	{"internal/envconf", "the functions' settings from their environment"},
 	{"internal/initerr", "a failed init reported to the Lambda Runtime API"},
 	{"internal/syncw", "serialized writes to a shared log"},
+	{"internal/tracing", "OpenTelemetry for the functions: the export path from their environment, the SDK clients instrumented, a span per invocation, the trace file of the local tools"},
 	{"go.mod", "the module"},
 	{"go.sum", "the module's checksums"},
 }

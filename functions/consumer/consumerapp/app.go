@@ -12,9 +12,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 // Handler is the consumer's Lambda handler: a partial batch response for an SQS event.
@@ -38,6 +40,9 @@ type Deps struct {
 	// Clock is the idempotency layer's clock (default time.Now). Tests move it forward
 	// to play deliveries that come after a record's TTL.
 	Clock func() time.Time
+	// Tracer, when set, traces each invocation, record and call (internal/tracing; the
+	// clients above instrumented with it too); nil: no tracing, no cost.
+	Tracer trace.TracerProvider
 }
 
 // New builds the handler. Build it once per process, outside the handler, so the
@@ -73,7 +78,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	client, err := idem.New(idem.Config{
 		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
 		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock, Sender: d.SQS,
-		Mode: cfg.Mode, OutboxDeadLetter: dlq, MaxLease: cfg.maxLease(),
+		Mode: cfg.Mode, OutboxDeadLetter: dlq, MaxLease: cfg.maxLease(), Tracer: d.Tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -103,17 +108,18 @@ func New(cfg Config, d Deps) (Handler, error) {
 		Logger:         log,
 		Metrics:        metrics,
 		Outbox:         client,
+		Tracer:         d.Tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	return tracing.Invocation(d.Tracer, "consumer", trace.SpanKindConsumer, "pubsub", nil, func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		resp, err := batch.Process(ctx, ev)
 		if ferr := metrics.Flush(); ferr != nil {
 			log.Warn("metrics flush failed", "error", ferr.Error())
 		}
 		return resp, err
-	}, nil
+	}), nil
 }
 
 // maxLease caps a lease, extensions included, at what an invocation can use: the

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -34,6 +35,8 @@ type Deps struct {
 	Logs     io.Writer
 	Metrics  io.Writer
 	Clock    func() time.Time // default time.Now
+	// Tracer, when set, traces each request (trace.go); nil: no tracing.
+	Tracer trace.TracerProvider
 }
 
 // Metric names of the ingress (namespace METRICS_NAMESPACE, dimension Service=ingress).
@@ -63,6 +66,7 @@ type App struct {
 	clock    func() time.Time
 	log      *slog.Logger
 	metrics  *idem.Metrics
+	tracer   trace.TracerProvider
 }
 
 // New builds the ingress from its configuration and connections.
@@ -90,19 +94,19 @@ func New(cfg Config, d Deps) (*App, error) {
 	return &App{
 		cfg: cfg, store: &store{api: d.DynamoDB, table: cfg.IngressTable}, consumer: consumer, sqs: d.SQS, clock: d.Clock,
 		log:     slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "ingress"),
-		metrics: idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"),
+		metrics: idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"), tracer: d.Tracer,
 	}, nil
 }
 
 // Handler returns the Lambda handler: Handle, then the invocation's metrics flushed.
 func (a *App) Handler() Handler {
-	return func(ctx context.Context, req LambdaFunctionURLRequest) (LambdaFunctionURLResponse, error) {
+	return traced(a.tracer, func(ctx context.Context, req LambdaFunctionURLRequest) (LambdaFunctionURLResponse, error) {
 		resp := a.Handle(ctx, req)
 		if err := a.metrics.Flush(); err != nil {
 			a.log.Warn("metrics flush failed", "error", err.Error())
 		}
 		return resp, nil
-	}
+	})
 }
 
 // answer is what a request gets, before it is written as HTTP.
@@ -135,6 +139,7 @@ func (a *App) post(ctx context.Context, key string, body []byte) answer {
 	if err != nil {
 		return invalid(titleInvalidBody, "the consumer could not key this message: "+err.Error())
 	}
+	a.traceKeys(ctx, pk, consumerKey, group)
 	hash, err := idem.HashPayload(body)
 	if err != nil {
 		return unavailable(err, 1)
@@ -198,7 +203,9 @@ func (a *App) window(ctx context.Context, now time.Time) time.Time {
 func (a *App) send(ctx context.Context, key string, rec *record, body []byte) answer {
 	sctx, cancel := context.WithDeadline(ctx, rec.SendingUntil)
 	defer cancel()
-	out, err := a.sqs.SendMessage(sctx, a.outgoing(key, body, rec.Group))
+	in := a.outgoing(key, body, rec.Group)
+	idem.InjectTrace(sctx, in) // the consumer's record span goes under this request's
+	out, err := a.sqs.SendMessage(sctx, in)
 	// The writes after a send run on a context of their own: the request's may be
 	// what just ended.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -69,6 +69,7 @@ func (a *App) Handle(ctx context.Context, req LambdaFunctionURLRequest) LambdaFu
 		attrs = append(attrs, slog.String("error", ans.err.Error()))
 	}
 	a.log.LogAttrs(context.WithoutCancel(ctx), level, "ingress request", attrs...)
+	traceRequest(ctx, req, key, route, ans)
 	return ans.response()
 }
 

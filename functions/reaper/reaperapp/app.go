@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 // Config is the reaper's configuration.
@@ -96,6 +98,8 @@ type Deps struct {
 	Logs    io.Writer
 	Metrics io.Writer
 	Clock   func() time.Time
+	// Tracer, when set, traces each sweep (internal/tracing); nil: no tracing.
+	Tracer trace.TracerProvider
 }
 
 // New builds the handler. Each call sweeps every shard once, logs one summary line and
@@ -125,11 +129,11 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
-	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS}
+	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS, Tracer: d.Tracer}
 	if cfg.DLQURL != "" && d.SQS != nil {
 		r.DeadLetter = &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper"}
 	}
-	return func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
+	return tracing.Invocation(d.Tracer, "reaper", trace.SpanKindInternal, "timer", nil, func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
 		start := time.Now()
 		res, err := r.Sweep(ctx)
 		metrics.Add(idem.MetricReaped, res.Reaped)
@@ -152,5 +156,5 @@ func New(cfg Config, d Deps) (Handler, error) {
 		}
 		log.Info("sweep done", attrs...)
 		return res, nil
-	}, nil
+	}), nil
 }
