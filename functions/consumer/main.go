@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -26,7 +27,9 @@ func main() {
 	if err != nil {
 		initFailed(fmt.Errorf("consumer: load AWS configuration: %w", err))
 	}
-	h, err := consumerapp.New(cfg, consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)))
+	// The handler gets the same clients (example.Deps), and the HTTP client for its calls
+	// outside AWS, whose deadline is the invocation's.
+	h, err := consumerapp.New(cfg, consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), &http.Client{}))
 	if err != nil {
 		initFailed(err)
 	}

@@ -144,6 +144,13 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 		return runner.Stats{}, 0, err
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
+	// The example's handler, built as the consumer's init builds it: a variable it lacks
+	// is named now rather than by every environment's init.
+	if _, err := consumerapp.New(consumerCfg, consumerapp.Deps{
+		DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsClient, Logs: io.Discard, Metrics: io.Discard,
+	}); err != nil {
+		return runner.Stats{}, 0, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
+	}
 	logs := syncw.New(stdout)
 	cfg := runner.Config{
 		SQS: sqsClient, QueueURL: o.queueURL, Region: awsCfg.Region, Consumers: o.consumers, BatchSize: o.batchSize,
