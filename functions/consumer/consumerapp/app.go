@@ -34,14 +34,9 @@ type Deps struct {
 	DynamoDB idem.DynamoDBAPI
 	SQS      SQSAPI
 	HTTP     *http.Client // the handler's calls outside AWS
-	// HandlerDynamoDB and HandlerSQS, when set, are the clients the handler gets instead
-	// of DynamoDB and SQS: the same endpoint through other clients, so a test counts the
-	// machinery's requests apart from the handler's own.
-	HandlerDynamoDB idem.DynamoDBAPI
-	HandlerSQS      SQSAPI
-	Logs            io.Writer
-	Metrics         io.Writer
-	Owner           string // names this process in records when there is no Lambda request id
+	Logs     io.Writer
+	Metrics  io.Writer
+	Owner    string // names this process in records when there is no Lambda request id
 	// Clock is the idempotency layer's clock (default time.Now). Tests move it forward
 	// to play deliveries that come after a record's TTL.
 	Clock func() time.Time
@@ -133,12 +128,6 @@ func handler(cfg Config, d Deps) (idem.Handler, error) {
 		return nil, errors.New("consumer: Config has neither a Handler nor an Example and its Env (FromEnv sets both)")
 	}
 	deps := example.Deps{Env: cfg.Env, DynamoDB: d.DynamoDB, SQS: d.SQS, HTTP: d.HTTP}
-	if d.HandlerDynamoDB != nil {
-		deps.DynamoDB = d.HandlerDynamoDB
-	}
-	if d.HandlerSQS != nil {
-		deps.SQS = d.HandlerSQS
-	}
 	if deps.HTTP == nil {
 		deps.HTTP = &http.Client{}
 	}

@@ -1,0 +1,119 @@
+package payouts
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// EntryPrefix starts the payee_id of the journal entries the handler keeps in the payees
+// table, one per payout; no payee id may begin with it.
+const EntryPrefix = "payout#"
+
+// Attribute names of the payees table.
+const (
+	attrPayee   = "payee_id"
+	attrEnabled = "enabled"
+	attrPaid    = "paid_cents"
+	attrCount   = "payout_count"
+	// journal entries
+	attrEntryPayee = "payout_payee"
+	attrAmount     = "amount_cents" // and guarded.KeyHashAttr
+)
+
+// Payee is one payee's row.
+type Payee struct {
+	Enabled   bool  // payouts to the payee are allowed
+	PaidCents int64 // paid so far
+	Payouts   int64 // payouts applied: one per payout in a correct run
+}
+
+// ScanAPI is the part of the DynamoDB client Payees uses; *dynamodb.Client satisfies it.
+type ScanAPI interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// UpdateAPI is the part of the DynamoDB client EnablePayee uses; *dynamodb.Client
+// satisfies it.
+type UpdateAPI interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// EnablePayee allows payouts to payee, creating its row if needed. Calling it twice
+// changes nothing.
+func EnablePayee(ctx context.Context, api UpdateAPI, table, payee string) error {
+	if strings.HasPrefix(payee, EntryPrefix) {
+		return fmt.Errorf("payouts: enable payee: a payee id must not begin with %q (reserved for journal entries)", EntryPrefix)
+	}
+	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(table),
+		Key:                       map[string]types.AttributeValue{attrPayee: &types.AttributeValueMemberS{Value: payee}},
+		UpdateExpression:          aws.String("SET #enabled = :true"),
+		ExpressionAttributeNames:  map[string]string{"#enabled": attrEnabled},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}},
+	})
+	if err != nil {
+		return fmt.Errorf("payouts: enable payee in %s: %w", table, err)
+	}
+	return nil
+}
+
+// Payees reads every payee of the table, skipping the journal entries. It scans the
+// whole table (strongly consistent, all pages): for tests and tools, not for production
+// traffic. A missing attribute reads as its zero value.
+func Payees(ctx context.Context, api ScanAPI, table string) (map[string]Payee, error) {
+	pages := dynamodb.NewScanPaginator(api, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	payees := map[string]Payee{}
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("payouts: scan %s: %w", table, err)
+		}
+		for _, item := range out.Items {
+			id, ok := item[attrPayee].(*types.AttributeValueMemberS)
+			if !ok {
+				return nil, fmt.Errorf("payouts: scan %s: item without a string %s", table, attrPayee)
+			}
+			if strings.HasPrefix(id.Value, EntryPrefix) {
+				continue // a journal entry
+			}
+			p, err := payee(item)
+			if err != nil {
+				return nil, fmt.Errorf("payouts: scan %s: payee %s: %w", table, id.Value, err)
+			}
+			payees[id.Value] = p
+		}
+	}
+	return payees, nil
+}
+
+// payee reads a payee's row.
+func payee(item map[string]types.AttributeValue) (Payee, error) {
+	var p Payee
+	if v, ok := item[attrEnabled].(*types.AttributeValueMemberBOOL); ok {
+		p.Enabled = v.Value
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{attrPaid, &p.PaidCents}, {attrCount, &p.Payouts}} {
+		if item[f.name] == nil {
+			continue
+		}
+		v, ok := item[f.name].(*types.AttributeValueMemberN)
+		if !ok {
+			return Payee{}, fmt.Errorf("%s is not a number", f.name)
+		}
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return Payee{}, fmt.Errorf("%s: %w", f.name, err)
+		}
+		*f.dst = n
+	}
+	return p, nil
+}
