@@ -20,6 +20,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -129,6 +130,19 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 	if err != nil {
 		return runner.Stats{}, 0, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
 	}
+	// An outside service of the example whose URL is not set gets a stand-in for this run.
+	env, started, stopStandIns, err := standIns(consumerCfg.Example, env)
+	if err != nil {
+		return runner.Stats{}, 0, err
+	}
+	defer stopStandIns()
+	for name, g := range started {
+		fmt.Fprintf(stderr, "run: %s is not set: a stand-in for the service (internal/gateway, as idemctl gateway serves it) answers at %s for this run\n", name, g.URL())
+		defer func() {
+			fmt.Fprintf(stderr, "run: the stand-in of %s: %s\n", name, tallyLine(gateway.Count(g.Calls())))
+		}()
+	}
+	consumerCfg.Env = env
 	var reaperCfg reaperapp.Config
 	if !o.noReaper {
 		if reaperCfg, err = reaperapp.FromEnv(env); err != nil {

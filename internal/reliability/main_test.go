@@ -83,6 +83,7 @@ func size(fast, big int) int {
 // and check of its tables: every scenario sends the one and ends with the other, so an
 // example without them (example.Traffic, example.Checker) skips the suite.
 type world struct {
+	ex      example.Example
 	env     *stack.Env
 	vars    map[string]string
 	sqs     *sqs.Client
@@ -96,11 +97,20 @@ func newWorld(t *testing.T) *world {
 	ex := exampletest.Example(t)
 	gen, checker := exampletest.Traffic(t, ex), exampletest.Checker(t, ex)
 	st := exampletest.Up(t, ex)
-	w := &world{sqs: st.SQS, ddb: st.DynamoDB, env: st.Env, vars: map[string]string{}, gen: gen, checker: checker}
+	w := &world{ex: ex, sqs: st.SQS, ddb: st.DynamoDB, env: st.Env, vars: map[string]string{}, gen: gen, checker: checker}
 	for _, v := range w.env.Vars {
 		w.vars[v.Name] = v.Value
 	}
 	return w
+}
+
+// skipMode skips a scenario whose mode the example under test cannot run in, with the
+// example's reason (example.LeaseOnly): before the scenario creates anything.
+func skipMode(t *testing.T, mode idem.Mode) {
+	t.Helper()
+	if err := example.CheckMode(exampletest.Example(t), mode); err != nil {
+		t.Skip(err)
+	}
 }
 
 // progress is where a scenario's progress lines go: the test log.
