@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -19,24 +18,20 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
+	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 )
 
-// idemctlBinary builds cmd/idemctl once per test binary: the processes that kill
-// themselves (run --crash-at) and the demo's children.
+// idemctlBinary builds cmd/idemctl once per test binary (with the bootstraps' flags): the
+// processes that kill themselves (run --crash-at) and the demo's children.
 var idemctlBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "cli-idemctl")
+	_, bins, err := lambdaenv.BuildTemp(context.Background(), "../..", "./cmd/idemctl")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "idemctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build idemctl: %w\n%s", err, out)
-	}
-	return bin, nil
+	return bins[0], nil
 })
 
 func buildIdemctl(t *testing.T) string {
@@ -157,17 +152,7 @@ func crashAtPhases(t *testing.T, ex example.Example, bin string, phases []string
 			}
 		}
 	}
-	want, err := checker.Expect(msgs, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := checker.Read(context.Background(), awstest.DynamoDB(t), e.lookup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diffs := demo.CompareState(want, got.State); len(diffs) > 0 || got.Applied != len(msgs) {
-		t.Errorf("after a crash at %v: %d effects, want %d: %v", phases, got.Applied, len(msgs), diffs)
-	}
+	checkState(t, checker, e, msgs)
 	if confirms, name := exampletest.Confirms(ex); confirms != nil {
 		seen := map[string]int{}
 		for _, m := range receiveAll(t, e[name]) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
@@ -128,18 +128,14 @@ func (p *progress) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// idemctlBinary builds cmd/idemctl once per test binary: the consumer processes that
-// the crash scenario kills.
+// idemctlBinary builds cmd/idemctl once per test binary (with the bootstraps' flags): the
+// consumer processes that the crash scenario kills.
 var idemctlBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "reliability-idemctl")
+	_, bins, err := lambdaenv.BuildTemp(context.Background(), "../..", "./cmd/idemctl")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "idemctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build idemctl: %w\n%s", err, out)
-	}
-	return bin, nil
+	return bins[0], nil
 })
 
 // bootstraps builds the consumer's and the reaper's bootstrap for this host once per test
