@@ -166,3 +166,23 @@ func crashAtPhases(t *testing.T, ex example.Example, bin string, phases []string
 		}
 	}
 }
+
+// TestLeaseOnlyExampleRefusesTheSingleTransactionMode: the demo of an example whose
+// handler cannot run in the single-transaction mode (example.LeaseOnly) refuses
+// --mode single-transaction in one line with the example's reason, before it creates
+// anything.
+func TestLeaseOnlyExampleRefusesTheSingleTransactionMode(t *testing.T) {
+	t.Parallel()
+	for _, ex := range wiring.Examples {
+		lo, ok := ex.(example.LeaseOnly)
+		if !ok {
+			continue
+		}
+		r := idemctl(t, env{}, "demo", "--example", ex.Name(), "--mode", "single-transaction")
+		if r.code != 1 || !strings.Contains(r.stderr, "cannot run in the single-transaction mode: "+lo.LeaseOnly()) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("demo --example %s --mode single-transaction: exit %d, want 1 and one line with %q:\n%s", ex.Name(), r.code, lo.LeaseOnly(), r.stderr)
+		}
+		return
+	}
+	t.Skip("the build has no lease-only example (example.LeaseOnly)")
+}
