@@ -125,7 +125,7 @@ func recordAttempts(ctx context.Context, store idem.Store, scope string) func(ke
 
 func (g GatewaySummary) print(line func(string, any), w io.Writer) {
 	line("outside service "+g.Var+" (its stand-in)", fmt.Sprintf("%d calls for %d keys, %d applied once each", g.Calls, g.Keys, g.Applied))
-	line("  keys called again after a crash between call and record", fmt.Sprintf("%d (each within its record's attempts)", g.Repeated-len(g.BeyondAttempts)))
+	line("  keys called again (crash between call and record)", fmt.Sprintf("%d (each within its record's attempts)", g.Repeated-len(g.BeyondAttempts)))
 	if g.Faults > 0 {
 		line("  calls it failed, hung or lost on request", g.Faults)
 	}
