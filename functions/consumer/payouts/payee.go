@@ -3,12 +3,13 @@ package payouts
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 )
 
 // EntryPrefix starts the payee_id of the journal entries the handler keeps in the payees
@@ -34,9 +35,7 @@ type Payee struct {
 }
 
 // ScanAPI is the part of the DynamoDB client Payees uses; *dynamodb.Client satisfies it.
-type ScanAPI interface {
-	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-}
+type ScanAPI = example.ScanAPI
 
 // UpdateAPI is the part of the DynamoDB client EnablePayee uses; *dynamodb.Client
 // satisfies it.
@@ -67,53 +66,23 @@ func EnablePayee(ctx context.Context, api UpdateAPI, table, payee string) error 
 // whole table (strongly consistent, all pages): for tests and tools, not for production
 // traffic. A missing attribute reads as its zero value.
 func Payees(ctx context.Context, api ScanAPI, table string) (map[string]Payee, error) {
-	pages := dynamodb.NewScanPaginator(api, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
 	payees := map[string]Payee{}
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("payouts: scan %s: %w", table, err)
-		}
-		for _, item := range out.Items {
-			id, ok := item[attrPayee].(*types.AttributeValueMemberS)
-			if !ok {
-				return nil, fmt.Errorf("payouts: scan %s: item without a string %s", table, attrPayee)
+	err := example.Rows(ctx, api, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}, attrPayee, EntryPrefix,
+		func(id string, item map[string]types.AttributeValue) error {
+			var p Payee
+			if v, ok := item[attrEnabled].(*types.AttributeValueMemberBOOL); ok {
+				p.Enabled = v.Value
 			}
-			if strings.HasPrefix(id.Value, EntryPrefix) {
-				continue // a journal entry
+			for name, dst := range map[string]*int64{attrPaid: &p.PaidCents, attrCount: &p.Payouts} {
+				if err := example.Number(item, name, dst); err != nil {
+					return fmt.Errorf("payee %s: %w", id, err)
+				}
 			}
-			p, err := payee(item)
-			if err != nil {
-				return nil, fmt.Errorf("payouts: scan %s: payee %s: %w", table, id.Value, err)
-			}
-			payees[id.Value] = p
-		}
+			payees[id] = p
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("payouts: %w", err)
 	}
 	return payees, nil
-}
-
-// payee reads a payee's row.
-func payee(item map[string]types.AttributeValue) (Payee, error) {
-	var p Payee
-	if v, ok := item[attrEnabled].(*types.AttributeValueMemberBOOL); ok {
-		p.Enabled = v.Value
-	}
-	for _, f := range []struct {
-		name string
-		dst  *int64
-	}{{attrPaid, &p.PaidCents}, {attrCount, &p.Payouts}} {
-		if item[f.name] == nil {
-			continue
-		}
-		v, ok := item[f.name].(*types.AttributeValueMemberN)
-		if !ok {
-			return Payee{}, fmt.Errorf("%s is not a number", f.name)
-		}
-		n, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			return Payee{}, fmt.Errorf("%s: %w", f.name, err)
-		}
-		*f.dst = n
-	}
-	return p, nil
 }
