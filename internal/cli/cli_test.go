@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 	bootstrapsDir = dir
 	code := awstest.Main(m)
 	_ = os.RemoveAll(dir)
+	if idemctlDir != "" {
+		_ = os.RemoveAll(idemctlDir)
+	}
 	os.Exit(code)
 }
 

@@ -26,13 +26,17 @@ import (
 
 // idemctlBinary builds cmd/idemctl once per test binary (with the bootstraps' flags): the
 // processes that kill themselves (run --crash-at) and the demo's children.
+// TestMain removes its directory (idemctlDir).
 var idemctlBinary = sync.OnceValues(func() (string, error) {
-	_, bins, err := lambdaenv.BuildTemp(context.Background(), "../..", "./cmd/idemctl")
+	dir, bins, err := lambdaenv.BuildTemp(context.Background(), "../..", "./cmd/idemctl")
 	if err != nil {
 		return "", err
 	}
+	idemctlDir = dir
 	return bins[0], nil
 })
+
+var idemctlDir string
 
 func buildIdemctl(t *testing.T) string {
 	t.Helper()
