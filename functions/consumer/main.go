@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -31,7 +32,9 @@ func main() {
 	if err != nil {
 		initFailed(err)
 	}
-	deps := consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg))
+	// The handler gets the same clients (example.Deps), and the HTTP client for its calls
+	// outside AWS, whose deadline is the invocation's.
+	deps := consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), &http.Client{})
 	deps.Tracer = tp.TracerProvider()
 	h, err := consumerapp.New(cfg, deps)
 	if err != nil {

@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 	bootstrapsDir = dir
 	code := awstest.Main(m)
 	_ = os.RemoveAll(dir)
+	if idemctlDir != "" {
+		_ = os.RemoveAll(idemctlDir)
+	}
 	os.Exit(code)
 }
 
@@ -432,6 +435,26 @@ func TestSend(t *testing.T) {
 	if data2 := readFile(t, record+"2"); again.code != 0 || data2 != readFile(t, record) {
 		t.Errorf("send with the same seed: exit %d, same messages %v", again.code, data2 == readFile(t, record))
 	}
+
+	// Copies past the window: a new deduplication id, so SQS delivers them, with the
+	// same key and body. (The same seed's originals are dropped as duplicates.)
+	past := idemctl(t, e, "send", "--count", "10", "--groups", "2", "--seed", "43", "--duplicates-past-window", "0.5")
+	if want := fmt.Sprintf("sent 15 of 15 messages (10 %s messages, 5 duplicates)", ex.Name()); past.code != 0 || !strings.Contains(past.stdout, want) {
+		t.Fatalf("send --duplicates-past-window: exit %d, want %q\n%s%s", past.code, want, past.stdout, past.stderr)
+	}
+	perKey := map[string]int{}
+	for _, sm := range receiveAll(t, e["QUEUE_URL"]) {
+		perKey[attr(sm, idem.KeyAttribute)]++
+	}
+	twice := 0
+	for _, n := range perKey {
+		if n == 2 {
+			twice++
+		}
+	}
+	if len(perKey) != 10 || twice != 5 {
+		t.Errorf("received %d keys, %d of them twice; want 10 keys, 5 of them twice: %v", len(perKey), twice, perKey)
+	}
 }
 
 // sameJSON says whether a and b are the same JSON value.
@@ -505,6 +528,8 @@ func TestSendNeedsQueue(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, `QUEUE_URL is not set: run eval "$(idemctl up)"`) {
 		t.Errorf("exit %d: %s", r.code, r.stderr)
 	}
+	// A missing queue is found before anything is prepared: the example's variables are
+	// not set here either, and the queue is what the error names.
 	e := localEnv(t)
 	e["QUEUE_URL"] = awstest.Endpoint(t) + "/123456789012/" + awstest.Name(t, "missing") + ".fifo"
 	r = idemctl(t, e, "send", "--count", "1")
@@ -824,8 +849,13 @@ func TestUsage(t *testing.T) {
 		{[]string{"--help"}, 0, "inspect"},
 		{[]string{"help", "send"}, 0, "-duplicates"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"help", "nosuch"}, 2, `idemctl help: unknown command "nosuch"`},
+		{[]string{"help", "send", "run"}, 2, "one command at a time"},
+		{[]string{"help", "gateway"}, 0, "-addr"},
 		{[]string{"send", "--bogus"}, 2, "flag provided but not defined"},
-		{[]string{"send", "--duplicates", "1.5"}, 2, "--duplicates must be from 0 to 1"},
+		{[]string{"send", "--duplicates", "1.5"}, 2, "--duplicates and --duplicates-past-window must be from 0 to 1"},
+		{[]string{"send", "--duplicates-past-window", "-1"}, 2, "--duplicates and --duplicates-past-window must be from 0 to 1"},
+		{[]string{"run", "--crash-at", "nowhere"}, 2, "--crash-at must be one of acquire, reap, step-called, step-recorded, commit, sent"},
 		{[]string{"inspect", "-h"}, 0, "usage: idemctl inspect KEY"},
 		{[]string{"up", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"up", "--example", "nope"}, 2, `unknown example "nope"`},

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -76,13 +77,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if *storm {
 		*httpRequests = 0
 	}
-	if _, err := idem.ParseMode(*mode); err != nil {
+	m, err := idem.ParseMode(*mode)
+	if err != nil {
 		return usageError(flags, stderr, "--mode: %v", err)
+	}
+	if ex, _ := pickExample(*exName, env); ex != nil {
+		if err := example.CheckMode(ex, m); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", flags.Name(), err)
+			return exitFail
+		}
 	}
 	if v, _ := env("AWS_ENDPOINT_URL"); strings.TrimSpace(v) == "" {
 		return fail(stderr, "demo", errors.New("AWS_ENDPOINT_URL is not set: the demo runs on a local endpoint only (make demo starts one)"))
 	}
-	ok, err := demoRun(ctx, demoOptions{
+	ok, err = demoRun(ctx, demoOptions{
 		template: *template, example: *exName, messages: *count, accounts: *accounts, consumers: *consumers,
 		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
 		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries, mode: *mode, inProcess: *inProcess, bootstraps: *bootDir,
@@ -150,6 +158,17 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		name, value, _ := strings.Cut(kv, "=")
 		vars[name] = value
 	}
+	// The example's outside services: a stand-in for each (internal/gateway), whose calls
+	// the demo counts.
+	for _, name := range example.ServicesOf(ex) {
+		g, err := gateway.Start("", nil)
+		if err != nil {
+			return false, fmt.Errorf("a stand-in for %s: %w", name, err)
+		}
+		defer g.Close() //nolint:errcheck // the demo is over: its calls were counted
+		vars[name] = g.URL()
+		fmt.Fprintf(stderr, "demo: %s: a stand-in for the service (internal/gateway) at %s\n", name, g.URL())
+	}
 	logPath := o.logPath
 	if logPath == "" {
 		logPath = filepath.Join(os.TempDir(), "idemctl-"+stackName+".log")
@@ -213,6 +232,9 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		}
 	}
 	childEnv := append(append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String(), "IDEMPOTENCY_MODE="+o.mode), o.trace.vars()...)
+	for _, name := range example.ServicesOf(ex) {
+		childEnv = append(childEnv, name+"="+vars[name])
+	}
 	if ep, ok := env("AWS_ENDPOINT_URL"); ok {
 		childEnv = append(childEnv, "AWS_ENDPOINT_URL="+ep)
 	}
@@ -222,7 +244,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 			"--visibility-timeout", "8s", "--reaper-every", "1s", "--retry-after", "1s"}, mode...)
 		var phases []string
 		if o.phases {
-			phases = demo.PhasesOf(o.mode)
+			phases = demo.PhasesOf(o.mode, len(example.ServicesOf(ex)) > 0)
 		}
 		opts.Chaos = func(ctx context.Context, logs demo.ChildLog) (demo.ChaosResult, error) {
 			return demo.Chaos(ctx, demo.ChaosConfig{

@@ -20,6 +20,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -136,6 +137,19 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 	if err != nil {
 		return runner.Stats{}, 0, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
 	}
+	// An outside service of the example whose URL is not set gets a stand-in for this run.
+	env, started, stopStandIns, err := standIns(consumerCfg.Example, env)
+	if err != nil {
+		return runner.Stats{}, 0, err
+	}
+	defer stopStandIns()
+	for name, g := range started {
+		fmt.Fprintf(stderr, "run: %s is not set: a stand-in for the service (internal/gateway, as idemctl gateway serves it) answers at %s for this run\n", name, g.URL())
+		defer func() {
+			fmt.Fprintf(stderr, "run: the stand-in of %s: %s\n", name, tallyLine(gateway.Count(g.Calls())))
+		}()
+	}
+	consumerCfg.Env = env
 	var reaperCfg reaperapp.Config
 	if !o.noReaper {
 		if reaperCfg, err = reaperapp.FromEnv(env); err != nil {
@@ -151,6 +165,13 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 		return runner.Stats{}, 0, err
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
+	// The example's handler, built as the consumer's init builds it: a variable it lacks
+	// is named now rather than by every environment's init.
+	if _, err := consumerapp.New(consumerCfg, consumerapp.Deps{
+		DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsClient, Logs: io.Discard, Metrics: io.Discard,
+	}); err != nil {
+		return runner.Stats{}, 0, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
+	}
 	logs := syncw.New(stdout)
 	cfg := runner.Config{
 		SQS: sqsClient, QueueURL: o.queueURL, Region: awsCfg.Region, Consumers: o.consumers, BatchSize: o.batchSize,

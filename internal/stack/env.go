@@ -36,6 +36,18 @@ func (e *Env) Lookup(name string) (string, bool) {
 	return "", false
 }
 
+// Set gives the variable name the value, adding it when no function has it: a value the
+// template leaves to the local run (an outside service's URL, example.Caller).
+func (e *Env) Set(name, value string) {
+	for i := range e.Vars {
+		if e.Vars[i].Name == name {
+			e.Vars[i].Value = value
+			return
+		}
+	}
+	e.Vars = append(e.Vars, Var{name, value})
+}
+
 // Resource returns the queue or table with the logical id.
 func (e *Env) Resource(logicalID string) (Resource, bool) {
 	for _, r := range e.Resources {

@@ -36,6 +36,7 @@ var TestSupport = []Entry{
 	{"internal/funcurl", "a Lambda function URL on loopback (the ingress's tests)"},
 	{"internal/simdb", "an in-memory DynamoDB (idem's contract tests)"},
 	{"internal/dedupgroup", "what a high-throughput FIFO queue needs of its senders (idem's tests)"},
+	{"internal/gateway", "a stand-in for an outside HTTP service called with the idempotency key (the payouts' tests, the demo, idemctl)"},
 }
 
 // Deletable is the development tooling: no Production or TestSupport package imports it,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
@@ -23,17 +25,17 @@ import (
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
 // SQSAPI is the part of the SQS client the consumer uses: the example's outbound
-// messages and dead letters.
-type SQSAPI interface {
-	idem.SQSSender
-	idem.SQSBatchSender
-}
+// messages and dead letters. The handler gets the same client (example.Deps).
+type SQSAPI = example.SQS
 
-// Deps are the consumer's outside connections. Logs and Metrics default to os.Stdout,
-// where Lambda sends both to CloudWatch Logs (metrics as EMF lines).
+// Deps are the consumer's outside connections. The example's handler gets them too
+// (example.Deps), so it reads and calls through the same endpoint and retries. HTTP
+// defaults to a client of the consumer's own; Logs and Metrics to os.Stdout, where
+// Lambda sends both to CloudWatch Logs (metrics as EMF lines).
 type Deps struct {
 	DynamoDB idem.DynamoDBAPI
 	SQS      SQSAPI
+	HTTP     *http.Client // the handler's calls outside AWS
 	Logs     io.Writer
 	Metrics  io.Writer
 	Owner    string // names this process in records when there is no Lambda request id
@@ -83,9 +85,9 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	business := cfg.Handler
-	if business == nil {
-		return nil, errors.New("consumer: Config.Handler is nil (FromEnv builds it from the example)")
+	business, err := handler(cfg, d)
+	if err != nil {
+		return nil, err
 	}
 	// A client that can also change a message's visibility (*sqs.Client can) hides a
 	// message that waits on a lease until the lease ends (idem.Visibility).
@@ -122,6 +124,26 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}), nil
 }
 
+// handler is cfg.Handler, or else the business handler cfg.Example builds from cfg.Env
+// and d's clients.
+func handler(cfg Config, d Deps) (idem.Handler, error) {
+	if cfg.Handler != nil {
+		return cfg.Handler, nil
+	}
+	if cfg.Example == nil || cfg.Env == nil {
+		return nil, errors.New("consumer: Config has neither a Handler nor an Example and its Env (FromEnv sets both)")
+	}
+	deps := example.Deps{Env: cfg.Env, DynamoDB: d.DynamoDB, SQS: d.SQS, HTTP: d.HTTP}
+	if deps.HTTP == nil {
+		deps.HTTP = &http.Client{}
+	}
+	h, err := cfg.Example.NewHandler(deps)
+	if err != nil {
+		return nil, fmt.Errorf("consumer configuration: %w", err)
+	}
+	return h, nil
+}
+
 // maxLease caps a lease, extensions included, at what an invocation can use: the
 // function timeout plus the grace (the reaper, told the same, relies on it to send
 // pending outbound messages in commit order). Unknown timeout: idem's default.
@@ -133,6 +155,6 @@ func (c Config) maxLease() time.Duration {
 }
 
 // Clients adapts SDK clients to Deps.
-func Clients(ddb *dynamodb.Client, q *sqs.Client) Deps {
-	return Deps{DynamoDB: ddb, SQS: q}
+func Clients(ddb *dynamodb.Client, q *sqs.Client, web *http.Client) Deps {
+	return Deps{DynamoDB: ddb, SQS: q, HTTP: web}
 }
