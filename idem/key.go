@@ -56,8 +56,10 @@ func validScope(scope string) error {
 	return nil
 }
 
-// HashKey returns a short, stable hash of a key for logs: the first 16 hex digits of its
-// SHA-256. Logs carry this instead of the key, which may hold personal data.
+// HashKey returns a short, stable hash of a key: the first 16 hex digits of its SHA-256.
+// It is not for logs: anyone can hash a guessed key and compare (Keys.LogHash is keyed
+// with the stack's secret). The examples stamp it on their journal entries, which only
+// readers of the business table see, beside the idempotency table holding the key itself.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
@@ -241,21 +243,23 @@ func HashPayload(payload []byte, fields ...string) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// redactKey is what errors and logs may show of an idempotency key: its short hash
-// ("h:" and HashKey), "" for none.
+// redactKey is what errors may show of an idempotency key: nothing but whether there is
+// one. Errors end in logs, records and dead letters; the line, the record and the
+// message that carry them name the key already (its keyed hash, its item, its
+// attribute), and an unkeyed hash of it would let anyone check a guess.
 func redactKey(key string) string {
 	if key == "" {
 		return `""`
 	}
-	return "h:" + HashKey(key)
+	return "…"
 }
 
-// redact turns a record key into what errors and logs may show: the scope and a short
-// hash of the key, which may hold personal data. `idemctl inspect` takes the raw key.
+// redact turns a record key into what errors may show: its scope alone ("payments#…"),
+// for the reasons of redactKey. `idemctl inspect` takes the raw key.
 func redact(pk string) string {
-	scope, key, ok := strings.Cut(pk, "#")
+	scope, _, ok := strings.Cut(pk, "#")
 	if !ok {
-		return "h:" + HashKey(pk)
+		return "…"
 	}
-	return scope + "#h:" + HashKey(key)
+	return scope + "#…"
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 )
 
 func main() {
@@ -25,6 +26,9 @@ func main() {
 	awsCfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
 		initFailed(fmt.Errorf("consumer: load AWS configuration: %w", err))
+	}
+	if cfg.Keys, err = stacksecret.Resolve(context.Background(), cfg.Keys, cfg.SecretARN, awsCfg); err != nil {
+		initFailed(fmt.Errorf("consumer: %w", err))
 	}
 	h, err := consumerapp.New(cfg, consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)))
 	if err != nil {

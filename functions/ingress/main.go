@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 )
 
 func main() {
@@ -24,6 +25,9 @@ func main() {
 	awsCfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
 		initFailed(fmt.Errorf("ingress: load AWS configuration: %w", err))
+	}
+	if cfg.Keys, err = stacksecret.Resolve(context.Background(), cfg.Keys, cfg.SecretARN, awsCfg); err != nil {
+		initFailed(fmt.Errorf("ingress: %w", err))
 	}
 	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)})
 	if err != nil {

@@ -201,10 +201,10 @@ func TestUp(t *testing.T) {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	vars := parseExports(t, r.stdout)
-	// The functions' variables the template gives, and QUEUE_URL.
+	// The functions' variables the template gives, QUEUE_URL and the local secret's value.
 	tpl := templateFor(t, ex)
 	names := slices.Sorted(maps.Keys(vars))
-	want := slices.Sorted(slices.Values(append(tpl.VarNames(), stack.QueueURLVar)))
+	want := slices.Sorted(slices.Values(append(tpl.VarNames(), stack.QueueURLVar, stack.SecretValueVar)))
 	if !slices.Equal(names, want) {
 		t.Errorf("exported %v, want the template's %v", names, want)
 	}
@@ -973,4 +973,14 @@ func TestInspectAndUnlockInASingleTable(t *testing.T) {
 	if err != nil || out.Item["PK"] == nil || out.Item["PK"].(*types.AttributeValueMemberS).Value != "IDEM" {
 		t.Errorf("item at %v: %v, %v", store.Key(pk), out.Item, err)
 	}
+}
+
+// stackKeys are the keys of the stack's secret `idemctl up` exported.
+func stackKeys(t *testing.T, e env) *idem.Keys {
+	t.Helper()
+	keys, err := idem.NewKeys([]byte(e["STACK_SECRET"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }

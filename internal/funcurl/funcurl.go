@@ -9,9 +9,10 @@
 //
 // What it does not do: authenticate. A deployed URL with AuthType AWS_IAM checks the
 // request's SigV4 signature and the caller's lambda:InvokeFunctionUrl permission before
-// the function runs, and puts the caller in requestContext.authorizer.iam; here the
-// caller is the one the Server is given (Caller), unchecked, so serve on loopback only
-// (https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html).
+// the function runs, and puts the caller in requestContext.authorizer.iam
+// (https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html); here the caller is the
+// one the Server is given (Caller), or the one CallerFor reads from the request (SigV4Caller:
+// the access key that signed it), unchecked, so serve on loopback only.
 package funcurl
 
 import (
@@ -49,6 +50,8 @@ type Server struct {
 	// Caller is who the requests come from, as Lambda reports an authenticated
 	// caller of an AWS_IAM URL (nil: none, as with AuthType NONE).
 	Caller *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription
+	// CallerFor, when set, is who a request comes from instead (SigV4Caller).
+	CallerFor func(r *http.Request) *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription
 	// URLID names the URL in the event (apiId, domainPrefix); default "local".
 	URLID  string
 	Region string // default us-east-1
@@ -60,8 +63,30 @@ type Server struct {
 // dummy credentials.
 func LocalCaller(accessKey string) *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription {
 	return &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
-		AccessKey: accessKey, AccountID: "000000000000", CallerID: "AIDALOCALCALLER000000",
-		UserARN: "arn:aws:iam::000000000000:user/local", UserID: "AIDALOCALCALLER000000",
+		AccessKey: accessKey, AccountID: LocalAccount, CallerID: "AIDALOCALCALLER000000",
+		UserARN: "arn:aws:iam::" + LocalAccount + ":user/local", UserID: "AIDALOCALCALLER000000",
+	}
+}
+
+// LocalAccount is the account of the callers a local server reports.
+const LocalAccount = "000000000000"
+
+// SigV4Caller returns the caller a local server reports for r (Server.CallerFor): the IAM
+// user of the local account named after the access key in r's SigV4 Authorization header
+// (its Credential), unverified, or def when r is not signed. Two clients signing with
+// two access keys are two callers, as two principals are at a deployed URL.
+func SigV4Caller(r *http.Request, def *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription) *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription {
+	auth := r.Header.Get("Authorization")
+	_, cred, ok := strings.Cut(auth, "Credential=")
+	if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 ") || !ok {
+		return def
+	}
+	key, _, _ := strings.Cut(cred, "/")
+	if key == "" || strings.ContainsAny(key, ", ") {
+		return def
+	}
+	return &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+		AccessKey: key, AccountID: LocalAccount, CallerID: key, UserARN: "arn:aws:iam::" + LocalAccount + ":user/" + key, UserID: key,
 	}
 }
 
@@ -141,7 +166,7 @@ func (s *Server) Event(r *http.Request, body []byte) events.LambdaFunctionURLReq
 		Cookies:        cookies,
 		Headers:        headers,
 		RequestContext: events.LambdaFunctionURLRequestContext{
-			AccountID:    "000000000000",
+			AccountID:    LocalAccount,
 			RequestID:    requestID(),
 			APIID:        id,
 			DomainName:   id + ".lambda-url." + region + ".on.aws",
@@ -156,8 +181,12 @@ func (s *Server) Event(r *http.Request, body []byte) events.LambdaFunctionURLReq
 	if len(query) > 0 {
 		ev.QueryStringParameters = query
 	}
-	if s.Caller != nil {
-		c := *s.Caller
+	caller := s.Caller
+	if s.CallerFor != nil {
+		caller = s.CallerFor(r)
+	}
+	if caller != nil {
+		c := *caller
 		ev.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &c}
 	}
 	if len(body) > 0 {

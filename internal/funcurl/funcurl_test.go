@@ -121,3 +121,23 @@ func TestAnswers(t *testing.T) {
 		t.Error("served on every interface")
 	}
 }
+
+// TestSigV4Caller: a request signed with SigV4 comes from the IAM identity of its access
+// key (as a function URL reports the signer, unverified here); an unsigned one from the
+// default caller.
+func TestSigV4Caller(t *testing.T) {
+	def := funcurl.LocalCaller("test")
+	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1/x", nil)
+	if got := funcurl.SigV4Caller(req, def); got != def {
+		t.Errorf("unsigned: %+v, want the default caller", got)
+	}
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20260101/us-east-1/lambda/aws4_request, SignedHeaders=host, Signature=abc")
+	got := funcurl.SigV4Caller(req, def)
+	if got == def || got.AccessKey != "AKIAEXAMPLE" || got.UserARN != "arn:aws:iam::"+funcurl.LocalAccount+":user/AKIAEXAMPLE" || got.AccountID != funcurl.LocalAccount {
+		t.Errorf("signed: %+v", got)
+	}
+	req.Header.Set("Authorization", "Bearer x")
+	if got := funcurl.SigV4Caller(req, def); got != def {
+		t.Errorf("not SigV4: %+v, want the default caller", got)
+	}
+}
