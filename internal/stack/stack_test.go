@@ -787,3 +787,24 @@ func TestUpIdempotencyLayouts(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueVariables: the variables that name the template's queues, where the
+// functions send (idemctl redrive honours a dead letter's destination only among them).
+func TestQueueVariables(t *testing.T) {
+	t.Parallel()
+	got := load(t).QueueVariables()
+	want := []string{"DLQ_URL", "INPUT_QUEUE_URL"}
+	if _, outbound := exampletest.Confirms(wiring.Default()); outbound != "" {
+		want = append(want, outbound)
+	}
+	for _, name := range want {
+		if !slices.Contains(got, name) {
+			t.Errorf("QueueVariables() = %v, lacks %s", got, name)
+		}
+	}
+	for _, name := range got {
+		if !strings.HasSuffix(name, "_URL") {
+			t.Errorf("QueueVariables() = %v: %s names no queue", got, name)
+		}
+	}
+}
