@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,13 +80,14 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// TestServeKeepsCallersApart (issue 28, finding 1), as an attacker with a second
+// TestServeKeepsCallersApart (issue 28, findings 1 and 4), as an attacker with a second
 // IAM identity against `idemctl serve`: each request's caller is the access key that
 // signed it (SigV4 Authorization, as a function URL reports the signer in
 // requestContext.authorizer.iam; unverified locally), and the ingress keeps each
 // caller's keys apart. Mallory cannot read Alice's request (404), learn that her key is
 // in use (her own body is accepted, not 422) or take a key before her (Alice's request
-// under it is accepted).
+// under it is accepted). And serve answers no request whose Host is not the address it
+// listens on: a page whose name re-resolves to 127.0.0.1 (DNS rebinding) gets 421.
 func TestServeKeepsCallersApart(t *testing.T) {
 	ex := exampletest.Example(t)
 	ms := exampletest.Traffic(t, ex).Traffic(rand.New(rand.NewPCG(28, 28)), "apart"+awstest.RunID(), 3, 3)
@@ -95,6 +97,7 @@ func TestServeKeepsCallersApart(t *testing.T) {
 	}
 	srv := startServe(t, e, "--in-process")
 	call := srv.call
+	port := srv.port
 	const alice, mallory = "AKIAALICE0000000", "AKIAMALLORY00000"
 	read, block := "apart-read-"+awstest.RunID(), "apart-block-"+awstest.RunID()
 	for _, c := range []struct {
@@ -115,6 +118,11 @@ func TestServeKeepsCallersApart(t *testing.T) {
 		}
 		if code, body := call(c.who, "", c.method, path, key, c.body); code != c.want {
 			t.Errorf("%s: %d %s, want %d", c.what, code, body, c.want)
+		}
+	}
+	for _, host := range []string{"rebound.example.com:" + strconv.Itoa(port), "localhost.example:" + strconv.Itoa(port), "127.0.0.1"} {
+		if code, body := call(alice, host, http.MethodGet, ingressapp.RequestsPath+"/"+read, "", ""); code != http.StatusMisdirectedRequest {
+			t.Errorf("Host %s: %d %s, want 421", host, code, body)
 		}
 	}
 	if c := srv.stop(); c != 0 {

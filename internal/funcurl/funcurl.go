@@ -12,7 +12,9 @@
 // the function runs, and puts the caller in requestContext.authorizer.iam
 // (https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html); here the caller is the
 // one the Server is given (Caller), or the one CallerFor reads from the request (SigV4Caller:
-// the access key that signed it), unchecked, so serve on loopback only.
+// the access key that signed it), unchecked. So it serves on loopback only, and answers
+// only requests whose Host is the address it listens on (Listen): a web page whose name
+// re-resolves to 127.0.0.1 (DNS rebinding) sends its own name as Host, and is refused.
 package funcurl
 
 import (
@@ -288,7 +290,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // Listen serves h on addr, which must be a loopback address (the server does not
-// authenticate), and returns the base URL and a stop func.
+// authenticate), and returns the base URL and a stop func. It answers 421 Misdirected
+// Request to a request whose Host is not the address and port it listens on, or
+// "localhost" and that port: a page of another site whose name re-resolves to 127.0.0.1
+// (DNS rebinding) is same-origin with the port, but sends its own name.
 func Listen(addr string, h http.Handler) (string, func(), error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -301,7 +306,8 @@ func Listen(addr string, h http.Handler) (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("funcurl: listen: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hosts := []string{ln.Addr().String(), "localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}
+	srv := &http.Server{Handler: onlyHosts(hosts, h), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -309,6 +315,20 @@ func Listen(addr string, h http.Handler) (string, func(), error) {
 		_ = srv.Shutdown(ctx)
 	}
 	return "http://" + ln.Addr().String(), stop, nil
+}
+
+// onlyHosts serves h to the requests whose Host is one of hosts, and 421 to the others.
+func onlyHosts(hosts []string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, host := range hosts {
+			if strings.EqualFold(r.Host, host) {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"Message": fmt.Sprintf(
+			"Host %q is not this server's address (%s): the local function URL answers loopback requests to its own address only", r.Host, strings.Join(hosts, " or "))})
+	})
 }
 
 // Pool spreads invocations over instances, each taking one invocation at a time, as
