@@ -220,7 +220,10 @@ func (r *redriver) move(ctx context.Context) error {
 				continue
 			}
 			fresh++
-			dest, err := r.moveOne(ctx, m)
+			dest, ignored, err := r.moveOne(ctx, m)
+			if ignored != "" {
+				fmt.Fprintf(stderr, "idemctl redrive: message %s goes to the input queue: %s\n", id, ignored)
+			}
 			if err != nil {
 				failed.Add(1)
 				failedIDs[id] = true
@@ -280,7 +283,13 @@ func (r *redriver) destinations(to map[string]int) string {
 // the consumer or the reaper dead-lettered goes back to its queue instead, with its own
 // key as its deduplication id: it is not an input message.
 func (r *redriver) redriveInput(m types.Message) (*sqs.SendMessageInput, error) {
-	if dest, outbound, _ := r.destination(m); outbound {
+	dest, outbound, _ := r.destination(m)
+	return r.inputTo(m, dest, outbound)
+}
+
+// inputTo is redriveInput for m going to dest, as an outbound message or not.
+func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.SendMessageInput, error) {
+	if outbound {
 		return outboundInput(m, dest), nil
 	}
 	attrs := map[string]types.MessageAttributeValue{}
@@ -342,31 +351,21 @@ func outboundInput(m types.Message, dest string) *sqs.SendMessageInput {
 	return in
 }
 
-// moveOne sends m back and deletes it from the dead-letter queue; it returns where it
-// went.
-func (r *redriver) moveOne(ctx context.Context, m types.Message) (string, error) {
-	in, err := r.redriveInput(m)
+// moveOne sends m back (to its destination) and deletes it from the dead-letter queue;
+// it returns where it went, and why a destination m named was not honoured.
+func (r *redriver) moveOne(ctx context.Context, m types.Message) (dest, ignored string, err error) {
+	dest, outbound, ignored := r.destination(m)
+	in, err := r.inputTo(m, dest, outbound)
 	if err != nil {
-		return "", err
-	}
-	dest := aws.ToString(in.QueueUrl)
-	if _, ignored := r.destinationNote(m); ignored != "" {
-		fmt.Fprintf(r.stderr, "idemctl redrive: message %s goes to the input queue: %s\n", aws.ToString(m.MessageId), ignored)
+		return "", ignored, err
 	}
 	if _, err := r.api.SendMessage(ctx, in); err != nil {
-		return "", fmt.Errorf("send to %s: %w (left in the dead-letter queue)", dest, queueError(dest, err))
+		return "", ignored, fmt.Errorf("send to %s: %w (left in the dead-letter queue)", dest, queueError(dest, err))
 	}
 	if _, err := r.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(r.dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
-		return "", fmt.Errorf("sent to %s, but not deleted from the dead-letter queue: %w (a later redrive sends it again; a FIFO queue drops that copy within 5 minutes)", dest, err)
+		return "", ignored, fmt.Errorf("sent to %s, but not deleted from the dead-letter queue: %w (a later redrive sends it again; a FIFO queue drops that copy within 5 minutes)", dest, err)
 	}
-	return dest, nil
-}
-
-// destinationNote is destination's queue and why a destination m named is not
-// honoured ("" when it named none, or it is).
-func (r *redriver) destinationNote(m types.Message) (string, string) {
-	dest, _, ignored := r.destination(m)
-	return dest, ignored
+	return dest, ignored, nil
 }
 
 // redriveDedupID is "redrive-" and the SHA-256 of the message id: 72 characters, under
@@ -426,7 +425,7 @@ func (r *redriver) list(ctx context.Context) error {
 			if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
 				group = r.keys.LogHash(g)
 			}
-			dest, why := r.destinationNote(m)
+			dest, _, why := r.destination(m)
 			to[dest]++
 			if why != "" {
 				ignored = append(ignored, fmt.Sprintf("message %s goes to the input queue: %s", id, why))

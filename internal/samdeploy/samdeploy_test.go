@@ -86,9 +86,13 @@ func TestTemplateDeploysOnMoto(t *testing.T) {
 		// moto's CloudFormation creates no alarm and has no function URL, alias or
 		// CodeDeploy resource: deploy.py creates the URL through Lambda's API (checked
 		// below) and leaves the others out (internal/samtemplate's TestSafeDeploys checks
-		// them in the transformed template).
+		// them in the transformed template). Nor has it a model of a Secrets Manager
+		// secret or a queue policy, which it lists without an id: internal/samtemplate's
+		// TestStackSecret and TestOnlyTheConsumerAndTheReaperDeadLetter check them, and
+		// internal/stack creates the secret on moto for local runs.
 		switch r.Type {
-		case "AWS::CloudWatch::Alarm", "AWS::Lambda::Url", "AWS::Lambda::Alias", "AWS::CodeDeploy::Application", "AWS::CodeDeploy::DeploymentGroup":
+		case "AWS::CloudWatch::Alarm", "AWS::Lambda::Url", "AWS::Lambda::Alias", "AWS::CodeDeploy::Application", "AWS::CodeDeploy::DeploymentGroup",
+			"AWS::SecretsManager::Secret", "AWS::SQS::QueuePolicy":
 		default:
 			want[id] = r.Type
 		}

@@ -217,6 +217,14 @@ func TestStoreOrQueueDown(t *testing.T) {
 	if r.header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
 	}
+	// The store's error is in the log line only; the answer gives the request's id to find it.
+	var p struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(r.body, &p); err != nil || p.RequestID == "" || !strings.Contains(f.logs.String(), `"request_id":"`+p.RequestID+`"`) ||
+		bytes.Contains(r.body, []byte("127.0.0.1")) {
+		t.Errorf("503 body %s: want the request id of its log line, and no error text", r.body)
+	}
 	if n := f.sends(); n != 0 {
 		t.Errorf("%d sends with the store down, want 0", n)
 	}
