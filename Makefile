@@ -48,6 +48,7 @@ test: tools check lint cfn-lint actionlint ## all tests: gofmt/vet/tidy, golangc
 	@# start their own (AWSTEST_OWN_MOTO, awstest.MainOwn): moto applies DynamoDB requests
 	@# one at a time on one core.
 	$(LOCAL_AWS) --free-port -- env AWSTEST_OWN_MOTO=1 bash -c 'status=0; \
+	  AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run "^$$" -fuzz "^FuzzFingerprint$$" -fuzztime $(FUZZTIME_BRIEF) -parallel 2 ./idem/ || status=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
 	  $(GO) test $(TEST_FLAGS) $(OTHER_PKGS) || status=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(ALONE_PKGS) || status=1; exit $$status'
@@ -152,7 +153,10 @@ sim-holes: tools ## put each hole of issue 19 back (internal/sim/holes) in a cop
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
 # awstest.Main from starting moto in the fuzzing process and in each of its workers.
+# make test fuzzes FuzzFingerprint (two bodies that decode differently never share a
+# fingerprint) for FUZZTIME_BRIEF on 2 workers, beyond its seeds, which every go test runs.
 FUZZTIME ?= 30s
+FUZZTIME_BRIEF ?= 10s
 
 fuzz: tools ## run each fuzz target for FUZZTIME (default 30s), one after another; seeds also run in `make test`
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzRecordKey$$' -fuzztime $(FUZZTIME) ./idem/
@@ -162,6 +166,7 @@ fuzz: tools ## run each fuzz target for FUZZTIME (default 30s), one after anothe
 	for d in $$(grep -l '^func FuzzDecode' functions/consumer/*/*_test.go | xargs -n1 dirname | sort -u); do \
 	  AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./$$d/ || exit 1; done
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./idem/
+	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./idem/
 
 # The ingress under a scripted load (BENCHMARKS.md, "The ingress"): INGRESS_LOAD_REQUESTS
 # first POSTs, as many retries and status reads, by INGRESS_LOAD_CLIENTS clients, with

@@ -48,6 +48,10 @@ type BatchConfig struct {
 	// Metrics counts records by outcome (optional). The processor does not flush it: the
 	// caller flushes once per invocation, after Process.
 	Metrics *Metrics
+	// Keys name a record's FIFO group in its log line by its keyed hash, group_hash
+	// (Keys.LogHash): a group is often a business id (the ledger's account). Without them
+	// the group is left out.
+	Keys *Keys
 	// Outbox sends the outbound messages that the records' handlers committed (the
 	// *Client whose middleware Handle runs). With it, the messages of the whole batch go
 	// out together once every record has run, with SendMessageBatch, and a record is
@@ -83,6 +87,7 @@ type BatchProcessor struct {
 	metrics     *Metrics
 	outbox      Deliverer
 	tr          tracer
+	keys        *Keys
 }
 
 // NewBatchProcessor validates cfg and returns a BatchProcessor.
@@ -99,6 +104,7 @@ func NewBatchProcessor(cfg BatchConfig) (*BatchProcessor, error) {
 	p := &BatchProcessor{
 		handle: cfg.Handle, deadLetter: cfg.DeadLetter, concurrency: cfg.Concurrency,
 		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics, outbox: cfg.Outbox, tr: newTracer(cfg.Tracer),
+		keys: cfg.Keys,
 	}
 	if p.concurrency == 0 {
 		p.concurrency = 10
@@ -410,8 +416,8 @@ func (p *BatchProcessor) logRecord(ctx context.Context, msg events.SQSMessage, o
 	note := recordNoteFrom(ctx)
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("message_id", msg.MessageId))
-	if g := msg.Attributes["MessageGroupId"]; g != "" {
-		attrs = append(attrs, slog.String("group", g))
+	if h := p.keys.LogHash(msg.Attributes["MessageGroupId"]); h != "" && msg.Attributes["MessageGroupId"] != "" {
+		attrs = append(attrs, slog.String("group_hash", h))
 	}
 	if n, cerr := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"]); cerr == nil {
 		attrs = append(attrs, slog.Int("receive_count", n))

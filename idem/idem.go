@@ -84,6 +84,11 @@ type Result struct {
 	// account's USD". It gets the write's position in Writes and the item as it was when
 	// the condition failed (nil if DynamoDB did not return it); "" keeps DynamoDB's text.
 	Explain func(index int, item map[string]types.AttributeValue) string
+	// Tell, when set, says what of such a refusal its sender may read (an HTTP caller of
+	// the ingress): a reason that names no other party's data, e.g. "the currency does
+	// not match the account's", where Explain's names both currencies. It is stored in
+	// the record (Record.Public) beside the error; "" tells nothing but the category.
+	Tell func(index int, item map[string]types.AttributeValue) string
 
 	pending *Pending // outbound messages to send once the caller is done with the record
 }
@@ -320,7 +325,7 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	if herr != nil {
 		retryable := !IsPermanent(herr) || redrivable(herr)
-		if ferr := c.fail(ctx, att, herr.Error(), retryable); ferr != nil {
+		if ferr := c.fail(ctx, att, failureOf(herr, retryable)); ferr != nil {
 			return Result{}, errors.Join(herr, ferr)
 		}
 		return Result{}, herr
@@ -504,7 +509,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	// business rule's refusal is failed retryable: the message is dead-lettered, and
 	// redriven after a fix it runs again.
 	permanent := IsPermanent(err)
-	if ferr := c.fail(ctx, att, err.Error(), !permanent || redrivable(err)); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
+	if ferr := c.fail(ctx, att, failureOf(err, !permanent || redrivable(err))); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
 		return Result{}, errors.Join(err, ferr)
 	}
 	if _, ok := errors.AsType[*WriteConditionError](err); ok || !permanent {
@@ -597,13 +602,13 @@ const failTimeout = 5 * time.Second
 // caller's cancellation: the commonest failure is the invocation deadline itself, and a
 // release sent on the expired context would leave the record IN_PROGRESS until its
 // lease ends, making every redelivery wait.
-func (c *Client) fail(ctx context.Context, att *Attempt, reason string, retryable bool) error {
+func (c *Client) fail(ctx context.Context, att *Attempt, f Failure) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
 	defer cancel()
 	ctx, span := c.startSpan(ctx, SpanRelease, att.lease.Key)
 	now := c.cfg.Clock()
-	err := c.cfg.Store.Fail(ctx, att.lease, truncate(reason, 1024), retryable, now.Add(c.cfg.TTL), now)
-	endRelease(span, retryable, err)
+	err := c.cfg.Store.FailWith(ctx, att.lease, f, now.Add(c.cfg.TTL), now)
+	endRelease(span, f.Retryable, err)
 	return err
 }
 

@@ -197,3 +197,37 @@ func TestIsPermanent(t *testing.T) {
 		t.Error("Permanent(nil) != nil")
 	}
 }
+
+// TestAmbiguousBodiesHaveTheirOwnFingerprints (issue 28, finding 5): bodies that decode
+// to one value only by losing what tells them apart (a lone surrogate and U+FFFD,
+// invalid UTF-8 and U+FFFD, two members of one name and the last) never share a
+// fingerprint: the second would be answered as a retry of the first.
+func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
+	for _, pair := range [][2]string{
+		{`{"note":"\ud800"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\udbff"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\udc00"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\ud800\u0041"}`, `{"note":"\ufffdA"}`},
+		{"{\"note\":\"\xff\"}", `{"note":"\ufffd"}`},
+		{`{"a":1,"a":2}`, `{"a":2}`},
+	} {
+		a, err := idem.HashPayload([]byte(pair[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := idem.HashPayload([]byte(pair[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a == b {
+			t.Errorf("%q and %q share the fingerprint %s", pair[0], pair[1], a)
+		}
+		if _, err := idem.CanonicalJSON([]byte(pair[0])); !errors.Is(err, idem.ErrAmbiguousJSON) {
+			t.Errorf("CanonicalJSON(%q): %v, want ErrAmbiguousJSON", pair[0], err)
+		}
+	}
+	// A surrogate pair is a character: kept.
+	if c, err := idem.CanonicalJSON([]byte(`"\ud83d\ude00"`)); err != nil || string(c) != `"😀"` {
+		t.Errorf("a surrogate pair: %q, %v", c, err)
+	}
+}

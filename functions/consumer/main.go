@@ -17,6 +17,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 )
 
 func main() {
@@ -31,6 +32,9 @@ func main() {
 	tp, err := tracing.Setup(context.Background(), os.LookupEnv, "consumer", &awsCfg) // nil: TRACING=none
 	if err != nil {
 		initFailed(err)
+	}
+	if cfg.Keys, err = stacksecret.Resolve(context.Background(), cfg.Keys, cfg.SecretARN, awsCfg); err != nil {
+		initFailed(fmt.Errorf("consumer: %w", err))
 	}
 	// The handler gets the same clients (example.Deps), and the HTTP client for its calls
 	// outside AWS, whose deadline is the invocation's.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
@@ -142,7 +143,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	sqsClient, ddb := sqs.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg)
 	// A stack of its own per demo, so a reused endpoint never mixes two runs.
 	stackName := fmt.Sprintf("demo%d", time.Now().Unix()%1_000_000_000)
-	e, err := stack.Up(ctx, t, stack.Clients{SQS: sqsClient, DynamoDB: ddb, Region: awsCfg.Region}, stackName, stderr)
+	e, err := stack.Up(ctx, t, stack.Clients{SQS: sqsClient, DynamoDB: ddb, SecretsManager: secretsmanager.NewFromConfig(awsCfg), Region: awsCfg.Region}, stackName, stderr)
 	if err != nil {
 		return false, err
 	}

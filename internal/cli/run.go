@@ -24,6 +24,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
@@ -210,6 +211,13 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 	if cfg.FunctionTimeout == 0 {
 		cfg.FunctionTimeout = 30 * time.Second // the template's, when there is no template
 	}
+	// The stack's secret, as main loads it: STACK_SECRET locally, else the one
+	// STACK_SECRET_ARN names.
+	keys, err := stacksecret.Resolve(context.Background(), consumerCfg.Keys, consumerCfg.SecretARN, awsCfg)
+	if err != nil {
+		return err
+	}
+	consumerCfg.Keys, reaperCfg.Keys = keys, keys
 	tp, tracedCfg, err := o.trace.inProcess(context.Background(), "consumer", awsCfg)
 	if err != nil {
 		return err
@@ -222,7 +230,6 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 		ddb = demo.StallCommits(ddb, o.stallCommit, stderr)
 	}
 	if o.crashAt != "" {
-		var err error
 		if ddb, err = demo.CrashAt(ddb, o.crashAt, o.crashAfter, func() {
 			fmt.Fprintf(stderr, "%s %s\n", demo.CrashMarker, o.crashAt)
 			killSelf()

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,6 +17,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
@@ -77,6 +81,9 @@ func serveIngress(ctx context.Context, o serveOptions, stdout, stderr io.Writer,
 	if err != nil {
 		return "", nil, err
 	}
+	if cfg.Keys, err = stacksecret.Resolve(ctx, cfg.Keys, cfg.SecretARN, awsCfg); err != nil {
+		return "", nil, err
+	}
 	creds, err := awsCfg.Credentials.Retrieve(ctx)
 	if err != nil {
 		return "", nil, fmt.Errorf("credentials: %w", err)
@@ -86,7 +93,14 @@ func serveIngress(ctx context.Context, o serveOptions, stdout, stderr io.Writer,
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &funcurl.Server{Invoke: invoke, Caller: funcurl.LocalCaller(creds.AccessKeyID), Region: awsCfg.Region}
+	// The caller of a request is the access key that signed it (as at a deployed URL,
+	// where it is the principal whose signature Lambda checked; here unchecked), or the
+	// local caller for an unsigned one.
+	local := funcurl.LocalCaller(creds.AccessKeyID)
+	srv := &funcurl.Server{Invoke: invoke, Region: awsCfg.Region,
+		CallerFor: func(r *http.Request) *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription {
+			return funcurl.SigV4Caller(r, local)
+		}}
 	url, stop, err := funcurl.Listen(o.addr, srv)
 	if err != nil {
 		closeAll()

@@ -61,7 +61,14 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		if scope == "" {
 			return fail(stderr, "trace", errNotSet("IDEMPOTENCY_SCOPE", "scope"))
 		}
-		pk, err := idem.RecordKey(scope, key, *rf.hash)
+		rk := key
+		if *rf.caller != "" { // an HTTP caller's Idempotency-Key: its record is its caller's key's
+			var err error
+			if rk, err = httpCallerKey(*rf.caller, key, env); err != nil {
+				return fail(stderr, "trace", err)
+			}
+		}
+		pk, err := idem.RecordKey(scope, rk, *rf.hash)
 		if err != nil {
 			return fail(stderr, "trace", err)
 		}

@@ -116,7 +116,7 @@ func UpTemplate(t testing.TB, ex example.Example, tpl *stack.Template) *Stack {
 	s := &Stack{Example: ex, DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}
 	// Short: resources are named <stack>-<LogicalId>, and SQS allows 80 characters.
 	name := fmt.Sprintf("t%s%d", awstest.RunID(), seq.Add(1))
-	env, err := stack.Up(context.Background(), tpl, stack.Clients{SQS: s.SQS, DynamoDB: s.DynamoDB}, name, nil)
+	env, err := stack.Up(context.Background(), tpl, stack.Clients{SQS: s.SQS, DynamoDB: s.DynamoDB, SecretsManager: awstest.SecretsManager(t)}, name, nil)
 	if err != nil {
 		t.Fatalf("create the template's resources for example %s: %v", ex.Name(), err)
 	}

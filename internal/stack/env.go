@@ -399,3 +399,33 @@ func ParseRate(expr string) (time.Duration, error) {
 	}
 	return time.Duration(n) * per, nil
 }
+
+// QueueVariables returns the names of the variables the template gives its functions
+// (Globals merged in) whose value is one of its queues' URLs (!Ref of an
+// AWS::SQS::Queue), in template order, each once: where the functions send messages.
+func (t *Template) QueueVariables() []string {
+	var names []string
+	seen := map[string]bool{}
+	add := func(vars *object) {
+		if vars == nil {
+			return
+		}
+		for _, k := range vars.keys {
+			obj, ok := vars.vals[k].(*object)
+			if !ok || len(obj.keys) != 1 || obj.keys[0] != "Ref" || seen[k] {
+				continue
+			}
+			if id, ok := obj.vals["Ref"].(string); ok && t.byID[id] != nil && t.byID[id].typ == TypeQueue {
+				names = append(names, k)
+				seen[k] = true
+			}
+		}
+	}
+	add(t.globals.getObject("Function").getObject("Environment").getObject("Variables"))
+	for _, res := range t.resources {
+		if res.typ == typeServerlessFunction || res.typ == typeLambdaFunction {
+			add(res.props.getObject("Environment").getObject("Variables"))
+		}
+	}
+	return names
+}

@@ -56,6 +56,9 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if d.DynamoDB == nil || d.SQS == nil {
 		return nil, errors.New("consumer: DynamoDB and SQS clients are required")
 	}
+	if cfg.Keys == nil && cfg.SecretARN != "" {
+		return nil, fmt.Errorf("consumer: the stack secret %s is not loaded (Config.Keys; main loads it with internal/stacksecret)", cfg.SecretARN)
+	}
 	if d.Logs == nil {
 		d.Logs = os.Stdout
 	}
@@ -76,7 +79,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	dlq := &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer"}
+	dlq := &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer", Keys: cfg.Keys}
 	client, err := idem.New(idem.Config{
 		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
 		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock, Sender: d.SQS,
@@ -97,7 +100,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	record, err := idem.NewSQSHandler(idem.SQSConfig{
 		Client: client, Handler: business, KeyField: cfg.KeyField, KeySource: cfg.KeySource, Logger: log, Metrics: metrics,
-		Visibility: vis,
+		Visibility: vis, Keys: cfg.Keys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -111,6 +114,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 		Metrics:        metrics,
 		Outbox:         client,
 		Tracer:         d.Tracer,
+		Keys:           cfg.Keys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)

@@ -47,6 +47,14 @@ type Config struct {
 	KeySource        idem.KeySource // KEY_SOURCE (default "message"; "field": KEY_FIELD alone is the key)
 	MetricsNamespace string         // METRICS_NAMESPACE (default "IdempotentConsumer")
 	Mode             idem.Mode      // IDEMPOTENCY_MODE (default "lease"; or "single-transaction")
+
+	// Keys are the stack's keys (STACK_SECRET locally; deployed, main loads the secret
+	// STACK_SECRET_ARN names, SecretARN, at init): they verify the ingress's signature of a
+	// key in the HTTP callers' namespace, sign dead letters and hash keys and groups in
+	// the logs. Nil (no secret): such keys are refused, dead letters go unsigned and logs
+	// leave keys and groups out. New refuses a SecretARN without Keys.
+	Keys      *idem.Keys
+	SecretARN string
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
@@ -77,6 +85,7 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
 	cfg.IdempotencyTable = cfg.Layout.Table
+	cfg.Keys, cfg.SecretARN = e.StackSecret()
 	rule := e.KeyRule()
 	cfg.KeyField, cfg.KeySource = rule.Field, rule.Source
 	// The single-transaction mode needs a handler whose effects are its writes and its
