@@ -14,8 +14,8 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
-	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 func main() {
