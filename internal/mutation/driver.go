@@ -3,8 +3,10 @@ package mutation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -46,6 +48,10 @@ type Config struct {
 	// Coverage: the baselines record each killer's coverage of the target, and a mutant
 	// runs only the killers that run its line (none: not covered).
 	Coverage bool
+	// PerTest (with Coverage): the baselines of the killers without arguments (a
+	// package's whole tests) also record each top-level test's coverage, run alone; a
+	// mutant then runs only the tests that run its line.
+	PerTest bool
 	// DryRun lists the mutants (report with every one pending) and runs nothing.
 	DryRun bool
 	// Log receives a line per mutant and the progress lines, every Progress.
@@ -61,6 +67,7 @@ type plan struct {
 	baseline time.Duration
 	timeout  time.Duration
 	coverage *Coverage
+	tests    []testCoverage // with Config.PerTest: each test's coverage
 }
 
 // Run enumerates the mutants, runs the baselines and the pending mutants, and writes the
@@ -71,6 +78,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		return nil, fmt.Errorf("mutation: %w", err)
 	}
 	c.Dir = dir
+	if c.Out, err = filepath.Abs(c.Out); err != nil {
+		return nil, fmt.Errorf("mutation: %w", err)
+	}
 	if c.Workers < 1 {
 		c.Workers = 1
 	}
@@ -124,11 +134,18 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		for _, r := range old.Mutants {
 			prev[r.ID] = r
 		}
+		scoped := map[string]bool{}
 		for i, r := range all {
+			scoped[r.File] = true
 			if o, ok := prev[r.ID]; ok && r.Status == "" && decided(o.Status, c.RetrySurvivors) {
 				all[i] = o
 			}
 		}
+		kept, err := c.outOfScope(old.Mutants, scoped)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, kept...)
 		rep.Killers = old.Killers
 	}
 	var todo []int
@@ -225,6 +242,34 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	return rep, firstErr
 }
 
+// outOfScope keeps the earlier results of files outside this run's scope (another
+// -files) whose content has not changed since: a run over part of the files adds to the
+// report instead of replacing it.
+func (c *Config) outOfScope(old []Result, scoped map[string]bool) ([]Result, error) {
+	hashes := map[string]string{}
+	var kept []Result
+	for _, r := range old {
+		if scoped[r.File] {
+			continue
+		}
+		h, ok := hashes[r.File]
+		if !ok {
+			src, err := os.ReadFile(filepath.Join(c.Dir, filepath.FromSlash(r.File)))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("mutation: %w", err)
+			}
+			if err == nil {
+				h = fileHash(src)
+			}
+			hashes[r.File] = h
+		}
+		if h == r.FileHash {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
+}
+
 func by(r Result) string {
 	if r.By == "" {
 		return ""
@@ -238,7 +283,7 @@ func (c *Config) baselines(ctx context.Context, target string) ([]*plan, error) 
 	var plans []*plan
 	ranBare := map[string]bool{} // packages an earlier killer ran whole (no args)
 	for _, k := range c.Killers {
-		pkgs, err := c.reaching(ctx, k, target)
+		pkgs, dirs, err := c.reaching(ctx, k, target)
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +314,7 @@ func (c *Config) baselines(ctx context.Context, target string) ([]*plan, error) 
 		if o != Passed {
 			return nil, fmt.Errorf("mutation: the baseline of killer %s for %s, unmutated, %s (%s): fix it before mutating\n%s", k.Name, target, o, detail, tail(out, 40))
 		}
-		pl.timeout = max(c.MinTimeout, time.Duration(c.TimeoutFactor*float64(took)))
+		pl.timeout = max(c.MinTimeout, time.Duration(c.TimeoutFactor*float64(took))).Round(time.Second)
 		pl.baseline = took
 		if c.Coverage {
 			if pl.coverage, err = ReadCoverage(r.Cover); err != nil {
@@ -277,6 +322,13 @@ func (c *Config) baselines(ctx context.Context, target string) ([]*plan, error) 
 			}
 		}
 		fmt.Fprintf(c.Log, "mutation: baseline of %s for %s passed in %s; timeout %s\n", k.Name, target, took.Round(time.Second), pl.timeout)
+		if c.PerTest && c.Coverage && len(k.Args) == 0 {
+			start := time.Now()
+			if err := c.perTest(ctx, pl, dirs); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(c.Log, "mutation: %s for %s: the coverage of each of its %d tests, run alone, in %s\n", k.Name, target, len(pl.tests), since(start))
+		}
 		plans = append(plans, pl)
 	}
 	if len(plans) == 0 {
@@ -294,7 +346,7 @@ func tail(out []byte, n int) string {
 }
 
 // reaching lists the packages of killer k whose tests import target (directly or not).
-func (c *Config) reaching(ctx context.Context, k Killer, target string) ([]string, error) {
+func (c *Config) reaching(ctx context.Context, k Killer, target string) ([]string, map[string]string, error) {
 	var patterns []string
 	for _, p := range k.Packages {
 		if p == "{target}" {
@@ -304,10 +356,12 @@ func (c *Config) reaching(ctx context.Context, k Killer, target string) ([]strin
 	}
 	ls, err := goList(ctx, c.Dir, append([]string{"-test"}, patterns...)...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
+	dirs := map[string]string{}
 	for _, l := range ls {
+		dirs[l.ImportPath] = l.Dir
 		base, isTest := strings.CutSuffix(l.ImportPath, ".test")
 		if !isTest {
 			continue
@@ -317,7 +371,7 @@ func (c *Config) reaching(ctx context.Context, k Killer, target string) ([]strin
 		}
 	}
 	slices.Sort(out)
-	return slices.Compact(out), nil
+	return slices.Compact(out), dirs, nil
 }
 
 // mutant runs one mutant through its target's killers.
@@ -325,8 +379,8 @@ func (c *Config) mutant(ctx context.Context, worker int, p *Package, r Result, p
 	start := time.Now()
 	path := filepath.Join(c.Dir, filepath.FromSlash(r.File))
 	src := r.Apply(p.Source(path))
-	if err := p.Compiles(path, src); err != nil {
-		r.Status, r.Detail = NotCompiled, err.Error()
+	if why := p.CompileError(path, src); why != "" {
+		r.Status, r.Detail = NotCompiled, why
 		r.Seconds = time.Since(start).Seconds()
 		return r, nil
 	}
@@ -353,6 +407,15 @@ func (c *Config) mutant(ctx context.Context, worker int, p *Package, r Result, p
 			continue
 		}
 		rn := run{Dir: c.Dir, Overlay: ovPath, Packages: pl.pkgs, Args: pl.Args, Timeout: pl.timeout}
+		name := pl.Name
+		if pl.tests != nil {
+			args, ok := pl.selectTests(profileName, r.Line, r.Col)
+			if !ok {
+				continue
+			}
+			rn.Args = args
+			name = fmt.Sprintf("%s (%d tests)", pl.Name, strings.Count(args[1], "|")+1)
+		}
 		if pl.AWS {
 			rn.Env = c.AWSEnv
 		}
@@ -363,7 +426,7 @@ func (c *Config) mutant(ctx context.Context, worker int, p *Package, r Result, p
 		if ctx.Err() != nil {
 			return r, fmt.Errorf("mutation: %w", ctx.Err())
 		}
-		r.Ran = append(r.Ran, fmt.Sprintf("%s %.1fs", pl.Name, took.Seconds()))
+		r.Ran = append(r.Ran, fmt.Sprintf("%s %.1fs", name, took.Seconds()))
 		r.Status = Survived
 		switch o {
 		case Failed:

@@ -119,7 +119,7 @@ func TestFixture(t *testing.T) {
 	c := Config{
 		Dir: filepath.Join("testdata", "fixture"), Packages: []string{"."}, Operators: Operators,
 		Killers:       []Killer{{Name: "own", Packages: []string{"{target}"}}},
-		TimeoutFactor: 3, MinTimeout: time.Minute, Out: out, Coverage: true, Log: &log,
+		TimeoutFactor: 3, MinTimeout: time.Minute, Out: out, Coverage: true, PerTest: true, Log: &log,
 	}
 	rep, err := Run(t.Context(), c)
 	if err != nil {
@@ -156,6 +156,10 @@ func TestFixture(t *testing.T) {
 	for _, r := range rep.Mutants {
 		if r.Status == Killed && (r.By != "own" || !strings.Contains(r.Detail, "TestMax")) {
 			t.Errorf("%s killed by %q (%s), want own (TestMax)", r.ID, r.By, r.Detail)
+		}
+		// Per test: only TestMax runs the lines of Max, not TestNote.
+		if r.Line == 16 && (len(r.Ran) != 1 || !strings.HasPrefix(r.Ran[0], "own (1 tests)")) {
+			t.Errorf("%s ran %q, want own with the one test that runs line 16", r.ID, r.Ran)
 		}
 	}
 	md := rep.Markdown()

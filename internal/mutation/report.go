@@ -228,8 +228,8 @@ func cell(s string) string {
 
 func cellText(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 80 {
-		s = s[:77] + "..."
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:77]) + "..."
 	}
 	return strings.ReplaceAll(s, "|", `\|`)
 }

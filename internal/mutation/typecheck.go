@@ -167,14 +167,17 @@ func (p *Package) Mutants(path, rel string, ops []Operator) []Mutant {
 // Source is the content of one of the package's files as it was loaded.
 func (p *Package) Source(path string) []byte { return p.src[path] }
 
-// Compiles type-checks the package with the file at path replaced by src: nil, or the
-// first error (what the compiler would refuse, "declared and not used" included).
-func (p *Package) Compiles(path string, src []byte) error {
+// CompileError type-checks the package with the file at path replaced by src: "", or
+// the first error (what the compiler would refuse, "declared and not used" included).
+func (p *Package) CompileError(path string, src []byte) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	file, err := parser.ParseFile(p.fset, path, src, parser.SkipObjectResolution)
 	if err != nil {
-		return fmt.Errorf("mutation: %w", err)
+		return err.Error()
 	}
-	return p.check(p.fileList(path, file), nil)
+	if err := p.check(p.fileList(path, file), nil); err != nil {
+		return err.Error()
+	}
+	return ""
 }

@@ -40,6 +40,7 @@ func run() error {
 		fresh          = flag.Bool("fresh", false, "ignore the earlier report's results")
 		retrySurvivors = flag.Bool("retry-survivors", false, "run the earlier report's survivors again (after a new test)")
 		coverage       = flag.Bool("coverage", true, "record each killer's coverage in its baseline; run a mutant only through the killers that run its line")
+		perTest        = flag.Bool("per-test", true, "with -coverage: record each test's coverage (run alone) of the killers that run whole packages; run a mutant only through the tests that run its line")
 		dryRun         = flag.Bool("dry-run", false, "list the mutants in the report and run nothing")
 		progress       = flag.Duration("progress", 10*time.Second, "a progress line this often (0: none)")
 	)
@@ -56,7 +57,7 @@ func run() error {
 		Dir: *dir, Packages: strings.FieldsFunc(*pkgs, func(r rune) bool { return r == ',' || r == ' ' }),
 		Operators: operators, Killers: ks, TimeoutFactor: *timeoutFactor, MinTimeout: *minTimeout,
 		Workers: *workers, Max: *maxMutants, Out: *out, Fresh: *fresh, RetrySurvivors: *retrySurvivors,
-		Coverage: *coverage, DryRun: *dryRun, Log: os.Stderr, Progress: *progress,
+		Coverage: *coverage, PerTest: *perTest, DryRun: *dryRun, Log: os.Stderr, Progress: *progress,
 	}
 	if *files != "" {
 		if c.Files, err = regexp.Compile(*files); err != nil {
