@@ -131,15 +131,15 @@ func TestFixture(t *testing.T) {
 	}
 	want := map[string]Status{
 		"10 remove-assignment":     Survived,
-		"15 remove-call":           Skipped,
-		"16 conditionals-boundary": Survived,
-		"16 conditionals-negation": Killed,
-		"16 remove-early-return":   Killed,
-		"25 remove-call":           NotCompiled,
-		"30 conditionals-boundary": NotCovered,
-		"30 conditionals-negation": NotCovered,
-		"30 remove-early-return":   NotCovered,
-		"31 invert-negatives":      NotCovered,
+		"16 remove-call":           Skipped,
+		"18 conditionals-boundary": Survived,
+		"18 conditionals-negation": Killed,
+		"18 remove-early-return":   Killed,
+		"27 remove-call":           NotCompiled,
+		"32 conditionals-boundary": NotCovered,
+		"32 conditionals-negation": NotCovered,
+		"32 remove-early-return":   NotCovered,
+		"33 invert-negatives":      NotCovered,
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -158,8 +158,8 @@ func TestFixture(t *testing.T) {
 			t.Errorf("%s killed by %q (%s), want own (TestMax)", r.ID, r.By, r.Detail)
 		}
 		// Per test: only TestMax runs the lines of Max, not TestNote.
-		if r.Line == 16 && (len(r.Ran) != 1 || !strings.HasPrefix(r.Ran[0], "own (1 tests)")) {
-			t.Errorf("%s ran %q, want own with the one test that runs line 16", r.ID, r.Ran)
+		if r.Line == 18 && (len(r.Ran) != 1 || !strings.HasPrefix(r.Ran[0], "own (1 tests)")) {
+			t.Errorf("%s ran %q, want own with the one test that runs line 18", r.ID, r.Ran)
 		}
 	}
 	md := rep.Markdown()
