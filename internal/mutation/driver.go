@@ -154,6 +154,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			todo = append(todo, i)
 		}
 	}
+	todo = interleave(all, todo)
 	if c.Max > 0 && len(todo) > c.Max {
 		todo = todo[:c.Max]
 	}
@@ -268,6 +269,30 @@ func (c *Config) outOfScope(old []Result, scoped map[string]bool) ([]Result, err
 		}
 	}
 	return kept, nil
+}
+
+// interleave orders the mutants to run one file after another in turn (the first of each
+// file, then the second, ...), so that a run stopped early (or -max) has a sample of every
+// file.
+func interleave(all []Result, todo []int) []int {
+	var files []string
+	byFile := map[string][]int{}
+	for _, i := range todo {
+		f := all[i].File
+		if _, ok := byFile[f]; !ok {
+			files = append(files, f)
+		}
+		byFile[f] = append(byFile[f], i)
+	}
+	out := make([]int, 0, len(todo))
+	for n := 0; len(out) < len(todo); n++ {
+		for _, f := range files {
+			if n < len(byFile[f]) {
+				out = append(out, byFile[f][n])
+			}
+		}
+	}
+	return out
 }
 
 func by(r Result) string {

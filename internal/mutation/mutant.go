@@ -32,7 +32,7 @@ const (
 	// InvertLoopCtrl: break and continue swapped, in a loop (not a switch or select).
 	InvertLoopCtrl Operator = "invert-loopctrl"
 	// RemoveEarlyReturn: the condition of an if without else whose body ends in a return
-	// made false (a dropped error check or guard).
+	// made false, as false && (cond) (a dropped error check or guard).
 	RemoveEarlyReturn Operator = "remove-early-return"
 	// RemoveAssignment: x = e, x op= e made _ = e (the right side still evaluated).
 	RemoveAssignment Operator = "remove-assignment"
@@ -242,7 +242,9 @@ func (e *enumerator) visit(n ast.Node) {
 	case *ast.IfStmt:
 		if x.Else == nil && len(x.Body.List) > 0 {
 			if _, ok := x.Body.List[len(x.Body.List)-1].(*ast.ReturnStmt); ok {
-				e.add(RemoveEarlyReturn, x.Cond.Pos(), x.Cond.End(), "false")
+				// false && (cond): the condition's variables stay used, so it compiles.
+				cond := string(e.src[e.off(x.Cond.Pos()):e.off(x.Cond.End())])
+				e.add(RemoveEarlyReturn, x.Cond.Pos(), x.Cond.End(), "false && ("+cond+")")
 			}
 		}
 	case *ast.AssignStmt:

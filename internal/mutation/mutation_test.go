@@ -56,7 +56,7 @@ func g(int) {}
 		"8 arithmetic-base * -> /",
 		"9 remove-assignment n = -n -> _ = -n",
 		"9 invert-negatives - -> ",
-		"11 remove-early-return err != nil && s != \"\" -> false",
+		"11 remove-early-return err != nil && s != \"\" -> false && (err != nil && s != \"\")",
 		"11 invert-logical && -> ||",
 		"11 conditionals-negation != -> ==",
 		"11 conditionals-negation != -> ==",

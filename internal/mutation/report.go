@@ -166,7 +166,14 @@ func (r *Report) Markdown() string {
 	s := Summarize(r.Mutants)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Mutation report\n\n")
-	fmt.Fprintf(&b, "Targets: %s", strings.Join(r.Targets, " "))
+	short := func(pkgs []string) string {
+		out := make([]string, len(pkgs))
+		for i, p := range pkgs {
+			out[i] = strings.TrimPrefix(strings.TrimPrefix(p, r.Module), "/")
+		}
+		return strings.Join(out, " ")
+	}
+	fmt.Fprintf(&b, "Module %s. Targets: %s", r.Module, short(r.Targets))
 	if r.Files != "" {
 		fmt.Fprintf(&b, " (files matching `%s`)", r.Files)
 	}
@@ -183,7 +190,11 @@ func (r *Report) Markdown() string {
 	b.WriteString("Score = killed (time-outs included) / (killed + survived (not covered included)); not compiled and skipped are left out.\n\n")
 	b.WriteString("## Killers (baselines, unmutated)\n\n| target | killer | packages | args | baseline s | timeout |\n|---|---|---|---|---|---|\n")
 	for _, k := range r.Killers {
-		fmt.Fprintf(&b, "| %s | %s | %s | `%s` | %.1f | %s |\n", k.Target, k.Killer, strings.Join(k.Packages, " "), strings.Join(k.Args, " "), k.BaselineSeconds, k.Timeout)
+		args := "(each test's coverage: a mutant runs those that run its line)"
+		if len(k.Args) > 0 {
+			args = "`" + strings.Join(k.Args, " ") + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %s |\n", short([]string{k.Target}), k.Killer, short(k.Packages), args, k.BaselineSeconds, k.Timeout)
 	}
 	sorted := slices.Clone(r.Mutants)
 	slices.SortStableFunc(sorted, func(a, b Result) int {
@@ -195,7 +206,7 @@ func (r *Report) Markdown() string {
 	b.WriteString("\n## Survivors\n\n")
 	table(&b, sorted, func(r Result) bool { return r.Status == Survived || r.Status == NotCovered })
 	b.WriteString("\n## Every mutant run\n\n")
-	table(&b, sorted, func(r Result) bool { return r.Status != Skipped })
+	table(&b, sorted, func(r Result) bool { return r.Status != Skipped && r.Status != "" })
 	if s.Skipped > 0 {
 		fmt.Fprintf(&b, "\n%d mutants in statements that only log were skipped (see mutation.json, skip_reason).\n", s.Skipped)
 	}
@@ -203,18 +214,18 @@ func (r *Report) Markdown() string {
 }
 
 func table(b *strings.Builder, rs []Result, keep func(Result) bool) {
-	b.WriteString("| id | where | func | operator | original | mutated | status | by | detail | s |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| id | where | func | operator | original | mutated | status | by | detail | ran | s |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	n := 0
 	for _, r := range rs {
 		if !keep(r) {
 			continue
 		}
 		n++
-		fmt.Fprintf(b, "| %s | %s:%d:%d | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", r.ID, r.File, r.Line, r.Col, r.Func, r.Operator,
-			cell(r.Original), cell(r.Mutated), r.Status, r.By, cellText(r.Detail), r.Seconds)
+		fmt.Fprintf(b, "| %s | %s:%d:%d | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", r.ID, r.File, r.Line, r.Col, r.Func, r.Operator,
+			cell(r.Original), cell(r.Mutated), r.Status, r.By, cellText(r.Detail), strings.Join(r.Ran, ", "), r.Seconds)
 	}
 	if n == 0 {
-		b.WriteString("| none | | | | | | | | | |\n")
+		b.WriteString("| none | | | | | | | | | | |\n")
 	}
 }
 
