@@ -2,6 +2,8 @@ package idem_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -94,5 +96,47 @@ func TestReaperDefaults(t *testing.T) {
 	now = now.Add(10*time.Minute + 30*time.Second) // the commit is 15 min 41 s old
 	if res := sweep("past grace and MaxLease"); res.Sent != 1 || res.Unsent != 0 || sender.sent.Load() != 1 {
 		t.Fatalf("past Grace + MaxLease: %+v, %d sent; want the pending outbox sent", res, sender.sent.Load())
+	}
+}
+
+// limits is a Store that records the limit of each Stale query.
+type limits struct {
+	idem.Store
+	got []int
+}
+
+func (l *limits) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]idem.StaleLease, string, error) {
+	l.got = append(l.got, limit)
+	return l.Store.Stale(ctx, shard, before, limit, cursor)
+}
+
+// TestReaperPageAndMarginDefaults: without PageSize, each index query asks for at most
+// 100 leases (150 stale leases take two pages of shard 0); without Margin, a sweep whose
+// context ends in 1 s stops at once, under the 2 s margin, reaping nothing.
+func TestReaperPageAndMarginDefaults(t *testing.T) {
+	ctx := context.Background()
+	mem := idem.NewMemoryStore()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for i := range 150 {
+		rec := &idem.Record{Key: fmt.Sprintf("s#k%03d", i), Status: idem.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,
+			LeaseUntil: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour), CreatedAt: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour)}
+		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
+			t.Fatalf("create: %v %v", created, err)
+		}
+	}
+	store := &limits{Store: mem}
+	r := &idem.Reaper{Store: store, Shards: 1, Clock: func() time.Time { return now }}
+
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if res, err := r.Sweep(short); err != nil || !res.Truncated || res.Reaped != 0 || len(store.got) != 0 {
+		t.Fatalf("a sweep with 1 s left: %+v, %v, %d queries; want it stopped before any, truncated", res, err, len(store.got))
+	}
+	res, err := r.Sweep(ctx)
+	if err != nil || res.Reaped != 150 || res.Truncated {
+		t.Fatalf("sweep: %+v, %v; want the 150 leases reaped", res, err)
+	}
+	if !slices.Equal(store.got, []int{100, 100}) {
+		t.Fatalf("the index queries asked for %v leases, want [100 100]", store.got)
 	}
 }
