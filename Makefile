@@ -155,8 +155,8 @@ sim-holes: tools ## put each hole of issue 19 back (internal/sim/holes) in a cop
 # MUTATION_KILLERS in order until one fails: the simulator over MUTATION_SIM_SCHEDULES seeds,
 # the package's own tests, the tests under functions/ that import it (the last two on one
 # moto). Resumable: the report (MUTATION_OUT/mutation.md and .json) keeps every decided
-# mutant of an unchanged file; MUTATION_FLAGS=-retry-survivors runs the survivors again.
-# Not part of make test.
+# mutant of an unchanged file; MUTATION_FLAGS='-retry-survivors -only-survivors' runs the
+# survivors again. Not part of make test.
 MUTATION_PKGS ?= ./idem/ ./functions/ingress/ingressapp/
 MUTATION_FILES ?=
 MUTATION_OPS ?= all

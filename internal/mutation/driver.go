@@ -43,8 +43,9 @@ type Config struct {
 	Max int
 	// Out is the folder of mutation.json and mutation.md (and the overlays while running).
 	Out string
-	// Fresh ignores an earlier report; RetrySurvivors runs its survivors again.
-	Fresh, RetrySurvivors bool
+	// Fresh ignores an earlier report; RetrySurvivors runs its survivors again, and with
+	// OnlySurvivors nothing else (not the mutants still pending).
+	Fresh, RetrySurvivors, OnlySurvivors bool
 	// Coverage: the baselines record each killer's coverage of the target, and a mutant
 	// runs only the killers that run its line (none: not covered).
 	Coverage bool
@@ -125,6 +126,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			}
 		}
 	}
+	retried := map[string]bool{} // earlier survivors run again (RetrySurvivors)
 	if !c.Fresh {
 		old, err := ReadReport(filepath.Join(c.Out, "mutation.json"))
 		if err != nil {
@@ -137,8 +139,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		scoped := map[string]bool{}
 		for i, r := range all {
 			scoped[r.File] = true
-			if o, ok := prev[r.ID]; ok && r.Status == "" && decided(o.Status, c.RetrySurvivors) {
-				all[i] = o
+			if o, ok := prev[r.ID]; ok && r.Status == "" {
+				if decided(o.Status, c.RetrySurvivors) {
+					all[i] = o
+				} else if o.Status == Survived || o.Status == NotCovered {
+					retried[r.ID] = true
+				}
 			}
 		}
 		kept, err := c.outOfScope(old.Mutants, scoped)
@@ -150,7 +156,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	var todo []int
 	for i, r := range all {
-		if r.Status == "" {
+		if r.Status == "" && (!c.OnlySurvivors || retried[r.ID]) {
 			todo = append(todo, i)
 		}
 	}
@@ -173,6 +179,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		need[byPkg[all[i].ID].ImportPath] = true
 	}
 	plans := map[string][]*plan{}
+	earlier := rep.Killers // kept for the killers and targets not run again now
 	rep.Killers = nil
 	for _, p := range pkgs {
 		if !need[p.ImportPath] {
@@ -186,6 +193,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		for _, pl := range ps {
 			rep.Killers = append(rep.Killers, KillerReport{Killer: pl.Name, Target: pl.target, Packages: pl.pkgs, Args: pl.Args,
 				BaselineSeconds: pl.baseline.Seconds(), Timeout: pl.timeout.String()})
+		}
+	}
+	for _, k := range earlier {
+		if !slices.ContainsFunc(rep.Killers, func(n KillerReport) bool { return n.Killer == k.Killer && n.Target == k.Target }) {
+			rep.Killers = append(rep.Killers, k)
 		}
 	}
 	if err := rep.Write(c.Out); err != nil {

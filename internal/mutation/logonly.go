@@ -65,24 +65,13 @@ func mentionsLogging(n ast.Node) bool {
 			found = true
 			return false
 		}
-		if logMethods[sel.Sel.Name] && isLoggerName(receiverName(sel.X)) {
+		if logMethods[sel.Sel.Name] && isLoggerName(lastName(sel.X)) {
 			found = true
 			return false
 		}
 		return true
 	})
 	return found
-}
-
-// receiverName is the last name of a receiver expression: log for log, p.log for p.log.
-func receiverName(x ast.Expr) string {
-	switch r := x.(type) {
-	case *ast.Ident:
-		return r.Name
-	case *ast.SelectorExpr:
-		return r.Sel.Name
-	}
-	return ""
 }
 
 func isLoggerName(name string) bool {

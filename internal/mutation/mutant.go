@@ -259,7 +259,7 @@ func (e *enumerator) visit(n ast.Node) {
 		e.add(RemoveAssignment, x.Pos(), x.End(), blanks+" = "+rhs)
 	case *ast.ExprStmt:
 		call, ok := x.X.(*ast.CallExpr)
-		if !ok || keepCalls[calleeName(call.Fun)] {
+		if !ok || keepCalls[lastName(call.Fun)] {
 			return
 		}
 		e.add(RemoveCall, x.Pos(), x.End(), "_ = 0")
@@ -275,14 +275,16 @@ func allBlank(xs []ast.Expr) bool {
 	return true
 }
 
-func calleeName(f ast.Expr) string {
+// lastName is the last name of a callee or receiver expression: f for f, m for x.m and
+// x.m[T]; "" for anything else.
+func lastName(f ast.Expr) string {
 	switch x := f.(type) {
 	case *ast.Ident:
 		return x.Name
 	case *ast.SelectorExpr:
 		return x.Sel.Name
 	case *ast.IndexExpr:
-		return calleeName(x.X)
+		return lastName(x.X)
 	}
 	return ""
 }

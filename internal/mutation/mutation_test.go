@@ -176,4 +176,17 @@ func TestFixture(t *testing.T) {
 	if !strings.Contains(log.String(), "0 to run now") || Summarize(again.Mutants) != s {
 		t.Errorf("the second run did not reuse the report: %+v\n%s", Summarize(again.Mutants), log.String())
 	}
+
+	// The survivors again (after a new test would be written): the 6, and nothing else.
+	log.Reset()
+	c.RetrySurvivors, c.OnlySurvivors = true, true
+	retry, err := Run(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Summarize(retry.Mutants)
+	r.Seconds = s.Seconds
+	if !strings.Contains(log.String(), "6 to run now") || r != s {
+		t.Errorf("the retry of the survivors: %+v, want %+v\n%s", r, s, log.String())
+	}
 }

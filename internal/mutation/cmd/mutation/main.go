@@ -39,6 +39,7 @@ func run() error {
 		out            = flag.String("out", ".aws-sam/mutation", "the folder of mutation.json and mutation.md")
 		fresh          = flag.Bool("fresh", false, "ignore the earlier report's results")
 		retrySurvivors = flag.Bool("retry-survivors", false, "run the earlier report's survivors again (after a new test)")
+		onlySurvivors  = flag.Bool("only-survivors", false, "with -retry-survivors: run nothing else (not the pending mutants)")
 		coverage       = flag.Bool("coverage", true, "record each killer's coverage in its baseline; run a mutant only through the killers that run its line")
 		perTest        = flag.Bool("per-test", true, "with -coverage: record each test's coverage (run alone) of the killers that run whole packages; run a mutant only through the tests that run its line")
 		dryRun         = flag.Bool("dry-run", false, "list the mutants in the report and run nothing")
@@ -56,7 +57,7 @@ func run() error {
 	c := mutation.Config{
 		Dir: *dir, Packages: strings.FieldsFunc(*pkgs, func(r rune) bool { return r == ',' || r == ' ' }),
 		Operators: operators, Killers: ks, TimeoutFactor: *timeoutFactor, MinTimeout: *minTimeout,
-		Workers: *workers, Max: *maxMutants, Out: *out, Fresh: *fresh, RetrySurvivors: *retrySurvivors,
+		Workers: *workers, Max: *maxMutants, Out: *out, Fresh: *fresh, RetrySurvivors: *retrySurvivors, OnlySurvivors: *onlySurvivors,
 		Coverage: *coverage, PerTest: *perTest, DryRun: *dryRun, Log: os.Stderr, Progress: *progress,
 	}
 	if *files != "" {
