@@ -13,7 +13,7 @@ TOOLS := internal/makefile/tools.sh
 LAMBDA_ARCH ?= arm64
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help tools test check unit lint cfn-lint actionlint build deploy demo clean bench bench-e2e bench-ingress fuzz reliability scale cost local-deploy rename sim sim-holes
+.PHONY: help tools test check unit lint cfn-lint actionlint build deploy demo clean bench bench-e2e bench-ingress fuzz reliability scale cost local-deploy rename sim sim-holes mutation
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -150,6 +150,29 @@ sim: tools ## the simulator's long run: SIM_SCHEDULES schedules (default 1 000 0
 
 sim-holes: tools ## put each hole of issue 19 back (internal/sim/holes) in a copy and check that the simulator's make-test budget finds it
 	internal/sim/holes/check.sh
+
+# The mutation score (internal/mutation, RELIABILITY.md "Mutation score"): each mutant of
+# MUTATION_PKGS (files matching MUTATION_FILES, operators MUTATION_OPS) runs the killers
+# MUTATION_KILLERS in order until one fails: the simulator over MUTATION_SIM_SCHEDULES seeds,
+# the package's own tests, the tests under functions/ that import it (the last two on one
+# moto). Resumable: the report (MUTATION_OUT/mutation.md and .json) keeps every decided
+# mutant of an unchanged file; MUTATION_FLAGS='-retry-survivors -only-survivors' runs the
+# survivors again. Not part of make test.
+MUTATION_PKGS ?= ./idem/ ./functions/ingress/ingressapp/
+MUTATION_FILES ?=
+MUTATION_OPS ?= all
+MUTATION_KILLERS ?= sim,own,functions
+MUTATION_SIM_SCHEDULES ?= 2000
+MUTATION_TIMEOUT_FACTOR ?= 3
+MUTATION_WORKERS ?= 1
+MUTATION_OUT ?= .aws-sam/mutation
+MUTATION_FLAGS ?=
+
+mutation: tools ## the mutation score of idem/ and the ingress (MUTATION_PKGS, MUTATION_FILES, MUTATION_OPS, MUTATION_KILLERS, MUTATION_SIM_SCHEDULES): hours; resumable; report in MUTATION_OUT
+	$(GO) build -o .aws-sam/mutation-driver ./internal/mutation/cmd/mutation
+	$(LOCAL_AWS) --free-port -- .aws-sam/mutation-driver -pkgs '$(MUTATION_PKGS)' -files '$(MUTATION_FILES)' \
+	  -ops '$(MUTATION_OPS)' -killers '$(MUTATION_KILLERS)' -sim-schedules $(MUTATION_SIM_SCHEDULES) \
+	  -timeout-factor $(MUTATION_TIMEOUT_FACTOR) -workers $(MUTATION_WORKERS) -out $(MUTATION_OUT) $(MUTATION_FLAGS)
 
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
 # awstest.Main from starting moto in the fuzzing process and in each of its workers.

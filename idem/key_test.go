@@ -102,6 +102,29 @@ func TestDeduplicationIDIsOneToOne(t *testing.T) {
 	}
 }
 
+// TestCheckScope: a scope of up to 256 bytes of UTF-8 without '#' is accepted, by
+// CheckScope and by New; one byte more, a '#', invalid UTF-8 or none is refused. (The
+// bound's edge: a mutant that refused exactly 256 bytes survived every other test.)
+func TestCheckScope(t *testing.T) {
+	at := strings.Repeat("s", 256)
+	for _, ok := range []string{"s", at, strings.Repeat("é", 128), "orders-v2.eu"} {
+		if err := idem.CheckScope(ok); err != nil {
+			t.Errorf("CheckScope(%d bytes %.12q): %v, want nil", len(ok), ok, err)
+		}
+		if _, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: ok}); err != nil {
+			t.Errorf("New with the scope %.12q (%d bytes): %v", ok, len(ok), err)
+		}
+	}
+	for _, bad := range []string{"", at + "s", strings.Repeat("é", 128) + "s", "a#b", "a\xc3"} {
+		if err := idem.CheckScope(bad); err == nil {
+			t.Errorf("CheckScope(%d bytes %.12q) = nil, want an error", len(bad), bad)
+		}
+		if _, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: bad}); err == nil {
+			t.Errorf("New with the scope %.12q (%d bytes) succeeded", bad, len(bad))
+		}
+	}
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	s := idem.NewMemoryStore()
 	for name, cfg := range map[string]idem.Config{

@@ -54,6 +54,7 @@ var Deletable = []Entry{
 	{"internal/reliability", "the reliability suite (RELIABILITY.md)"},
 	{"internal/faults", "fault injection between the SDK and moto"},
 	{"internal/sim", "the deterministic simulator (make sim)"},
+	{"internal/mutation", "the mutation score of idem and the ingress (make mutation)"},
 	{"internal/bench", "the benchmarks that need the tooling (make bench, make bench-ingress)"},
 	{"internal/cost", "the cost per million messages (make cost)"},
 	{"internal/scale", "the scale model of SCALING.md (make scale)"},

@@ -29,3 +29,47 @@ func TestValidKey(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusOf: each row of docs/ingress.md's table of statuses, from the consumer's
+// record to the answer, every field compared.
+func TestStatusOf(t *testing.T) {
+	const key, hash = "pay-1", "fp-1"
+	refused := (&idem.WriteConditionError{Explained: true, Reason: "currency EUR does not match the account's JPY"}).Error()
+	loc := RequestsPath + "/pay-1"
+	for _, c := range []struct {
+		name string
+		rec  *idem.Record
+		want Status
+	}{
+		{"no record", nil, Status{Key: key, Status: StatusAccepted, Location: loc}},
+		{"held", &idem.Record{Status: idem.StatusInProgress, PayloadHash: hash, Attempt: 2},
+			Status{Key: key, Status: StatusInProgress, Attempts: 2, Location: loc}},
+		{"reaped", &idem.Record{Status: idem.StatusFailed, Retryable: true, Error: idem.ReasonLeaseExpired, PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusInProgress, Error: idem.ReasonLeaseExpired, Attempts: 1, Location: loc}},
+		{"completed, JSON", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 3, Response: []byte(`{"ok":true}`)},
+			Status{Key: key, Status: StatusCompleted, Response: []byte(`{"ok":true}`), Attempts: 3, Location: loc}},
+		{"completed, text", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1, Response: []byte("done")},
+			Status{Key: key, Status: StatusCompleted, Response: []byte(`"done"`), Attempts: 1, Location: loc}},
+		{"completed, bytes", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1, Response: []byte{0xff, 0x00}},
+			Status{Key: key, Status: StatusCompleted, Response: []byte(`"/wA="`), ResponseEncoding: "base64", Attempts: 1, Location: loc}},
+		{"completed, empty", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusCompleted, Attempts: 1, Location: loc}},
+		{"failed for good", &idem.Record{Status: idem.StatusFailed, Error: "bad amount", PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusFailed, Error: "bad amount", Attempts: 1, Location: loc}},
+		{"refused, redrivable", &idem.Record{Status: idem.StatusFailed, Retryable: true, Error: refused, PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusFailed, Error: refused, Redrivable: true, Attempts: 1, Location: loc}},
+		{"another body", &idem.Record{Status: idem.StatusCompleted, PayloadHash: "fp-2", Attempt: 1, Response: []byte(`{}`)},
+			Status{Key: key, Status: StatusFailed, Error: payloadMismatch, Attempts: 1, Location: loc}},
+		{"no fingerprint stored", &idem.Record{Status: idem.StatusCompleted, Attempt: 1, Response: []byte(`{}`)},
+			Status{Key: key, Status: StatusCompleted, Response: []byte(`{}`), Attempts: 1, Location: loc}},
+	} {
+		got := statusOf(key, hash, c.rec)
+		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", c.want) {
+			t.Errorf("%s:\n  got  %+v\n  want %+v", c.name, got, c.want)
+		}
+		// Only accepted and in_progress change by themselves.
+		if final := c.name != "no record" && c.name != "held" && c.name != "reaped"; got.Final() != final {
+			t.Errorf("%s: Final() = %v, want %v", c.name, got.Final(), final)
+		}
+	}
+}
