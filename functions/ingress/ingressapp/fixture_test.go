@@ -262,6 +262,24 @@ func (f *fixture) post(t *testing.T, key string, body string) reply {
 	return r
 }
 
+// retry posts as a client that honours a 503's Retry-After does: again while the answer
+// is 503 (a store or queue call failed: under a loaded test machine, moto can be slower
+// than the ingress's deadlines), at most 4 times. Each 503 is logged with the ingress's
+// logs, so a 503 that is not a slow call shows.
+func (f *fixture) retry(t *testing.T, key string, body string) reply {
+	t.Helper()
+	r := f.post(t, key, body)
+	for range 4 {
+		if r.code != http.StatusServiceUnavailable {
+			break
+		}
+		t.Logf("a 503, retried: %s\nthe ingress's logs:\n%s", r, f.logs.String())
+		time.Sleep(time.Second)
+		r = f.post(t, key, body)
+	}
+	return r
+}
+
 func (f *fixture) get(t *testing.T, key string) reply {
 	t.Helper()
 	r, err := f.do(t, f.http, http.MethodGet, ingressapp.RequestsPath+"/"+key, "", nil)

@@ -171,7 +171,7 @@ func TestConcurrentFirstRequests(t *testing.T) {
 	for _, r := range replies {
 		if r.code == http.StatusConflict {
 			time.Sleep(10 * time.Millisecond)
-			wantCode(t, "a retry of a 409", f.post(t, key, m.Body), http.StatusAccepted)
+			wantCode(t, "a retry of a 409", f.retry(t, key, m.Body), http.StatusAccepted)
 		}
 	}
 	if n := f.sends(); n != 1 {
