@@ -13,7 +13,7 @@ TOOLS := internal/makefile/tools.sh
 LAMBDA_ARCH ?= arm64
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
-.PHONY: help tools test check unit lint cfn-lint actionlint build deploy demo clean bench bench-e2e bench-ingress fuzz reliability scale cost local-deploy rename sim sim-holes
+.PHONY: help tools test check unit lint cfn-lint actionlint build deploy demo clean bench bench-e2e bench-ingress fuzz reliability scale cost local-deploy rename sim sim-holes mutation
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -48,6 +48,7 @@ test: tools check lint cfn-lint actionlint ## all tests: gofmt/vet/tidy, golangc
 	@# start their own (AWSTEST_OWN_MOTO, awstest.MainOwn): moto applies DynamoDB requests
 	@# one at a time on one core.
 	$(LOCAL_AWS) --free-port -- env AWSTEST_OWN_MOTO=1 bash -c 'status=0; \
+	  AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run "^$$" -fuzz "^FuzzFingerprint$$" -fuzztime $(FUZZTIME_BRIEF) -parallel 2 ./idem/ || status=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
 	  $(GO) test $(TEST_FLAGS) $(OTHER_PKGS) || status=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(ALONE_PKGS) || status=1; exit $$status'
@@ -150,9 +151,35 @@ sim: tools ## the simulator's long run: SIM_SCHEDULES schedules (default 1 000 0
 sim-holes: tools ## put each hole (issues 19, 22, 26: internal/sim/holes) back in a copy and count the seeds of the simulator's make-test budget that find it (FAST=1: stop at the first)
 	internal/sim/holes/check.sh
 
+# The mutation score (internal/mutation, RELIABILITY.md "Mutation score"): each mutant of
+# MUTATION_PKGS (files matching MUTATION_FILES, operators MUTATION_OPS) runs the killers
+# MUTATION_KILLERS in order until one fails: the simulator over MUTATION_SIM_SCHEDULES seeds,
+# the package's own tests, the tests under functions/ that import it (the last two on one
+# moto). Resumable: the report (MUTATION_OUT/mutation.md and .json) keeps every decided
+# mutant of an unchanged file; MUTATION_FLAGS='-retry-survivors -only-survivors' runs the
+# survivors again. Not part of make test.
+MUTATION_PKGS ?= ./idem/ ./functions/ingress/ingressapp/
+MUTATION_FILES ?=
+MUTATION_OPS ?= all
+MUTATION_KILLERS ?= sim,own,functions
+MUTATION_SIM_SCHEDULES ?= 2000
+MUTATION_TIMEOUT_FACTOR ?= 3
+MUTATION_WORKERS ?= 1
+MUTATION_OUT ?= .aws-sam/mutation
+MUTATION_FLAGS ?=
+
+mutation: tools ## the mutation score of idem/ and the ingress (MUTATION_PKGS, MUTATION_FILES, MUTATION_OPS, MUTATION_KILLERS, MUTATION_SIM_SCHEDULES): hours; resumable; report in MUTATION_OUT
+	$(GO) build -o .aws-sam/mutation-driver ./internal/mutation/cmd/mutation
+	$(LOCAL_AWS) --free-port -- .aws-sam/mutation-driver -pkgs '$(MUTATION_PKGS)' -files '$(MUTATION_FILES)' \
+	  -ops '$(MUTATION_OPS)' -killers '$(MUTATION_KILLERS)' -sim-schedules $(MUTATION_SIM_SCHEDULES) \
+	  -timeout-factor $(MUTATION_TIMEOUT_FACTOR) -workers $(MUTATION_WORKERS) -out $(MUTATION_OUT) $(MUTATION_FLAGS)
+
 # The fuzz targets call no AWS API: a loopback AWS_ENDPOINT_URL that nothing serves keeps
 # awstest.Main from starting moto in the fuzzing process and in each of its workers.
+# make test fuzzes FuzzFingerprint (two bodies that decode differently never share a
+# fingerprint) for FUZZTIME_BRIEF on 2 workers, beyond its seeds, which every go test runs.
 FUZZTIME ?= 30s
+FUZZTIME_BRIEF ?= 10s
 
 fuzz: tools ## run each fuzz target for FUZZTIME (default 30s), one after another; seeds also run in `make test`
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzRecordKey$$' -fuzztime $(FUZZTIME) ./idem/
@@ -162,6 +189,7 @@ fuzz: tools ## run each fuzz target for FUZZTIME (default 30s), one after anothe
 	for d in $$(grep -l '^func FuzzDecode' functions/consumer/*/*_test.go | xargs -n1 dirname | sort -u); do \
 	  AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./$$d/ || exit 1; done
 	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) ./idem/
+	AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./idem/
 
 # The ingress under a scripted load (BENCHMARKS.md, "The ingress"): INGRESS_LOAD_REQUESTS
 # first POSTs, as many retries and status reads, by INGRESS_LOAD_CLIENTS clients, with

@@ -21,6 +21,7 @@ type Attempt struct {
 	expired *Record // the expired record this attempt replaced, if it was still stored
 	hash    string  // the payload's fingerprint
 	single  bool    // ModeSingleTransaction: no lease, no steps
+	prev    *Record // the record this attempt took over (its holder's lease had ended), for the trace
 }
 
 // Number is 1 for the first acquisition of the key and grows with each takeover.
@@ -101,8 +102,17 @@ func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Con
 		return fmt.Errorf("idem: step name is empty")
 	}
 	if a.Done(name) {
+		a.c.traceStepDone(ctx, a.lease.Key, name)
 		return nil
 	}
+	ctx, span := a.c.startStep(ctx, a.lease.Key, name)
+	err := a.step(ctx, name, fn)
+	endSpan(span, err)
+	return err
+}
+
+// step runs fn and records the step (Step, once it is known to be needed).
+func (a *Attempt) step(ctx context.Context, name string, fn func(ctx context.Context) error) error {
 	a.mu.Lock()
 	until := a.lease.Until
 	a.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RecordFunc handles one SQS record. nil is success; an error for which IsPermanent is
@@ -47,12 +48,20 @@ type BatchConfig struct {
 	// Metrics counts records by outcome (optional). The processor does not flush it: the
 	// caller flushes once per invocation, after Process.
 	Metrics *Metrics
+	// Keys name a record's FIFO group in its log line by its keyed hash, group_hash
+	// (Keys.LogHash): a group is often a business id (the ledger's account). Without them
+	// the group is left out.
+	Keys *Keys
 	// Outbox sends the outbound messages that the records' handlers committed (the
 	// *Client whose middleware Handle runs). With it, the messages of the whole batch go
 	// out together once every record has run, with SendMessageBatch, and a record is
 	// acknowledged only once its messages were sent. Without it, the middleware sends
 	// each record's messages as soon as its commit succeeded.
 	Outbox Deliverer
+	// Tracer, when set, records a span per record (SpanProcess) in the trace its message
+	// carries, linked to the invocation's span in the context Process gets; nil records
+	// nothing.
+	Tracer trace.TracerProvider
 }
 
 // Deliverer sends committed outbound messages; *Client implements it.
@@ -77,6 +86,8 @@ type BatchProcessor struct {
 	log         *slog.Logger
 	metrics     *Metrics
 	outbox      Deliverer
+	tr          tracer
+	keys        *Keys
 }
 
 // NewBatchProcessor validates cfg and returns a BatchProcessor.
@@ -92,7 +103,8 @@ func NewBatchProcessor(cfg BatchConfig) (*BatchProcessor, error) {
 	}
 	p := &BatchProcessor{
 		handle: cfg.Handle, deadLetter: cfg.DeadLetter, concurrency: cfg.Concurrency,
-		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics, outbox: cfg.Outbox,
+		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics, outbox: cfg.Outbox, tr: newTracer(cfg.Tracer),
+		keys: cfg.Keys,
 	}
 	if p.concurrency == 0 {
 		p.concurrency = 10
@@ -334,6 +346,10 @@ func (p *BatchProcessor) skip(ctx context.Context, recs []events.SQSMessage, idx
 func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) outcome {
 	start := time.Now()
 	ctx = withRecordNote(ctx) // the handler's note for this record's log line
+	var span trace.Span
+	if p.tr.on() {
+		ctx, span = p.startRecord(ctx, msg)
+	}
 	err := p.call("handler", func() error { return p.handle(ctx, msg) })
 	var o outcome
 	permanent := err != nil && IsPermanent(err)
@@ -348,7 +364,9 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 		p.metrics.Add(MetricPermanentFailure, 1)
 	default:
 		p.metrics.Add(MetricPermanentFailure, 1)
-		dlErr := p.call("dead-letter", func() error { return p.deadLetter.DeadLetter(ctx, msg, err) })
+		dctx, dspan := p.startSpan(ctx, SpanDeadLetter)
+		dlErr := p.call("dead-letter", func() error { return p.deadLetter.DeadLetter(dctx, msg, err) })
+		endSpan(dspan, dlErr)
 		if dlErr != nil {
 			o = outcomeRetry
 			err = errors.Join(err, dlErr)
@@ -361,10 +379,14 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 	if slot, ok := ctx.Value(pendingSlotKey{}).(*pendingSlot); ok && slot != nil {
 		// The batch's outbound messages go out after every record ran, and may still
 		// turn this record into a failure: its one line is written then.
-		slot.log = func(o outcome, extra error) { p.logRecord(ctx, msg, o, d, errors.Join(err, extra), permanent) }
+		slot.log = func(o outcome, extra error) {
+			p.logRecord(ctx, msg, o, d, errors.Join(err, extra), permanent)
+			endRecord(span, o, errors.Join(err, extra))
+		}
 		return o
 	}
 	p.logRecord(ctx, msg, o, d, err, permanent)
+	endRecord(span, o, err)
 	return o
 }
 
@@ -394,8 +416,8 @@ func (p *BatchProcessor) logRecord(ctx context.Context, msg events.SQSMessage, o
 	note := recordNoteFrom(ctx)
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("message_id", msg.MessageId))
-	if g := msg.Attributes["MessageGroupId"]; g != "" {
-		attrs = append(attrs, slog.String("group", g))
+	if h := p.keys.LogHash(msg.Attributes["MessageGroupId"]); h != "" && msg.Attributes["MessageGroupId"] != "" {
+		attrs = append(attrs, slog.String("group_hash", h))
 	}
 	if n, cerr := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"]); cerr == nil {
 		attrs = append(attrs, slog.Int("receive_count", n))

@@ -538,11 +538,13 @@ func TestBatchProcessorLogsAndMetrics(t *testing.T) {
 		"B1": errTransient,
 		"C1": idem.Permanent(errors.New("bad too")),
 	}, panics: map[string]bool{"D1": true}}
+	keys := testKeys(t)
 	p := newProcessor(t, idem.BatchConfig{
 		Handle:     rec.handle,
 		DeadLetter: dlByID{"C1": errors.New("dlq down")},
 		Logger:     slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics:    m,
+		Keys:       keys,
 	})
 	ev := fifoEvent("A1", "A2", "B1", "B2", "C1", "D1", "E1")
 	resp, err := p.Process(context.Background(), ev)
@@ -573,8 +575,8 @@ func TestBatchProcessorLogsAndMetrics(t *testing.T) {
 		if l["outcome"] != wantOutcome[id] {
 			t.Errorf("%s: outcome %v, want %s", id, l["outcome"], wantOutcome[id])
 		}
-		if l["group"] != id[:1] {
-			t.Errorf("%s: group %v, want %s", id, l["group"], id[:1])
+		if l["group_hash"] != keys.LogHash(id[:1]) || l["group"] != nil {
+			t.Errorf("%s: group %v, group_hash %v, want the group's keyed hash %s alone (a group is often a business id)", id, l["group"], l["group_hash"], keys.LogHash(id[:1]))
 		}
 		if _, ok := l["duration_ms"].(float64); !ok {
 			t.Errorf("%s: no duration_ms: %s", id, line)

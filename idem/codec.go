@@ -26,14 +26,18 @@ const (
 	attrResponseEnc = "response_enc"
 	attrError       = "error"
 	attrRetryable   = "retryable"
-	attrAttempt     = "attempt"
-	attrSteps       = "steps"
-	attrOwner       = "owner"
-	attrOutbox      = "outbox"
-	attrOutboxEnc   = "outbox_enc"
-	attrSent        = "sent"
-	attrOutboxDead  = "outbox_dead"
-	attrOutboxGroup = "outbox_group"
+	// attrErrorCategory and attrErrorPublic are what a FAILED record's sender may be told
+	// (Record.Category, Record.Public).
+	attrErrorCategory = "error_category"
+	attrErrorPublic   = "error_public"
+	attrAttempt       = "attempt"
+	attrSteps         = "steps"
+	attrOwner         = "owner"
+	attrOutbox        = "outbox"
+	attrOutboxEnc     = "outbox_enc"
+	attrSent          = "sent"
+	attrOutboxDead    = "outbox_dead"
+	attrOutboxGroup   = "outbox_group"
 	// attrGuardHash is the payload fingerprint the middleware adds to guard Puts.
 	attrGuardHash = "idem_payload_hash"
 	attrCreatedAt = "created_at"
@@ -164,6 +168,12 @@ func (s *schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 	if r.Error != "" {
 		set(attrError, avS(r.Error))
 		set(attrRetryable, avBool(r.Retryable))
+		if r.Category != "" {
+			set(attrErrorCategory, avS(string(r.Category)))
+		}
+		if r.Public != "" {
+			set(attrErrorPublic, avS(r.Public))
+		}
 	}
 	if len(r.Steps) > 0 {
 		set(attrSteps, &types.AttributeValueMemberSS{Value: r.Steps})
@@ -242,6 +252,8 @@ func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error
 	}
 	r.PayloadHash = str(attrPayloadHash)
 	r.Error = str(attrError)
+	r.Category = Category(str(attrErrorCategory))
+	r.Public = str(attrErrorPublic)
 	r.Attempt = int(num(attrAttempt))
 	r.Owner = str(attrOwner)
 	r.CreatedAt = fromMillis(num(attrCreatedAt))

@@ -108,6 +108,11 @@ type SQSDeadLetter struct {
 	// counted as SQS does: body plus attribute names, data types and values (default
 	// MaxSQSMessageBytes). Set it to the queue's MaximumMessageSize when that is lower.
 	MaxMessageBytes int
+	// Keys sign every dead letter (DLQSignatureAttribute), so that `idemctl redrive`
+	// tells it from a message a producer forged (Keys.VerifyDeadLetter) and honours its
+	// dlq-outbound-queue (optional: without them, a redrive sends this dead letter to the
+	// input queue whatever it says).
+	Keys *Keys
 }
 
 var (
@@ -200,6 +205,16 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 			add(KeyAttribute, id)
 		}
 	}
+	// The ingress's signature goes with the key, never dropped: redriven, the message
+	// must still show that the ingress sent its key (KeyRule.Keys).
+	if v, ok := copyAttribute(msg.MessageAttributes[IngressSignatureAttribute]); ok {
+		attrs[IngressSignatureAttribute] = v
+	}
+	if d.Keys != nil {
+		// A placeholder of the signature's size, so that the message is fitted with it;
+		// the signature, over what is sent, is written once the message fits.
+		attrs[DLQSignatureAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", sha256.Size*2))}
+	}
 	names := make([]string, 0, len(msg.MessageAttributes))
 	for name := range msg.MessageAttributes {
 		if _, taken := attrs[name]; !taken && name != KeyAttribute && !isDLQAttribute(name) {
@@ -237,6 +252,10 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 		} else {
 			in.MessageDeduplicationId = aws.String(dlqDeduplicationID(msg.MessageId))
 		}
+	}
+	if d.Keys != nil {
+		sig := d.Keys.deadLetterSignature(msg.Body, aws.ToString(in.MessageGroupId), attrs)
+		attrs[DLQSignatureAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(sig)}
 	}
 	return in, nil
 }
@@ -311,7 +330,8 @@ func shortenText(s string, limit int) string {
 // replaced, not kept beside the new ones.
 func isDLQAttribute(name string) bool {
 	switch name {
-	case DLQReasonAttribute, DLQSourceMessageIDAttribute, DLQSourceQueueAttribute, DLQFailedAtAttribute, DLQSourceAttribute, DLQOutboundQueueAttribute:
+	case DLQReasonAttribute, DLQSourceMessageIDAttribute, DLQSourceQueueAttribute, DLQFailedAtAttribute, DLQSourceAttribute, DLQOutboundQueueAttribute,
+		DLQSignatureAttribute:
 		return true
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -373,4 +374,107 @@ func lambdaAttrs(a map[string]types.MessageAttributeValue) map[string]events.SQS
 		out[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue}
 	}
 	return out
+}
+
+// TestDeadLetterSignature (issue 28, finding 2): a dead letter the consumer or the reaper
+// sends carries their signature of its body, group and attributes, which verifies as
+// received from the queue (on moto, through the real SDK); the ingress's signature of the
+// original travels with it, never dropped. A message anyone else put there with the same
+// attributes, a destination changed, a body changed, or no keys, does not verify.
+func TestDeadLetterSignature(t *testing.T) {
+	ctx := context.Background()
+	api := awstest.SQS(t)
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName:  aws.String(awstest.Name(t, "signed") + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := aws.ToString(q.QueueUrl)
+	t.Cleanup(func() { _, _ = api.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url}) })
+	keys := testKeys(t)
+	dl := &idem.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer", Keys: keys}
+	msg := poisonMsg()
+	msg.MessageAttributes[idem.IngressSignatureAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String("the-ingress-signature")}
+	if err := dl.DeadLetter(ctx, msg, errors.New("invalid message")); err != nil {
+		t.Fatal(err)
+	}
+	if err := dl.DeadLetterOutbound(ctx, idem.Message{QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/receipts.fifo",
+		Body: `{"receipt":1}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}, errors.New("too large")); err != nil {
+		t.Fatal(err)
+	}
+	got := receiveAllMessages(t, api, url)
+	if len(got) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(got))
+	}
+	for _, m := range got {
+		if err := keys.VerifyDeadLetter(m); err != nil {
+			t.Errorf("a dead letter as sent (%s) does not verify: %v", attrString(m.MessageAttributes, idem.DLQReasonAttribute), err)
+		}
+		if m.MessageAttributes[idem.DLQOutboundQueueAttribute].StringValue == nil &&
+			attrString(m.MessageAttributes, idem.IngressSignatureAttribute) != "the-ingress-signature" {
+			t.Errorf("the ingress's signature was not kept: %v", m.MessageAttributes)
+		}
+		var none *idem.Keys
+		changed := []types.Message{withAttr(m, idem.DLQOutboundQueueAttribute, "https://sqs.us-east-1.amazonaws.com/000000000000/elsewhere.fifo"),
+			withAttr(m, idem.DLQReasonAttribute, "another reason"), withBody(m, `{"receipt":2}`)}
+		for i, c := range changed {
+			if err := keys.VerifyDeadLetter(c); !errors.Is(err, idem.ErrUnsignedDeadLetter) {
+				t.Errorf("change %d verifies: %v", i, err)
+			}
+		}
+		if err := none.VerifyDeadLetter(m); !errors.Is(err, idem.ErrUnsignedDeadLetter) {
+			t.Errorf("nil keys verify: %v", err)
+		}
+	}
+	// Without keys, nothing is signed.
+	plain := &idem.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer"}
+	msg.MessageId = "other"
+	if err := plain.DeadLetter(ctx, msg, errors.New("invalid")); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range receiveAllMessages(t, api, url) {
+		if err := keys.VerifyDeadLetter(m); !errors.Is(err, idem.ErrUnsignedDeadLetter) {
+			t.Errorf("an unsigned dead letter verifies: %v", err)
+		}
+	}
+}
+
+func withAttr(m types.Message, name, value string) types.Message {
+	c := m
+	c.MessageAttributes = maps.Clone(m.MessageAttributes)
+	c.MessageAttributes[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
+	return c
+}
+
+func withBody(m types.Message, body string) types.Message {
+	c := m
+	c.Body = aws.String(body)
+	return c
+}
+
+// receiveAllMessages receives every message of the queue at url, with all their
+// attributes, and deletes them.
+func receiveAllMessages(t *testing.T, api *sqs.Client, url string) []types.Message {
+	t.Helper()
+	var all []types.Message
+	for {
+		out, err := api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return all
+		}
+		for _, m := range out.Messages {
+			if _, err := api.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all = append(all, out.Messages...)
+	}
 }

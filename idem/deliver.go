@@ -51,7 +51,7 @@ type DeadMessage struct {
 // partly sent stays pending: the next delivery of its key or the reaper sends it again,
 // with the same keys and deduplication ids.
 func (c *Client) Deliver(ctx context.Context, pendings []*Pending) []error {
-	errs := deliver(ctx, c.cfg.Sender, c.cfg.OutboxDeadLetter, c.cfg.Store, c.cfg.Clock, pendings)
+	errs := deliver(ctx, c.tr, c.cfg.Sender, c.cfg.OutboxDeadLetter, c.cfg.Store, c.cfg.Clock, pendings)
 	for i, p := range pendings {
 		if errs[i] == nil && p.sent != nil {
 			c.cache.put(*p.sent) // a warm duplicate is answered with no request
@@ -65,6 +65,17 @@ type sendEntry struct {
 	pending int
 	index   int // position in the pending's messages
 	msg     *Message
+	// The trace context the message carries (tracing on): traceparent when the message
+	// has room for it, the AWSTraceHeader system attribute always.
+	traceparent, amzn string
+}
+
+// size is the entry's size as SQS counts it, the traceparent it carries included.
+func (e sendEntry) size() int {
+	if e.traceparent == "" {
+		return e.msg.size()
+	}
+	return e.msg.size() + traceSize(e.traceparent)
 }
 
 // outboxRun is the state of one deliver call.
@@ -95,7 +106,7 @@ func (d *outboxRun) deadLettered(e sendEntry, queue string, cause error) {
 	d.dead[e.pending] = append(d.dead[e.pending], DeadMessage{Index: e.index, Queue: queue, Reason: truncate(cause.Error(), 512)})
 }
 
-func deliver(ctx context.Context, api SQSBatchSender, dl OutboundDeadLetterer, store Store, clock func() time.Time, pendings []*Pending) []error {
+func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDeadLetterer, store Store, clock func() time.Time, pendings []*Pending) []error {
 	d := &outboxRun{api: api, dl: dl, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]DeadMessage, len(pendings))}
 	if len(pendings) == 0 {
 		return d.errs
@@ -108,6 +119,12 @@ func deliver(ctx context.Context, api SQSBatchSender, dl OutboundDeadLetterer, s
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverTimeout)
 	defer cancel()
+	sends := startSends(ctx, tr, pendings)
+	defer endSends(sends, pendings, d.errs)
+	rctx := ctx // the requests' context: the send's span when they send one record's messages
+	if len(sends) == 1 {
+		rctx = sends[0].ctx
+	}
 	// Group by queue, keeping the order of pendings and of their messages.
 	var queues []string
 	byQueue := map[string][]sendEntry{}
@@ -117,12 +134,19 @@ func deliver(ctx context.Context, api SQSBatchSender, dl OutboundDeadLetterer, s
 			if _, ok := byQueue[m.QueueURL]; !ok {
 				queues = append(queues, m.QueueURL)
 			}
-			byQueue[m.QueueURL] = append(byQueue[m.QueueURL], sendEntry{pending: i, index: j, msg: m})
+			e := sendEntry{pending: i, index: j, msg: m}
+			if sends != nil {
+				if m.traceRoom(sends[i].traceparent) {
+					e.traceparent = sends[i].traceparent
+				}
+				e.amzn = sends[i].amzn
+			}
+			byQueue[m.QueueURL] = append(byQueue[m.QueueURL], e)
 		}
 	}
 	var wg sync.WaitGroup
 	for n, q := range queues {
-		wg.Go(func() { d.sendQueue(ctx, n, q, byQueue[q]) })
+		wg.Go(func() { d.sendQueue(rctx, n, q, byQueue[q]) })
 	}
 	wg.Wait()
 	sem := make(chan struct{}, maxMarks)
@@ -134,7 +158,10 @@ func deliver(ctx context.Context, api SQSBatchSender, dl OutboundDeadLetterer, s
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := store.MarkSent(ctx, p.Key, p.Token, len(p.Messages)-len(p.Dead), p.Dead, clock()); err != nil {
+			mctx, span := startMark(ctx, tr, sends, i, p)
+			err := store.MarkSent(mctx, p.Key, p.Token, len(p.Messages)-len(p.Dead), p.Dead, clock())
+			endSpan(span, err)
+			if err != nil {
 				d.fail(i, err, len(queues))
 			}
 		})
@@ -165,7 +192,7 @@ func (d *outboxRun) sendQueue(ctx context.Context, qn int, queue string, entries
 			d.fail(e.pending, why, qn)
 			continue
 		}
-		n := e.msg.size()
+		n := e.size()
 		if len(batch) == maxBatchEntries || (len(batch) > 0 && size+n > maxBatchBytes) {
 			flush()
 			if why, ok := stopped[e.msg.GroupID]; ok && fifo {
@@ -195,7 +222,7 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 	}
 	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queue), Entries: make([]sqstypes.SendMessageBatchRequestEntry, len(batch))}
 	for i, e := range batch {
-		in.Entries[i] = batchEntry(i, e.msg)
+		in.Entries[i] = batchEntry(i, e)
 	}
 	out, err := d.api.SendMessageBatch(ctx, in)
 	if err != nil {
@@ -280,7 +307,8 @@ func refusedForGood(err error) bool {
 	return false
 }
 
-func batchEntry(i int, m *Message) sqstypes.SendMessageBatchRequestEntry {
+func batchEntry(i int, e sendEntry) sqstypes.SendMessageBatchRequestEntry {
+	m := e.msg
 	entry := sqstypes.SendMessageBatchRequestEntry{
 		Id:          aws.String(strconv.Itoa(i)),
 		MessageBody: aws.String(m.Body),
@@ -295,6 +323,17 @@ func batchEntry(i int, m *Message) sqstypes.SendMessageBatchRequestEntry {
 		entry.MessageAttributes = make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes))
 		for _, name := range slices.Sorted(maps.Keys(m.Attributes)) {
 			entry.MessageAttributes[name] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.Attributes[name])}
+		}
+	}
+	if e.traceparent != "" {
+		if entry.MessageAttributes == nil {
+			entry.MessageAttributes = map[string]sqstypes.MessageAttributeValue{}
+		}
+		entry.MessageAttributes[TraceParentAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(e.traceparent)}
+	}
+	if e.amzn != "" {
+		entry.MessageSystemAttributes = map[string]sqstypes.MessageSystemAttributeValue{
+			AWSTraceHeader: {DataType: aws.String("String"), StringValue: aws.String(e.amzn)},
 		}
 	}
 	return entry

@@ -191,7 +191,7 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 		set = append(set, e.a(attrInflight)+" = "+e.v("shard", avS(next.Shard)))
 	}
 	update := "SET " + strings.Join(set, ", ") + " ADD " + e.a(attrAttempt) + " " + e.v("one", avN(1)) +
-		" REMOVE " + e.a(attrError) + ", " + e.a(attrRetryable)
+		" REMOVE " + e.a(attrError) + ", " + e.a(attrRetryable) + ", " + e.a(attrErrorCategory) + ", " + e.a(attrErrorPublic)
 	cond := e.asSeen(seen)
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.s.table),
@@ -596,13 +596,34 @@ func (s *DynamoStore) fenced(ctx context.Context, op, key, token string, e *expr
 	return fenceErr(op, key, err)
 }
 
-// Fail is one fenced UpdateItem.
+// Fail is FailWith with a Failure of reason and retryable alone: its category follows
+// retryable (CategoryRetrying, else CategoryInvalid).
 func (s *DynamoStore) Fail(ctx context.Context, l Lease, reason string, retryable bool, expiresAt, now time.Time) error {
+	return s.FailWith(ctx, l, plainFailure(reason, retryable), expiresAt, now)
+}
+
+// FailWith is one fenced UpdateItem.
+func (s *DynamoStore) FailWith(ctx context.Context, l Lease, f Failure, expiresAt, now time.Time) error {
 	e := s.expr()
-	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s, %s = %s, %s = %s REMOVE %s",
-		e.a(attrStatus), e.v("failed", avS(string(StatusFailed))), e.a(attrError), e.v("reason", avS(nonEmpty(reason))),
-		e.a(attrRetryable), e.v("retryable", avBool(retryable)), e.a(attrExpiresAt), e.v("exp", avN(expiresAt.Unix())),
-		e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))), e.a(attrInflight))
+	set := []string{
+		e.a(attrStatus) + " = " + e.v("failed", avS(string(StatusFailed))),
+		e.a(attrError) + " = " + e.v("reason", avS(nonEmpty(f.Reason))),
+		e.a(attrRetryable) + " = " + e.v("retryable", avBool(f.Retryable)),
+		e.a(attrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix())),
+		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
+	}
+	remove := []string{e.a(attrInflight)}
+	if f.Category != "" {
+		set = append(set, e.a(attrErrorCategory)+" = "+e.v("category", avS(string(f.Category))))
+	} else {
+		remove = append(remove, e.a(attrErrorCategory))
+	}
+	if f.Public != "" {
+		set = append(set, e.a(attrErrorPublic)+" = "+e.v("public", avS(f.Public)))
+	} else {
+		remove = append(remove, e.a(attrErrorPublic))
+	}
+	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")
 	return s.fenced(ctx, "fail", l.Key, l.Token, e, update, "")
 }
 

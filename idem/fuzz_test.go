@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -130,10 +131,12 @@ func FuzzCanonicalJSON(f *testing.F) {
 	f.Add([]byte(`"\ud800"`))
 	f.Add([]byte(`{"a":1} x`))
 	f.Add([]byte(``))
+	f.Add([]byte(`{"a":"\udc00x","b":"\ud83d\ude00"}`))
+	f.Add([]byte(`"\\ud800"`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		canon, err := idem.CanonicalJSON(doc)
-		if valid := json.Valid(doc); (err == nil) != valid {
-			t.Fatalf("CanonicalJSON(%q): err %v, but json.Valid is %v", doc, err, valid)
+		if valid := json.Valid(doc) && unambiguous(doc); (err == nil) != valid {
+			t.Fatalf("CanonicalJSON(%q): err %v, but json.Valid and unambiguous is %v", doc, err, valid)
 		}
 		h, herr := idem.HashPayload(doc)
 		if herr != nil {
@@ -171,6 +174,135 @@ func FuzzCanonicalJSON(f *testing.F) {
 			t.Fatalf("same value, other encoding: HashPayload(%q) = %s, HashPayload(%q) = %s", doc, h, buf.Bytes(), hs)
 		}
 	})
+}
+
+// FuzzFingerprint: two bodies that decode differently never share a fingerprint. A
+// shared fingerprint answers the second body as a retry of the first. Two bodies have one
+// fingerprint only when both are JSON that CanonicalJSON takes (a refused one is hashed
+// as its bytes), that decodes losslessly (unambiguous) to one value.
+func FuzzFingerprint(f *testing.F) {
+	// Go's decoder reads each of these pairs as one value (a lone surrogate and invalid
+	// UTF-8 as U+FFFD, duplicate members as the last); other decoders do not.
+	f.Add([]byte(`{"note":"\ud800"}`), []byte(`{"note":"\ufffd"}`))
+	f.Add([]byte(`{"note":"\udbff"}`), []byte(`{"note":"\ufffd"}`))
+	f.Add([]byte(`{"note":"\udc00"}`), []byte(`{"note":"\ud800"}`))
+	f.Add([]byte("{\"note\":\"\xff\"}"), []byte(`{"note":"\ufffd"}`))
+	f.Add([]byte(`{"a":1,"a":2}`), []byte(`{"a":2}`))
+	f.Add([]byte(` {"b":[1, 2.50],"a":"\u00e9"} `), []byte(`{"a":"é","b":[1,2.50]}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ha, erra := idem.HashPayload(a)
+		hb, errb := idem.HashPayload(b)
+		if erra != nil || errb != nil {
+			t.Fatalf("HashPayload without fields: %v, %v", erra, errb)
+		}
+		if ha != hb || bytes.Equal(a, b) {
+			return
+		}
+		if !json.Valid(a) || !json.Valid(b) || !unambiguous(a) || !unambiguous(b) {
+			t.Fatalf("%q and %q share the fingerprint %s, and one of them is not unambiguous JSON", a, b, ha)
+		}
+		var va, vb any
+		for doc, v := range map[string]*any{string(a): &va, string(b): &vb} {
+			dec := json.NewDecoder(strings.NewReader(doc))
+			dec.UseNumber()
+			if err := dec.Decode(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !reflect.DeepEqual(va, vb) {
+			t.Fatalf("%q and %q decode to %v and %v, and share the fingerprint %s", a, b, va, vb, ha)
+		}
+	})
+}
+
+// unambiguous is the test's own account of a JSON document that every decoder reads as
+// one value: valid UTF-8, every U+FFFD in the decoded value written in the document (no
+// escape or byte decoded to it in its place), and no object with two members of one name.
+func unambiguous(doc []byte) bool {
+	if !utf8.Valid(doc) {
+		return false
+	}
+	written := 0 // U+FFFD as a character or as the escape \ufffd
+	for i := 0; i < len(doc); i++ {
+		switch {
+		case doc[i] == '\\' && i+1 < len(doc):
+			if i+5 < len(doc) && doc[i+1] == 'u' && strings.EqualFold(string(doc[i+2:i+6]), "fffd") {
+				written++
+			}
+			i++ // the escaped character
+		case bytes.HasPrefix(doc[i:], []byte("\uFFFD")):
+			written++
+		}
+	}
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return true // not JSON: nothing decoded
+	}
+	return replacements(v) == written && !duplicateMembers(doc)
+}
+
+// replacements counts the U+FFFD in v's strings, keys included.
+func replacements(v any) int {
+	switch v := v.(type) {
+	case string:
+		return strings.Count(v, "\uFFFD")
+	case []any:
+		n := 0
+		for _, e := range v {
+			n += replacements(e)
+		}
+		return n
+	case map[string]any:
+		n := 0
+		for k, e := range v {
+			n += strings.Count(k, "\uFFFD") + replacements(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// duplicateMembers reports whether an object of doc has two members of one name.
+func duplicateMembers(doc []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	type frame struct {
+		names map[string]bool // nil for an array
+		name  bool            // the next token of an object is a name
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.names != nil && top.name {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			name, _ := tok.(string)
+			if top.names[name] {
+				return true
+			}
+			top.names[name], top.name = true, false
+			continue
+		}
+		if top != nil && top.names != nil {
+			top.name = true // this token is the member's value (or opens it)
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{names: map[string]bool{}, name: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'), json.Delim('}'):
+			stack = stack[:len(stack)-1]
+		}
+	}
 }
 
 func FuzzMessageKey(f *testing.F) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Request is one message to handle under an idempotency key.
@@ -83,6 +84,11 @@ type Result struct {
 	// account's USD". It gets the write's position in Writes and the item as it was when
 	// the condition failed (nil if DynamoDB did not return it); "" keeps DynamoDB's text.
 	Explain func(index int, item map[string]types.AttributeValue) string
+	// Tell, when set, says what of such a refusal its sender may read (an HTTP caller of
+	// the ingress): a reason that names no other party's data, e.g. "the currency does
+	// not match the account's", where Explain's names both currencies. It is stored in
+	// the record (Record.Public) beside the error; "" tells nothing but the category.
+	Tell func(index int, item map[string]types.AttributeValue) string
 
 	pending *Pending // outbound messages to send once the caller is done with the record
 }
@@ -139,6 +145,10 @@ type Config struct {
 	// holding up the messages after it (an *SQSDeadLetter on the consumer's dead-letter
 	// queue). When nil, such a message stays pending and is reported at every try.
 	OutboxDeadLetter OutboundDeadLetterer
+	// Tracer, when set, records a span for each decision, handler run, step, commit,
+	// release and outbound send (see SpanAcquire and the other span names); nil records
+	// nothing and costs nothing.
+	Tracer trace.TracerProvider
 }
 
 // Mode is how the middleware runs a handler.
@@ -197,6 +207,7 @@ func (m Mode) String() string {
 type Client struct {
 	cfg   Config
 	cache *cache
+	tr    tracer
 }
 
 // New validates cfg and returns a Client.
@@ -237,7 +248,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Clock = time.Now
 	}
 	cfg.PayloadFields = append([]string(nil), cfg.PayloadFields...)
-	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize)}, nil
+	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize), tr: newTracer(cfg.Tracer)}, nil
 }
 
 // Scope returns the configured scope.
@@ -265,6 +276,9 @@ func (c *Client) Do(ctx context.Context, req *Request, h HandlerFunc) (Result, e
 // from the store are returned and next is not run.
 func (c *Client) Middleware(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, req *Request) (Result, error) {
+		if c.tr.on() && !trace.SpanContextFromContext(ctx).IsValid() {
+			return c.handleRoot(ctx, req, next) // called outside a traced record
+		}
 		return c.handle(ctx, req, next)
 	})
 }
@@ -280,6 +294,7 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	now := c.cfg.Clock()
 	if e, ok := c.cache.get(pk, now); ok {
+		c.traceCached(ctx, pk, e.payloadHash != hash)
 		if e.payloadHash != hash {
 			return Result{}, fmt.Errorf("idem: %s: %w", redact(pk), ErrPayloadMismatch)
 		}
@@ -288,7 +303,9 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	if c.cfg.Mode == ModeSingleTransaction {
 		return c.handleSingle(ctx, req, next, pk, hash, now)
 	}
-	att, replay, err := c.acquire(ctx, pk, hash, now)
+	actx, dec := c.startDecision(ctx, pk)
+	att, replay, err := c.acquire(actx, pk, hash, now)
+	dec.end(att, replay, err)
 	if err != nil {
 		return Result{}, err
 	}
@@ -308,12 +325,14 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	if herr != nil {
 		retryable := !IsPermanent(herr) || redrivable(herr)
-		if ferr := c.fail(ctx, att, herr.Error(), retryable); ferr != nil {
+		if ferr := c.fail(ctx, att, failureOf(herr, retryable)); ferr != nil {
 			return Result{}, errors.Join(herr, ferr)
 		}
 		return Result{}, herr
 	}
-	out, err := c.complete(ctx, att, pk, hash, res)
+	cctx, commit := c.startSpan(ctx, SpanCommit, pk)
+	out, err := c.complete(cctx, att, pk, hash, res)
+	endCommit(commit, res, out, err)
 	if err != nil {
 		return Result{}, err
 	}
@@ -388,7 +407,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
 	}
-	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash}, nil, nil
+	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash, prev: old}, nil, nil
 }
 
 // verdict decides what a delivery does about the live record old that it found under its
@@ -433,10 +452,12 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 
 // run calls the handler; a panic becomes a retryable error so the lease is released.
 func (c *Client) run(ctx context.Context, next Handler, req *Request, att *Attempt) (res Result, err error) {
+	ctx, span := c.startSpan(ctx, SpanHandler, att.lease.Key)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("idem: handler panicked: %v", p)
 		}
+		endHandler(span, att, err)
 	}()
 	r := *req
 	r.Attempt = att
@@ -488,7 +509,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	// business rule's refusal is failed retryable: the message is dead-lettered, and
 	// redriven after a fix it runs again.
 	permanent := IsPermanent(err)
-	if ferr := c.fail(ctx, att, err.Error(), !permanent || redrivable(err)); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
+	if ferr := c.fail(ctx, att, failureOf(err, !permanent || redrivable(err))); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
 		return Result{}, errors.Join(err, ferr)
 	}
 	if _, ok := errors.AsType[*WriteConditionError](err); ok || !permanent {
@@ -581,11 +602,14 @@ const failTimeout = 5 * time.Second
 // caller's cancellation: the commonest failure is the invocation deadline itself, and a
 // release sent on the expired context would leave the record IN_PROGRESS until its
 // lease ends, making every redelivery wait.
-func (c *Client) fail(ctx context.Context, att *Attempt, reason string, retryable bool) error {
+func (c *Client) fail(ctx context.Context, att *Attempt, f Failure) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
 	defer cancel()
+	ctx, span := c.startSpan(ctx, SpanRelease, att.lease.Key)
 	now := c.cfg.Clock()
-	return c.cfg.Store.Fail(ctx, att.lease, truncate(reason, 1024), retryable, now.Add(c.cfg.TTL), now)
+	err := c.cfg.Store.FailWith(ctx, att.lease, f, now.Add(c.cfg.TTL), now)
+	endRelease(span, f.Retryable, err)
+	return err
 }
 
 // leaseUntil is the invocation deadline plus the grace, capped by MaxLease.

@@ -56,8 +56,10 @@ func validScope(scope string) error {
 	return nil
 }
 
-// HashKey returns a short, stable hash of a key for logs: the first 16 hex digits of its
-// SHA-256. Logs carry this instead of the key, which may hold personal data.
+// HashKey returns a short, stable hash of a key: the first 16 hex digits of its SHA-256.
+// It is not for logs: anyone can hash a guessed key and compare (Keys.LogHash is keyed
+// with the stack's secret). The examples stamp it on their journal entries, which only
+// readers of the business table see, beside the idempotency table holding the key itself.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
@@ -66,11 +68,21 @@ func HashKey(key string) string {
 // CanonicalJSON re-encodes a JSON document with object keys sorted, insignificant white
 // space removed and numbers kept exactly as written, so that two encodings of the same
 // value compare equal. With fields set, only those top-level fields of an object are kept.
+//
+// It refuses what would make two different documents one value (ErrAmbiguousJSON): a
+// string escape that is not a character (a lone surrogate such as "\ud800", a high
+// surrogate not followed by a low one), bytes that are not UTF-8, and an object with two
+// members of one name. Go's decoder reads the first two as U+FFFD and keeps the last of
+// duplicate members, other decoders keep the first: two bodies that decode differently
+// would share a fingerprint, and the second be answered as a retry of the first.
 func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
+	if err := unambiguousText(doc); err != nil {
+		return nil, fmt.Errorf("idem: canonical JSON: %w", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := decodeValue(dec)
+	if err != nil {
 		return nil, fmt.Errorf("idem: canonical JSON: %w", err)
 	}
 	// More() misses a stray '}' or ']'; only io.EOF proves there is nothing after.
@@ -100,6 +112,122 @@ func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// ErrAmbiguousJSON means a JSON document could be read as two different values: see
+// CanonicalJSON.
+var ErrAmbiguousJSON = errors.New("ambiguous JSON")
+
+// unambiguousText refuses a document that is not UTF-8, or with a \u escape in a string
+// that is not a character: a lone surrogate, or a high one not followed by a low one.
+func unambiguousText(doc []byte) error {
+	if !utf8.Valid(doc) {
+		return fmt.Errorf("%w: not valid UTF-8", ErrAmbiguousJSON)
+	}
+	inString := false
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(doc):
+			i++
+			if doc[i] != 'u' {
+				continue
+			}
+			r, ok := hex4(doc, i+1)
+			if !ok {
+				continue // not an escape: the decoder refuses it
+			}
+			i += 4
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return fmt.Errorf("%w: a lone low surrogate \\u%04x at byte %d", ErrAmbiguousJSON, r, i-5)
+			case r >= 0xD800 && r <= 0xDBFF:
+				if i+2 >= len(doc) || doc[i+1] != '\\' || doc[i+2] != 'u' {
+					return fmt.Errorf("%w: a high surrogate \\u%04x not followed by a low one at byte %d", ErrAmbiguousJSON, r, i-5)
+				}
+				lo, ok := hex4(doc, i+3)
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return fmt.Errorf("%w: a high surrogate \\u%04x not followed by a low one at byte %d", ErrAmbiguousJSON, r, i-5)
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
+}
+
+// hex4 reads the four hex digits at doc[i:].
+func hex4(doc []byte, i int) (rune, bool) {
+	if i+4 > len(doc) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range doc[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// decodeValue reads one JSON value from dec (numbers as json.Number), refusing an object
+// with two members of one name.
+func decodeValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			obj := map[string]any{}
+			for dec.More() {
+				nt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				name, ok := nt.(string)
+				if !ok {
+					return nil, fmt.Errorf("object member name %v is not a string", nt)
+				}
+				if _, dup := obj[name]; dup {
+					return nil, fmt.Errorf("%w: two members named %q in one object", ErrAmbiguousJSON, name)
+				}
+				if obj[name], err = decodeValue(dec); err != nil {
+					return nil, err
+				}
+			}
+			if _, err := dec.Token(); err != nil { // '}'
+				return nil, err
+			}
+			return obj, nil
+		case '[':
+			arr := []any{}
+			for dec.More() {
+				v, err := decodeValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			if _, err := dec.Token(); err != nil { // ']'
+				return nil, err
+			}
+			return arr, nil
+		}
+		return nil, fmt.Errorf("unexpected %v", t)
+	default:
+		return t, nil // string, json.Number, bool, nil
+	}
+}
+
 // HashPayload returns the hex SHA-256 of the canonical form of a JSON payload (see
 // CanonicalJSON). A payload that is not JSON is hashed as raw bytes, unless fields are
 // given, which require a JSON object.
@@ -115,21 +243,23 @@ func HashPayload(payload []byte, fields ...string) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// redactKey is what errors and logs may show of an idempotency key: its short hash
-// ("h:" and HashKey), "" for none.
+// redactKey is what errors may show of an idempotency key: nothing but whether there is
+// one. Errors end in logs, records and dead letters; the line, the record and the
+// message that carry them name the key already (its keyed hash, its item, its
+// attribute), and an unkeyed hash of it would let anyone check a guess.
 func redactKey(key string) string {
 	if key == "" {
 		return `""`
 	}
-	return "h:" + HashKey(key)
+	return "…"
 }
 
-// redact turns a record key into what errors and logs may show: the scope and a short
-// hash of the key, which may hold personal data. `idemctl inspect` takes the raw key.
+// redact turns a record key into what errors may show: its scope alone ("payments#…"),
+// for the reasons of redactKey. `idemctl inspect` takes the raw key.
 func redact(pk string) string {
-	scope, key, ok := strings.Cut(pk, "#")
+	scope, _, ok := strings.Cut(pk, "#")
 	if !ok {
-		return "h:" + HashKey(pk)
+		return "…"
 	}
-	return scope + "#h:" + HashKey(key)
+	return scope + "#…"
 }

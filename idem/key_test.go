@@ -102,6 +102,29 @@ func TestDeduplicationIDIsOneToOne(t *testing.T) {
 	}
 }
 
+// TestCheckScope: a scope of up to 256 bytes of UTF-8 without '#' is accepted, by
+// CheckScope and by New; one byte more, a '#', invalid UTF-8 or none is refused. (The
+// bound's edge: a mutant that refused exactly 256 bytes survived every other test.)
+func TestCheckScope(t *testing.T) {
+	at := strings.Repeat("s", 256)
+	for _, ok := range []string{"s", at, strings.Repeat("é", 128), "orders-v2.eu"} {
+		if err := idem.CheckScope(ok); err != nil {
+			t.Errorf("CheckScope(%d bytes %.12q): %v, want nil", len(ok), ok, err)
+		}
+		if _, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: ok}); err != nil {
+			t.Errorf("New with the scope %.12q (%d bytes): %v", ok, len(ok), err)
+		}
+	}
+	for _, bad := range []string{"", at + "s", strings.Repeat("é", 128) + "s", "a#b", "a\xc3"} {
+		if err := idem.CheckScope(bad); err == nil {
+			t.Errorf("CheckScope(%d bytes %.12q) = nil, want an error", len(bad), bad)
+		}
+		if _, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: bad}); err == nil {
+			t.Errorf("New with the scope %.12q (%d bytes) succeeded", bad, len(bad))
+		}
+	}
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	s := idem.NewMemoryStore()
 	for name, cfg := range map[string]idem.Config{
@@ -195,5 +218,39 @@ func TestIsPermanent(t *testing.T) {
 	}
 	if idem.Permanent(nil) != nil {
 		t.Error("Permanent(nil) != nil")
+	}
+}
+
+// TestAmbiguousBodiesHaveTheirOwnFingerprints (issue 28, finding 5): bodies that decode
+// to one value only by losing what tells them apart (a lone surrogate and U+FFFD,
+// invalid UTF-8 and U+FFFD, two members of one name and the last) never share a
+// fingerprint: the second would be answered as a retry of the first.
+func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
+	for _, pair := range [][2]string{
+		{`{"note":"\ud800"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\udbff"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\udc00"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\ud800\u0041"}`, `{"note":"\ufffdA"}`},
+		{"{\"note\":\"\xff\"}", `{"note":"\ufffd"}`},
+		{`{"a":1,"a":2}`, `{"a":2}`},
+	} {
+		a, err := idem.HashPayload([]byte(pair[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := idem.HashPayload([]byte(pair[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a == b {
+			t.Errorf("%q and %q share the fingerprint %s", pair[0], pair[1], a)
+		}
+		if _, err := idem.CanonicalJSON([]byte(pair[0])); !errors.Is(err, idem.ErrAmbiguousJSON) {
+			t.Errorf("CanonicalJSON(%q): %v, want ErrAmbiguousJSON", pair[0], err)
+		}
+	}
+	// A surrogate pair is a character: kept.
+	if c, err := idem.CanonicalJSON([]byte(`"\ud83d\ude00"`)); err != nil || string(c) != `"😀"` {
+		t.Errorf("a surrogate pair: %q, %v", c, err)
 	}
 }

@@ -64,16 +64,20 @@ type Attributes struct {
 	ResponseEnc string // "response_enc"
 	Error       string // "error"
 	Retryable   string // "retryable"
-	Attempt     string // "attempt"
-	Steps       string // "steps"
-	Owner       string // "owner"
-	Outbox      string // "outbox"
-	OutboxEnc   string // "outbox_enc"
-	OutboxGroup string // "outbox_group"
-	OutboxDead  string // "outbox_dead"
-	Sent        string // "sent"
-	CreatedAt   string // "created_at"
-	UpdatedAt   string // "updated_at"
+	// ErrorCategory and ErrorPublic: "error_category", "error_public" (Record.Category,
+	// Record.Public).
+	ErrorCategory string
+	ErrorPublic   string
+	Attempt       string // "attempt"
+	Steps         string // "steps"
+	Owner         string // "owner"
+	Outbox        string // "outbox"
+	OutboxEnc     string // "outbox_enc"
+	OutboxGroup   string // "outbox_group"
+	OutboxDead    string // "outbox_dead"
+	Sent          string // "sent"
+	CreatedAt     string // "created_at"
+	UpdatedAt     string // "updated_at"
 }
 
 // PowertoolsLayout is the layout of AWS Lambda Powertools' idempotency table: partition
@@ -127,7 +131,8 @@ func (a *Attributes) canonical() []struct {
 	}{
 		{attrStatus, &a.Status}, {attrLeaseToken, &a.LeaseToken}, {attrLeaseUntil, &a.LeaseUntil}, {attrInflight, &a.Inflight},
 		{attrExpiresAt, &a.ExpiresAt}, {attrPayloadHash, &a.PayloadHash}, {attrResponse, &a.Response}, {attrResponseEnc, &a.ResponseEnc},
-		{attrError, &a.Error}, {attrRetryable, &a.Retryable}, {attrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrOwner, &a.Owner},
+		{attrError, &a.Error}, {attrRetryable, &a.Retryable}, {attrErrorCategory, &a.ErrorCategory}, {attrErrorPublic, &a.ErrorPublic},
+		{attrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrOwner, &a.Owner},
 		{attrOutbox, &a.Outbox}, {attrOutboxEnc, &a.OutboxEnc}, {attrOutboxGroup, &a.OutboxGroup}, {attrOutboxDead, &a.OutboxDead},
 		{attrSent, &a.Sent}, {attrCreatedAt, &a.CreatedAt}, {attrUpdatedAt, &a.UpdatedAt},
 	}

@@ -101,7 +101,7 @@ func (m *MemoryStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	r.Inflight, r.Owner, r.UpdatedAt = next.Shard, next.Owner, now.Truncate(time.Millisecond)
 	r.ExpiresAt = expiresAt.Truncate(time.Second)
 	r.Attempt++
-	r.Error, r.Retryable = "", false
+	r.Error, r.Retryable, r.Category, r.Public = "", false, "", ""
 	return r.clone(), nil
 }
 
@@ -292,8 +292,13 @@ func (m *MemoryStore) ReadGuard(ctx context.Context, table string, key map[strin
 	return nil, nil
 }
 
-// Fail mirrors the fenced update.
+// Fail is FailWith with a Failure of reason and retryable alone (as DynamoStore.Fail).
 func (m *MemoryStore) Fail(ctx context.Context, l Lease, reason string, retryable bool, expiresAt, now time.Time) error {
+	return m.FailWith(ctx, l, plainFailure(reason, retryable), expiresAt, now)
+}
+
+// FailWith mirrors the fenced update.
+func (m *MemoryStore) FailWith(ctx context.Context, l Lease, f Failure, expiresAt, now time.Time) error {
 	if err := ctxErr(ctx, "fail"); err != nil {
 		return err
 	}
@@ -303,7 +308,8 @@ func (m *MemoryStore) Fail(ctx context.Context, l Lease, reason string, retryabl
 	if err != nil {
 		return err
 	}
-	r.Status, r.Error, r.Retryable, r.Inflight = StatusFailed, nonEmpty(reason), retryable, ""
+	r.Status, r.Error, r.Retryable, r.Inflight = StatusFailed, nonEmpty(f.Reason), f.Retryable, ""
+	r.Category, r.Public = f.Category, f.Public
 	r.ExpiresAt, r.UpdatedAt = expiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
 	return nil
 }

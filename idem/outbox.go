@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Message is an outbound SQS message that a handler asks for in Result.Messages. It is
@@ -92,8 +93,9 @@ type Pending struct {
 	// dead-lettered instead of sent.
 	Dead []DeadMessage
 
-	sent      *cached   // the completed record for the cache, once the messages are sent
-	committed time.Time // when they were committed (the reaper sends in that order)
+	sent      *cached           // the completed record for the cache, once the messages are sent
+	committed time.Time         // when they were committed (the reaper sends in that order)
+	origin    trace.SpanContext // the span of the record that committed them: their send's parent
 }
 
 // prepareMessages validates a handler's outbound messages and fills in what the
@@ -281,6 +283,7 @@ func (c *Client) hand(ctx context.Context, p *Pending) error {
 	if p == nil {
 		return nil
 	}
+	c.traceOrigin(ctx, p)
 	if s, ok := ctx.Value(pendingSlotKey{}).(*pendingSlot); ok && s != nil {
 		s.p = p
 		if b, ok := ctx.Value(batchPendingsKey{}).(*batchPendings); ok && b != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ReasonLeaseExpired is the error the reaper records on a lease it fails.
@@ -49,6 +51,9 @@ type Reaper struct {
 	// has sent those of every record committed before it, so that it never sends a FIFO
 	// group's messages out of commit order (see Sweep).
 	MaxLease time.Duration
+	// Tracer, when set, records a span per sweep (SpanSweep), per lease failed (SpanReap)
+	// and per record whose messages it sends (SpanSend); nil records nothing.
+	Tracer trace.TracerProvider
 }
 
 // SweepResult counts what a sweep did.
@@ -107,6 +112,9 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	if clock == nil {
 		clock = time.Now
 	}
+	tr := newTracer(r.Tracer)
+	ctx, span := startSweep(ctx, tr)
+	defer func() { endSweep(span, res, err) }()
 	deadline, hasDeadline := ctx.Deadline()
 	late := func() bool { return hasDeadline && time.Until(deadline) < margin }
 	before := clock().Add(-grace)
@@ -149,7 +157,7 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 				break
 			}
 		}
-		for i, err := range deliver(ctx, r.Sender, r.DeadLetter, r.Store, clock, pendings) {
+		for i, err := range deliver(ctx, tr, r.Sender, r.DeadLetter, r.Store, clock, pendings) {
 			res.DeadLettered += len(pendings[i].Dead)
 			if err == nil {
 				res.Sent++
@@ -186,7 +194,9 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 					return res, nil
 				}
 				now := clock()
-				err := r.Store.Reap(ctx, s, ReasonLeaseExpired, now)
+				rctx, rspan := startReap(ctx, tr, s)
+				err := r.Store.Reap(rctx, s, ReasonLeaseExpired, now)
+				endReap(rspan, now.Sub(s.LeaseUntil.Add(grace)), err)
 				switch {
 				case err == nil:
 					res.Reaped++

@@ -29,9 +29,15 @@ type Record struct {
 	Response    []byte // as given to Complete (decompressed)
 	Error       string // FAILED: the reason
 	Retryable   bool   // FAILED: whether the next delivery may take over
-	Attempt     int    // acquisitions so far, takeovers included
-	Steps       []string
-	Outbox      []Message // COMPLETED: outbound messages committed but not yet known to be sent
+	// Category is what kind of failure Error is (CategoryOf), Public the reason its
+	// handler chose to show (PublicReason): what the message's sender may be told of a
+	// FAILED record. "" in records written before they were kept, and in reaped ones
+	// (retrying).
+	Category Category
+	Public   string
+	Attempt  int // acquisitions so far, takeovers included
+	Steps    []string
+	Outbox   []Message // COMPLETED: outbound messages committed but not yet known to be sent
 	// OutboxGroup is the FIFO message group of the delivery that committed the outbox,
 	// kept while it is pending: a later delivery of the key in that group sends it;
 	// one in another group leaves it to that group (or the reaper), so messages never

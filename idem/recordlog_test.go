@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -24,11 +25,12 @@ func TestOneLogLinePerRecord(t *testing.T) {
 		"k-bad":   idem.Permanent(errors.New("invalid amount")),
 		"k-flaky": errors.New("gateway timeout"),
 	}}
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Logger: logger})
+	keys := testKeys(t)
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Logger: logger, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dlByID{}, Logger: logger})
+	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dlByID{}, Logger: logger, Keys: keys})
 
 	msg := func(id, group, key, receives string) events.SQSMessage {
 		m := keyedMsg(id, key, `{"amount_cents":500}`)
@@ -74,15 +76,16 @@ func TestOneLogLinePerRecord(t *testing.T) {
 			continue
 		}
 		seen[id] = true
+		group := ev.Records[slices.IndexFunc(ev.Records, func(m events.SQSMessage) bool { return m.MessageId == id })].Attributes["MessageGroupId"]
 		if l["msg"] != "sqs record" || l["outcome"] != w.outcome || l["receive_count"] != w.receives ||
-			l["aws_request_id"] != "req-1" || l["group"] == nil {
-			t.Errorf("%s: line %v, want outcome %s, receive_count %v, aws_request_id, group", id, l, w.outcome, w.receives)
+			l["aws_request_id"] != "req-1" || l["group_hash"] != keys.LogHash(group) || l["group"] != nil {
+			t.Errorf("%s: line %v, want outcome %s, receive_count %v, aws_request_id, group_hash (the group's keyed hash) and no group", id, l, w.outcome, w.receives)
 		}
 		if _, ok := l["duration_ms"].(float64); !ok {
 			t.Errorf("%s: no duration_ms: %v", id, l)
 		}
-		if w.key != "" && l["key_hash"] != idem.HashKey(w.key) {
-			t.Errorf("%s: key_hash %v, want %s", id, l["key_hash"], idem.HashKey(w.key))
+		if w.key != "" && (l["key_hash"] != keys.LogHash(w.key) || l["key_hash"] == idem.HashKey(w.key)) {
+			t.Errorf("%s: key_hash %v, want the key's keyed hash %s (not its plain hash %s)", id, l["key_hash"], keys.LogHash(w.key), idem.HashKey(w.key))
 		}
 		if w.key == "" && l["key_hash"] != nil {
 			t.Errorf("%s: key_hash %v for a message without a key", id, l["key_hash"])

@@ -62,6 +62,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		}
 		// A permanent failure is stored and replayed, as in ModeLease.
 		rec.Status, rec.Error = StatusFailed, truncate(herr.Error(), 1024)
+		rec.Category, rec.Public = CategoryOf(herr), truncate(PublicReason(herr), 1024)
 		out, err := c.putSingle(ctx, rec, nil, hash, seen)
 		if err != nil || out != nil {
 			if err == nil {
@@ -79,7 +80,9 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if res.Guarded {
 		writes, rec.Outbox, rec.home = nil, nil, 0
 	}
-	out, err := c.putSingle(ctx, rec, writes, hash, seen)
+	pctx, commit := c.startSpan(ctx, SpanCommit, pk)
+	out, err := c.putSingle(pctx, rec, writes, hash, seen)
+	endCommit(commit, res, Result{Attempt: rec.Attempt, Replayed: out != nil}, err)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, applied := guardFired(wce, res.Guards)
@@ -221,23 +224,32 @@ func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.Tran
 }
 
 // explain returns a business rule's refusal in the handler's words (Result.Explain),
-// standing alone: it is what a person reads in the dead-letter queue. ok is false when
-// the handler gave none.
-func explain(wce *WriteConditionError, res Result) (*WriteConditionError, bool) {
-	if res.Explain == nil || wce.Index < 0 || wce.Index >= len(res.Writes) {
+// standing alone: it is what a person reads in the dead-letter queue; with the part its
+// sender may read (Result.Tell, a PublicError) when the handler gives one. ok is false
+// when the handler gave neither.
+func explain(wce *WriteConditionError, res Result) (error, bool) {
+	if wce.Index < 0 || wce.Index >= len(res.Writes) {
 		return nil, false
 	}
 	var item map[string]types.AttributeValue
 	if len(wce.Failed) > 0 {
 		item = wce.Failed[0].Item
 	}
-	reason := res.Explain(wce.Index, item)
-	if reason == "" {
-		return nil, false
+	var err error = wce
+	explained := false
+	if res.Explain != nil {
+		if reason := res.Explain(wce.Index, item); reason != "" {
+			e := *wce
+			e.Reason, e.Explained = reason, true
+			err, explained = &e, true
+		}
 	}
-	explained := *wce
-	explained.Reason, explained.Explained = reason, true
-	return &explained, true
+	if res.Tell != nil {
+		if public := res.Tell(wce.Index, item); public != "" {
+			return Public(err, public), true
+		}
+	}
+	return err, explained
 }
 
 func truncate(s string, n int) string {

@@ -33,6 +33,11 @@ type SQSConfig struct {
 	// until that lease ends, and a message whose handler extends its lease until the new
 	// end, so that waiting on a lease never costs a receive (optional; see Visibility).
 	Visibility *Visibility
+	// Keys are the stack's keys (optional): they verify the ingress's signature of a key
+	// in the HTTP callers' namespace (KeyRule.Keys; without them every such key is
+	// refused), and the key is logged as its keyed hash, key_hash (Keys.LogHash; without
+	// them it is left out).
+	Keys *Keys
 }
 
 // NewSQSHandler returns a RecordFunc for BatchProcessor that runs cfg.Handler through
@@ -50,19 +55,25 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rule := KeyRule{Source: cfg.KeySource, Field: cfg.KeyField}
+	rule := KeyRule{Source: cfg.KeySource, Field: cfg.KeyField, Keys: cfg.Keys}
 	if err := rule.Check(); err != nil {
 		return nil, err
 	}
 	h := cfg.Client.Middleware(cfg.Handler)
-	metrics, vis := cfg.Metrics, cfg.Visibility
+	client, metrics, vis := cfg.Client, cfg.Metrics, cfg.Visibility
 	return func(ctx context.Context, msg events.SQSMessage) error {
 		key, err := rule.Key(msg)
 		if err != nil {
+			if client.tr.on() {
+				client.traceRecord(ctx, "", "permanent", nil)
+			}
 			logRecordOutcome(ctx, log, msg, "permanent", slog.LevelWarn, nil, 0, err)
 			return err
 		}
-		attrs := []slog.Attr{slog.String("key_hash", HashKey(key))}
+		var attrs []slog.Attr
+		if h := cfg.Keys.LogHash(key); h != "" {
+			attrs = append(attrs, slog.String("key_hash", h)) // keyed: a guessed key cannot be checked against it
+		}
 
 		start := time.Now()
 		res, err := h.Handle(vis.withDelivery(ctx, msg), &Request{Key: key, Payload: []byte(msg.Body)})
@@ -94,6 +105,9 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 			outcome, level = "permanent", slog.LevelWarn
 		default:
 			outcome, level = "retry", slog.LevelWarn
+		}
+		if client.tr.on() {
+			client.traceRecord(ctx, key, outcome, &res)
 		}
 		logRecordOutcome(ctx, log, msg, outcome, level, attrs, d, err)
 		return err

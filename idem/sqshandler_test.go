@@ -96,9 +96,10 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 		"k-flaky": errors.New("gateway timeout"),
 	}}
 	m := idem.NewMetrics(nil, "ns", "svc")
+	keys := testKeys(t)
 	rf, err := idem.NewSQSHandler(idem.SQSConfig{
 		Client: newClient(t), Handler: h, KeyField: "payment_id", Metrics: m,
-		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Keys: keys,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -158,8 +159,8 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 			if l["outcome"] != st.outcome || l["message_id"] != st.msg.MessageId || l["aws_request_id"] != "req-1" {
 				t.Errorf("log line = %v, want outcome %s", l, st.outcome)
 			}
-			if st.key != "" && l["key_hash"] != idem.HashKey(st.key) {
-				t.Errorf("key_hash = %v, want %s", l["key_hash"], idem.HashKey(st.key))
+			if st.key != "" && l["key_hash"] != keys.LogHash(st.key) {
+				t.Errorf("key_hash = %v, want %s", l["key_hash"], keys.LogHash(st.key))
 			}
 			if st.outcome == "applied" && l["attempt"] != 1.0 {
 				t.Errorf("attempt = %v, want 1", l["attempt"])

@@ -65,6 +65,11 @@ type KeyRule struct {
 	// Field is the top-level JSON field of the body: the fallback of KeyFromMessage
 	// ("" for none), the key of KeyFromField (required).
 	Field string
+	// Keys verify the ingress's signature (IngressSignatureAttribute) of a message whose
+	// key is in the HTTP callers' namespace (CallerKeyPrefix): such a key, from any source,
+	// is taken only from a message the ingress signed, so that no other producer takes a
+	// key an HTTP caller uses (ErrForgedKey). Nil: every such key is refused.
+	Keys *Keys
 }
 
 // Check reports a rule that cannot key any message.
@@ -81,9 +86,21 @@ func (r KeyRule) Check() error {
 	return fmt.Errorf("idem: %s is not a key source", r.Source)
 }
 
-// Key returns the idempotency key of msg under the rule. Every error is permanent (see
-// MessageKey).
+// Key returns the idempotency key of msg under the rule. A key in the HTTP callers'
+// namespace (CallerKeyPrefix) is refused with ErrForgedKey unless the ingress signed msg
+// (Keys). Every error is permanent (see MessageKey).
 func (r KeyRule) Key(msg events.SQSMessage) (string, error) {
+	key, err := r.key(msg)
+	if err != nil {
+		return "", err
+	}
+	if err := checkNamespace(r.Keys, msg, key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+func (r KeyRule) key(msg events.SQSMessage) (string, error) {
 	if r.Source == KeyFromField {
 		if r.Field == "" {
 			return "", Permanent(fmt.Errorf("idem: key of message %s: %w", msg.MessageId, r.Check()))

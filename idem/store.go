@@ -19,7 +19,8 @@ type Store interface {
 	Create(ctx context.Context, rec *Record, now time.Time) (existing *Record, created bool, err error)
 	// Takeover installs a new lease (token, until, owner, shard) on a record that is
 	// still exactly as seen (same token, status and lease), increments Attempt, keeps
-	// Steps, sets the TTL to expiresAt and returns the updated record. A record that
+	// Steps, clears the last failure, sets the TTL to expiresAt and returns the updated
+	// record. A record that
 	// changed since it was seen gives ErrLeaseLost.
 	Takeover(ctx context.Context, seen *Record, next Lease, expiresAt, now time.Time) (*Record, error)
 	// Complete marks the record COMPLETED with c.Response, c.ExpiresAt and c.Outbox,
@@ -46,8 +47,9 @@ type Store interface {
 	// Retry makes a FAILED record that is not retryable retryable (the operator's
 	// "clear"), if it still holds token; otherwise ErrLeaseLost.
 	Retry(ctx context.Context, key, token, reason string, now time.Time) error
-	// Fail marks the record FAILED with reason and retryable, fenced on the lease.
-	Fail(ctx context.Context, l Lease, reason string, retryable bool, expiresAt, now time.Time) error
+	// FailWith marks the record FAILED with f (its reason, whether it is retryable, its
+	// category and public reason), fenced on the lease.
+	FailWith(ctx context.Context, l Lease, f Failure, expiresAt, now time.Time) error
 	// AddStep records a completed step, fenced on the lease.
 	AddStep(ctx context.Context, l Lease, step string, now time.Time) error
 	// Extend moves the lease deadline to until, fenced on the lease.

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 func main() {
@@ -26,7 +29,18 @@ func main() {
 	if err != nil {
 		initFailed(fmt.Errorf("consumer: load AWS configuration: %w", err))
 	}
-	h, err := consumerapp.New(cfg, consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg)))
+	tp, err := tracing.Setup(context.Background(), os.LookupEnv, "consumer", &awsCfg) // nil: TRACING=none
+	if err != nil {
+		initFailed(err)
+	}
+	if cfg.Keys, err = stacksecret.Resolve(context.Background(), cfg.Keys, cfg.SecretARN, awsCfg); err != nil {
+		initFailed(fmt.Errorf("consumer: %w", err))
+	}
+	// The handler gets the same clients (example.Deps), and the HTTP client for its calls
+	// outside AWS, whose deadline is the invocation's.
+	deps := consumerapp.Clients(dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), &http.Client{})
+	deps.Tracer = tp.TracerProvider()
+	h, err := consumerapp.New(cfg, deps)
 	if err != nil {
 		initFailed(err)
 	}

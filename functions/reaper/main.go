@@ -14,6 +14,8 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 func main() {
@@ -25,7 +27,14 @@ func main() {
 	if err != nil {
 		initFailed(fmt.Errorf("reaper: load AWS configuration: %w", err))
 	}
-	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)})
+	tp, err := tracing.Setup(context.Background(), os.LookupEnv, "reaper", &awsCfg) // nil: TRACING=none
+	if err != nil {
+		initFailed(err)
+	}
+	if cfg.Keys, err = stacksecret.Resolve(context.Background(), cfg.Keys, cfg.SecretARN, awsCfg); err != nil {
+		initFailed(fmt.Errorf("reaper: %w", err))
+	}
+	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Tracer: tp.TracerProvider()})
 	if err != nil {
 		initFailed(err)
 	}

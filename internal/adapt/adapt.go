@@ -24,17 +24,34 @@ func Run(ctx context.Context, dir string, env []string, name string, args ...str
 	return out.String(), time.Since(start), err
 }
 
-// CopyTracked copies the files git tracks in the repository at root (their content in
-// the work tree, so uncommitted edits are copied too; files deleted from the work tree
-// are left out) into dst: a clean copy, without build output or ignored files.
-func CopyTracked(root, dst string) (int, error) {
-	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+// Files lists the files of the repository at root as a user's work tree has them: those
+// git tracks and the new ones it does not ignore (a package not yet committed), paths
+// relative to root, each once. A tracked file deleted from the work tree is listed too.
+func Files(root string) ([]string, error) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--deduplicate").Output()
 	if err != nil {
-		return 0, fmt.Errorf("adapt: git ls-files in %s: %w", root, err)
+		return nil, fmt.Errorf("adapt: git ls-files in %s: %w", root, err)
+	}
+	var files []string
+	for _, rel := range bytes.Split(bytes.TrimRight(out, "\x00"), []byte{0}) {
+		if len(rel) > 0 {
+			files = append(files, string(rel))
+		}
+	}
+	return files, nil
+}
+
+// CopyWorkTree copies the files of Files (their content in the work tree, so uncommitted
+// edits and new files are copied too; files deleted from the work tree are left out) into
+// dst: a clean copy, without build output or ignored files.
+func CopyWorkTree(root, dst string) (int, error) {
+	files, err := Files(root)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
-	for _, rel := range bytes.Split(bytes.TrimRight(out, "\x00"), []byte{0}) {
-		src := filepath.Join(root, string(rel))
+	for _, rel := range files {
+		src := filepath.Join(root, rel)
 		info, err := os.Lstat(src)
 		if os.IsNotExist(err) {
 			continue
@@ -49,7 +66,7 @@ func CopyTracked(root, dst string) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		to := filepath.Join(dst, string(rel))
+		to := filepath.Join(dst, rel)
 		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 			return n, err
 		}

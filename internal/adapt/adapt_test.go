@@ -20,18 +20,19 @@ import (
 // copy's suites and demo share: they load moto as much as the reliability suite does.
 func TestMain(m *testing.M) { os.Exit(awstest.MainOwn(m)) }
 
-// swapTo is the example the test wires in place of the default: the second of the
-// build's examples.
+// swapTo is the example the test wires in place of the default: the last of the
+// build's examples (payouts: a read, a refusal before an outside call, a step, a write
+// and an outbound message, the shape furthest from the default's).
 func swapTo(t *testing.T) example.Example {
 	t.Helper()
 	if len(wiring.Examples) < 2 {
 		t.Skip("the build carries one example: nothing to swap to")
 	}
-	return wiring.Examples[1]
+	return wiring.Examples[len(wiring.Examples)-1]
 }
 
 // TestSwapTheWiredExample is what README.md's "Adapting it to your own messages" promises:
-// from a clean copy of the repository, the second example is wired by changing only
+// from a clean copy of the repository, another example is wired by changing only
 // functions/consumer/wiring/wiring.go and the template block of template.yaml. Then the
 // build, the template lint, the fast suites (reliability, demo, consumer) and
 // `idemctl demo` must pass in the copy, on the new example.
@@ -49,11 +50,11 @@ func TestSwapTheWiredExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	n, err := adapt.CopyTracked(root, dir)
+	n, err := adapt.CopyWorkTree(root, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("copied %d tracked files to %s", n, dir)
+	t.Logf("copied %d files (tracked, and new ones git does not ignore) to %s", n, dir)
 	module := goList(t, dir, "list", "-m")
 
 	// 1. The wiring file: the new example alone.
@@ -198,12 +199,12 @@ func run(t *testing.T, dir string, limit time.Duration, env []string, name strin
 // copy.
 func gitChanged(t *testing.T, root, dir string) []string {
 	t.Helper()
-	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	files, err := adapt.Files(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var changed []string
-	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+	for _, rel := range files {
 		a, errA := os.ReadFile(filepath.Join(root, rel))
 		b, errB := os.ReadFile(filepath.Join(dir, rel))
 		if os.IsNotExist(errA) {

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -226,6 +227,12 @@ func DynamoDB(t testing.TB, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 func SQS(t testing.TB, opts ...func(*sqs.Options)) *sqs.Client {
 	t.Helper()
 	return sqs.NewFromConfig(Config(t), opts...)
+}
+
+// SecretsManager returns a Secrets Manager client for the local endpoint.
+func SecretsManager(t testing.TB) *secretsmanager.Client {
+	t.Helper()
+	return secretsmanager.NewFromConfig(Config(t))
 }
 
 var seq atomic.Int64

@@ -73,10 +73,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, env func
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "idemctl help: one command at a time, not %q\n\n", strings.Join(args[1:], " "))
+			usage(stderr)
+			return exitUsage
+		}
 		if len(args) > 1 {
 			if c := findCommand(args[1]); c != nil {
 				return c.run(ctx, []string{"-h"}, stdout, stdout, env)
 			}
+			fmt.Fprintf(stderr, "idemctl help: unknown command %q\n\n", args[1])
+			usage(stderr)
+			return exitUsage
 		}
 		usage(stdout)
 		return exitOK

@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 	bootstrapsDir = dir
 	code := awstest.Main(m)
 	_ = os.RemoveAll(dir)
+	if idemctlDir != "" {
+		_ = os.RemoveAll(idemctlDir)
+	}
 	os.Exit(code)
 }
 
@@ -201,10 +204,10 @@ func TestUp(t *testing.T) {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	vars := parseExports(t, r.stdout)
-	// The functions' variables the template gives, and QUEUE_URL.
+	// The functions' variables the template gives, QUEUE_URL and the local secret's value.
 	tpl := templateFor(t, ex)
 	names := slices.Sorted(maps.Keys(vars))
-	want := slices.Sorted(slices.Values(append(tpl.VarNames(), stack.QueueURLVar)))
+	want := slices.Sorted(slices.Values(append(tpl.VarNames(), stack.QueueURLVar, stack.SecretValueVar)))
 	if !slices.Equal(names, want) {
 		t.Errorf("exported %v, want the template's %v", names, want)
 	}
@@ -432,6 +435,26 @@ func TestSend(t *testing.T) {
 	if data2 := readFile(t, record+"2"); again.code != 0 || data2 != readFile(t, record) {
 		t.Errorf("send with the same seed: exit %d, same messages %v", again.code, data2 == readFile(t, record))
 	}
+
+	// Copies past the window: a new deduplication id, so SQS delivers them, with the
+	// same key and body. (The same seed's originals are dropped as duplicates.)
+	past := idemctl(t, e, "send", "--count", "10", "--groups", "2", "--seed", "43", "--duplicates-past-window", "0.5")
+	if want := fmt.Sprintf("sent 15 of 15 messages (10 %s messages, 5 duplicates)", ex.Name()); past.code != 0 || !strings.Contains(past.stdout, want) {
+		t.Fatalf("send --duplicates-past-window: exit %d, want %q\n%s%s", past.code, want, past.stdout, past.stderr)
+	}
+	perKey := map[string]int{}
+	for _, sm := range receiveAll(t, e["QUEUE_URL"]) {
+		perKey[attr(sm, idem.KeyAttribute)]++
+	}
+	twice := 0
+	for _, n := range perKey {
+		if n == 2 {
+			twice++
+		}
+	}
+	if len(perKey) != 10 || twice != 5 {
+		t.Errorf("received %d keys, %d of them twice; want 10 keys, 5 of them twice: %v", len(perKey), twice, perKey)
+	}
 }
 
 // sameJSON says whether a and b are the same JSON value.
@@ -505,6 +528,8 @@ func TestSendNeedsQueue(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, `QUEUE_URL is not set: run eval "$(idemctl up)"`) {
 		t.Errorf("exit %d: %s", r.code, r.stderr)
 	}
+	// A missing queue is found before anything is prepared: the example's variables are
+	// not set here either, and the queue is what the error names.
 	e := localEnv(t)
 	e["QUEUE_URL"] = awstest.Endpoint(t) + "/123456789012/" + awstest.Name(t, "missing") + ".fifo"
 	r = idemctl(t, e, "send", "--count", "1")
@@ -740,9 +765,11 @@ func TestRedrive(t *testing.T) {
 	}
 
 	dry := idemctl(t, e, "redrive", "--dry-run")
+	keys := stackKeys(t, e)
 	if dry.code != 0 || !strings.Contains(dry.stdout, "3 messages would move") || strings.Count(dry.stdout, "field: missing") != 3 ||
-		!strings.Contains(dry.stdout, idem.HashKey("key:r-2")) || strings.Contains(dry.stdout, "key:r-2") {
-		t.Fatalf("dry run: exit %d\n%s%s", dry.code, dry.stdout, dry.stderr)
+		!strings.Contains(dry.stdout, keys.LogHash("key:r-2")) || strings.Contains(dry.stdout, "key:r-2") ||
+		strings.Count(dry.stdout, e["QUEUE_URL"]) != 4 || strings.Contains(dry.stdout, "g-1") {
+		t.Fatalf("dry run: exit %d, want each message's destination (the input queue), the keys' and groups' hashes as logged\n%s%s", dry.code, dry.stdout, dry.stderr)
 	}
 
 	r := idemctl(t, e, "redrive")
@@ -824,8 +851,13 @@ func TestUsage(t *testing.T) {
 		{[]string{"--help"}, 0, "inspect"},
 		{[]string{"help", "send"}, 0, "-duplicates"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"help", "nosuch"}, 2, `idemctl help: unknown command "nosuch"`},
+		{[]string{"help", "send", "run"}, 2, "one command at a time"},
+		{[]string{"help", "gateway"}, 0, "-addr"},
 		{[]string{"send", "--bogus"}, 2, "flag provided but not defined"},
-		{[]string{"send", "--duplicates", "1.5"}, 2, "--duplicates must be from 0 to 1"},
+		{[]string{"send", "--duplicates", "1.5"}, 2, "--duplicates and --duplicates-past-window must be from 0 to 1"},
+		{[]string{"send", "--duplicates-past-window", "-1"}, 2, "--duplicates and --duplicates-past-window must be from 0 to 1"},
+		{[]string{"run", "--crash-at", "nowhere"}, 2, "--crash-at must be one of acquire, reap, step-called, step-recorded, commit, sent"},
 		{[]string{"inspect", "-h"}, 0, "usage: idemctl inspect KEY"},
 		{[]string{"up", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"up", "--example", "nope"}, 2, `unknown example "nope"`},
@@ -851,25 +883,32 @@ func (refusingSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchInp
 }
 
 // TestRedriveOutbound: an outbound message that its queue refused for good was
-// dead-lettered with the queue it was for; once the cause is fixed, redrive sends it
-// back to that queue (not to the input queue), with its key, its group and none of the
-// dlq-* attributes.
+// dead-lettered, signed, with the queue it was for; once the cause is fixed, redrive
+// sends it back to that queue (not to the input queue), one of the stack's (here named
+// with --outbound-queue), with its key, its group and none of the dlq-* attributes.
+// The same dead letter for a queue that is not the stack's goes to the input queue.
 func TestRedriveOutbound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := upStack(t)
 	api := awstest.SQS(t)
-	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "out") + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"}})
-	if err != nil {
-		t.Fatal(err)
+	newQueue := func(name string) string {
+		q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, name) + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(q.QueueUrl)
 	}
-	out := aws.ToString(q.QueueUrl)
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer"}
+	out, elsewhere := newQueue("out"), newQueue("elsewhere")
+	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e)}
 	m := idem.Message{QueueURL: out, Body: `{"receipt":"r-1"}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}
 	if err := dl.DeadLetterOutbound(ctx, m, errors.New("InvalidParameterValue: Message must be shorter than 1024 bytes.")); err != nil {
 		t.Fatal(err)
 	}
-	if r := idemctl(t, e, "redrive"); r.code != 0 || !strings.Contains(r.stdout, "moved 1 messages") {
+	if dry := idemctl(t, e, "redrive", "--dry-run", "--outbound-queue", out); dry.code != 0 || !strings.Contains(dry.stdout, "1 to "+out) {
+		t.Fatalf("dry run: exit %d, want its destination named\n%s%s", dry.code, dry.stdout, dry.stderr)
+	}
+	if r := idemctl(t, e, "redrive", "--outbound-queue", out); r.code != 0 || !strings.Contains(r.stdout, "moved 1 messages") || !strings.Contains(r.stdout, "1 to "+out) {
 		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if in := receiveAll(t, e["QUEUE_URL"]); len(in) != 0 {
@@ -881,6 +920,96 @@ func TestRedriveOutbound(t *testing.T) {
 		t.Fatalf("outbound queue holds %+v, want the message with its key, group and deduplication id", got)
 	}
 	for name := range got[0].MessageAttributes {
+		if strings.HasPrefix(name, "dlq-") {
+			t.Errorf("attribute %s kept", name)
+		}
+	}
+
+	// Signed, but for a queue that is not the stack's: the input queue.
+	m.QueueURL, m.Attributes[idem.KeyAttribute] = elsewhere, "payments#p-2#0"
+	if err := dl.DeadLetterOutbound(ctx, m, errors.New("InvalidParameterValue")); err != nil {
+		t.Fatal(err)
+	}
+	if r := idemctl(t, e, "redrive", "--outbound-queue", out); r.code != 0 || !strings.Contains(r.stderr, "not one of the stack's queues") {
+		t.Fatalf("redrive of a dead letter for another queue: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if n := len(receiveAll(t, elsewhere)); n != 0 {
+		t.Errorf("%d messages went to a queue that is not the stack's", n)
+	}
+	if in := receiveAll(t, e["QUEUE_URL"]); len(in) != 1 {
+		t.Errorf("%d messages in the input queue, want the dead letter for another queue", len(in))
+	}
+}
+
+// stackKeys are the keys of the stack's secret `idemctl up` exported.
+func stackKeys(t *testing.T, e env) *idem.Keys {
+	t.Helper()
+	keys, err := idem.NewKeys([]byte(e["STACK_SECRET"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestRedriveForgedDeadLetter (issue 28, finding 2): a producer allowed only to send to
+// the input queue forges the attributes of a dead letter (dlq-outbound-queue naming the
+// example's outbound queue, which only the consumer and the reaper may write to) on a
+// message the consumer cannot take, and SQS's own redrive moves it to the DLQ as it was
+// (maxReceiveCount), attributes and all. `idemctl redrive` sends it to the input queue,
+// says so in the dry run and the summary, and never to the outbound queue: the dead
+// letter carries no signature of the consumer or the reaper.
+func TestRedriveForgedDeadLetter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := upStack(t)
+	_, outVar := exampletest.Confirms(exampletest.Example(t))
+	if outVar == "" {
+		t.Skipf("example %s has no outbound queue", exampletest.Example(t).Name())
+	}
+	protected := e[outVar]
+	api := awstest.SQS(t)
+	forged := `{"receipt":"forged"}`
+	if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(e["QUEUE_URL"]), MessageBody: aws.String(forged), MessageGroupId: aws.String("g-forged"),
+		MessageDeduplicationId: aws.String("forged-1"),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			idem.DLQOutboundQueueAttribute: {DataType: aws.String("String"), StringValue: aws.String(protected)},
+			idem.DLQReasonAttribute:        {DataType: aws.String("String"), StringValue: aws.String("a receipt its queue refused")},
+			idem.DLQSignatureAttribute:     {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
+			idem.KeyAttribute:              {DataType: aws.String("String"), StringValue: aws.String("payments#forged#0")},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer never takes it: SQS moves it to the DLQ after maxReceiveCount receives.
+	for range 10 {
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e["QUEUE_URL"]), MaxNumberOfMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages { // back at once: a consumer that fails to take it
+			if _, err := api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e["QUEUE_URL"]), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dry := idemctl(t, e, "redrive", "--dry-run")
+	if dry.code != 0 || !strings.Contains(dry.stdout, "1 messages would move") || !strings.Contains(dry.stdout, "not signed by the stack's consumer or reaper") ||
+		strings.Count(dry.stdout, protected) != 1 || !strings.Contains(dry.stdout, "to "+e["QUEUE_URL"]) { // the note names it, no row goes there
+		t.Fatalf("dry run: exit %d, want the forged dead letter shown going to the input queue\n%s%s", dry.code, dry.stdout, dry.stderr)
+	}
+	r := idemctl(t, e, "redrive")
+	if r.code != 0 || !strings.Contains(r.stdout, "moved 1 messages") || !strings.Contains(r.stdout, "to "+e["QUEUE_URL"]) {
+		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if got := receiveAll(t, protected); len(got) != 0 {
+		t.Fatalf("the forged dead letter reached the outbound queue %s: %+v", protected, got)
+	}
+	in := receiveAll(t, e["QUEUE_URL"])
+	if len(in) != 1 || aws.ToString(in[0].Body) != forged {
+		t.Fatalf("input queue holds %+v, want the forged message", in)
+	}
+	for name := range in[0].MessageAttributes {
 		if strings.HasPrefix(name, "dlq-") {
 			t.Errorf("attribute %s kept", name)
 		}

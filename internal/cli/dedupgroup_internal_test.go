@@ -18,7 +18,7 @@ import (
 func TestDeduplicationIDsKeepTheirGroup(t *testing.T) {
 	var m dedupgroup.Map
 	rng := rand.New(rand.NewPCG(12, 13))
-	out, err := messages(traffic(12, 300, 5, rng), 0.5, true, rng)
+	out, err := messages(traffic(12, 300, 5, rng), copies{same: 0.5}, true, rng)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
+	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -47,6 +52,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	inProcess := flags.Bool("in-process", false, "call the handlers inside this process instead of running the bootstraps as Lambda execution environments")
 	bootDir := flags.String("bootstraps", "", "directory with consumer/bootstrap, reaper/bootstrap and ingress/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them)")
 	httpRequests := flags.Int("http", -1, "the HTTP phase: this many of the messages go through the ingress (idemctl serve) over real HTTP, sent by clients that retry, give up early, race and reuse keys with other bodies (default: a tenth of --messages, at least 10; 0: no HTTP phase; none with --storm)")
+	trace := addTraceFile(flags)
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -75,17 +81,24 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	if *storm {
 		*httpRequests = 0
 	}
-	if _, err := idem.ParseMode(*mode); err != nil {
+	m, err := idem.ParseMode(*mode)
+	if err != nil {
 		return usageError(flags, stderr, "--mode: %v", err)
+	}
+	if ex, _ := pickExample(*exName, env); ex != nil {
+		if err := example.CheckMode(ex, m); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", flags.Name(), err)
+			return exitFail
+		}
 	}
 	if v, _ := env("AWS_ENDPOINT_URL"); strings.TrimSpace(v) == "" {
 		return fail(stderr, "demo", errors.New("AWS_ENDPOINT_URL is not set: the demo runs on a local endpoint only (make demo starts one)"))
 	}
-	ok, err := demoRun(ctx, demoOptions{
+	ok, err = demoRun(ctx, demoOptions{
 		template: *template, example: *exName, messages: *count, accounts: *accounts, consumers: *consumers,
 		seed: *seed, crash: !*noCrash, logPath: *logPath, self: *self, kills: *kills, maxUp: *maxUp,
 		phases: *phases, storm: *storm, maxDeliveries: *maxDeliveries, mode: *mode, inProcess: *inProcess, bootstraps: *bootDir,
-		http: *httpRequests,
+		http: *httpRequests, trace: trace,
 	}, stdout, stderr, env)
 	if err != nil {
 		return fail(stderr, "demo", err)
@@ -112,6 +125,7 @@ type demoOptions struct {
 	inProcess                     bool
 	bootstraps                    string
 	http                          int // messages through the ingress (0: no HTTP phase)
+	trace                         *traceFile
 }
 
 func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env lookupEnv) (bool, error) {
@@ -132,7 +146,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	sqsClient, ddb := sqs.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg)
 	// A stack of its own per demo, so a reused endpoint never mixes two runs.
 	stackName := fmt.Sprintf("demo%d", time.Now().Unix()%1_000_000_000)
-	e, err := stack.Up(ctx, t, stack.Clients{SQS: sqsClient, DynamoDB: ddb, Region: awsCfg.Region}, stackName, stderr)
+	e, err := stack.Up(ctx, t, stack.Clients{SQS: sqsClient, DynamoDB: ddb, SecretsManager: secretsmanager.NewFromConfig(awsCfg), Region: awsCfg.Region}, stackName, stderr)
 	if err != nil {
 		return false, err
 	}
@@ -141,6 +155,24 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		vars[v.Name] = v.Value
 	}
 	vars["IDEMPOTENCY_MODE"] = o.mode
+	if _, err := o.trace.env(env); err != nil {
+		return false, err
+	}
+	for _, kv := range o.trace.vars() { // the functions' execution environments and the children trace
+		name, value, _ := strings.Cut(kv, "=")
+		vars[name] = value
+	}
+	// The example's outside services: a stand-in for each (internal/gateway), whose calls
+	// the demo counts.
+	for _, name := range example.ServicesOf(ex) {
+		g, err := gateway.Start("", nil)
+		if err != nil {
+			return false, fmt.Errorf("a stand-in for %s: %w", name, err)
+		}
+		defer g.Close() //nolint:errcheck // the demo is over: its calls were counted
+		vars[name] = g.URL()
+		fmt.Fprintf(stderr, "demo: %s: a stand-in for the service (internal/gateway) at %s\n", name, g.URL())
+	}
 	logPath := o.logPath
 	if logPath == "" {
 		logPath = filepath.Join(os.TempDir(), "idemctl-"+stackName+".log")
@@ -178,7 +210,13 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 			how = "in this process"
 		}
 		fmt.Fprintf(stderr, "demo: the ingress runs %s behind %s\n", how, url)
-		opts.HTTP = &demo.HTTPOptions{URL: url, Requests: o.http, Sent: metrics.Sent}
+		// The demo's clients do not sign: the ingress takes them for the local caller of
+		// the endpoint's credentials, and keeps and sends their requests under its keys.
+		consumerKey, err := localCallerKey(ctx, awsCfg, lookup)
+		if err != nil {
+			return false, err
+		}
+		opts.HTTP = &demo.HTTPOptions{URL: url, Requests: o.http, Sent: metrics.Sent, ConsumerKey: consumerKey}
 	}
 	// The execution mode of the children: the same bootstraps, or --in-process.
 	mode := []string{"--in-process"}
@@ -203,7 +241,10 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 			return false, fmt.Errorf("find idemctl's own binary for the consumer children: %w", err)
 		}
 	}
-	childEnv := append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String(), "IDEMPOTENCY_MODE="+o.mode)
+	childEnv := append(append(e.Environ(), "LEASE_GRACE="+demo.LeaseGrace.String(), "IDEMPOTENCY_MODE="+o.mode), o.trace.vars()...)
+	for _, name := range example.ServicesOf(ex) {
+		childEnv = append(childEnv, name+"="+vars[name])
+	}
 	if ep, ok := env("AWS_ENDPOINT_URL"); ok {
 		childEnv = append(childEnv, "AWS_ENDPOINT_URL="+ep)
 	}
@@ -213,7 +254,7 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 			"--visibility-timeout", "8s", "--reaper-every", "1s", "--retry-after", "1s"}, mode...)
 		var phases []string
 		if o.phases {
-			phases = demo.PhasesOf(o.mode)
+			phases = demo.PhasesOf(o.mode, len(example.ServicesOf(ex)) > 0)
 		}
 		opts.Chaos = func(ctx context.Context, logs demo.ChildLog) (demo.ChaosResult, error) {
 			return demo.Chaos(ctx, demo.ChaosConfig{
@@ -234,5 +275,25 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 		return false, err
 	}
 	s.Print(stdout)
+	traceHint(stdout, o.trace)
 	return s.OK, nil
+}
+
+// localCallerKey is the key the consumer sees for an unsigned request to a local ingress
+// (serveIngress): the client's key under the namespace of the local caller of the
+// credentials in awsCfg, in the key scope INGRESS_KEY_SCOPE.
+func localCallerKey(ctx context.Context, awsCfg aws.Config, lookup lookupEnv) (func(string) string, error) {
+	creds, err := awsCfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	scope := setting("", lookup, "INGRESS_KEY_SCOPE")
+	if scope == "" {
+		scope = ingressapp.ScopeCaller
+	}
+	ns, ok := ingressapp.Namespace(scope, funcurl.LocalCaller(creds.AccessKeyID))
+	if !ok {
+		return nil, fmt.Errorf("INGRESS_KEY_SCOPE %q: the local caller has no namespace in it", scope)
+	}
+	return func(key string) string { return idem.CallerKey(ns, key) }, nil
 }

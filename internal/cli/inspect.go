@@ -14,14 +14,16 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 )
 
 // recordFlags are the flags that locate an idempotency record.
 type recordFlags struct {
-	scope, table *string
-	hash         *bool
+	scope, table, caller *string
+	hash                 *bool
 }
 
 func addRecordFlags(flags *flag.FlagSet) *recordFlags {
@@ -29,6 +31,8 @@ func addRecordFlags(flags *flag.FlagSet) *recordFlags {
 		scope: flags.String("scope", "", "idempotency scope (default $IDEMPOTENCY_SCOPE, which `idemctl up` exports from the template's ScopeName)"),
 		table: flags.String("table", "", "idempotency table (default $IDEMPOTENCY_TABLE)"),
 		hash:  flags.Bool("hash-keys", false, "the consumer stores every key hashed (idem.Config.HashKeys)"),
+		caller: flags.String("http-caller", "", "KEY is the Idempotency-Key this IAM caller (`ARN`, as the ingress logs it) sent to the ingress: "+
+			"the record is the one of its key in the caller's namespace, under $INGRESS_KEY_SCOPE (default caller)"),
 	}
 }
 
@@ -39,6 +43,9 @@ type recordRef struct {
 	scope string
 	key   string // as the producer set it
 	pk    string // the record's partition key
+	// logHash is the key's hash as the functions log it (key_hash), "" without the
+	// stack's secret.
+	logHash string
 }
 
 func (rf *recordFlags) open(ctx context.Context, env lookupEnv, key string) (*recordRef, error) {
@@ -50,11 +57,22 @@ func (rf *recordFlags) open(ctx context.Context, env lookupEnv, key string) (*re
 	if scope == "" {
 		return nil, errNotSet("IDEMPOTENCY_SCOPE", "scope")
 	}
+	if *rf.caller != "" {
+		ikey, err := httpCallerKey(*rf.caller, key, env)
+		if err != nil {
+			return nil, err
+		}
+		key = ikey
+	}
 	pk, err := idem.RecordKey(scope, key, *rf.hash)
 	if err != nil {
 		return nil, err
 	}
 	cfg, err := LoadAWSEnv(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := stacksecret.Keys(ctx, env, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +92,25 @@ func (rf *recordFlags) open(ctx context.Context, env lookupEnv, key string) (*re
 	if err != nil {
 		return nil, err
 	}
-	return &recordRef{store: store, table: table, scope: scope, key: key, pk: pk}, nil
+	return &recordRef{store: store, table: table, scope: scope, key: key, pk: pk, logHash: keys.LogHash(key)}, nil
+}
+
+// httpCallerKey is the key the ingress sends the Idempotency-Key key of the IAM caller
+// arn under (ingressapp.Namespace, idem.CallerKey), in the key scope INGRESS_KEY_SCOPE.
+func httpCallerKey(arn, key string, env lookupEnv) (string, error) {
+	scope := setting("", env, "INGRESS_KEY_SCOPE")
+	if scope == "" {
+		scope = ingressapp.ScopeCaller
+	}
+	account := ""
+	if parts := strings.SplitN(arn, ":", 6); len(parts) == 6 {
+		account = parts[4]
+	}
+	ns, ok := ingressapp.Namespace(scope, &ingressapp.IAMCaller{UserARN: arn, AccountID: account})
+	if !ok {
+		return "", fmt.Errorf("--http-caller %q: not an IAM ARN the key scope %q can place", arn, scope)
+	}
+	return idem.CallerKey(ns, key), nil
 }
 
 // get reads the record, expired or not: Store.Get with the zero time counts no record as
@@ -95,6 +131,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	flags := newFlags("inspect", stderr)
 	rf := addRecordFlags(flags)
 	asJSON := flags.Bool("json", false, "print the record as JSON")
+	ingressTable := flags.String("ingress-table", "", "the ingress's table, whose record of the key is shown too (default $INGRESS_TABLE; unset: not shown)")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -111,6 +148,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return fail(stderr, "inspect", err)
 	}
 	view := newRecordView(ref, rec, time.Now())
+	table := setting(*ingressTable, env, "INGRESS_TABLE")
+	if table != "" {
+		view.Ingress, view.ingressErr = readIngress(ctx, env, ref, table)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -120,6 +161,14 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return exitOK
 	}
 	view.print(stdout)
+	if table != "" {
+		fmt.Fprintf(stdout, "\nthe ingress's record (%s)\n", table)
+		if view.ingressErr != "" {
+			fmt.Fprintf(stdout, "  %s\n", view.ingressErr)
+		} else {
+			printIngressView(stdout, view.Ingress)
+		}
+	}
 	return exitOK
 }
 
@@ -127,6 +176,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, en
 type recordView struct {
 	Key           string     `json:"key"`
 	Record        string     `json:"record"`
+	KeyHash       string     `json:"key_hash,omitempty"` // as the functions log it
 	Status        string     `json:"status"`
 	Attempt       int        `json:"attempt"`
 	Owner         string     `json:"owner,omitempty"`
@@ -138,6 +188,8 @@ type recordView struct {
 	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
 	Expired       bool       `json:"expired"`
 	Error         string     `json:"error,omitempty"`
+	Category      string     `json:"error_category,omitempty"` // what the ingress tells HTTP callers
+	Public        string     `json:"error_public,omitempty"`
 	Retryable     *bool      `json:"retryable,omitempty"`
 	ResponseBytes int        `json:"response_bytes"`
 	// OutboxPending lists the queues of outbound messages committed but not yet sent;
@@ -151,8 +203,12 @@ type recordView struct {
 	PayloadHash string             `json:"payload_hash,omitempty"`
 	CreatedAt   *time.Time         `json:"created_at,omitempty"`
 	UpdatedAt   *time.Time         `json:"updated_at,omitempty"`
+	// Ingress is the ingress's record of the key (with INGRESS_TABLE): whether its HTTP
+	// request's message was sent. nil when there is none or it was not read.
+	Ingress *ingressapp.RecordView `json:"ingress,omitempty"`
 
-	now time.Time
+	now        time.Time
+	ingressErr string // why Ingress is nil when it was read
 }
 
 func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView {
@@ -163,12 +219,12 @@ func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView 
 		return &t
 	}
 	v := &recordView{
-		Key: ref.key, Record: rec.Key, Status: string(rec.Status), Attempt: rec.Attempt, Owner: rec.Owner,
+		Key: ref.key, Record: rec.Key, KeyHash: ref.logHash, Status: string(rec.Status), Attempt: rec.Attempt, Owner: rec.Owner,
 		LeaseToken: shortToken(rec.LeaseToken), LeaseUntil: opt(rec.LeaseUntil),
 		LeaseExpired: !rec.LeaseUntil.IsZero() && !now.Before(rec.LeaseUntil),
 		Inflight:     rec.Inflight, Steps: append([]string{}, rec.Steps...),
 		ExpiresAt: opt(rec.ExpiresAt), Expired: !rec.ExpiresAt.IsZero() && rec.ExpiresAt.Before(now),
-		Error: rec.Error, ResponseBytes: len(rec.Response), PayloadHash: rec.PayloadHash,
+		Error: rec.Error, Category: string(rec.Category), Public: rec.Public, ResponseBytes: len(rec.Response), PayloadHash: rec.PayloadHash,
 		CreatedAt: opt(rec.CreatedAt), UpdatedAt: opt(rec.UpdatedAt), now: now,
 	}
 	if rec.Status == idem.StatusFailed {
@@ -197,6 +253,9 @@ func (v *recordView) print(w io.Writer) {
 	}
 	row("key", "%s", v.Key)
 	row("record", "%s", v.Record)
+	if v.KeyHash != "" {
+		row("key hash", "%s (key_hash in the functions' log lines)", v.KeyHash)
+	}
 	status := v.Status
 	if v.Expired {
 		status += " (expired: counts as absent, DynamoDB deletes it later)"
@@ -221,6 +280,9 @@ func (v *recordView) print(w io.Writer) {
 	}
 	if v.Status == string(idem.StatusFailed) {
 		row("error", "%s", orDash(v.Error))
+		if v.Category != "" {
+			row("category", "%s (what the ingress tells HTTP callers, with the reason %q)", v.Category, v.Public)
+		}
 		retry := "no: later deliveries get this error without running"
 		if v.Retryable != nil && *v.Retryable {
 			retry = "yes: the next delivery takes the key over"

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
@@ -16,6 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
@@ -45,13 +51,17 @@ type redriveAPI interface {
 }
 
 // runRedrive moves messages from the dead-letter queue back to the input queue, after
-// the cause of their failure is fixed.
+// the cause of their failure is fixed; an outbound message the consumer or the reaper
+// dead-lettered goes back to its own queue, when that is one of the stack's.
 func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	flags := newFlags("redrive", stderr)
 	dlqURL := flags.String("dlq-url", "", "dead-letter queue URL (default $DLQ_URL)")
 	queueURL := flags.String("queue-url", "", "input queue URL (default $QUEUE_URL)")
 	maxN := flags.Int("max", 0, "move at most `N` messages (default: all)")
-	dryRun := flags.Bool("dry-run", false, "list the messages that would move, move nothing")
+	dryRun := flags.Bool("dry-run", false, "list the messages that would move and where, move nothing")
+	template := flags.String("template", "template.yaml", "the SAM template: the queues its functions' variables name (their values from the environment) are the stack's queues an outbound dead letter may go back to")
+	var outbound stringList
+	flags.Var(&outbound, "outbound-queue", "a `URL` of the stack's an outbound dead letter may go back to, besides the template's (repeatable)")
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -73,6 +83,16 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	}
 	cfg, err := LoadAWSEnv(ctx, env)
 	if err != nil {
+		return fail(stderr, "redrive", err)
+	}
+	if r.keys, err = stacksecret.Keys(ctx, env, cfg); err != nil {
+		return fail(stderr, "redrive", err)
+	}
+	if r.keys == nil {
+		return fail(stderr, "redrive", fmt.Errorf("%s is not set: redrive tells the consumer's and the reaper's dead letters from forged ones "+
+			"with the stack's secret: run eval \"$(idemctl up)\" first, or export the stack's output StackSecretArn as %s", envconf.SecretARNVar, envconf.SecretARNVar))
+	}
+	if r.queues, err = stackQueues(*template, outbound, env); err != nil {
 		return fail(stderr, "redrive", err)
 	}
 	r.api = sqs.NewFromConfig(cfg)
@@ -99,6 +119,54 @@ type redriver struct {
 	fifo           bool // the input queue is FIFO
 	max            int  // 0: all
 	stdout, stderr io.Writer
+	keys           *idem.Keys      // verify the dead letters' signatures
+	queues         map[string]bool // the stack's queues an outbound dead letter may go back to
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// stackQueues is the set of the stack's queues an outbound dead letter may go back to:
+// the values of the variables the template gives its functions that name its queues
+// (stack.Template.QueueVariables), and extra. A template that is not there gives none.
+func stackQueues(path string, extra []string, env lookupEnv) (map[string]bool, error) {
+	queues := map[string]bool{}
+	for _, q := range extra {
+		queues[q] = true
+	}
+	t, err := stack.Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return queues, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range t.QueueVariables() {
+		if v, ok := env(name); ok && v != "" {
+			queues[v] = true
+		}
+	}
+	return queues, nil
+}
+
+// destination is where m goes back to: the queue its dlq-outbound-queue names, when m
+// is a dead letter the consumer or the reaper signed (idem.Keys.VerifyDeadLetter) and
+// that queue is one of the stack's; otherwise the input queue, as an input message, with
+// why a destination it named is not honoured (ignored; "" when it named none).
+func (r *redriver) destination(m types.Message) (dest string, outbound bool, ignored string) {
+	claim := aws.ToString(m.MessageAttributes[idem.DLQOutboundQueueAttribute].StringValue)
+	switch {
+	case claim == "":
+		return r.queue, false, ""
+	case r.keys.VerifyDeadLetter(m) != nil:
+		return r.queue, false, fmt.Sprintf("its %s %s is ignored: the dead letter is not signed by the stack's consumer or reaper", idem.DLQOutboundQueueAttribute, claim)
+	case !r.queues[claim] || claim == r.dlq:
+		return r.queue, false, fmt.Sprintf("its %s %s is ignored: not one of the stack's queues", idem.DLQOutboundQueueAttribute, claim)
+	}
+	return claim, true, ""
 }
 
 func (r *redriver) receive(ctx context.Context, n int) ([]types.Message, error) {
@@ -130,6 +198,7 @@ func (r *redriver) batch(done int) int {
 func (r *redriver) move(ctx context.Context) error {
 	var moved, failed atomic.Int64
 	failedIDs := map[string]bool{}
+	to := map[string]int{}        // messages moved, by destination
 	stderr := syncw.New(r.stderr) // shared with the progress goroutine
 	stop := startProgress(stderr, time.Second, func() string {
 		return fmt.Sprintf("redrive: %d moved, %d failed", moved.Load(), failed.Load())
@@ -151,20 +220,25 @@ func (r *redriver) move(ctx context.Context) error {
 				continue
 			}
 			fresh++
-			if err := r.moveOne(ctx, m); err != nil {
+			dest, ignored, err := r.moveOne(ctx, m)
+			if ignored != "" {
+				fmt.Fprintf(stderr, "idemctl redrive: message %s goes to the input queue: %s\n", id, ignored)
+			}
+			if err != nil {
 				failed.Add(1)
 				failedIDs[id] = true
 				fmt.Fprintf(stderr, "idemctl redrive: message %s: %v\n", id, err)
 				continue
 			}
 			moved.Add(1)
+			to[dest]++
 		}
 		if fresh == 0 {
 			break
 		}
 	}
 	stop()
-	fmt.Fprintf(r.stdout, "moved %d messages from %s to %s: %d failed\n", moved.Load(), r.dlq, r.queue, failed.Load())
+	fmt.Fprintf(r.stdout, "moved %d messages from %s%s: %d failed\n", moved.Load(), r.dlq, r.destinations(to), failed.Load())
 	if !r.fifo && moved.Load() > 0 {
 		fmt.Fprintln(r.stdout, "note: the input queue is not FIFO: a message redriven twice arrives twice; its idempotency record makes the second a replay")
 	}
@@ -174,13 +248,48 @@ func (r *redriver) move(ctx context.Context) error {
 	return nil
 }
 
-// redriveInput is the message to send to the input queue for m: its body, its
-// attributes without the dlq-* ones, its group, and a deduplication id derived from its
-// id in the dead-letter queue. An outbound message a queue refused for good
-// (idem.DLQOutboundQueueAttribute) goes back to that queue instead, with its own key as
-// its deduplication id: it is not an input message.
+// destinations says where the messages counted in to went, the input queue first:
+// " to URL" for one, " (N to URL, M to URL)" for several.
+func (r *redriver) destinations(to map[string]int) string {
+	if len(to) == 0 {
+		return " to " + r.queue
+	}
+	if len(to) == 1 && to[r.queue] > 0 {
+		return " to " + r.queue
+	}
+	dests := make([]string, 0, len(to))
+	for d := range to {
+		dests = append(dests, d)
+	}
+	slices.SortFunc(dests, func(a, b string) int {
+		switch {
+		case a == r.queue:
+			return -1
+		case b == r.queue:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(dests))
+	for i, d := range dests {
+		parts[i] = fmt.Sprintf("%d to %s", to[d], d)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// redriveInput is the message to send back for m: to its destination (destination). To
+// the input queue: its body, its attributes without the dlq-* ones, its group, and a
+// deduplication id derived from its id in the dead-letter queue. An outbound message
+// the consumer or the reaper dead-lettered goes back to its queue instead, with its own
+// key as its deduplication id: it is not an input message.
 func (r *redriver) redriveInput(m types.Message) (*sqs.SendMessageInput, error) {
-	if dest := aws.ToString(m.MessageAttributes[idem.DLQOutboundQueueAttribute].StringValue); dest != "" {
+	dest, outbound, _ := r.destination(m)
+	return r.inputTo(m, dest, outbound)
+}
+
+// inputTo is redriveInput for m going to dest, as an outbound message or not.
+func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.SendMessageInput, error) {
+	if outbound {
 		return outboundInput(m, dest), nil
 	}
 	attrs := map[string]types.MessageAttributeValue{}
@@ -242,19 +351,21 @@ func outboundInput(m types.Message, dest string) *sqs.SendMessageInput {
 	return in
 }
 
-func (r *redriver) moveOne(ctx context.Context, m types.Message) error {
-	in, err := r.redriveInput(m)
+// moveOne sends m back (to its destination) and deletes it from the dead-letter queue;
+// it returns where it went, and why a destination m named was not honoured.
+func (r *redriver) moveOne(ctx context.Context, m types.Message) (dest, ignored string, err error) {
+	dest, outbound, ignored := r.destination(m)
+	in, err := r.inputTo(m, dest, outbound)
 	if err != nil {
-		return err
+		return "", ignored, err
 	}
 	if _, err := r.api.SendMessage(ctx, in); err != nil {
-		dest := aws.ToString(in.QueueUrl)
-		return fmt.Errorf("send to %s: %w (left in the dead-letter queue)", dest, queueError(dest, err))
+		return "", ignored, fmt.Errorf("send to %s: %w (left in the dead-letter queue)", dest, queueError(dest, err))
 	}
 	if _, err := r.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(r.dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
-		return fmt.Errorf("sent, but not deleted from the dead-letter queue: %w (a later redrive sends it again; a FIFO queue drops that copy within 5 minutes)", err)
+		return "", ignored, fmt.Errorf("sent to %s, but not deleted from the dead-letter queue: %w (a later redrive sends it again; a FIFO queue drops that copy within 5 minutes)", dest, err)
 	}
-	return nil
+	return dest, ignored, nil
 }
 
 // redriveDedupID is "redrive-" and the SHA-256 of the message id: 72 characters, under
@@ -278,7 +389,9 @@ func (r *redriver) list(ctx context.Context) error {
 	seen := map[string]bool{}
 	var handles []*string
 	tw := tabwriter.NewWriter(r.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MESSAGE ID\tGROUP\tKEY HASH\tREASON")
+	fmt.Fprintln(tw, "MESSAGE ID\tGROUP\tKEY HASH\tTO\tREASON")
+	to := map[string]int{}
+	var ignored []string
 	defer func() {
 		// Visible again at once, for the real redrive or the consumer's operator.
 		for _, h := range handles {
@@ -306,16 +419,28 @@ func (r *redriver) list(ctx context.Context) error {
 			handles = append(handles, m.ReceiptHandle)
 			keyHash := "-"
 			if k := messageKey(m); k != "" {
-				keyHash = idem.HashKey(k)
+				keyHash = r.keys.LogHash(k) // as the functions log it
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", id, orDash(m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]), keyHash, dlqReason(m))
+			group := "-"
+			if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
+				group = r.keys.LogHash(g)
+			}
+			dest, _, why := r.destination(m)
+			to[dest]++
+			if why != "" {
+				ignored = append(ignored, fmt.Sprintf("message %s goes to the input queue: %s", id, why))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, group, keyHash, dest, dlqReason(m))
 		}
 		if fresh == 0 {
 			break
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(r.stdout, "dry run: %d messages would move from %s to %s; nothing moved\n", len(seen), r.dlq, r.queue)
+	for _, line := range ignored {
+		fmt.Fprintln(r.stdout, "note: "+line)
+	}
+	fmt.Fprintf(r.stdout, "dry run: %d messages would move from %s%s; nothing moved\n", len(seen), r.dlq, r.destinations(to))
 	if strings.HasSuffix(r.dlq, ".fifo") && len(seen) > 0 {
 		fmt.Fprintln(r.stdout, "note: a FIFO queue holds back the rest of a group while its first messages are received, so more may be behind these")
 	}

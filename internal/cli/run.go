@@ -20,9 +20,11 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
@@ -44,6 +46,7 @@ type runOptions struct {
 	crashAfter        int
 	inProcess         bool
 	bootstraps        string
+	trace             *traceFile
 }
 
 // runRun plays the Lambda event source mapping for the consumer and runs the reaper on
@@ -70,6 +73,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 	flags.IntVar(&o.crashAfter, "crash-after", 1, "with --crash-at: at the phase's Nth occurrence")
 	flags.BoolVar(&o.inProcess, "in-process", false, "call the handlers inside this process instead of running the bootstraps as Lambda execution environments (for -race coverage of the handler path)")
 	flags.StringVar(&o.bootstraps, "bootstraps", "", "directory with consumer/bootstrap and reaper/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them from the module in the working directory)")
+	o.trace = addTraceFile(flags)
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -121,6 +125,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 // started (the go build of the bootstraps).
 func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookupEnv) (runner.Stats, time.Duration, error) {
 	stderr = syncw.New(stderr) // progress and the stall notice come from several goroutines
+	env, err := o.trace.env(env)
+	if err != nil {
+		return runner.Stats{}, 0, err
+	}
+	defer o.trace.close()
 	o.queueURL = setting(o.queueURL, env, "QUEUE_URL")
 	if o.queueURL == "" {
 		return runner.Stats{}, 0, errNotSet("QUEUE_URL", "queue-url")
@@ -129,6 +138,19 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 	if err != nil {
 		return runner.Stats{}, 0, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
 	}
+	// An outside service of the example whose URL is not set gets a stand-in for this run.
+	env, started, stopStandIns, err := standIns(consumerCfg.Example, env)
+	if err != nil {
+		return runner.Stats{}, 0, err
+	}
+	defer stopStandIns()
+	for name, g := range started {
+		fmt.Fprintf(stderr, "run: %s is not set: a stand-in for the service (internal/gateway, as idemctl gateway serves it) answers at %s for this run\n", name, g.URL())
+		defer func() {
+			fmt.Fprintf(stderr, "run: the stand-in of %s: %s\n", name, tallyLine(gateway.Count(g.Calls())))
+		}()
+	}
+	consumerCfg.Env = env
 	var reaperCfg reaperapp.Config
 	if !o.noReaper {
 		if reaperCfg, err = reaperapp.FromEnv(env); err != nil {
@@ -144,6 +166,13 @@ func run(ctx context.Context, o runOptions, stdout, stderr io.Writer, env lookup
 		return runner.Stats{}, 0, err
 	}
 	sqsClient := sqs.NewFromConfig(awsCfg)
+	// The example's handler, built as the consumer's init builds it: a variable it lacks
+	// is named now rather than by every environment's init.
+	if _, err := consumerapp.New(consumerCfg, consumerapp.Deps{
+		DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqsClient, Logs: io.Discard, Metrics: io.Discard,
+	}); err != nil {
+		return runner.Stats{}, 0, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
+	}
 	logs := syncw.New(stdout)
 	cfg := runner.Config{
 		SQS: sqsClient, QueueURL: o.queueURL, Region: awsCfg.Region, Consumers: o.consumers, BatchSize: o.batchSize,
@@ -182,12 +211,25 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 	if cfg.FunctionTimeout == 0 {
 		cfg.FunctionTimeout = 30 * time.Second // the template's, when there is no template
 	}
-	var ddb idem.DynamoDBAPI = dynamodb.NewFromConfig(awsCfg)
+	// The stack's secret, as main loads it: STACK_SECRET locally, else the one
+	// STACK_SECRET_ARN names.
+	keys, err := stacksecret.Resolve(context.Background(), consumerCfg.Keys, consumerCfg.SecretARN, awsCfg)
+	if err != nil {
+		return err
+	}
+	consumerCfg.Keys, reaperCfg.Keys = keys, keys
+	tp, tracedCfg, err := o.trace.inProcess(context.Background(), "consumer", awsCfg)
+	if err != nil {
+		return err
+	}
+	var ddb idem.DynamoDBAPI = dynamodb.NewFromConfig(tracedCfg)
+	if tp != nil {
+		sqsClient = sqs.NewFromConfig(tracedCfg) // the consumer's calls traced, not the poller's
+	}
 	if o.stallCommit > 0 {
 		ddb = demo.StallCommits(ddb, o.stallCommit, stderr)
 	}
 	if o.crashAt != "" {
-		var err error
 		if ddb, err = demo.CrashAt(ddb, o.crashAt, o.crashAfter, func() {
 			fmt.Fprintf(stderr, "%s %s\n", demo.CrashMarker, o.crashAt)
 			killSelf()
@@ -197,12 +239,16 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 	}
 	cfg.NewHandler = func(i int) (runner.Handler, error) {
 		h, err := consumerapp.New(consumerCfg, consumerapp.Deps{
-			DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs, Owner: fmt.Sprintf("idemctl-run-%d", i),
+			DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs, Owner: fmt.Sprintf("idemctl-run-%d", i), Tracer: tp.TracerProvider(),
 		})
 		return runner.Handler(h), err
 	}
 	if !o.noReaper {
-		h, err := reaperapp.New(reaperCfg, reaperapp.Deps{DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs})
+		rtp, _, err := o.trace.inProcess(context.Background(), "reaper", awsCfg)
+		if err != nil {
+			return err
+		}
+		h, err := reaperapp.New(reaperCfg, reaperapp.Deps{DynamoDB: ddb, SQS: sqsClient, Logs: logs, Metrics: logs, Tracer: rtp.TracerProvider()})
 		if err != nil {
 			return err
 		}

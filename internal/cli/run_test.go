@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,10 +129,7 @@ func TestDemo(t *testing.T) {
 	ex := exampletest.Example(t)
 	exampletest.Traffic(t, ex)
 	exampletest.Checker(t, ex) // the summary's check
-	bin := filepath.Join(t.TempDir(), "idemctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
-		t.Fatalf("build idemctl: %v\n%s", err, out)
-	}
+	bin := buildIdemctl(t)
 	r := idemctl(t, localEnv(t), "demo", "--template", templatePath, "--example", ex.Name(), "--messages", "60", "--groups", "6",
 		"--consumers", "2", "--seed", "5", "--idemctl", bin, "--kills", "4", "--kill-within", "2s", "--logs", filepath.Join(t.TempDir(), "demo.log"))
 	if r.code != 0 {

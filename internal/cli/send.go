@@ -44,7 +44,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	count := flags.Int("count", 100, "number of messages to generate")
 	groups := flags.Int("groups", 5, "number of FIFO groups the generated messages go to (the ledger's accounts)")
 	flags.IntVar(groups, "accounts", 5, "the same as --groups")
-	duplicates := flags.Float64("duplicates", 0, "fraction `F` (0..1) of the messages sent a second time with the same deduplication id")
+	duplicates := flags.Float64("duplicates", 0, "fraction `F` (0..1) of the messages sent a second time with the same deduplication id (SQS drops such a copy within its 5-minute window)")
+	late := flags.Float64("duplicates-past-window", 0, "fraction `F` (0..1) of the messages sent a second time with a new deduplication id, as a copy sent past SQS's 5-minute window: it reaches a consumer, and the idempotency record answers it")
 	fromFile := flags.String("from-file", "", "send the message bodies of this JSON-lines `file` (one body per line, validated as the consumer does) instead of generating them")
 	skipInvalid := flags.Bool("skip-invalid", false, "with --from-file: skip invalid lines instead of sending nothing")
 	prepare := flags.Bool("prepare", true, "first write what the messages need in the example's tables (its example.Preparer: the inventory's stock); "+
@@ -64,8 +65,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 		return usageError(flags, stderr, "--count must be at least 1")
 	case *groups < 1:
 		return usageError(flags, stderr, "--groups must be at least 1")
-	case !(*duplicates >= 0 && *duplicates <= 1):
-		return usageError(flags, stderr, "--duplicates must be from 0 to 1")
+	case !(*duplicates >= 0 && *duplicates <= 1) || !(*late >= 0 && *late <= 1):
+		return usageError(flags, stderr, "--duplicates and --duplicates-past-window must be from 0 to 1")
 	case *concurrency < 1 || *concurrency > maxConcurrency:
 		return usageError(flags, stderr, "--concurrency must be from 1 to %d", maxConcurrency)
 	case *skipInvalid && *fromFile == "":
@@ -126,17 +127,18 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 			}
 		})
 	}
-	if doPrepare {
-		if err := example.Prepare(ctx, ex, dynamodb.NewFromConfig(cfg), example.Lookup(env), traffic); err != nil {
-			return fail(stderr, "send", fmt.Errorf("prepare the %s example's tables: %w", ex.Name(), err))
-		}
-	}
+	// The queue first: a missing one stops the command before anything is written.
 	api := sqs.NewFromConfig(cfg)
 	fifo, err := isFIFO(ctx, api, url)
 	if err != nil {
 		return fail(stderr, "send", err)
 	}
-	msgs, err := messages(traffic, *duplicates, fifo, rng)
+	if doPrepare {
+		if err := example.Prepare(ctx, ex, dynamodb.NewFromConfig(cfg), example.Lookup(env), traffic); err != nil {
+			return fail(stderr, "send", fmt.Errorf("prepare the %s example's tables: %w", ex.Name(), err))
+		}
+	}
+	msgs, err := messages(traffic, copies{same: *duplicates, late: *late, run: strconv.FormatUint(*seed, 10)}, fifo, rng)
 	if err != nil {
 		return fail(stderr, "send", err)
 	}
@@ -237,10 +239,19 @@ type outgoing struct {
 	sent  atomic.Bool
 }
 
-// messages builds the messages, then the duplicates: round(f*n) of them, chosen at
+// copies says which messages are sent twice: a fraction same of them with the same
+// deduplication id, a fraction late with a new one, made of run.
+type copies struct {
+	same, late float64
+	run        string
+}
+
+// messages builds the messages, then the duplicates: round(c.same*n) of them, chosen at
 // random, once more, identical (same deduplication id: SQS drops them within its
-// 5-minute window; the idempotency record catches them after it).
-func messages(traffic []example.Message, f float64, fifo bool, rng *rand.Rand) ([]*outgoing, error) {
+// 5-minute window; the idempotency record catches them after it), then round(c.late*n),
+// chosen at random, once more with a new deduplication id (as after the window: SQS
+// delivers them, and the idempotency record answers them).
+func messages(traffic []example.Message, c copies, fifo bool, rng *rand.Rand) ([]*outgoing, error) {
 	out := make([]*outgoing, 0, len(traffic))
 	for _, p := range traffic {
 		if !json.Valid([]byte(p.Body)) {
@@ -255,10 +266,20 @@ func messages(traffic []example.Message, f float64, fifo bool, rng *rand.Rand) (
 		}
 		out = append(out, m)
 	}
-	n := int(math.Round(f * float64(len(traffic))))
+	originals := out
+	n := int(math.Round(c.same * float64(len(traffic))))
 	for _, i := range rng.Perm(len(traffic))[:n] {
-		o := out[i]
+		o := originals[i]
 		out = append(out, &outgoing{msg: o.msg, dup: true, body: o.body, key: o.key, group: o.group, dedup: o.dedup})
+	}
+	n = int(math.Round(c.late * float64(len(traffic))))
+	for _, i := range rng.Perm(len(traffic))[:n] {
+		o := originals[i]
+		d := &outgoing{msg: o.msg, dup: true, body: o.body, key: o.key, group: o.group}
+		if fifo {
+			d.dedup = idem.DeduplicationID("again-" + c.run + "-" + o.key)
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }

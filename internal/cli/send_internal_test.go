@@ -66,7 +66,7 @@ func (f *flakySender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBat
 func testMessages(t *testing.T, n int, fifo bool) []*outgoing {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	msgs, err := messages(traffic(1, n, 3, rng), 0, fifo, rng)
+	msgs, err := messages(traffic(1, n, 3, rng), copies{}, fifo, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,26 +138,37 @@ func TestSenderStopsOnCallError(t *testing.T) {
 	}
 }
 
+// TestMessagesDuplicates: --duplicates sends copies with the original's deduplication id
+// (SQS drops them within its window), --duplicates-past-window copies with a new one,
+// the same for the same run and another for another run; both keep the body, the key
+// and the group.
 func TestMessagesDuplicates(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	msgs, err := messages(traffic(3, 20, 2, rng), 0.25, true, rng)
+	msgs, err := messages(traffic(3, 20, 2, rng), copies{same: 0.25, late: 0.5, run: "7"}, true, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dups := 0
+	same, late := 0, 0
 	byID := map[string]*outgoing{}
 	for _, m := range msgs {
 		if !m.dup {
 			byID[m.msg.ID] = m
 			continue
 		}
-		dups++
 		o := byID[m.msg.ID]
-		if o == nil || o.body != m.body || o.dedup != m.dedup || o.group != m.group || m.dedup != idem.DeduplicationID(m.msg.Key) {
-			t.Errorf("duplicate %+v of %+v", m, o)
+		if o == nil || o.body != m.body || o.key != m.key || o.group != m.group || o.dedup != idem.DeduplicationID(m.msg.Key) {
+			t.Fatalf("duplicate %+v of %+v", m, o)
+		}
+		switch m.dedup {
+		case o.dedup:
+			same++
+		case idem.DeduplicationID("again-7-" + m.key):
+			late++
+		default:
+			t.Errorf("duplicate of %s with deduplication id %q", m.msg.ID, m.dedup)
 		}
 	}
-	if dups != 5 || len(msgs) != 25 {
-		t.Errorf("%d duplicates in %d messages, want 5 in 25", dups, len(msgs))
+	if same != 5 || late != 10 || len(msgs) != 35 {
+		t.Errorf("%d same-id and %d new-id copies in %d messages, want 5 and 10 in 35", same, late, len(msgs))
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,6 +17,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
@@ -24,6 +28,7 @@ type serveOptions struct {
 	instances  int
 	inProcess  bool
 	bootstraps string
+	trace      *traceFile
 }
 
 // runServe serves the ingress on a loopback port, as its function URL would: each HTTP
@@ -38,6 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	flags.IntVar(&o.instances, "instances", 4, "execution environments, each taking one request at a time (Lambda's concurrency)")
 	flags.BoolVar(&o.inProcess, "in-process", false, "call the ingress's handler inside this process instead of running its bootstrap as Lambda execution environments")
 	flags.StringVar(&o.bootstraps, "bootstraps", "", "directory with ingress/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build it from the module in the working directory)")
+	o.trace = addTraceFile(flags)
 	pos, code, ok := parseArgs(flags, args)
 	if !ok {
 		return code
@@ -63,12 +69,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 // serveIngress starts the ingress's local function URL on o.addr and returns its URL
 // and the func that stops it (and its environments).
 func serveIngress(ctx context.Context, o serveOptions, stdout, stderr io.Writer, env lookupEnv) (string, func(), error) {
+	env, err := o.trace.env(env)
+	if err != nil {
+		return "", nil, err
+	}
 	cfg, err := ingressapp.FromEnvOf(examples, env)
 	if err != nil {
 		return "", nil, fmt.Errorf("%w (run eval \"$(idemctl up)\" first)", err)
 	}
 	awsCfg, err := LoadAWSEnv(ctx, env)
 	if err != nil {
+		return "", nil, err
+	}
+	if cfg.Keys, err = stacksecret.Resolve(ctx, cfg.Keys, cfg.SecretARN, awsCfg); err != nil {
 		return "", nil, err
 	}
 	creds, err := awsCfg.Credentials.Retrieve(ctx)
@@ -80,13 +93,20 @@ func serveIngress(ctx context.Context, o serveOptions, stdout, stderr io.Writer,
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &funcurl.Server{Invoke: invoke, Caller: funcurl.LocalCaller(creds.AccessKeyID), Region: awsCfg.Region}
+	// The caller of a request is the access key that signed it (as at a deployed URL,
+	// where it is the principal whose signature Lambda checked; here unchecked), or the
+	// local caller for an unsigned one.
+	local := funcurl.LocalCaller(creds.AccessKeyID)
+	srv := &funcurl.Server{Invoke: invoke, Region: awsCfg.Region,
+		CallerFor: func(r *http.Request) *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription {
+			return funcurl.SigV4Caller(r, local)
+		}}
 	url, stop, err := funcurl.Listen(o.addr, srv)
 	if err != nil {
 		closeAll()
 		return "", nil, err
 	}
-	return url, func() { stop(); closeAll() }, nil
+	return url, func() { stop(); closeAll(); o.trace.close() }, nil
 }
 
 // ingressInvoke is the ingress as a funcurl.Invoke: its handler in this process, or
@@ -94,7 +114,12 @@ func serveIngress(ctx context.Context, o serveOptions, stdout, stderr io.Writer,
 func ingressInvoke(ctx context.Context, o serveOptions, cfg ingressapp.Config, awsCfg aws.Config, logs, stderr io.Writer, env lookupEnv,
 ) (funcurl.Invoke, func(), error) {
 	if o.inProcess {
-		app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logs: logs, Metrics: logs})
+		tp, awsCfg, err := o.trace.inProcess(ctx, "ingress", awsCfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Logs: logs, Metrics: logs,
+			Tracer: tp.TracerProvider()})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -89,7 +90,7 @@ func up(ctx context.Context, template, exName, stackName string, params map[stri
 		return err
 	}
 	e, err := stack.Up(ctx, t, stack.Clients{
-		SQS: sqs.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), Region: cfg.Region,
+		SQS: sqs.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), SecretsManager: secretsmanager.NewFromConfig(cfg), Region: cfg.Region,
 	}, stackName, stderr)
 	if err != nil {
 		return err
@@ -97,7 +98,7 @@ func up(ctx context.Context, template, exName, stackName string, params map[stri
 	if err := e.WriteExports(stdout); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "stack %s: %d queues and tables ready; %d variables on stdout (load them with eval \"$(idemctl up)\")\n",
+	fmt.Fprintf(stderr, "stack %s: %d queues, tables and secrets ready; %d variables on stdout (load them with eval \"$(idemctl up)\")\n",
 		stackName, len(e.Resources), len(e.Vars))
 	return nil
 }

@@ -140,7 +140,7 @@ func stackEnv(t *testing.T) []string {
 	}
 	name := fmt.Sprintf("coldstart-%d", time.Now().UnixNano()%1e9)
 	env, err := stack.Up(context.Background(), tmpl,
-		stack.Clients{SQS: awstest.SQS(t), DynamoDB: awstest.DynamoDB(t), Region: awstest.Region}, name, nil)
+		stack.Clients{SQS: awstest.SQS(t), DynamoDB: awstest.DynamoDB(t), SecretsManager: awstest.SecretsManager(t), Region: awstest.Region}, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

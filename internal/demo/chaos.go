@@ -42,7 +42,7 @@ type ChaosConfig struct {
 // ChaosResult counts the kills.
 type ChaosResult struct {
 	Killed  int
-	ByPhase map[string]int // phase (or RandomKill) → kills
+	ByPhase map[string]int // phase (or RandomKill) → kills; every phase of the cycle is there, 0 when none died at it
 }
 
 // Chaos runs consumer child processes one after another and kills every one of them with
@@ -52,7 +52,10 @@ type ChaosResult struct {
 // in a sweep), and the next one is started with `--crash-at PHASE --crash-after N` and
 // sends SIGKILL to itself at that exact point (see CrashAt), cycling through c.Phases.
 func Chaos(ctx context.Context, c ChaosConfig) (ChaosResult, error) {
-	res := ChaosResult{ByPhase: map[string]int{}}
+	res := ChaosResult{ByPhase: map[string]int{RandomKill: 0}}
+	for _, p := range c.Phases {
+		res.ByPhase[p] = 0
+	}
 	if c.PhaseWait <= 0 {
 		c.PhaseWait = 30 * time.Second
 	}

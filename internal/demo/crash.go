@@ -113,49 +113,78 @@ func ChildCrasher(exe string, args, env []string, out io.Writer) Crasher {
 // Crash phases: where a consumer process kills itself with CrashAt.
 const (
 	PhaseAcquire = "acquire" // right after a lease is acquired (the conditional PutItem)
-	PhaseCommit  = "commit"  // right after the completion transaction: the outbound message committed, not sent
-	PhaseSent    = "sent"    // right after a record's outbound messages were sent and marked sent, before the SQS delete
-	PhaseReap    = "reap"    // in a reaper sweep, right after its first reap
+	// PhaseStepCalled is after a step's call returned and before the step is recorded:
+	// the process dies as the request that records it is about to go out. The step's
+	// outside call was made, and the takeover makes it again, with the same key.
+	PhaseStepCalled = "step-called"
+	// PhaseStepRecorded is right after a step was recorded, before the commit: the
+	// takeover skips the step.
+	PhaseStepRecorded = "step-recorded"
+	PhaseCommit       = "commit" // right after the completion: the outbound message committed, not sent
+	PhaseSent         = "sent"   // right after a record's outbound messages were sent and marked sent, before the SQS delete
+	PhaseReap         = "reap"   // in a reaper sweep, right after its first reap
 )
 
 // Phases lists the crash phases in the order Chaos cycles through them: a reap crash
 // comes right after an acquire crash, whose abandoned locks it has to reap.
-var Phases = []string{PhaseAcquire, PhaseReap, PhaseCommit, PhaseSent}
+var Phases = []string{PhaseAcquire, PhaseReap, PhaseStepCalled, PhaseStepRecorded, PhaseCommit, PhaseSent}
 
-// PhasesOf returns the crash phases a consumer in mode goes through: the
-// single-transaction mode takes no lease, so it has no acquire and leaves nothing to reap.
-func PhasesOf(mode string) []string {
-	if mode == idem.ModeSingleTransaction.String() {
-		return []string{PhaseCommit, PhaseSent}
+// PhasesOf returns the crash phases a consumer in mode goes through, in Phases' order:
+// the single-transaction mode takes no lease and runs no step, so it has no acquire,
+// leaves nothing to reap and has no step phases; a handler without steps (steps false:
+// its example is no example.Caller) has no step phases.
+func PhasesOf(mode string, steps bool) []string {
+	var out []string
+	for _, p := range Phases {
+		lease := p == PhaseAcquire || p == PhaseReap || p == PhaseStepCalled || p == PhaseStepRecorded
+		if (lease && mode == idem.ModeSingleTransaction.String()) || (!steps && (p == PhaseStepCalled || p == PhaseStepRecorded)) {
+			continue
+		}
+		out = append(out, p)
 	}
-	return Phases
+	return out
 }
 
 // PhaseOf names the crash phase a DynamoDB call of operation op, with its update and
-// condition expressions, completes: the conditional PutItem of an acquire, the mark that
-// a record's outbound messages were sent, the reaper's fenced update to FAILED, a
-// completion transaction (in either mode: the payments handler always has business
-// writes); "" for any other call. It reads the expressions' value placeholders, which
-// idem names the same whatever the table's attribute names (see idem.Layout).
+// condition expressions, completes: the conditional PutItem of an acquire, the fenced
+// update that records a step, a completion (a transaction, or the update that sets
+// COMPLETED when the handler had no business writes), the mark that a record's outbound
+// messages were sent, the reaper's fenced update to FAILED; "" for any other call. It
+// reads the expressions' value placeholders, which idem names the same whatever the
+// table's attribute names (see idem.Layout).
 func PhaseOf(op, update, condition string) string {
 	switch {
 	case op == "PutItem" && strings.HasPrefix(condition, "attribute_not_exists("):
 		return PhaseAcquire
+	case op == "UpdateItem" && strings.Contains(update, " ADD ") && strings.Contains(update, " :step"):
+		return PhaseStepRecorded
 	case op == "UpdateItem" && strings.HasPrefix(update, "SET ") && strings.Contains(update, " = :sent,"):
 		return PhaseSent
 	case op == "UpdateItem" && strings.Contains(update, " = :failed,") && strings.Contains(condition, " = :lu"):
 		return PhaseReap
+	case op == "UpdateItem" && strings.HasPrefix(update, "SET ") && strings.Contains(update, " = :completed,"):
+		return PhaseCommit
 	case op == "TransactWriteItems":
 		return PhaseCommit
 	}
 	return ""
 }
 
+// crashPoint is where CrashAt and FaultProxy kill the process for phase: at the calls
+// PhaseOf names request, before the call goes out (before) or once it succeeded.
+func crashPoint(phase string) (request string, before bool) {
+	if phase == PhaseStepCalled {
+		return PhaseStepRecorded, true
+	}
+	return phase, false
+}
+
 // CrashMarker starts the line a consumer prints just before it kills itself.
 const CrashMarker = "crashing at"
 
-// CrashAt wraps a DynamoDB client so that die is called right after the n-th successful
-// call of the phase: the process is then expected to be gone (idemctl run --crash-at
+// CrashAt wraps a DynamoDB client so that die is called at the n-th call of the phase:
+// right after it succeeded, or, for PhaseStepCalled, right before the call that records
+// the step goes out. The process is then expected to be gone (idemctl run --crash-at
 // sends itself SIGKILL), leaving whatever that moment leaves behind.
 func CrashAt(api idem.DynamoDBAPI, phase string, n int, die func()) (idem.DynamoDBAPI, error) {
 	if !slices.Contains(Phases, phase) {
@@ -164,37 +193,57 @@ func CrashAt(api idem.DynamoDBAPI, phase string, n int, die func()) (idem.Dynamo
 	if n < 1 {
 		return nil, fmt.Errorf("demo: crash after %d calls: must be at least 1", n)
 	}
-	return &crashAt{DynamoDBAPI: api, phase: phase, n: int64(n), die: die}, nil
+	request, before := crashPoint(phase)
+	return &crashAt{DynamoDBAPI: api, request: request, before: before, n: int64(n), die: die}, nil
 }
 
 type crashAt struct {
 	idem.DynamoDBAPI
-	phase string
-	n     int64
-	seen  atomic.Int64
-	die   func()
+	request string // the calls' phase (PhaseOf)
+	before  bool   // die before the call goes out, not after it succeeded
+	n       int64
+	seen    atomic.Int64
+	die     func()
 }
 
-func (c *crashAt) hit(phase string, err error) {
-	if err == nil && phase == c.phase && c.seen.Add(1) == c.n {
+// call runs do, dying before or after it at the n-th call of the phase.
+func (c *crashAt) call(phase string, do func() error) {
+	if phase != c.request {
+		_ = do()
+		return
+	}
+	if c.before {
+		if c.seen.Add(1) == c.n {
+			c.die()
+		}
+		_ = do()
+		return
+	}
+	if do() == nil && c.seen.Add(1) == c.n {
 		c.die()
 	}
 }
 
-func (c *crashAt) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	out, err := c.DynamoDBAPI.PutItem(ctx, in, o...)
-	c.hit(PhaseOf("PutItem", "", aws.ToString(in.ConditionExpression)), err)
+func (c *crashAt) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (out *dynamodb.PutItemOutput, err error) {
+	c.call(PhaseOf("PutItem", "", aws.ToString(in.ConditionExpression)), func() error {
+		out, err = c.DynamoDBAPI.PutItem(ctx, in, o...)
+		return err
+	})
 	return out, err
 }
 
-func (c *crashAt) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := c.DynamoDBAPI.UpdateItem(ctx, in, o...)
-	c.hit(PhaseOf("UpdateItem", aws.ToString(in.UpdateExpression), aws.ToString(in.ConditionExpression)), err)
+func (c *crashAt) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (out *dynamodb.UpdateItemOutput, err error) {
+	c.call(PhaseOf("UpdateItem", aws.ToString(in.UpdateExpression), aws.ToString(in.ConditionExpression)), func() error {
+		out, err = c.DynamoDBAPI.UpdateItem(ctx, in, o...)
+		return err
+	})
 	return out, err
 }
 
-func (c *crashAt) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	out, err := c.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
-	c.hit(PhaseOf("TransactWriteItems", "", ""), err)
+func (c *crashAt) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (out *dynamodb.TransactWriteItemsOutput, err error) {
+	c.call(PhaseOf("TransactWriteItems", "", ""), func() error {
+		out, err = c.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
+		return err
+	})
 	return out, err
 }

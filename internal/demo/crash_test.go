@@ -3,6 +3,7 @@ package demo_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 )
 
 // TestCrashAtFindsEveryPhase drives the store's own requests to moto through CrashAt,
-// one wrapper per phase, and checks that each phase fires at its request and no other,
+// one wrapper per phase, and checks that each phase fires at its request and no other
+// (step-called before the step's record goes out, the others after their request),
 // on the default layout and on one with other attribute names. (The crash-injection
 // suite counts kills by phase; when idem's expressions changed shape, the acquire, sent
 // and reap phases silently stopped firing and its children were all killed from outside.)
@@ -45,12 +47,12 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := map[string]int{}
-			step := func(what string, phase string, err error) {
+			step := func(what string, phases string, err error) {
 				t.Helper()
 				if err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
-				if phase != "" {
+				for _, phase := range strings.Fields(phases) {
 					want[phase]++
 				}
 				if fmt.Sprint(fired) != fmt.Sprint(want) {
@@ -75,6 +77,9 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 			step("an acquire", demo.PhaseAcquire, create("k1", "t1", now.Add(time.Minute)))
 			_, err = store.Get(ctx, "k1", now)
 			step("a read", "", err)
+			// A step: its record dies before it goes out (step-called) and right after it
+			// (step-recorded).
+			step("a step recorded", demo.PhaseStepCalled+" "+demo.PhaseStepRecorded, store.AddStep(ctx, lease("k1", "t1"), "charge", now))
 			biz := store.Key("business#k1")
 			step("a completion with a business write and an outbound message", demo.PhaseCommit, store.Complete(ctx, lease("k1", "t1"), idem.Completion{
 				Response: []byte("ok"), ExpiresAt: now.Add(time.Hour),
@@ -94,6 +99,23 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 				t.Fatalf("stale locks %+v, want k2's", stale)
 			}
 			step("a reap", demo.PhaseReap, store.Reap(ctx, stale[0], "lease ended", now))
+
+			// A completion without business writes is an UpdateItem: a commit too.
+			var commits int
+			api, err = demo.CrashAt(ddb, demo.PhaseCommit, 1, func() { commits++ })
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, err := idem.NewDynamoStoreLayout(api, layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := create("k4", "t4", now.Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			if err := plain.Complete(ctx, lease("k4", "t4"), idem.Completion{Response: []byte("ok"), ExpiresAt: now.Add(time.Hour)}, now); err != nil || commits != 1 {
+				t.Fatalf("a completion without business writes: %v; the commit phase fired %d times, want 1", err, commits)
+			}
 		})
 	}
 }

@@ -181,8 +181,11 @@ type Summary struct {
 	StateDiffs          []string
 	StateSkipped        string       // why the tables were not checked ("": they were)
 	HTTP                *HTTPSummary // the HTTP phase (nil: none)
-	OK                  bool
-	Elapsed             time.Duration
+	// Gateways are what the stand-ins of the example's outside services saw
+	// (example.Caller), one per service.
+	Gateways []GatewaySummary
+	OK       bool
+	Elapsed  time.Duration
 }
 
 // Run plays the whole demo against the resources in o.Env.
@@ -227,6 +230,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if queueURL == "" {
 		return Summary{}, errors.New("demo: QUEUE_URL is not set")
 	}
+	for _, name := range example.ServicesOf(ex) {
+		if o.Env[name] == "" {
+			return Summary{}, fmt.Errorf("demo: %s (example %s's outside service) is not set: start a stand-in (internal/gateway) and give its URL", name, ex.Name())
+		}
+	}
 	cfg.LeaseGrace, cfg.DeadlineMargin = LeaseGrace, DeadlineMargin
 	s := Summary{Example: ex.Name()}
 	checker, err := example.CheckerOf(ex)
@@ -256,6 +264,23 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	traffic := gen.Traffic(rng, run, o.Messages+nDecoys, o.Groups) // Prepare takes them all
 	valid, decoys := traffic[:o.Messages], traffic[o.Messages:]
 	viaQueue, viaHTTP := valid[:len(valid)-nHTTP], valid[len(valid)-nHTTP:]
+	// The key the consumer sees: a producer's own, or, through the ingress, the key its
+	// caller's requests are kept and sent under (HTTPOptions.ConsumerKey).
+	consumerKeys := map[string]string{} // business id -> the consumer's key
+	if o.HTTP != nil && o.HTTP.ConsumerKey != nil {
+		for _, m := range viaHTTP {
+			consumerKeys[m.ID] = o.HTTP.ConsumerKey(m.Key)
+		}
+	}
+	asConsumed := func(ms []example.Message) []example.Message {
+		out := slices.Clone(ms)
+		for i, m := range out {
+			if k, ok := consumerKeys[m.ID]; ok {
+				out[i].Key = k
+			}
+		}
+		return out
+	}
 	if err := example.Prepare(ctx, ex, o.DynamoDB, lookup, traffic); err != nil {
 		return s, fmt.Errorf("demo: prepare example %s: %w", ex.Name(), err)
 	}
@@ -513,7 +538,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	// DLQ for a redrive. The idempotency record tells which.
 	// applied tells from the message's idempotency record whether it was committed.
 	applied := func(p example.Message) bool {
-		pk, err := idem.RecordKey(cfg.Scope, p.Key, false)
+		pk, err := idem.RecordKey(cfg.Scope, asConsumed([]example.Message{p})[0].Key, false)
 		if err != nil {
 			return false
 		}
@@ -622,6 +647,28 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		s.StateDiffs = CompareState(want, got.State)
 		s.StateOK = len(s.StateDiffs) == 0
 		s.OK = s.OK && s.StateOK && s.Applied == s.Distinct-len(s.Parked)
+	}
+	// An outside call made in a step: once per applied message, again only by a new
+	// attempt after a crash between the call and its recording, never for a refused one.
+	if services := example.ServicesOf(ex); len(services) > 0 {
+		var parkedMsgs []example.Message
+		for _, p := range valid {
+			if parked[p.ID] {
+				parkedMsgs = append(parkedMsgs, p)
+			}
+		}
+		late := map[string]int{}
+		for _, m := range append(slices.Clone(afterTTL), afterDelete...) {
+			late[m.Key]++
+		}
+		for _, name := range services {
+			g, err := gatewayCheck(ctx, name, o.Env[name], asConsumed(applicable), asConsumed(parkedMsgs), bads, late, recordAttempts(ctx, store, cfg.Scope))
+			if err != nil {
+				return s, err
+			}
+			s.Gateways = append(s.Gateways, g)
+			s.OK = s.OK && g.OK()
+		}
 	}
 	// Outbound messages go out after the commit: exactly one per applied message, none for
 	// a message that was refused or not applied (an example that sends none expects 0).
@@ -993,6 +1040,9 @@ func (s Summary) Print(w io.Writer) {
 	if s.HTTP != nil {
 		s.HTTP.print(line, w)
 	}
+	for _, g := range s.Gateways {
+		g.print(line, w)
+	}
 	if s.Redriven > 0 {
 		line("moved to the DLQ by SQS after 5 receives", fmt.Sprintf("%d (applied through another copy: %d)", s.Redriven, s.RedrivenApplied))
 	}
@@ -1013,7 +1063,9 @@ func (s Summary) Print(w io.Writer) {
 	line("consumers killed (SIGKILL)", s.Killed)
 	if len(s.KilledByPhase) > 0 {
 		for _, p := range append(slices.Clone(Phases), RandomKill) {
-			fmt.Fprintf(w, "      %d × %s\n", s.KilledByPhase[p], p)
+			if n, ok := s.KilledByPhase[p]; ok {
+				fmt.Fprintf(w, "      %d × %s\n", n, p)
+			}
 		}
 	}
 	line("invocations timed out (whole batch failed)", s.Timeouts)

@@ -26,8 +26,9 @@ type FaultProxy struct {
 	// StallCount, when positive, stalls only the first StallCount commits.
 	StallCount int
 	// CrashPhase and CrashAfter: after the CrashAfter-th successful call of the phase,
-	// Crash is called before the answer goes back (the caller never sees it); Crash is
-	// expected to kill the callers.
+	// Crash is called before the answer goes back (the caller never sees it); for
+	// PhaseStepCalled, at the CrashAfter-th call that records a step, before it is sent.
+	// Crash is expected to kill the callers.
 	CrashPhase string
 	CrashAfter int
 	Crash      func()
@@ -79,7 +80,17 @@ func (f *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if phase == "" || phase != f.CrashPhase || f.Crash == nil {
+	request, before := crashPoint(f.CrashPhase)
+	if phase == "" || phase != request || f.Crash == nil {
+		f.proxy.ServeHTTP(w, r)
+		return
+	}
+	if before {
+		if f.seen.Add(1) == int64(f.CrashAfter) {
+			fmt.Fprintf(f.Out, "%s %s\n", CrashMarker, f.CrashPhase)
+			f.Crash()
+			return
+		}
 		f.proxy.ServeHTTP(w, r)
 		return
 	}

@@ -46,6 +46,9 @@ var allow = []struct{ file, prefix, reason string }{
 	{"docs/library.md", "GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build", "builds the reader's own module for Lambda: the same flags as the Makefile's LAMBDA_BUILD, not run (two minutes on a cold cache)"},
 	{"docs/tooling.md", "rm -rf cmd internal/", "deletes the development tooling: internal/tooling's test deletes the same folders (its list) from a copy"},
 	{"docs/tooling.md", "go mod tidy", "rewrites go.mod once the tooling is gone, and needs the module proxy"},
+	{"docs/adapting.md", "cp -r functions/consumer/payouts functions/consumer/orders", "creates the reader's own package from the example it names (which exists)"},
+	{"docs/adapting.md", "rm -r functions/consumer/orders/events", "deletes the events the copy above brought along, in the reader's own package"},
+	{"docs/adapting.md", "go test ./functions/consumer/orders/ ./functions/consumer/consumerapp/", "tests the reader's own package, which the copy above creates"},
 }
 
 // pendingLinks are link targets another branch adds; the link check skips them while

@@ -157,3 +157,31 @@ func (e *Reader) KeyRule() idem.KeyRule {
 	}
 	return r
 }
+
+// Variables of the stack's secret.
+const (
+	// SecretARNVar names the stack's secret in Secrets Manager (the template's StackSecret,
+	// given to every function by its Globals): the functions read it at init.
+	SecretARNVar = "STACK_SECRET_ARN"
+	// SecretVar holds the secret's value itself, for local runs only: `idemctl up`
+	// exports it beside SecretARNVar, so that handlers built in a process (idemctl
+	// --in-process, the tests) need no Secrets Manager call. The template never sets it:
+	// a variable's value is readable by whoever may read the function's configuration.
+	SecretVar = "STACK_SECRET"
+)
+
+// StackSecret reads the stack's secret: STACK_SECRET's value as the stack's keys when it
+// is set, else the ARN in STACK_SECRET_ARN for the caller to load (internal/stacksecret);
+// neither set: nil and "" (no secret: logs leave keys out, nothing is signed).
+func (e *Reader) StackSecret() (keys *idem.Keys, arn string) {
+	arn = e.String(SecretARNVar, "")
+	v, ok := e.get(SecretVar)
+	if !ok {
+		return nil, arn
+	}
+	keys, err := idem.NewKeys([]byte(v))
+	if err != nil {
+		e.errs = append(e.errs, SecretVar+": "+err.Error())
+	}
+	return keys, arn
+}

@@ -5,7 +5,8 @@
 // optional interfaces gets it through Traffic or Checker, which skip the test, with the
 // interface to implement, when the example lacks it. Consume plays the SQS event source
 // mapping over a queue with the real SDK, for tests that run the consumer after a
-// producer.
+// producer. For an example that calls outside HTTP services (example.Caller), Up starts
+// a stand-in for each (internal/gateway) and gives its variable the stand-in's URL.
 //
 // It is test support that stays when a team deletes the development tooling
 // (docs/tooling.md): it imports none of it.
@@ -26,6 +27,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
@@ -90,6 +92,9 @@ type Stack struct {
 	Env      *stack.Env
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
+	// Gateways are the stand-ins of the example's outside services (example.Caller), by
+	// the variable that holds the URL: stopped after the test.
+	Gateways map[string]*gateway.Server
 }
 
 var seq atomic.Int64
@@ -111,11 +116,21 @@ func UpTemplate(t testing.TB, ex example.Example, tpl *stack.Template) *Stack {
 	s := &Stack{Example: ex, DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}
 	// Short: resources are named <stack>-<LogicalId>, and SQS allows 80 characters.
 	name := fmt.Sprintf("t%s%d", awstest.RunID(), seq.Add(1))
-	env, err := stack.Up(context.Background(), tpl, stack.Clients{SQS: s.SQS, DynamoDB: s.DynamoDB}, name, nil)
+	env, err := stack.Up(context.Background(), tpl, stack.Clients{SQS: s.SQS, DynamoDB: s.DynamoDB, SecretsManager: awstest.SecretsManager(t)}, name, nil)
 	if err != nil {
 		t.Fatalf("create the template's resources for example %s: %v", ex.Name(), err)
 	}
 	s.Env = env
+	s.Gateways = map[string]*gateway.Server{}
+	for _, name := range example.ServicesOf(ex) {
+		g, err := gateway.Start("", nil)
+		if err != nil {
+			t.Fatalf("example %s: a stand-in for %s: %v", ex.Name(), name, err)
+		}
+		t.Cleanup(func() { _ = g.Close() })
+		s.Gateways[name] = g
+		env.Set(name, g.URL())
+	}
 	return s
 }
 

@@ -9,9 +9,12 @@
 //
 // What it does not do: authenticate. A deployed URL with AuthType AWS_IAM checks the
 // request's SigV4 signature and the caller's lambda:InvokeFunctionUrl permission before
-// the function runs, and puts the caller in requestContext.authorizer.iam; here the
-// caller is the one the Server is given (Caller), unchecked, so serve on loopback only
-// (https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html).
+// the function runs, and puts the caller in requestContext.authorizer.iam
+// (https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html); here the caller is the
+// one the Server is given (Caller), or the one CallerFor reads from the request (SigV4Caller:
+// the access key that signed it), unchecked. So it serves on loopback only, and answers
+// only requests whose Host is the address it listens on (Listen): a web page whose name
+// re-resolves to 127.0.0.1 (DNS rebinding) sends its own name as Host, and is refused.
 package funcurl
 
 import (
@@ -49,6 +52,8 @@ type Server struct {
 	// Caller is who the requests come from, as Lambda reports an authenticated
 	// caller of an AWS_IAM URL (nil: none, as with AuthType NONE).
 	Caller *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription
+	// CallerFor, when set, is who a request comes from instead (SigV4Caller).
+	CallerFor func(r *http.Request) *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription
 	// URLID names the URL in the event (apiId, domainPrefix); default "local".
 	URLID  string
 	Region string // default us-east-1
@@ -60,8 +65,30 @@ type Server struct {
 // dummy credentials.
 func LocalCaller(accessKey string) *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription {
 	return &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
-		AccessKey: accessKey, AccountID: "000000000000", CallerID: "AIDALOCALCALLER000000",
-		UserARN: "arn:aws:iam::000000000000:user/local", UserID: "AIDALOCALCALLER000000",
+		AccessKey: accessKey, AccountID: LocalAccount, CallerID: "AIDALOCALCALLER000000",
+		UserARN: "arn:aws:iam::" + LocalAccount + ":user/local", UserID: "AIDALOCALCALLER000000",
+	}
+}
+
+// LocalAccount is the account of the callers a local server reports.
+const LocalAccount = "000000000000"
+
+// SigV4Caller returns the caller a local server reports for r (Server.CallerFor): the IAM
+// user of the local account named after the access key in r's SigV4 Authorization header
+// (its Credential), unverified, or def when r is not signed. Two clients signing with
+// two access keys are two callers, as two principals are at a deployed URL.
+func SigV4Caller(r *http.Request, def *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription) *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription {
+	auth := r.Header.Get("Authorization")
+	_, cred, ok := strings.Cut(auth, "Credential=")
+	if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 ") || !ok {
+		return def
+	}
+	key, _, _ := strings.Cut(cred, "/")
+	if key == "" || strings.ContainsAny(key, ", ") {
+		return def
+	}
+	return &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+		AccessKey: key, AccountID: LocalAccount, CallerID: key, UserARN: "arn:aws:iam::" + LocalAccount + ":user/" + key, UserID: key,
 	}
 }
 
@@ -141,7 +168,7 @@ func (s *Server) Event(r *http.Request, body []byte) events.LambdaFunctionURLReq
 		Cookies:        cookies,
 		Headers:        headers,
 		RequestContext: events.LambdaFunctionURLRequestContext{
-			AccountID:    "000000000000",
+			AccountID:    LocalAccount,
 			RequestID:    requestID(),
 			APIID:        id,
 			DomainName:   id + ".lambda-url." + region + ".on.aws",
@@ -156,8 +183,12 @@ func (s *Server) Event(r *http.Request, body []byte) events.LambdaFunctionURLReq
 	if len(query) > 0 {
 		ev.QueryStringParameters = query
 	}
-	if s.Caller != nil {
-		c := *s.Caller
+	caller := s.Caller
+	if s.CallerFor != nil {
+		caller = s.CallerFor(r)
+	}
+	if caller != nil {
+		c := *caller
 		ev.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &c}
 	}
 	if len(body) > 0 {
@@ -259,7 +290,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // Listen serves h on addr, which must be a loopback address (the server does not
-// authenticate), and returns the base URL and a stop func.
+// authenticate), and returns the base URL and a stop func. It answers 421 Misdirected
+// Request to a request whose Host is not the address and port it listens on, or
+// "localhost" and that port: a page of another site whose name re-resolves to 127.0.0.1
+// (DNS rebinding) is same-origin with the port, but sends its own name.
 func Listen(addr string, h http.Handler) (string, func(), error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -272,7 +306,8 @@ func Listen(addr string, h http.Handler) (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("funcurl: listen: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hosts := []string{ln.Addr().String(), "localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}
+	srv := &http.Server{Handler: onlyHosts(hosts, h), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -280,6 +315,20 @@ func Listen(addr string, h http.Handler) (string, func(), error) {
 		_ = srv.Shutdown(ctx)
 	}
 	return "http://" + ln.Addr().String(), stop, nil
+}
+
+// onlyHosts serves h to the requests whose Host is one of hosts, and 421 to the others.
+func onlyHosts(hosts []string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, host := range hosts {
+			if strings.EqualFold(r.Host, host) {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"Message": fmt.Sprintf(
+			"Host %q is not this server's address (%s): the local function URL answers loopback requests to its own address only", r.Host, strings.Join(hosts, " or "))})
+	})
 }
 
 // Pool spreads invocations over instances, each taking one invocation at a time, as

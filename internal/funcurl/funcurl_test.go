@@ -121,3 +121,69 @@ func TestAnswers(t *testing.T) {
 		t.Error("served on every interface")
 	}
 }
+
+// TestOnlyItsOwnHost (issue 28, finding 4): the local URL answers requests whose Host is
+// the address and port it listens on, and 421 to any other: a web page whose name
+// re-resolves to 127.0.0.1 (DNS rebinding) sends its own name, and the function is never
+// invoked for it.
+func TestOnlyItsOwnHost(t *testing.T) {
+	invoked := 0
+	base := serve(t, &funcurl.Server{Invoke: func(ctx context.Context, p []byte) ([]byte, error) { invoked++; return echo(ctx, p) }})
+	own := strings.TrimPrefix(base, "http://")
+	_, port, _ := strings.Cut(own, ":")
+	for host, want := range map[string]int{own: 201, "attacker.example:" + port: http.StatusMisdirectedRequest,
+		"127.0.0.1": http.StatusMisdirectedRequest, "localhost:" + port: 201, "localhost.attacker.example:" + port: http.StatusMisdirectedRequest,
+		"localhost:1" + port: http.StatusMisdirectedRequest, "": http.StatusMisdirectedRequest} {
+		before := invoked
+		req, _ := http.NewRequest(http.MethodGet, base+"/x", nil)
+		req.Host = host
+		if host == "" {
+			req.Host = " " // no usable Host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("Host %q: %v", host, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want || (want != 201) != (invoked == before) {
+			t.Errorf("Host %q: %d (invoked %v), want %d", host, resp.StatusCode, invoked != before, want)
+		}
+	}
+	// Listening as localhost, that name is its own too.
+	url, stop, err := funcurl.Listen("localhost:0", &funcurl.Server{Invoke: echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	_, port, _ = strings.Cut(strings.TrimPrefix(url, "http://"), ":")
+	req, _ := http.NewRequest(http.MethodGet, url+"/x", nil)
+	req.Host = "localhost:" + port
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Errorf("Host localhost:%s on a server listening as localhost: %d", port, resp.StatusCode)
+	}
+}
+
+// TestSigV4Caller: a request signed with SigV4 comes from the IAM identity of its access
+// key (as a function URL reports the signer, unverified here); an unsigned one from the
+// default caller.
+func TestSigV4Caller(t *testing.T) {
+	def := funcurl.LocalCaller("test")
+	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1/x", nil)
+	if got := funcurl.SigV4Caller(req, def); got != def {
+		t.Errorf("unsigned: %+v, want the default caller", got)
+	}
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20260101/us-east-1/lambda/aws4_request, SignedHeaders=host, Signature=abc")
+	got := funcurl.SigV4Caller(req, def)
+	if got == def || got.AccessKey != "AKIAEXAMPLE" || got.UserARN != "arn:aws:iam::"+funcurl.LocalAccount+":user/AKIAEXAMPLE" || got.AccountID != funcurl.LocalAccount {
+		t.Errorf("signed: %+v", got)
+	}
+	req.Header.Set("Authorization", "Bearer x")
+	if got := funcurl.SigV4Caller(req, def); got != def {
+		t.Errorf("not SigV4: %+v, want the default caller", got)
+	}
+}

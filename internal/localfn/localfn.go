@@ -151,7 +151,7 @@ func Function(ctx context.Context, t *stack.Template, id, bin string, timeout ti
 	}
 	// Settings the template leaves to their defaults, when this process has them (the
 	// demo and the tests tune them).
-	for _, name := range []string{"DEADLINE_MARGIN", "SWEEP_MARGIN", "MAX_CONCURRENCY", "CACHE_SIZE", "LEASE_GRACE"} {
+	for _, name := range []string{"DEADLINE_MARGIN", "SWEEP_MARGIN", "MAX_CONCURRENCY", "CACHE_SIZE", "LEASE_GRACE", "TRACING", "TRACING_FILE"} {
 		if v, ok := env(name); ok && !slices.Contains(spec.VarNames, name) {
 			vars = append(vars, name+"="+v)
 		}

@@ -151,7 +151,7 @@ func TestMissingToolStopsMake(t *testing.T) {
 		{"test", "go", ""}, {"test", "moto", ""}, {"test", "cfn-lint", ""}, {"test", "curl", ""},
 		{"demo", "go", ""}, {"demo", "moto", ""}, {"demo", "curl", ""},
 		{"deploy", "sam", ""}, {"deploy", "go", ""},
-		{"rename", "go", ""},
+		{"rename", "go", ""}, {"mutation", "moto", ""},
 		{"unit", "moto", ""}, {"cfn-lint", "cfn-lint", ""}, {"actionlint", "go", ""},
 		{"tools", "cfn-lint", "test"}, {"tools", "moto", "test"}, // alone: what test and demo need
 	}

@@ -32,7 +32,7 @@ install() {
 # needs TARGET: the tools a target runs.
 needs() {
   case $1 in
-  test | unit | bench | reliability | cost) echo go moto curl ;;
+  test | unit | bench | reliability | cost | mutation) echo go moto curl ;;
   demo) echo go local-aws curl ;;
   bench-e2e | bench-ingress) echo go moto curl ;;
   check | lint | actionlint | build | fuzz | clean | scale | rename | sim | sim-holes) echo go ;;
@@ -41,7 +41,7 @@ needs() {
   *) ;;
   esac
   # aws-sam-translator, which the tests of the transformed template run, comes with cfn-lint.
-  [[ $1 == test || $1 == unit || $1 == bench || $1 == cost ]] && echo cfn-lint
+  [[ $1 == test || $1 == unit || $1 == bench || $1 == cost || $1 == mutation ]] && echo cfn-lint
 }
 
 has_moto() {

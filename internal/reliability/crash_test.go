@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 )
@@ -28,6 +29,7 @@ func TestCrashInjectionSingleTransaction(t *testing.T) {
 }
 
 func crashInjection(t *testing.T, mode idem.Mode, kills int) {
+	skipMode(t, mode)
 	parallel(t, 1)
 	payments, accounts := size(200, 2000), size(10, 50)
 	w := newWorld(t) // first: it skips an example the suite cannot run
@@ -36,6 +38,7 @@ func crashInjection(t *testing.T, mode idem.Mode, kills int) {
 		t.Fatal(err)
 	}
 	w.vars["IDEMPOTENCY_MODE"] = mode.String()
+	phaseList := demo.PhasesOf(mode.String(), len(example.ServicesOf(w.ex)) > 0)
 	fns, bootDir := functions(t, w, awsEndpoint(t))
 	// The children (idemctl run) run the same bootstraps as execution environments.
 	childEnv := append(w.env.Environ(), "AWS_ENDPOINT_URL="+awsEndpoint(t), "AWS_REGION=us-east-1",
@@ -58,7 +61,7 @@ func crashInjection(t *testing.T, mode idem.Mode, kills int) {
 		Chaos: func(ctx context.Context, logs demo.ChildLog) (demo.ChaosResult, error) {
 			return demo.Chaos(ctx, demo.ChaosConfig{
 				Exe: bin, Args: args, Env: append(childEnv, "LEASE_GRACE="+childGrace.String()), Kills: kills,
-				MinUp: 200 * time.Millisecond, MaxUp: 4 * time.Second, Phases: demo.PhasesOf(mode.String()), PhaseWait: 15 * time.Second,
+				MinUp: 200 * time.Millisecond, MaxUp: 4 * time.Second, Phases: phaseList, PhaseWait: 15 * time.Second,
 				Out: out, Logs: logs, Rand: rng,
 			})
 		},
@@ -70,7 +73,7 @@ func crashInjection(t *testing.T, mode idem.Mode, kills int) {
 	if s.Killed < kills {
 		t.Errorf("%d kills, want at least %d", s.Killed, kills)
 	}
-	for _, p := range append(demo.PhasesOf(mode.String()), demo.RandomKill) {
+	for _, p := range append(phaseList, demo.RandomKill) {
 		if s.KilledByPhase[p] == 0 {
 			t.Errorf("no consumer died at %q", p)
 		}

@@ -34,7 +34,9 @@ func dlq(s demo.Summary) int {
 func phases(m map[string]int) string {
 	var parts []string
 	for _, p := range append(append([]string(nil), demo.Phases...), demo.RandomKill) {
-		parts = append(parts, fmt.Sprintf("%d %s", m[p], p))
+		if n, ok := m[p]; ok {
+			parts = append(parts, fmt.Sprintf("%d %s", n, p))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

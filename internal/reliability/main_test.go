@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
@@ -83,6 +83,7 @@ func size(fast, big int) int {
 // and check of its tables: every scenario sends the one and ends with the other, so an
 // example without them (example.Traffic, example.Checker) skips the suite.
 type world struct {
+	ex      example.Example
 	env     *stack.Env
 	vars    map[string]string
 	sqs     *sqs.Client
@@ -96,11 +97,20 @@ func newWorld(t *testing.T) *world {
 	ex := exampletest.Example(t)
 	gen, checker := exampletest.Traffic(t, ex), exampletest.Checker(t, ex)
 	st := exampletest.Up(t, ex)
-	w := &world{sqs: st.SQS, ddb: st.DynamoDB, env: st.Env, vars: map[string]string{}, gen: gen, checker: checker}
+	w := &world{ex: ex, sqs: st.SQS, ddb: st.DynamoDB, env: st.Env, vars: map[string]string{}, gen: gen, checker: checker}
 	for _, v := range w.env.Vars {
 		w.vars[v.Name] = v.Value
 	}
 	return w
+}
+
+// skipMode skips a scenario whose mode the example under test cannot run in, with the
+// example's reason (example.LeaseOnly): before the scenario creates anything.
+func skipMode(t *testing.T, mode idem.Mode) {
+	t.Helper()
+	if err := example.CheckMode(exampletest.Example(t), mode); err != nil {
+		t.Skip(err)
+	}
 }
 
 // progress is where a scenario's progress lines go: the test log.
@@ -118,18 +128,14 @@ func (p *progress) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// idemctlBinary builds cmd/idemctl once per test binary: the consumer processes that
-// the crash scenario kills.
+// idemctlBinary builds cmd/idemctl once per test binary (with the bootstraps' flags): the
+// consumer processes that the crash scenario kills.
 var idemctlBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "reliability-idemctl")
+	_, bins, err := lambdaenv.BuildTemp(context.Background(), "../..", "./cmd/idemctl")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "idemctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idemctl").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build idemctl: %w\n%s", err, out)
-	}
-	return bin, nil
+	return bins[0], nil
 })
 
 // bootstraps builds the consumer's and the reaper's bootstrap for this host once per test

@@ -24,6 +24,7 @@ func TestDuplicateStormSingleTransaction(t *testing.T) {
 }
 
 func duplicateStorm(t *testing.T, mode idem.Mode) {
+	skipMode(t, mode)
 	parallel(t, 2)
 	payments, accounts, consumers := size(150, 10_000), size(6, 100), size(4, 8)
 	w := newWorld(t)

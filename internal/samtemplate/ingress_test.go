@@ -18,7 +18,8 @@ import (
 // TestIngressLeastPrivilege checks the ingress's role as deployed, statement by
 // statement: it may send to the input queue and nothing else of SQS, write and read its
 // own table, read (GetItem only) the consumer's records of its own scope (the
-// dynamodb:LeadingKeys condition), and write its log group; nothing more. The calls it
+// dynamodb:LeadingKeys condition), read the stack's secret and write its log group;
+// nothing more. The calls it
 // makes are recorded against these grants by ingressapp's TestTemplateGrantsEveryCall.
 func TestIngressLeastPrivilege(t *testing.T) {
 	eachExample(t, func(t *testing.T, _ example.Example, tpl *samtemplate.Template) {
@@ -31,9 +32,10 @@ func TestIngressLeastPrivilege(t *testing.T) {
 			"IdempotencyTable": {"dynamodb:GetItem"},
 			"InputQueue":       {"sqs:SendMessage"},
 			"IngressLogGroup":  {"logs:CreateLogStream", "logs:PutLogEvents"},
+			"StackSecret":      {"secretsmanager:GetSecretValue"},
 		}
 		got := map[string][]string{}
-		for res, actions := range allowed {
+		for res, actions := range withoutTraceExport(allowed) { // TestTracingGrants checks those
 			a := slices.Clone(actions)
 			sort.Strings(a)
 			got[res] = slices.Compact(a)

@@ -24,6 +24,7 @@ var transformScript []byte
 type Template struct {
 	Parameters map[string]Parameter       `json:"Parameters"`
 	Conditions map[string]json.RawMessage `json:"Conditions"`
+	Rules      map[string]json.RawMessage `json:"Rules"`
 	Resources  map[string]Resource        `json:"Resources"`
 }
 
@@ -41,6 +42,7 @@ type Resource struct {
 	Type       string          `json:"Type"`
 	Properties json.RawMessage `json:"Properties"`
 	DependsOn  json.RawMessage `json:"DependsOn"` // a logical id or a list of them
+	Condition  string          `json:"Condition"` // the condition it is created on ("": always)
 }
 
 // DependsOn returns the logical ids resource id names in its DependsOn attribute.

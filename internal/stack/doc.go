@@ -1,10 +1,11 @@
 // Package stack makes template.yaml the single source of truth for local resources.
 //
 // Load parses a SAM/CloudFormation template, short-form intrinsics (!Ref, !GetAtt, !Sub,
-// !If, ...) included. Up creates every AWS::SQS::Queue and AWS::DynamoDB::Table of the
-// template on a local AWS-protocol endpoint (moto_server or LocalStack) with the
-// template's properties, in dependency order, and returns the environment the template
-// gives its functions, resolved to the local resources. Up is idempotent: run twice, it
+// !If, ...) included. Up creates every AWS::SQS::Queue, AWS::DynamoDB::Table and
+// AWS::SecretsManager::Secret of the template on a local AWS-protocol endpoint
+// (moto_server or LocalStack) with the template's properties, in dependency order, and
+// returns the environment the template gives its functions, resolved to the local
+// resources (with STACK_SECRET, the value of the template's one secret). Up is idempotent: run twice, it
 // finds what it created the first time and converges queue attributes that changed.
 //
 // Resolution follows CloudFormation for what a local run needs: parameters (defaults,

@@ -36,6 +36,18 @@ func (e *Env) Lookup(name string) (string, bool) {
 	return "", false
 }
 
+// Set gives the variable name the value, adding it when no function has it: a value the
+// template leaves to the local run (an outside service's URL, example.Caller).
+func (e *Env) Set(name, value string) {
+	for i := range e.Vars {
+		if e.Vars[i].Name == name {
+			e.Vars[i].Value = value
+			return
+		}
+	}
+	e.Vars = append(e.Vars, Var{name, value})
+}
+
 // Resource returns the queue or table with the logical id.
 func (e *Env) Resource(logicalID string) (Resource, bool) {
 	for _, r := range e.Resources {
@@ -386,4 +398,34 @@ func ParseRate(expr string) (time.Duration, error) {
 		return 0, fmt.Errorf("schedule %q: write rate(%d %s)", expr, n, want)
 	}
 	return time.Duration(n) * per, nil
+}
+
+// QueueVariables returns the names of the variables the template gives its functions
+// (Globals merged in) whose value is one of its queues' URLs (!Ref of an
+// AWS::SQS::Queue), in template order, each once: where the functions send messages.
+func (t *Template) QueueVariables() []string {
+	var names []string
+	seen := map[string]bool{}
+	add := func(vars *object) {
+		if vars == nil {
+			return
+		}
+		for _, k := range vars.keys {
+			obj, ok := vars.vals[k].(*object)
+			if !ok || len(obj.keys) != 1 || obj.keys[0] != "Ref" || seen[k] {
+				continue
+			}
+			if id, ok := obj.vals["Ref"].(string); ok && t.byID[id] != nil && t.byID[id].typ == TypeQueue {
+				names = append(names, k)
+				seen[k] = true
+			}
+		}
+	}
+	add(t.globals.getObject("Function").getObject("Environment").getObject("Variables"))
+	for _, res := range t.resources {
+		if res.typ == typeServerlessFunction || res.typ == typeLambdaFunction {
+			add(res.props.getObject("Environment").getObject("Variables"))
+		}
+	}
+	return names
 }

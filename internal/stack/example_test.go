@@ -34,6 +34,8 @@ func templateEnv(t *testing.T, info *exampletest.Template, env *stack.Env, name 
 					t.Errorf("%s: %s refers to %s, which Up did not create", fn, v.Name, r.ID)
 				case r.Type == stack.TypeQueue:
 					value, ok = got.URL, true
+				case r.Type == stack.TypeSecret:
+					value, ok = got.ARN, true
 				default:
 					value, ok = name+"-"+r.ID, true
 				}
@@ -119,7 +121,9 @@ func TestLoadFor(t *testing.T) {
 	t.Parallel()
 	wired := exampletest.ReadTemplateFile(t, templatePath)
 	dflt := exampletest.Block(t, wiring.Default())
-	isStore := func(r exampletest.Resource) bool { return r.Type == stack.TypeQueue || r.Type == stack.TypeTable }
+	isStore := func(r exampletest.Resource) bool {
+		return r.Type == stack.TypeQueue || r.Type == stack.TypeTable || r.Type == stack.TypeSecret
+	}
 	// The machinery's queues and tables: the template's, less the wired block's (the
 	// default's, which template.yaml carries).
 	if name, err := example.BlockExample(mustRead(t, templatePath)); err != nil || name != wiring.Default().Name() {

@@ -10,20 +10,23 @@ import (
 // noValue is what Ref AWS::NoValue resolves to: the property (or list item) is dropped.
 type noValue struct{}
 
-// Resource is a queue or table Up created or found.
+// Resource is a queue, table or secret Up created or found.
 type Resource struct {
 	LogicalID string
-	Type      string // TypeQueue or TypeTable
+	Type      string // TypeQueue, TypeTable or TypeSecret
 	Name      string // physical name
 	URL       string // queue URL (queues only)
 	ARN       string
 	Status    string // "created", "exists" or "updated" (queue attributes converged)
 }
 
-// ref is what Ref of the resource returns: a queue's URL, a table's name.
+// ref is what Ref of the resource returns: a queue's URL, a table's name, a secret's ARN.
 func (r *Resource) ref() string {
-	if r.Type == TypeQueue {
+	switch r.Type {
+	case TypeQueue:
 		return r.URL
+	case TypeSecret:
+		return r.ARN
 	}
 	return r.Name
 }
@@ -39,6 +42,8 @@ func (r *Resource) attr(name string) (string, error) {
 		return r.URL, nil
 	case r.Type == TypeQueue:
 		return "", fmt.Errorf("attribute %s of queue %s is not supported locally (Arn, QueueName, QueueUrl are)", name, r.LogicalID)
+	case r.Type == TypeSecret:
+		return "", fmt.Errorf("attribute %s of secret %s is not supported locally (Ref is)", name, r.LogicalID)
 	default:
 		return "", fmt.Errorf("attribute %s of table %s is not supported locally (Arn is)", name, r.LogicalID)
 	}
@@ -295,8 +300,8 @@ func (r *resolver) resource(name, where string) (*Resource, error) {
 	switch {
 	case !ok:
 		return nil, resolveErr(where, "%s is neither a parameter nor a resource of the template", name)
-	case def.typ != TypeQueue && def.typ != TypeTable:
-		return nil, resolveErr(where, "%s is a %s: only queues, tables and parameters can be referenced locally", name, def.typ)
+	case def.typ != TypeQueue && def.typ != TypeTable && def.typ != TypeSecret:
+		return nil, resolveErr(where, "%s is a %s: only queues, tables, secrets and parameters can be referenced locally", name, def.typ)
 	case def.condition != "":
 		return nil, resolveErr(where, "%s is not created: its condition %s is false", name, def.condition)
 	default:

@@ -132,7 +132,7 @@ func TestResolveErrors(t *testing.T) {
 	}{
 		{`!Ref Nope`, []string{"resource X, property P", "Nope", "neither a parameter nor a resource"}},
 		{`!Sub "x-${Nope}"`, []string{"property P", "Nope"}},
-		{`!Ref Fn`, []string{"Fn is a AWS::Serverless::Function", "only queues, tables and parameters"}},
+		{`!Ref Fn`, []string{"Fn is a AWS::Serverless::Function", "only queues, tables, secrets and parameters"}},
 		{`!GetAtt Queue.Bogus`, []string{"attribute Bogus of queue Queue", "Arn"}},
 		{`!GetAtt Table.StreamArn`, []string{"attribute StreamArn of table Table"}},
 		{`!ImportValue shared`, []string{"property P.Fn::ImportValue", "Fn::ImportValue is not supported locally"}},

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -45,7 +46,7 @@ func stackName(t *testing.T) string {
 }
 
 func clients(t *testing.T) stack.Clients {
-	return stack.Clients{SQS: awstest.SQS(t), DynamoDB: awstest.DynamoDB(t), Region: awstest.Region}
+	return stack.Clients{SQS: awstest.SQS(t), DynamoDB: awstest.DynamoDB(t), SecretsManager: awstest.SecretsManager(t), Region: awstest.Region}
 }
 
 // cleanup deletes what Up created.
@@ -53,9 +54,12 @@ func cleanup(t *testing.T, env *stack.Env) {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		for _, r := range env.Resources {
-			if r.Type == stack.TypeQueue {
+			switch r.Type {
+			case stack.TypeQueue:
 				_, _ = awstest.SQS(t).DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(r.URL)})
-			} else {
+			case stack.TypeSecret:
+				_, _ = awstest.SecretsManager(t).DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{SecretId: aws.String(r.ARN), ForceDeleteWithoutRecovery: aws.Bool(true)})
+			default:
 				_, _ = awstest.DynamoDB(t).DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(r.Name)})
 			}
 		}
@@ -106,7 +110,7 @@ func TestUpOurTemplate(t *testing.T) {
 	wantStatus := map[string]string{}
 	for _, r := range info.Resources {
 		wantStatus[r.ID] = "skipped"
-		if r.Type == stack.TypeQueue || r.Type == stack.TypeTable {
+		if r.Type == stack.TypeQueue || r.Type == stack.TypeTable || r.Type == stack.TypeSecret {
 			wantStatus[r.ID] = "created"
 		}
 	}
@@ -120,6 +124,22 @@ func TestUpOurTemplate(t *testing.T) {
 	input, _ := env.Resource("InputQueue")
 	want := templateEnv(t, info, env, name)
 	want = append(want, stack.Var{Name: stack.QueueURLVar, Value: input.URL})
+	// The stack's secret: made by the endpoint as GenerateSecretString says (64 letters
+	// and digits), its ARN in the functions' variables, its value in STACK_SECRET.
+	secret, ok := env.Resource("StackSecret")
+	if !ok {
+		t.Fatal("no StackSecret")
+	}
+	value, err := awstest.SecretsManager(t).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secret.ARN)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := aws.ToString(value.SecretString); len(v) != 64 || strings.IndexFunc(v, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
+	}) >= 0 {
+		t.Errorf("the stack's secret %q: want 64 letters and digits", v)
+	}
+	want = append(want, stack.Var{Name: stack.SecretValueVar, Value: aws.ToString(value.SecretString)})
 	if !reflect.DeepEqual(env.Vars, want) {
 		t.Errorf("env:\n%v\nwant\n%v", env.Vars, want)
 	}
@@ -765,5 +785,26 @@ func TestUpIdempotencyLayouts(t *testing.T) {
 				t.Errorf("record %v has no TTL attribute %s", scan.Items[0], c.ttl)
 			}
 		})
+	}
+}
+
+// TestQueueVariables: the variables that name the template's queues, where the
+// functions send (idemctl redrive honours a dead letter's destination only among them).
+func TestQueueVariables(t *testing.T) {
+	t.Parallel()
+	got := load(t).QueueVariables()
+	want := []string{"DLQ_URL", "INPUT_QUEUE_URL"}
+	if _, outbound := exampletest.Confirms(wiring.Default()); outbound != "" {
+		want = append(want, outbound)
+	}
+	for _, name := range want {
+		if !slices.Contains(got, name) {
+			t.Errorf("QueueVariables() = %v, lacks %s", got, name)
+		}
+	}
+	for _, name := range got {
+		if !strings.HasSuffix(name, "_URL") {
+			t.Errorf("QueueVariables() = %v: %s names no queue", got, name)
+		}
 	}
 }

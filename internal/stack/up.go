@@ -41,6 +41,8 @@ type DynamoDBAPI interface {
 type Clients struct {
 	SQS      SQSAPI
 	DynamoDB DynamoDBAPI
+	// SecretsManager creates the template's secrets (required when it has one).
+	SecretsManager SecretsAPI
 	// Region is the clients' region, for ${AWS::Region} (default DefaultRegion).
 	Region string
 }
@@ -91,11 +93,17 @@ func Up(ctx context.Context, t *Template, api Clients, stack string, progress io
 		fmt.Fprintf(progress, "%-8s %-*s %-*s %s\n", status, typeWidth, typ, idWidth, id, detail)
 	}
 	var created []Resource
+	var secrets []string // the values of the template's secrets
 	for _, res := range order {
 		var got *Resource
-		if res.typ == TypeQueue {
+		switch res.typ {
+		case TypeQueue:
 			got, err = u.queue(ctx, res)
-		} else {
+		case TypeSecret:
+			var value string
+			got, value, err = u.secret(ctx, res)
+			secrets = append(secrets, value)
+		default:
 			got, err = u.table(ctx, res)
 		}
 		if err != nil {
@@ -122,6 +130,9 @@ func Up(ctx context.Context, t *Template, api Clients, stack string, progress io
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	env.Resources = created
+	if len(secrets) == 1 {
+		env.Vars = append(env.Vars, Var{SecretValueVar, secrets[0]})
+	}
 	return env, nil
 }
 
@@ -143,7 +154,7 @@ func (t *Template) plan(r *resolver) ([]*resource, []skip, error) {
 		switch {
 		case !on:
 			skipped = append(skipped, skip{res, "condition " + res.condition + " is false"})
-		case res.typ == TypeQueue || res.typ == TypeTable:
+		case res.typ == TypeQueue || res.typ == TypeTable || res.typ == TypeSecret:
 			todo = append(todo, res)
 		default:
 			skipped = append(skipped, skip{res, "not created locally"})

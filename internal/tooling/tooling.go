@@ -20,7 +20,9 @@ var Production = []Entry{
 	{"internal/makefile", "tools.sh, the tool check every Makefile target runs first (build and deploy too), and its tests"},
 	{"internal/envconf", "the functions' settings from their environment"},
 	{"internal/initerr", "a failed init reported to the Lambda Runtime API"},
+	{"internal/stacksecret", "the stack's secret read from Secrets Manager at init"},
 	{"internal/syncw", "serialized writes to a shared log"},
+	{"internal/tracing", "OpenTelemetry for the functions: the export path from their environment, the SDK clients instrumented, a span per invocation, the trace file of the local tools"},
 	{"go.mod", "the module"},
 	{"go.sum", "the module's checksums"},
 }
@@ -30,11 +32,12 @@ var Production = []Entry{
 var TestSupport = []Entry{
 	{"internal/awstest", "moto for the tests, SDK clients and request counting"},
 	{"internal/exampletest", "the wired example and the template's resources on moto for a test; a consumer loop over the real SDK"},
-	{"internal/stack", "template.yaml's queues and tables created on moto (exampletest's engine)"},
+	{"internal/stack", "template.yaml's queues, tables and secret created on moto (exampletest's engine)"},
 	{"internal/samtemplate", "the template after the SAM transform (the IAM tests)"},
 	{"internal/funcurl", "a Lambda function URL on loopback (the ingress's tests)"},
 	{"internal/simdb", "an in-memory DynamoDB (idem's contract tests)"},
 	{"internal/dedupgroup", "what a high-throughput FIFO queue needs of its senders (idem's tests)"},
+	{"internal/gateway", "a stand-in for an outside HTTP service called with the idempotency key (the payouts' tests, the demo, idemctl)"},
 }
 
 // Deletable is the development tooling: no Production or TestSupport package imports it,
@@ -51,6 +54,7 @@ var Deletable = []Entry{
 	{"internal/reliability", "the reliability suite (RELIABILITY.md)"},
 	{"internal/faults", "fault injection between the SDK and moto"},
 	{"internal/sim", "the deterministic simulator (make sim)"},
+	{"internal/mutation", "the mutation score of idem and the ingress (make mutation)"},
 	{"internal/bench", "the benchmarks that need the tooling (make bench, make bench-ingress)"},
 	{"internal/cost", "the cost per million messages (make cost)"},
 	{"internal/scale", "the scale model of SCALING.md (make scale)"},

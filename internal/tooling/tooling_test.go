@@ -42,11 +42,11 @@ func TestRemovingTheToolingLeavesTheConsumerGreen(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	n, err := adapt.CopyTracked(src, dir)
+	n, err := adapt.CopyWorkTree(src, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("copy: %d tracked files in %s (%s)", n, dir, time.Since(start).Round(time.Millisecond))
+	t.Logf("copy: %d files (tracked, and new ones git does not ignore) in %s (%s)", n, dir, time.Since(start).Round(time.Millisecond))
 
 	for _, e := range tooling.Deletable {
 		if _, err := os.Stat(filepath.Join(dir, e.Path)); err != nil {

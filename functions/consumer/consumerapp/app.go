@@ -6,38 +6,45 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 // Handler is the consumer's Lambda handler: a partial batch response for an SQS event.
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
 // SQSAPI is the part of the SQS client the consumer uses: the example's outbound
-// messages and dead letters.
-type SQSAPI interface {
-	idem.SQSSender
-	idem.SQSBatchSender
-}
+// messages and dead letters. The handler gets the same client (example.Deps).
+type SQSAPI = example.SQS
 
-// Deps are the consumer's outside connections. Logs and Metrics default to os.Stdout,
-// where Lambda sends both to CloudWatch Logs (metrics as EMF lines).
+// Deps are the consumer's outside connections. The example's handler gets them too
+// (example.Deps), so it reads and calls through the same endpoint and retries. HTTP
+// defaults to a client of the consumer's own; Logs and Metrics to os.Stdout, where
+// Lambda sends both to CloudWatch Logs (metrics as EMF lines).
 type Deps struct {
 	DynamoDB idem.DynamoDBAPI
 	SQS      SQSAPI
+	HTTP     *http.Client // the handler's calls outside AWS
 	Logs     io.Writer
 	Metrics  io.Writer
 	Owner    string // names this process in records when there is no Lambda request id
 	// Clock is the idempotency layer's clock (default time.Now). Tests move it forward
 	// to play deliveries that come after a record's TTL.
 	Clock func() time.Time
+	// Tracer, when set, traces each invocation, record and call (internal/tracing; the
+	// clients above instrumented with it too); nil: no tracing, no cost.
+	Tracer trace.TracerProvider
 }
 
 // New builds the handler. Build it once per process, outside the handler, so the
@@ -48,6 +55,9 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	if d.DynamoDB == nil || d.SQS == nil {
 		return nil, errors.New("consumer: DynamoDB and SQS clients are required")
+	}
+	if cfg.Keys == nil && cfg.SecretARN != "" {
+		return nil, fmt.Errorf("consumer: the stack secret %s is not loaded (Config.Keys; main loads it with internal/stacksecret)", cfg.SecretARN)
 	}
 	if d.Logs == nil {
 		d.Logs = os.Stdout
@@ -69,18 +79,18 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	dlq := &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer"}
+	dlq := &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer", Keys: cfg.Keys}
 	client, err := idem.New(idem.Config{
 		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
 		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock, Sender: d.SQS,
-		Mode: cfg.Mode, OutboxDeadLetter: dlq, MaxLease: cfg.maxLease(),
+		Mode: cfg.Mode, OutboxDeadLetter: dlq, MaxLease: cfg.maxLease(), Tracer: d.Tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	business := cfg.Handler
-	if business == nil {
-		return nil, errors.New("consumer: Config.Handler is nil (FromEnv builds it from the example)")
+	business, err := handler(cfg, d)
+	if err != nil {
+		return nil, err
 	}
 	// A client that can also change a message's visibility (*sqs.Client can) hides a
 	// message that waits on a lease until the lease ends (idem.Visibility).
@@ -90,7 +100,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	record, err := idem.NewSQSHandler(idem.SQSConfig{
 		Client: client, Handler: business, KeyField: cfg.KeyField, KeySource: cfg.KeySource, Logger: log, Metrics: metrics,
-		Visibility: vis,
+		Visibility: vis, Keys: cfg.Keys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -103,17 +113,39 @@ func New(cfg Config, d Deps) (Handler, error) {
 		Logger:         log,
 		Metrics:        metrics,
 		Outbox:         client,
+		Tracer:         d.Tracer,
+		Keys:           cfg.Keys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	return tracing.Invocation(d.Tracer, "consumer", trace.SpanKindConsumer, "pubsub", nil, func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		resp, err := batch.Process(ctx, ev)
 		if ferr := metrics.Flush(); ferr != nil {
 			log.Warn("metrics flush failed", "error", ferr.Error())
 		}
 		return resp, err
-	}, nil
+	}), nil
+}
+
+// handler is cfg.Handler, or else the business handler cfg.Example builds from cfg.Env
+// and d's clients.
+func handler(cfg Config, d Deps) (idem.Handler, error) {
+	if cfg.Handler != nil {
+		return cfg.Handler, nil
+	}
+	if cfg.Example == nil || cfg.Env == nil {
+		return nil, errors.New("consumer: Config has neither a Handler nor an Example and its Env (FromEnv sets both)")
+	}
+	deps := example.Deps{Env: cfg.Env, DynamoDB: d.DynamoDB, SQS: d.SQS, HTTP: d.HTTP}
+	if deps.HTTP == nil {
+		deps.HTTP = &http.Client{}
+	}
+	h, err := cfg.Example.NewHandler(deps)
+	if err != nil {
+		return nil, fmt.Errorf("consumer configuration: %w", err)
+	}
+	return h, nil
 }
 
 // maxLease caps a lease, extensions included, at what an invocation can use: the
@@ -127,6 +159,6 @@ func (c Config) maxLease() time.Duration {
 }
 
 // Clients adapts SDK clients to Deps.
-func Clients(ddb *dynamodb.Client, q *sqs.Client) Deps {
-	return Deps{DynamoDB: ddb, SQS: q}
+func Clients(ddb *dynamodb.Client, q *sqs.Client, web *http.Client) Deps {
+	return Deps{DynamoDB: ddb, SQS: q, HTTP: web}
 }

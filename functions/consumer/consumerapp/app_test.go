@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -372,11 +373,19 @@ func TestFromEnv(t *testing.T) {
 	env["IDEMPOTENCY_TTL"], env["INFLIGHT_SHARDS"] = "2h", "8"
 	cfg, err := consumerapp.FromEnv(exampletest.LookupIn(env))
 	if err != nil || cfg.TTL != 2*time.Hour || cfg.Shards != 8 || cfg.Scope != env["IDEMPOTENCY_SCOPE"] || cfg.LeaseGrace != 30*time.Second ||
-		cfg.Mode != idem.ModeLease || cfg.KeyField != "" || cfg.Example == nil || cfg.Example.Name() != f.ex.Name() || cfg.Handler == nil {
+		cfg.Mode != idem.ModeLease || cfg.KeyField != "" || cfg.Example == nil || cfg.Example.Name() != f.ex.Name() || cfg.Env == nil || cfg.Handler != nil {
 		t.Fatalf("cfg=%+v err=%v", cfg, err)
 	}
+	// The single-transaction mode, unless the example says its handler cannot run in it
+	// (example.LeaseOnly): then the init refuses it with the example's reason.
 	env["IDEMPOTENCY_MODE"] = "single-transaction"
-	if cfg, err := consumerapp.FromEnv(exampletest.LookupIn(env)); err != nil || cfg.Mode != idem.ModeSingleTransaction {
+	cfg, err = consumerapp.FromEnv(exampletest.LookupIn(env))
+	if lo, ok := f.ex.(example.LeaseOnly); ok {
+		var me *example.ModeError
+		if !errors.As(err, &me) || !errors.Is(err, idem.ErrNotInThisMode) || !strings.Contains(err.Error(), lo.LeaseOnly()) {
+			t.Fatalf("IDEMPOTENCY_MODE=single-transaction for lease-only example %s: err=%v, want an *example.ModeError with its reason %q", f.ex.Name(), err, lo.LeaseOnly())
+		}
+	} else if err != nil || cfg.Mode != idem.ModeSingleTransaction {
 		t.Fatalf("IDEMPOTENCY_MODE=single-transaction: cfg=%+v err=%v", cfg, err)
 	}
 	// Everything wrong at once is reported at once.
@@ -393,8 +402,8 @@ func TestFromEnv(t *testing.T) {
 }
 
 // TestFromEnvExample: an EXAMPLE no example of the build has is refused as
-// example.ErrUnknown, and a missing variable of the example is named, together with
-// the consumer's own missing variables.
+// example.ErrUnknown, together with the consumer's own missing variables; a missing
+// variable of the example is named by New, which builds the example's handler.
 func TestFromEnvExample(t *testing.T) {
 	f := newFixture(t)
 	env := minimalEnv(t, f)
@@ -406,20 +415,25 @@ func TestFromEnvExample(t *testing.T) {
 		!strings.Contains(err.Error(), "DLQ_URL is not set") {
 		t.Errorf("EXAMPLE=no-such-example without DLQ_URL: error %v, want example.ErrUnknown naming the name, the build's examples and DLQ_URL", err)
 	}
+	deps := consumerapp.Deps{DynamoDB: f.ddb, SQS: f.sqs, Logs: io.Discard, Metrics: io.Discard}
+	if _, err := consumerapp.New(f.config(t), deps); err != nil {
+		t.Fatalf("New with every variable: %v", err)
+	}
 	required := 0
 	for _, name := range exampleVars(t, f.ex) {
 		without := maps.Clone(env)
 		delete(without, name)
-		if _, err := consumerapp.FromEnv(exampletest.LookupIn(without)); err == nil {
+		cfg, err := consumerapp.FromEnv(exampletest.LookupIn(without))
+		if err != nil {
+			t.Fatalf("without %s of the example: FromEnv: %v, want the example's variables left to New", name, err)
+		}
+		if _, err := consumerapp.New(cfg, deps); err == nil {
 			t.Logf("%s of example %s is optional", name, f.ex.Name())
 			continue
+		} else if !strings.Contains(err.Error(), name) || !strings.HasPrefix(err.Error(), "consumer configuration: ") {
+			t.Errorf("without %s: New: error %v, want it named", name, err)
 		}
 		required++
-		delete(without, "IDEMPOTENCY_TABLE")
-		_, err := consumerapp.FromEnv(exampletest.LookupIn(without))
-		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "IDEMPOTENCY_TABLE is not set") {
-			t.Errorf("without %s and IDEMPOTENCY_TABLE: error %v, want both named", name, err)
-		}
 	}
 	t.Logf("example %s: %d required variables of %v", f.ex.Name(), required, exampleVars(t, f.ex))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -31,6 +32,11 @@ func (c Config) Check() error {
 	}
 	if err := checkLease(c); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Example != nil {
+		if err := example.CheckMode(c.Example, c.Mode); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consumer configuration: %w", err)

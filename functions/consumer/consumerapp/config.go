@@ -24,9 +24,11 @@ type Config struct {
 	VisibilityTimeout time.Duration
 
 	// Example is the message type (EXAMPLE: one of functions/consumer/wiring's, by name;
-	// unset: the first), and Handler its business handler, built from the variables of
-	// the example's template block.
+	// unset: the first), and Env the variables its handler reads (the function's): New
+	// builds the handler from them and its clients (example.Deps). Handler, when set, is
+	// the business handler instead, and Example only names it (a test's own handler).
 	Example example.Example
+	Env     example.Lookup
 	Handler idem.Handler
 
 	IdempotencyTable string // IDEMPOTENCY_TABLE (required)
@@ -45,11 +47,20 @@ type Config struct {
 	KeySource        idem.KeySource // KEY_SOURCE (default "message"; "field": KEY_FIELD alone is the key)
 	MetricsNamespace string         // METRICS_NAMESPACE (default "IdempotentConsumer")
 	Mode             idem.Mode      // IDEMPOTENCY_MODE (default "lease"; or "single-transaction")
+
+	// Keys are the stack's keys (STACK_SECRET locally; deployed, main loads the secret
+	// STACK_SECRET_ARN names, SecretARN, at init): they verify the ingress's signature of a
+	// key in the HTTP callers' namespace, sign dead letters and hash keys and groups in
+	// the logs. Nil (no secret): such keys are refused, dead letters go unsigned and logs
+	// leave keys and groups out. New refuses a SecretARN without Keys.
+	Keys      *idem.Keys
+	SecretARN string
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
-// missing or malformed variable at once. The example is one of the build's
-// (functions/consumer/wiring).
+// missing or malformed variable of the consumer at once; New reports the example's (its
+// NewHandler reads them). The example is one of the build's (functions/consumer/wiring),
+// and one that cannot run in IDEMPOTENCY_MODE is refused here (example.CheckMode).
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	return FromEnvOf(wiring.Examples, lookup)
 }
@@ -74,10 +85,11 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
 	}
 	cfg.IdempotencyTable = cfg.Layout.Table
+	cfg.Keys, cfg.SecretARN = e.StackSecret()
 	rule := e.KeyRule()
 	cfg.KeyField, cfg.KeySource = rule.Field, rule.Source
-	// The examples qualify for the single-transaction mode: their effects are their
-	// writes and their outbound messages.
+	// The single-transaction mode needs a handler whose effects are its writes and its
+	// outbound messages: an example that is not such says so (example.LeaseOnly).
 	mode := e.OneOf("IDEMPOTENCY_MODE", idem.ModeLease.String(), idem.ModeLease.String(), idem.ModeSingleTransaction.String())
 	var errs []error
 	if err := e.Err(); err != nil {
@@ -86,9 +98,8 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 	var err error
 	if cfg.Example, err = example.FromEnv(examples, lookup); err != nil {
 		errs = append(errs, err)
-	} else if cfg.Handler, err = cfg.Example.NewHandler(lookup); err != nil {
-		errs = append(errs, err)
 	}
+	cfg.Env = lookup
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("consumer configuration: %w", err)
 	}

@@ -4,8 +4,10 @@
 // it, and nothing else outside its package does.
 //
 // Example is what production needs, four methods: the name, Decode, NewHandler and
-// Template. The rest is optional, one interface per tool it feeds, checked with a type
-// assertion as io.WriterTo or http.Flusher are:
+// Template. NewHandler gets the consumer's own clients and configuration (Deps), so a
+// handler reads its tables and calls out through the same endpoint and retries as the
+// machinery, in tests and in Lambda alike. The rest is optional, one interface per tool
+// it feeds, checked with a type assertion as io.WriterTo or http.Flusher are:
 //
 //   - Traffic (Traffic, Bad): realistic valid and bad messages. The demo, idemctl send
 //     without --from-file, idemctl events, the reliability suite, the benchmarks and
@@ -18,16 +20,25 @@
 //   - Confirmer (OutboundQueue, Confirms): which outbound message confirms which message.
 //     With it the demo and the tests count one outbound message per applied message;
 //     without it they do not look at outbound messages.
+//   - LeaseOnly (LeaseOnly): why the handler cannot run in idem.ModeSingleTransaction
+//     (a step, a call outside DynamoDB). The consumer refuses that mode at init, and the
+//     suites skip what needs it, with that reason.
+//   - Caller (Services): the variables holding the URL of each outside HTTP service the
+//     handler calls in a recorded step, with the idempotency key forwarded. The tools
+//     and the suites stand a local gateway in for each (internal/gateway), count its
+//     calls per key and crash consumers around the step.
 //
 // What lacks an optional interface is skipped by name, never guessed at: TrafficOf,
 // CheckerOf and ConfirmerOf return a *MissingError such as `example "webhooks" has no
 // traffic generator (implement example.Traffic)`, which idemctl reports as a usage error
 // and the test suites as the reason of their t.Skip.
 //
-// The two examples of this repository are functions/consumer/ledger (payments credited
-// to accounts; the default) and functions/consumer/inventory (stock reservations); both
-// implement every optional interface (Full). What they share is beside this package:
-// strict decodes a body, guarded is their handler's shape.
+// The three examples of this repository are functions/consumer/ledger (payments credited
+// to accounts; the default), functions/consumer/inventory (stock reservations) and
+// functions/consumer/payouts (payouts: a read, a refusal before the call, a payment
+// gateway called in a step, a write and an outbound message; lease mode only). All
+// implement every optional interface the tools need (Full). What they share is beside
+// this package: strict decodes a body, guarded is the shape of the first two's handler.
 package example
 
 import (
@@ -35,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -54,12 +66,14 @@ type Example interface {
 	// echoing values.
 	Decode(body []byte) (Message, error)
 
-	// NewHandler builds the business handler from the environment: the variables of the
-	// example's template block (Template). It reports every missing or malformed
-	// variable at once. The handler runs under the idem middleware; the examples here
-	// qualify for idem.ModeSingleTransaction (their effects are their writes and
-	// outbound messages).
-	NewHandler(env Lookup) (idem.Handler, error)
+	// NewHandler builds the business handler from the consumer's dependencies: the
+	// variables of the example's template block (Template) in d.Env, and the clients the
+	// handler reads and calls through (the consumer's own). It reports every missing or
+	// malformed variable at once, and calls nothing: the clients are for the handler's
+	// runs. The handler runs under the idem middleware. One that calls anything outside
+	// DynamoDB with an effect (a step) does not qualify for idem.ModeSingleTransaction:
+	// its example says so (LeaseOnly).
+	NewHandler(d Deps) (idem.Handler, error)
 
 	// Template returns the example's template block: its parameters, its resources and
 	// the consumer's environment for it, each region between its markers (Regions).
@@ -120,9 +134,10 @@ type Confirmer interface {
 	Confirms(body string) (id string, ok bool)
 }
 
-// Full is an example that implements every optional interface, as the ledger and the
-// inventory do: every tool runs on it. A line var _ example.Full = Example{} in its
-// package keeps it so.
+// Full is an example that implements every optional interface whose tools need
+// something of it, as the three examples do: every tool runs on it. A line var _
+// example.Full = Example{} in its package keeps it so. (LeaseOnly and Caller describe a
+// handler's shape instead: implement them when they are true of yours.)
 type Full interface {
 	Example
 	Traffic
@@ -177,6 +192,87 @@ func Prepare(ctx context.Context, ex Example, db DynamoDB, env Lookup, valid []M
 
 // Lookup reads one variable, like os.LookupEnv.
 type Lookup func(name string) (string, bool)
+
+// Deps is what NewHandler gets from the consumer (consumerapp.New): its configuration
+// and the clients main wires, the ones the machinery uses, so the handler reaches the
+// same endpoint (moto in tests, AWS in Lambda) with the same retries. Every field is
+// set.
+type Deps struct {
+	// Env reads the function's variables: the example's (its template block's
+	// environment region) and every other the function has.
+	Env Lookup
+	// DynamoDB is the consumer's DynamoDB client, for the handler's reads (GetItem,
+	// Query) of its own tables. Writes go in idem.Result.Writes, committed with the
+	// record; a write made here is outside that transaction.
+	DynamoDB idem.DynamoDBAPI
+	// SQS is the consumer's SQS client. Messages to send go in idem.Result.Messages
+	// (sent once the record is committed); this client is for anything else.
+	SQS SQS
+	// HTTP is the consumer's client for calls outside AWS: make them in a step
+	// (idem.Attempt.Step) with the idempotency key forwarded, under the invocation's
+	// context, which carries its deadline.
+	HTTP *http.Client
+}
+
+// SQS is the part of the SQS client the consumer uses and hands to the handler;
+// *sqs.Client satisfies it.
+type SQS interface {
+	idem.SQSSender
+	idem.SQSBatchSender
+}
+
+// LeaseOnly is implemented by an example whose handler cannot run in
+// idem.ModeSingleTransaction: one with a step (idem.Attempt.Step returns
+// idem.ErrNotInThisMode there), or any call outside DynamoDB with an effect, which that
+// mode may run more than once for one key. The consumer refuses the mode at init with
+// the reason, and the tools and suites skip what needs it, saying why.
+type LeaseOnly interface {
+	// LeaseOnly says why the handler needs the lease mode ("it charges the payment
+	// gateway in a step before its commit").
+	LeaseOnly() string
+}
+
+// ModeError says that an example cannot run in a mode. It wraps idem.ErrNotInThisMode.
+type ModeError struct {
+	Example string
+	Mode    idem.Mode
+	Reason  string // the example's LeaseOnly
+}
+
+func (e *ModeError) Error() string {
+	return fmt.Sprintf("example %q cannot run in the %s mode: %s; it needs IDEMPOTENCY_MODE=%s", e.Example, e.Mode, e.Reason, idem.ModeLease)
+}
+
+func (e *ModeError) Unwrap() error { return idem.ErrNotInThisMode }
+
+// CheckMode returns a *ModeError when ex cannot run in mode (a LeaseOnly example in
+// idem.ModeSingleTransaction), nil otherwise.
+func CheckMode(ex Example, mode idem.Mode) error {
+	if lo, ok := ex.(LeaseOnly); ok && mode == idem.ModeSingleTransaction {
+		return &ModeError{Example: ex.Name(), Mode: mode, Reason: lo.LeaseOnly()}
+	}
+	return nil
+}
+
+// Caller is implemented by an example whose handler calls outside HTTP services (a
+// payment gateway, a webhook endpoint) in a recorded step (idem.Attempt.Step), with the
+// idempotency key forwarded in an Idempotency-Key header so the service applies a
+// repeated call once. Locally and in tests, the tools stand a gateway in for each
+// service (internal/gateway: a real HTTP server on loopback that records every call by
+// its key), put its URL in the variable, count the calls per key and crash consumers
+// around the step (idemctl run --crash-at step-called, step-recorded).
+type Caller interface {
+	// Services returns the variables that hold the base URL of each service.
+	Services() []string
+}
+
+// ServicesOf returns ex's outside services (Caller.Services), none when ex is no Caller.
+func ServicesOf(ex Example) []string {
+	if c, ok := ex.(Caller); ok {
+		return c.Services()
+	}
+	return nil
+}
 
 // DynamoDB is what Prepare and Read use of the DynamoDB client; *dynamodb.Client
 // satisfies it.

@@ -47,8 +47,8 @@ func (Example) Decode(body []byte) (example.Message, error) {
 
 // NewHandler reads STOCK_TABLE and CONFIRMATIONS_QUEUE_URL and returns the reservation
 // handler.
-func (Example) NewHandler(env example.Lookup) (idem.Handler, error) {
-	e := envconf.New(env)
+func (Example) NewHandler(d example.Deps) (idem.Handler, error) {
+	e := envconf.New(d.Env)
 	cfg := Config{StockTable: e.Required(TableVar), ConfirmationsQueueURL: e.Required(ConfirmationsVar)}
 	if err := e.Err(); err != nil {
 		return nil, fmt.Errorf("inventory configuration: %w", err)

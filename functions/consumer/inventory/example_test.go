@@ -54,14 +54,14 @@ func TestNewHandlerConfig(t *testing.T) {
 
 func TestExampleNewHandler(t *testing.T) {
 	ex := inventory.Example{}
-	if _, err := ex.NewHandler(env(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: confirmationsURL})); err != nil {
+	if _, err := ex.NewHandler(example.Deps{Env: env(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: confirmationsURL})}); err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
-	_, err := ex.NewHandler(env(nil))
+	_, err := ex.NewHandler(example.Deps{Env: env(nil)})
 	if err == nil || !strings.Contains(err.Error(), inventory.TableVar) || !strings.Contains(err.Error(), inventory.ConfirmationsVar) {
 		t.Fatalf("NewHandler without variables: %v, want both variables named", err)
 	}
-	_, err = ex.NewHandler(env(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: "https://sqs.example/q"}))
+	_, err = ex.NewHandler(example.Deps{Env: env(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: "https://sqs.example/q"})})
 	if err == nil || !strings.Contains(err.Error(), "not a FIFO queue") {
 		t.Fatalf("NewHandler with a standard queue: %v", err)
 	}

@@ -80,7 +80,7 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := inventory.Example{}.NewHandler(st.env())
+	h, err := inventory.Example{}.NewHandler(example.Deps{Env: st.env()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 )
 
 // ScanAPI is the part of the DynamoDB client Stocks uses; *dynamodb.Client satisfies it.
-type ScanAPI interface {
-	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-}
+type ScanAPI = example.ScanAPI
 
 // UpdateAPI is the part of the DynamoDB client AddStock uses; *dynamodb.Client
 // satisfies it.
@@ -33,48 +33,26 @@ type Stock struct {
 // whole table (strongly consistent, all pages), so it is for tests and tools, not for
 // production traffic. A missing attribute reads as 0.
 func Stocks(ctx context.Context, api ScanAPI, table string) (map[string]Stock, error) {
-	pages := dynamodb.NewScanPaginator(api, &dynamodb.ScanInput{
+	stocks := make(map[string]Stock)
+	err := example.Rows(ctx, api, &dynamodb.ScanInput{
 		TableName:            aws.String(table),
 		ConsistentRead:       aws.Bool(true),
 		ProjectionExpression: aws.String("#sku, #available, #reserved, #count"),
 		ExpressionAttributeNames: map[string]string{
 			"#sku": attrSKU, "#available": attrAvailable, "#reserved": attrReserved, "#count": attrCount,
 		},
+	}, attrSKU, EntryPrefix, func(sku string, item map[string]types.AttributeValue) error {
+		var s Stock
+		for name, dst := range map[string]*int64{attrAvailable: &s.Available, attrReserved: &s.Reserved, attrCount: &s.Reservations} {
+			if err := example.Number(item, name, dst); err != nil {
+				return fmt.Errorf("sku %s: %w", sku, err)
+			}
+		}
+		stocks[sku] = s
+		return nil
 	})
-	stocks := make(map[string]Stock)
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("inventory: scan %s: %w", table, err)
-		}
-		for _, item := range out.Items {
-			sku, ok := item[attrSKU].(*types.AttributeValueMemberS)
-			if !ok {
-				return nil, fmt.Errorf("inventory: scan %s: item without a string %s", table, attrSKU)
-			}
-			if strings.HasPrefix(sku.Value, EntryPrefix) {
-				continue // a journal entry, not a sku
-			}
-			var s Stock
-			for _, f := range []struct {
-				name string
-				dst  *int64
-			}{{attrAvailable, &s.Available}, {attrReserved, &s.Reserved}, {attrCount, &s.Reservations}} {
-				if item[f.name] == nil {
-					continue
-				}
-				v, ok := item[f.name].(*types.AttributeValueMemberN)
-				if !ok {
-					return nil, fmt.Errorf("inventory: scan %s: sku %s has a non-numeric %s", table, sku.Value, f.name)
-				}
-				n, err := strconv.ParseInt(v.Value, 10, 64)
-				if err != nil {
-					return nil, fmt.Errorf("inventory: scan %s: sku %s: %s: %w", table, sku.Value, f.name, err)
-				}
-				*f.dst = n
-			}
-			stocks[sku.Value] = s
-		}
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	return stocks, nil
 }

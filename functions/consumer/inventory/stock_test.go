@@ -68,7 +68,7 @@ func TestStocks(t *testing.T) {
 		{name: "not a number", pages: [][]map[string]types.AttributeValue{{row("a", "1.5")}}, wantErr: "sku a: available"},
 		{name: "string counter", pages: [][]map[string]types.AttributeValue{{{
 			"sku": &types.AttributeValueMemberS{Value: "a"}, "reserved": &types.AttributeValueMemberS{Value: "2"},
-		}}}, wantErr: "sku a has a non-numeric reserved"},
+		}}}, wantErr: "sku a: reserved is not a number"},
 		{name: "no sku", pages: [][]map[string]types.AttributeValue{{{"available": &types.AttributeValueMemberN{Value: "1"}}}}, wantErr: "item without a string sku"},
 	}
 	for _, tt := range tests {

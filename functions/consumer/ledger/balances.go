@@ -3,18 +3,16 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 )
 
 // ScanAPI is the part of the DynamoDB client Balances uses; *dynamodb.Client satisfies it.
-type ScanAPI interface {
-	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-}
+type ScanAPI = example.ScanAPI
 
 // Account is one ledger row.
 type Account struct {
@@ -40,43 +38,27 @@ func Balances(ctx context.Context, api ScanAPI, table string) (map[string]int64,
 // Accounts reads every account of the ledger table, like Balances, with the number of
 // credits applied to each.
 func Accounts(ctx context.Context, api ScanAPI, table string) (map[string]Account, error) {
-	pages := dynamodb.NewScanPaginator(api, &dynamodb.ScanInput{
+	accts := make(map[string]Account)
+	err := example.Rows(ctx, api, &dynamodb.ScanInput{
 		TableName:                aws.String(table),
 		ConsistentRead:           aws.Bool(true),
 		ProjectionExpression:     aws.String("#account, #balance, #count"),
 		ExpressionAttributeNames: map[string]string{"#account": attrAccountID, "#balance": attrBalance, "#count": attrCount},
+	}, attrAccountID, EntryPrefix, func(id string, item map[string]types.AttributeValue) error {
+		if item[attrBalance] == nil {
+			return fmt.Errorf("account %s has no numeric %s", id, attrBalance)
+		}
+		var a Account // a row without the counter counts no credits
+		for name, dst := range map[string]*int64{attrBalance: &a.BalanceCents, attrCount: &a.Payments} {
+			if err := example.Number(item, name, dst); err != nil {
+				return fmt.Errorf("account %s: %w", id, err)
+			}
+		}
+		accts[id] = a
+		return nil
 	})
-	accts := make(map[string]Account)
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: scan %s: %w", table, err)
-		}
-		for _, item := range out.Items {
-			acct, ok := item[attrAccountID].(*types.AttributeValueMemberS)
-			if !ok {
-				return nil, fmt.Errorf("ledger: scan %s: item without a string %s", table, attrAccountID)
-			}
-			if strings.HasPrefix(acct.Value, EntryPrefix) {
-				continue // a journal entry, not an account
-			}
-			var a Account
-			for name, dst := range map[string]*int64{attrBalance: &a.BalanceCents, attrCount: &a.Payments} {
-				v, ok := item[name].(*types.AttributeValueMemberN)
-				if !ok && name == attrCount && item[name] == nil {
-					continue // a row without the counter counts no credits
-				}
-				if !ok {
-					return nil, fmt.Errorf("ledger: scan %s: account %s has no numeric %s", table, acct.Value, name)
-				}
-				n, err := strconv.ParseInt(v.Value, 10, 64)
-				if err != nil {
-					return nil, fmt.Errorf("ledger: scan %s: account %s: %s: %w", table, acct.Value, name, err)
-				}
-				*dst = n
-			}
-			accts[acct.Value] = a
-		}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	return accts, nil
 }

@@ -48,7 +48,8 @@ func (Example) Decode(body []byte) (example.Message, error) {
 // When IDEMPOTENCY_TABLE names the ledger table too, the records live there
 // (Config.RecordsInLedger), in the layout the IDEMPOTENCY_* variables give, which must be
 // RecordsLayout's.
-func (Example) NewHandler(env example.Lookup) (idem.Handler, error) {
+func (Example) NewHandler(d example.Deps) (idem.Handler, error) {
+	env := d.Env
 	e := envconf.New(env)
 	cfg := Config{LedgerTable: e.Required(TableVar), ReceiptsQueueURL: e.Required(ReceiptsVar)}
 	if records, ok := env("IDEMPOTENCY_TABLE"); ok && records == cfg.LedgerTable && records != "" {

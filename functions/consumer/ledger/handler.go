@@ -97,7 +97,7 @@ func NewHandler(cfg Config) (idem.Handler, error) {
 	}
 	h := &handler{cfg: cfg}
 	return &guarded.Handler[Payment]{
-		Name: "ledger", Decode: Decode, Response: response, Guard: h.entry, Effect: h.credit, Explain: explain,
+		Name: "ledger", Decode: Decode, Response: response, Guard: h.entry, Effect: h.credit, Explain: explain, Tell: tell,
 		Outbound: guarded.Outbound[Payment]{Name: "receipt", QueueURL: cfg.ReceiptsQueueURL, Body: receipt, Group: account},
 		Home:     cfg.RecordsInLedger, ID: paymentID,
 	}, nil
@@ -128,6 +128,15 @@ func explain(p Payment, item map[string]types.AttributeValue) string {
 		return fmt.Sprintf("currency %s does not match the account's %s", p.Currency, cur.Value)
 	}
 	return ""
+}
+
+// tell is what of a refusal the payment's sender may read: that the currencies differ,
+// not the account's (explain names it, for the operator).
+func tell(p Payment, item map[string]types.AttributeValue) string {
+	if explain(p, item) == "" {
+		return ""
+	}
+	return "the payment's currency does not match the account's"
 }
 
 // EntryPrefix starts the account_id of the journal entries the handler keeps in the

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
@@ -410,7 +411,7 @@ func TestExampleRecordsInLedger(t *testing.T) {
 	base := map[string]string{ledger.TableVar: "ledger", ledger.ReceiptsVar: receiptsURL}
 	home := func(t *testing.T, vars map[string]string) bool {
 		t.Helper()
-		h, err := ledger.Example{}.NewHandler(env(vars))
+		h, err := ledger.Example{}.NewHandler(example.Deps{Env: env(vars)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +441,7 @@ func TestExampleRecordsInLedger(t *testing.T) {
 	} {
 		vars := maps.Clone(in)
 		maps.Copy(vars, change)
-		if _, err := (ledger.Example{}).NewHandler(env(vars)); err == nil || !strings.Contains(err.Error(), "KEY_SOURCE=field, KEY_FIELD=payment_id") {
+		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: env(vars)}); err == nil || !strings.Contains(err.Error(), "KEY_SOURCE=field, KEY_FIELD=payment_id") {
 			t.Errorf("%s: %v, want an error saying what to set", name, err)
 		}
 	}
@@ -452,7 +453,7 @@ func TestExampleRecordsInLedger(t *testing.T) {
 	} {
 		vars := maps.Clone(in)
 		maps.Copy(vars, change)
-		if _, err := (ledger.Example{}).NewHandler(env(vars)); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEY_PREFIX="+ledger.EntryPrefix) {
+		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: env(vars)}); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEY_PREFIX="+ledger.EntryPrefix) {
 			t.Errorf("%s: %v, want an error saying what to set", name, err)
 		}
 	}

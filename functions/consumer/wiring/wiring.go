@@ -14,12 +14,13 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/payouts"
 )
 
 // Examples are the message types of this build. The first is the default: the one the
 // consumer runs when its EXAMPLE variable is unset, and the tools use without
 // --example. Its template block is the one in template.yaml.
-var Examples = []example.Example{ledger.Example{}, inventory.Example{}}
+var Examples = []example.Example{ledger.Example{}, inventory.Example{}, payouts.Example{}}
 
 // Default is the first of Examples.
 func Default() example.Example { return Examples[0] }

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -34,6 +35,8 @@ type Deps struct {
 	Logs     io.Writer
 	Metrics  io.Writer
 	Clock    func() time.Time // default time.Now
+	// Tracer, when set, traces each request (trace.go); nil: no tracing.
+	Tracer trace.TracerProvider
 }
 
 // Metric names of the ingress (namespace METRICS_NAMESPACE, dimension Service=ingress).
@@ -63,6 +66,7 @@ type App struct {
 	clock    func() time.Time
 	log      *slog.Logger
 	metrics  *idem.Metrics
+	tracer   trace.TracerProvider
 }
 
 // New builds the ingress from its configuration and connections.
@@ -73,6 +77,13 @@ func New(cfg Config, d Deps) (*App, error) {
 	if d.DynamoDB == nil || d.SQS == nil {
 		return nil, errors.New("ingress: DynamoDB and SQS clients are required")
 	}
+	if cfg.Keys == nil {
+		return nil, errors.New("ingress: no stack secret (Config.Keys: STACK_SECRET_ARN, loaded at init): the consumer takes the ingress's keys only from messages it signs")
+	}
+	if cfg.KeyScope == "" {
+		cfg.KeyScope = ScopeCaller
+	}
+	cfg.KeyRule.Keys = cfg.Keys // the consumer's rule, as the consumer runs it: it verifies what the ingress signs
 	if d.Logs == nil {
 		d.Logs = os.Stdout
 	}
@@ -90,19 +101,19 @@ func New(cfg Config, d Deps) (*App, error) {
 	return &App{
 		cfg: cfg, store: &store{api: d.DynamoDB, table: cfg.IngressTable}, consumer: consumer, sqs: d.SQS, clock: d.Clock,
 		log:     slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "ingress"),
-		metrics: idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"),
+		metrics: idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"), tracer: d.Tracer,
 	}, nil
 }
 
 // Handler returns the Lambda handler: Handle, then the invocation's metrics flushed.
 func (a *App) Handler() Handler {
-	return func(ctx context.Context, req LambdaFunctionURLRequest) (LambdaFunctionURLResponse, error) {
+	return traced(a.tracer, func(ctx context.Context, req LambdaFunctionURLRequest) (LambdaFunctionURLResponse, error) {
 		resp := a.Handle(ctx, req)
 		if err := a.metrics.Flush(); err != nil {
 			a.log.Warn("metrics flush failed", "error", err.Error())
 		}
 		return resp, nil
-	}
+	})
 }
 
 // answer is what a request gets, before it is written as HTTP.
@@ -117,8 +128,9 @@ type answer struct {
 	err        error  // what went wrong inside, for the log line only
 }
 
-// post accepts body under key: the request POST /requests of a validated key and body.
-func (a *App) post(ctx context.Context, key string, body []byte) answer {
+// post accepts body under the client's key, kept and sent under the caller's key scoped
+// (callerKey): the request POST /requests of a validated key and body.
+func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer {
 	msg, err := a.cfg.Example.Decode(body)
 	if err != nil {
 		return invalid(titleInvalidBody, "the body is not a valid "+a.cfg.Example.Name()+" message: "+err.Error())
@@ -126,15 +138,16 @@ func (a *App) post(ctx context.Context, key string, body []byte) answer {
 	if err := sqsText(body); err != nil {
 		return invalid(titleInvalidBody, err.Error())
 	}
-	pk, err := idem.RecordKey(a.cfg.Scope, key, false)
+	pk, err := idem.RecordKey(a.cfg.Scope, scoped, false)
 	if err != nil {
 		return invalid(titleBadKey, err.Error())
 	}
 	group := idem.DeduplicationID(msg.Group)
-	consumerKey, err := a.consumerKey(a.outgoing(key, body, group))
+	consumerKey, err := a.consumerKey(a.outgoing(scoped, body, group))
 	if err != nil {
 		return invalid(titleInvalidBody, "the consumer could not key this message: "+err.Error())
 	}
+	a.traceKeys(ctx, pk, consumerKey, group)
 	hash, err := idem.HashPayload(body)
 	if err != nil {
 		return unavailable(err, 1)
@@ -156,7 +169,7 @@ func (a *App) post(ctx context.Context, key string, body []byte) answer {
 		return unavailable(err, 1)
 	}
 	if old == nil {
-		return a.send(ctx, key, rec, body)
+		return a.send(ctx, key, scoped, rec, body)
 	}
 	if old.PayloadHash != hash {
 		return answer{code: http.StatusUnprocessableEntity, outcome: MetricMismatch, problem: &problem{
@@ -166,7 +179,7 @@ func (a *App) post(ctx context.Context, key string, body []byte) answer {
 	}
 	switch {
 	case old.State == stateQueued:
-		return a.replay(ctx, key, old, now)
+		return a.replay(ctx, key, scoped, old, now)
 	case old.State == stateSending && now.Before(old.SendingUntil):
 		// Retry-After 1: the holder's send takes milliseconds; the window (up to
 		// ACCEPT_WINDOW) is only how long a holder that died keeps the key.
@@ -181,7 +194,7 @@ func (a *App) post(ctx context.Context, key string, body []byte) answer {
 	if err != nil {
 		return unavailable(err, 1)
 	}
-	return a.send(ctx, key, cur, body)
+	return a.send(ctx, key, scoped, cur, body)
 }
 
 // window is when a sending attempt starting now is over for sure: the invocation's
@@ -194,11 +207,14 @@ func (a *App) window(ctx context.Context, now time.Time) time.Time {
 	return until.Truncate(time.Millisecond)
 }
 
-// send sends the message of the record rec, which this request holds, and marks it sent.
-func (a *App) send(ctx context.Context, key string, rec *record, body []byte) answer {
+// send sends the message of the record rec, which this request of the client's key held
+// under scoped holds, and marks it sent.
+func (a *App) send(ctx context.Context, key, scoped string, rec *record, body []byte) answer {
 	sctx, cancel := context.WithDeadline(ctx, rec.SendingUntil)
 	defer cancel()
-	out, err := a.sqs.SendMessage(sctx, a.outgoing(key, body, rec.Group))
+	in := a.outgoing(scoped, body, rec.Group)
+	idem.InjectTrace(sctx, in) // the consumer's record span goes under this request's
+	out, err := a.sqs.SendMessage(sctx, in)
 	// The writes after a send run on a context of their own: the request's may be
 	// what just ended.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -228,17 +244,22 @@ func (a *App) send(ctx context.Context, key string, rec *record, body []byte) an
 	return answer{code: http.StatusAccepted, status: &st, location: st.Location, outcome: MetricAccepted}
 }
 
-// outgoing is the message a request of key with body sends to the input queue in group:
-// the one place it is built, so that the key the consumer derives from it (consumerKey)
-// is derived from what is sent.
-func (a *App) outgoing(key string, body []byte, group string) *sqs.SendMessageInput {
+// outgoing is the message a request kept under scoped (its caller's key: callerKey)
+// with body sends to the input queue in group: the one place it is built, so that the
+// key the consumer derives from it (consumerKey) is derived from what is sent. It carries
+// the ingress's signature of its key and body, without which the consumer refuses a key
+// of the HTTP callers' namespace (idem.KeyRule.Keys), and a deduplication id only the
+// holders of the stack's secret can compute (idem.Keys.IngressDeduplicationID).
+func (a *App) outgoing(scoped string, body []byte, group string) *sqs.SendMessageInput {
 	return &sqs.SendMessageInput{
 		QueueUrl:               aws.String(a.cfg.QueueURL),
 		MessageBody:            aws.String(string(body)),
 		MessageGroupId:         aws.String(group),
-		MessageDeduplicationId: aws.String(idem.DeduplicationID(key)),
+		MessageDeduplicationId: aws.String(a.cfg.Keys.IngressDeduplicationID(scoped)),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-			idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(key)},
+			idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(scoped)},
+			idem.IngressSignatureAttribute: {DataType: aws.String("String"),
+				StringValue: aws.String(a.cfg.Keys.SignIngress(scoped, string(body)))},
 		},
 	}
 }
@@ -264,10 +285,11 @@ func (a *App) consumerKey(in *sqs.SendMessageInput) (string, error) {
 	return key, nil
 }
 
-// consumerRecordKey is the key of the consumer's record of the request own, made with
-// key: the key the consumer derives (kept by the POST), or key itself in a record
+// consumerRecordKey is the key of the consumer's record of the request own, kept under
+// scoped: the key the consumer derives (kept by the POST), or scoped itself in a record
 // written before it was kept.
-func (a *App) consumerRecordKey(own *record, key string) string {
+func (a *App) consumerRecordKey(own *record, scoped string) string {
+	key := scoped
 	if own.ConsumerKey != "" {
 		key = own.ConsumerKey
 	}
@@ -280,8 +302,8 @@ func (a *App) consumerRecordKey(own *record, key string) string {
 
 // replay answers a request of a key whose message was sent: what the consumer's record
 // says, 202 until it is final, then 200.
-func (a *App) replay(ctx context.Context, key string, own *record, now time.Time) answer {
-	rec, err := a.consumer.Get(ctx, a.consumerRecordKey(own, key), now)
+func (a *App) replay(ctx context.Context, key, scoped string, own *record, now time.Time) answer {
+	rec, err := a.consumer.Get(ctx, a.consumerRecordKey(own, scoped), now)
 	if err != nil && !errors.Is(err, idem.ErrNotFound) {
 		return unavailable(err, 1)
 	}
@@ -293,10 +315,10 @@ func (a *App) replay(ctx context.Context, key string, own *record, now time.Time
 	return answer{code: code, status: &st, location: st.Location, outcome: MetricReplayed}
 }
 
-// get answers GET /requests/{key} for a validated key: the status the consumer's record
-// gives the key's accepted request, or 404.
-func (a *App) get(ctx context.Context, key string) answer {
-	pk, err := idem.RecordKey(a.cfg.Scope, key, false)
+// get answers GET /requests/{key} for a validated key, kept under scoped: the status the
+// consumer's record gives the key's accepted request, or 404.
+func (a *App) get(ctx context.Context, key, scoped string) answer {
+	pk, err := idem.RecordKey(a.cfg.Scope, scoped, false)
 	if err != nil {
 		return invalid(titleBadKey, err.Error())
 	}
@@ -321,7 +343,7 @@ func (a *App) get(ctx context.Context, key string) answer {
 	if own == nil {
 		return notFound("no request was accepted under this Idempotency-Key (or its record expired)")
 	}
-	if cpk := a.consumerRecordKey(own, key); cpk != guess {
+	if cpk := a.consumerRecordKey(own, scoped); cpk != guess {
 		rec, consumerErr = a.consumer.Get(ctx, cpk, now)
 	}
 	if consumerErr != nil && !errors.Is(consumerErr, idem.ErrNotFound) {

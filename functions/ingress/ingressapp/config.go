@@ -75,6 +75,17 @@ type Config struct {
 	// without IAM authorization, fails closed.
 	RequireIAMCaller bool
 	MetricsNamespace string // METRICS_NAMESPACE (default "IdempotentConsumer")
+	// KeyScope (INGRESS_KEY_SCOPE, default ScopeCaller) is whose requests share the
+	// Idempotency-Keys: each IAM caller its own (caller), every caller of one account
+	// (account), or every caller (shared). Whatever the scope, the keys of HTTP callers
+	// are apart from those direct SQS producers send (idem.CallerKey).
+	KeyScope string
+	// Keys are the stack's keys (STACK_SECRET locally; deployed, main loads the secret
+	// STACK_SECRET_ARN names, SecretARN, at init): the ingress signs every message it
+	// sends with them, which is what makes the consumer take its keys (idem.KeyRule.Keys),
+	// and hashes keys in its logs. New refuses a configuration without them.
+	Keys      *idem.Keys
+	SecretARN string
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main), reporting every
@@ -97,7 +108,9 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		MaxBodyBytes:     e.Int("MAX_BODY_BYTES", DefaultMaxBodyBytes, 1, maxBodyLimit),
 		RequireIAMCaller: e.OneOf("REQUIRE_IAM_CALLER", "true", "true", "false") == "true",
 		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+		KeyScope:         e.OneOf("INGRESS_KEY_SCOPE", ScopeCaller, ScopeCaller, ScopeAccount, ScopeShared),
 	}
+	cfg.Keys, cfg.SecretARN = e.StackSecret()
 	cfg.IdempotencyTable = cfg.Layout.Table
 	var errs []error
 	if err := e.Err(); err != nil {
@@ -149,6 +162,15 @@ func (c Config) Check() error {
 	}
 	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > maxBodyLimit {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be from 1 to %d", maxBodyLimit))
+	}
+	switch c.KeyScope {
+	case "", ScopeCaller, ScopeAccount:
+		if !c.RequireIAMCaller {
+			errs = append(errs, errors.New("REQUIRE_IAM_CALLER=false needs INGRESS_KEY_SCOPE=shared: the caller and account scopes keep keys apart by the IAM caller an event without one does not name"))
+		}
+	case ScopeShared:
+	default:
+		errs = append(errs, fmt.Errorf("INGRESS_KEY_SCOPE %q is not %s, %s or %s", c.KeyScope, ScopeCaller, ScopeAccount, ScopeShared))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("ingress configuration: %w", err)

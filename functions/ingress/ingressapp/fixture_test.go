@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -87,6 +88,9 @@ type options struct {
 	// request is committed, its answer late.
 	slowAnswer time.Duration
 	noCaller   bool // the server reports no IAM caller (AuthType NONE)
+	// caller, when set, is the IAM caller the server reports (default: the local one,
+	// funcurl.LocalCaller("test")).
+	caller *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription
 	// apiOption, when set, is added to both clients' middleware (the IAM recording).
 	apiOption func(*middleware.Stack) error
 }
@@ -115,8 +119,15 @@ func newFixture(t *testing.T, o options) *fixture {
 	return f
 }
 
-// startIngress serves a new ingress on the fixture's resources.
+// startIngress serves a new ingress on the fixture's resources: the fixture's URL.
 func (f *fixture) startIngress(t *testing.T, o options) {
+	t.Helper()
+	f.url = f.serve(t, o)
+	f.http = &http.Client{Timeout: 20 * time.Second}
+}
+
+// serve serves a new ingress on the fixture's resources and returns its URL.
+func (f *fixture) serve(t *testing.T, o options) string {
 	t.Helper()
 	cfg, err := ingressapp.FromEnv(f.lookup)
 	if err != nil {
@@ -155,6 +166,9 @@ func (f *fixture) startIngress(t *testing.T, o options) {
 	srv := &funcurl.Server{Invoke: app.Invoke}
 	if !o.noCaller {
 		srv.Caller = funcurl.LocalCaller("test")
+		if o.caller != nil {
+			srv.Caller = o.caller
+		}
 	}
 	var h http.Handler = srv
 	if o.slowAnswer > 0 {
@@ -170,8 +184,7 @@ func (f *fixture) startIngress(t *testing.T, o options) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	f.url = url
-	f.http = &http.Client{Timeout: 20 * time.Second}
+	return url
 }
 
 func (f *fixture) lookup(k string) (string, bool) { v, ok := f.env[k]; return v, ok }
@@ -214,7 +227,13 @@ func (r reply) status(t *testing.T) ingressapp.Status {
 // do sends one request; key "" sends no Idempotency-Key header.
 func (f *fixture) do(t *testing.T, client *http.Client, method, path, key string, body []byte) (reply, error) {
 	t.Helper()
-	req, err := http.NewRequest(method, f.url+path, bytes.NewReader(body))
+	return f.doAt(t, client, f.url, method, path, key, body)
+}
+
+// doAt is do to the ingress at base.
+func (f *fixture) doAt(t *testing.T, client *http.Client, base, method, path, key string, body []byte) (reply, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +258,24 @@ func (f *fixture) post(t *testing.T, key string, body string) reply {
 	r, err := f.do(t, f.http, http.MethodPost, ingressapp.RequestsPath, key, []byte(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	return r
+}
+
+// retry posts as a client that honours a 503's Retry-After does: again while the answer
+// is 503 (a store or queue call failed: under a loaded test machine, moto can be slower
+// than the ingress's deadlines), at most 4 times. Each 503 is logged with the ingress's
+// logs, so a 503 that is not a slow call shows.
+func (f *fixture) retry(t *testing.T, key string, body string) reply {
+	t.Helper()
+	r := f.post(t, key, body)
+	for range 4 {
+		if r.code != http.StatusServiceUnavailable {
+			break
+		}
+		t.Logf("a 503, retried: %s\nthe ingress's logs:\n%s", r, f.logs.String())
+		time.Sleep(time.Second)
+		r = f.post(t, key, body)
 	}
 	return r
 }
@@ -308,7 +345,28 @@ func (f *fixture) consumeWith(t *testing.T, wrap func(idem.DynamoDBAPI) idem.Dyn
 	return logs.String()
 }
 
-// consumerRecord reads the consumer's record of key.
+// scoped is the key the fixture's default caller's request of the client's key is kept
+// and sent under (idem.CallerKey of its namespace).
+func (f *fixture) scoped(key string) string {
+	ns, ok := ingressapp.Namespace(ingressapp.ScopeCaller, funcurl.LocalCaller("test"))
+	if !ok {
+		panic("the local caller has no namespace")
+	}
+	return idem.CallerKey(ns, key)
+}
+
+// keys are the stack's keys, as the functions derive them from its secret.
+func (f *fixture) keys(t *testing.T) *idem.Keys {
+	t.Helper()
+	keys, err := idem.NewKeys([]byte(f.env["STACK_SECRET"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// consumerRecord reads the consumer's record of key (as the consumer keys it: for a
+// request through the ingress, f.scoped).
 func (f *fixture) consumerRecord(t *testing.T, key string) *idem.Record {
 	t.Helper()
 	store, err := idem.NewDynamoStoreLayout(f.st.DynamoDB, f.cfg.Layout)

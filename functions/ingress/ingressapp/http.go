@@ -14,8 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
 // The event and the answer of a function URL (payload format 2.0).
@@ -43,13 +41,16 @@ type problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// RequestID, on an answer whose cause is only logged (503), is the request's id
+	// (requestContext.requestId): its log line, with the error, carries it.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Handle answers one function URL event. It never returns an error: every failure is
 // an HTTP answer (a function error would reach the client as a bare 502).
 func (a *App) Handle(ctx context.Context, req LambdaFunctionURLRequest) LambdaFunctionURLResponse {
 	start := time.Now()
-	key, route, ans := a.route(ctx, req)
+	key, route, ans := a.route(ctx, req) // key: the key the request is kept and sent under
 	a.metrics.Add(ans.outcome, 1)
 	a.metrics.Observe(MetricDuration, float64(time.Since(start).Microseconds())/1000)
 	attrs := []slog.Attr{
@@ -57,8 +58,8 @@ func (a *App) Handle(ctx context.Context, req LambdaFunctionURLRequest) LambdaFu
 		slog.String("outcome", ans.outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		slog.String("request_id", req.RequestContext.RequestID),
 	}
-	if key != "" {
-		attrs = append(attrs, slog.String("key_hash", idem.HashKey(key))) // never the key itself
+	if h := a.cfg.Keys.LogHash(key); key != "" && h != "" {
+		attrs = append(attrs, slog.String("key_hash", h)) // never the key itself, and keyed: a guess cannot be checked against it
 	}
 	if c := caller(req); c != "" {
 		attrs = append(attrs, slog.String("caller", c))
@@ -67,20 +68,21 @@ func (a *App) Handle(ctx context.Context, req LambdaFunctionURLRequest) LambdaFu
 	if ans.err != nil {
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.String("error", ans.err.Error()))
+		if ans.problem != nil {
+			ans.problem.RequestID = req.RequestContext.RequestID // the client's way to this line
+		}
 	}
 	a.log.LogAttrs(context.WithoutCancel(ctx), level, "ingress request", attrs...)
+	traceRequest(ctx, req, key, route, ans)
 	return ans.response()
 }
 
-// route validates the request and hands it to Post or Get. It returns the key (once
-// valid) and the route, for the log line.
+// route validates the request and hands it to post or get. It returns the key it is kept
+// and sent under (the caller's: callerKey; once valid) and the route, for the log line.
 func (a *App) route(ctx context.Context, req LambdaFunctionURLRequest) (key, route string, ans answer) {
 	method := req.RequestContext.HTTP.Method
 	if a.cfg.RequireIAMCaller && caller(req) == "" {
-		return "", "", answer{code: http.StatusForbidden, outcome: MetricRejected, problem: &problem{
-			Title:  "Forbidden",
-			Detail: "the request carries no IAM caller: this function takes requests signed with SigV4 only (function URL AuthType AWS_IAM)",
-		}}
+		return "", "", noCaller()
 	}
 	path, err := url.PathUnescape(req.RawPath)
 	if err != nil {
@@ -96,11 +98,15 @@ func (a *App) route(ctx context.Context, req LambdaFunctionURLRequest) (key, rou
 		if !ok {
 			return "", route, ans
 		}
+		scoped, ok := a.callerKey(req, key)
+		if !ok {
+			return "", route, noCaller()
+		}
 		body, ans, ok := a.body(req)
 		if !ok {
-			return key, route, ans
+			return scoped, route, ans
 		}
-		return key, route, a.post(ctx, key, body)
+		return scoped, route, a.post(ctx, key, scoped, body)
 	case strings.HasPrefix(path, RequestsPath+"/"):
 		route = "GET " + RequestsPath + "/{key}"
 		if method != http.MethodGet {
@@ -110,9 +116,21 @@ func (a *App) route(ctx context.Context, req LambdaFunctionURLRequest) (key, rou
 		if err := ValidKey(key); err != nil {
 			return "", route, invalid(titleBadKey, "the path's key: "+err.Error())
 		}
-		return key, route, a.get(ctx, key)
+		scoped, ok := a.callerKey(req, key)
+		if !ok {
+			return "", route, noCaller()
+		}
+		return scoped, route, a.get(ctx, key, scoped)
 	}
 	return "", "", notFound("no such path: the routes are POST " + RequestsPath + " and GET " + RequestsPath + "/{key}")
+}
+
+// noCaller refuses an event that names no IAM caller.
+func noCaller() answer {
+	return answer{code: http.StatusForbidden, outcome: MetricRejected, problem: &problem{
+		Title:  "Forbidden",
+		Detail: "the request carries no IAM caller: this function takes requests signed with SigV4 only (function URL AuthType AWS_IAM)",
+	}}
 }
 
 func methodNotAllowed(allow string) answer {

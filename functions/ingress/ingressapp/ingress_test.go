@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -77,9 +78,10 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 	}
 
 	msgs := f.inputMessages(t)
-	if len(msgs) != 1 || keyOf(msgs[0]) != key || aws.ToString(msgs[0].Body) != m.Body ||
-		msgs[0].Attributes["MessageDeduplicationId"] != key || msgs[0].Attributes["MessageGroupId"] != idem.DeduplicationID(m.Group) {
-		t.Fatalf("input queue: %+v, want the one message with key, dedup id %s and group %s", msgs, key, m.Group)
+	scoped := f.scoped(key) // the caller's key: the one the consumer sees
+	if len(msgs) != 1 || keyOf(msgs[0]) != scoped || aws.ToString(msgs[0].Body) != m.Body ||
+		msgs[0].Attributes["MessageDeduplicationId"] != f.keys(t).IngressDeduplicationID(scoped) || msgs[0].Attributes["MessageGroupId"] != idem.DeduplicationID(m.Group) {
+		t.Fatalf("input queue: %+v, want the one message with the caller's key %s, its dedup id and group %s", msgs, scoped, m.Group)
 	}
 	// ReceiveAll hid it for a minute: make it visible for the consumer.
 	for _, msg := range msgs {
@@ -98,10 +100,10 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 	if st := during.status(t); during.code != http.StatusOK || st.Status != ingressapp.StatusInProgress {
 		t.Errorf("GET while the consumer holds the key: %s, want in_progress", during)
 	}
-	if want := `"key_hash":"` + idem.HashKey(key) + `"`; !strings.Contains(logs, want) || !strings.Contains(logs, `"outcome":"applied"`) {
+	if want := `"key_hash":"` + f.keys(t).LogHash(scoped) + `"`; !strings.Contains(logs, want) || !strings.Contains(logs, `"outcome":"applied"`) {
 		t.Errorf("the consumer did not apply the key as a first delivery:\n%s", logs)
 	}
-	rec := f.consumerRecord(t, key)
+	rec := f.consumerRecord(t, scoped)
 	if rec.Status != idem.StatusCompleted || rec.Attempt != 1 {
 		t.Errorf("the consumer's record: %s, attempt %d; want COMPLETED at the first attempt", rec.Status, rec.Attempt)
 	}
@@ -120,7 +122,7 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 	// One JSON line per request, naming the key by its hash only, and EMF counters.
 	logs = f.logs.String()
 	for _, want := range []string{`"msg":"ingress request"`, `"outcome":"Accepted"`, `"outcome":"Replayed"`, `"outcome":"StatusRead"`,
-		`"key_hash":"` + idem.HashKey(key) + `"`, `"caller":"arn:aws:iam::000000000000:user/local"`, `"Accepted":1`, `"Sent":1`} {
+		`"key_hash":"` + f.keys(t).LogHash(scoped) + `"`, `"caller":"arn:aws:iam::000000000000:user/local"`, `"Accepted":1`, `"Sent":1`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the ingress's logs lack %s:\n%s", want, logs)
 		}
@@ -169,7 +171,7 @@ func TestConcurrentFirstRequests(t *testing.T) {
 	for _, r := range replies {
 		if r.code == http.StatusConflict {
 			time.Sleep(10 * time.Millisecond)
-			wantCode(t, "a retry of a 409", f.post(t, key, m.Body), http.StatusAccepted)
+			wantCode(t, "a retry of a 409", f.retry(t, key, m.Body), http.StatusAccepted)
 		}
 	}
 	if n := f.sends(); n != 1 {
@@ -196,7 +198,7 @@ func TestLostAnswer(t *testing.T) {
 	if n := f.sends(); n != 1 {
 		t.Errorf("%d sends, want 1", n)
 	}
-	if msgs := f.inputMessages(t); len(msgs) != 1 || keyOf(msgs[0]) != key {
+	if msgs := f.inputMessages(t); len(msgs) != 1 || keyOf(msgs[0]) != f.scoped(key) {
 		t.Errorf("input queue %v, want the one message", msgs)
 	}
 }
@@ -214,6 +216,14 @@ func TestStoreOrQueueDown(t *testing.T) {
 	wantProblem(t, "POST with DynamoDB down", r, http.StatusServiceUnavailable, "retry after Retry-After")
 	if r.header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
+	}
+	// The store's error is in the log line only; the answer gives the request's id to find it.
+	var p struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(r.body, &p); err != nil || p.RequestID == "" || !strings.Contains(f.logs.String(), `"request_id":"`+p.RequestID+`"`) ||
+		bytes.Contains(r.body, []byte("127.0.0.1")) {
+		t.Errorf("503 body %s: want the request id of its log line, and no error text", r.body)
 	}
 	if n := f.sends(); n != 0 {
 		t.Errorf("%d sends with the store down, want 0", n)
@@ -236,7 +246,7 @@ func TestStoreOrQueueDown(t *testing.T) {
 
 	f.startIngress(t, options{})
 	wantCode(t, "the retry with SQS back", f.post(t, key, m.Body), http.StatusAccepted)
-	if msgs := f.inputMessages(t); len(msgs) != 1 || keyOf(msgs[0]) != key {
+	if msgs := f.inputMessages(t); len(msgs) != 1 || keyOf(msgs[0]) != f.scoped(key) {
 		t.Errorf("input queue %v, want the one message of the retried request", msgs)
 	}
 	wantCode(t, "GET", f.get(t, key), http.StatusOK)
@@ -350,10 +360,11 @@ func TestBadInput(t *testing.T) {
 	wantProblem(t, "no IAM caller", f.post(t, f.key("anonymous"), m.Body), http.StatusForbidden, "SigV4")
 }
 
-// ingressItem reads the ingress's record of key, nil when there is none.
+// ingressItem reads the ingress's record of the default caller's key, nil when there is
+// none.
 func (f *fixture) ingressItem(t *testing.T, key string) map[string]ddbtypes.AttributeValue {
 	t.Helper()
-	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], key, false)
+	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], f.scoped(key), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +416,8 @@ func TestStatusOfEachOutcome(t *testing.T) {
 	held, failing := f.key("held"), f.key("permanent")
 	wantCode(t, "POST", f.post(t, held, ms[0].Body), http.StatusAccepted)
 	wantCode(t, "POST", f.post(t, failing, ms[1].Body), http.StatusAccepted)
-	_, err = client.Do(ctx, &idem.Request{Key: held, Payload: []byte(ms[0].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
+	owner := lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-held"})
+	_, err = client.Do(owner, &idem.Request{Key: f.scoped(held), Payload: []byte(ms[0].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
 		if st := statusOf(held); st.Status != ingressapp.StatusInProgress {
 			t.Errorf("while a consumer holds the key: %+v", st)
 		}
@@ -414,17 +426,17 @@ func TestStatusOfEachOutcome(t *testing.T) {
 	if err == nil {
 		t.Fatal("the retryable failure was not returned")
 	}
-	if st := statusOf(held); st.Status != ingressapp.StatusInProgress || !strings.Contains(st.Error, "throttled, for the test") {
-		t.Errorf("after a retryable failure: %+v, want in_progress with the error", st)
+	if st := statusOf(held); st.Status != ingressapp.StatusInProgress || st.Category != string(idem.CategoryRetrying) || st.RequestID != "req-held" {
+		t.Errorf("after a retryable failure: %+v, want in_progress, retrying, with the consumer's request id", st)
 	}
-	_, err = client.Do(ctx, &idem.Request{Key: failing, Payload: []byte(ms[1].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
+	_, err = client.Do(ctx, &idem.Request{Key: f.scoped(failing), Payload: []byte(ms[1].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{}, idem.Permanent(errors.New("refused for good, for the test"))
 	})
 	if !idem.IsPermanent(err) {
 		t.Fatalf("the permanent failure: %v", err)
 	}
-	if st := statusOf(failing); st.Status != ingressapp.StatusFailed || st.Redrivable || !strings.Contains(st.Error, "refused for good, for the test") {
-		t.Errorf("after a permanent failure: %+v", st)
+	if st := statusOf(failing); st.Status != ingressapp.StatusFailed || st.Redrivable || st.Category != string(idem.CategoryInvalid) {
+		t.Errorf("after a permanent failure: %+v, want failed, invalid", st)
 	}
 	r := f.post(t, failing, ms[1].Body)
 	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed {
@@ -433,13 +445,13 @@ func TestStatusOfEachOutcome(t *testing.T) {
 
 	// Another producer used the key, with another body, straight on the queue.
 	taken := f.key("taken")
-	if _, err := client.Do(ctx, &idem.Request{Key: taken, Payload: []byte(ms[2].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
+	if _, err := client.Do(ctx, &idem.Request{Key: f.scoped(taken), Payload: []byte(ms[2].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Response: []byte(`{"other":true}`)}, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, "POST of a key the consumer knows", f.post(t, taken, ms[3].Body), http.StatusAccepted)
-	if st := statusOf(taken); st.Status != ingressapp.StatusFailed || !strings.Contains(st.Error, "payload mismatch") || st.Response != nil {
+	if st := statusOf(taken); st.Status != ingressapp.StatusFailed || !strings.Contains(st.Reason, "payload mismatch") || st.Category != string(idem.CategoryInvalid) || st.Response != nil {
 		t.Errorf("a key the consumer completed for another body: %+v", st)
 	}
 
@@ -458,8 +470,21 @@ func TestStatusOfEachOutcome(t *testing.T) {
 		key := f.key("refused")
 		wantCode(t, "POST of a message a business rule refuses", f.post(t, key, b.Body), http.StatusAccepted)
 		f.consume(t)
-		if st := statusOf(key); st.Status != ingressapp.StatusFailed || !st.Redrivable || !strings.Contains(st.Error, b.Reason) {
-			t.Errorf("a business rule's refusal: %+v, want failed and redrivable with %q", st, b.Reason)
+		r := f.get(t, key)
+		if st := r.status(t); st.Status != ingressapp.StatusFailed || !st.Redrivable || st.Category != string(idem.CategoryRefused) || st.RequestID == "" {
+			t.Errorf("a business rule's refusal: %+v, want failed, redrivable, refused, with the consumer's request id", st)
+		}
+		if strings.Contains(string(r.body), b.Reason) {
+			t.Errorf("the status of a business rule's refusal shows its raw reason %q: %s", b.Reason, r.body)
+		}
+		rec := f.consumerRecord(t, f.scoped(key))
+		if !strings.Contains(rec.Error, b.Reason) || rec.Category != idem.CategoryRefused {
+			t.Errorf("the consumer's record: error %q, category %q; want the raw reason %q, refused", rec.Error, rec.Category, b.Reason)
+		}
+		// The reason the example chose to show (the ledger's says the currencies differ,
+		// not which), and nothing else.
+		if st := r.status(t); st.Reason != rec.Public || (f.ex.Name() == "ledger" && st.Reason == "") {
+			t.Errorf("reason %q, want the example's own %q", st.Reason, rec.Public)
 		}
 		return
 	}
@@ -492,14 +517,14 @@ func TestStatusInEveryLayout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := client.Do(context.Background(), &idem.Request{Key: taken, Payload: []byte(ms[1].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
+			if _, err := client.Do(context.Background(), &idem.Request{Key: f.scoped(taken), Payload: []byte(ms[1].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
 				return idem.Result{Response: []byte(`{"other":true}`)}, nil
 			}); err != nil {
 				t.Fatal(err)
 			}
 			wantCode(t, "POST of a key another body took", f.post(t, taken, ms[2].Body), http.StatusAccepted)
 			f.consume(t)
-			want := f.consumerRecord(t, done)
+			want := f.consumerRecord(t, f.scoped(done))
 			if want.Status != idem.StatusCompleted || len(want.Response) == 0 {
 				t.Fatalf("the consumer's record of the applied request: %+v", want)
 			}
@@ -510,7 +535,7 @@ func TestStatusInEveryLayout(t *testing.T) {
 				}
 			}
 			r := f.get(t, taken)
-			if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed || !strings.Contains(st.Error, "payload mismatch") || st.Response != nil {
+			if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed || !strings.Contains(st.Reason, "payload mismatch") || st.Response != nil {
 				t.Errorf("the request the consumer refused as a payload mismatch: %s", r)
 			}
 		})
@@ -548,7 +573,7 @@ func TestStatusWhenKeyedByTheBusinessID(t *testing.T) {
 	if st := f.get(t, k2).status(t); st.Status != ingressapp.StatusCompleted || !bytes.Equal(st.Response, first.Response) {
 		t.Errorf("the same operation under a fresh key: %+v, want completed with the first response", st)
 	}
-	if st := f.get(t, k3).status(t); st.Status != ingressapp.StatusFailed || !strings.Contains(st.Error, "payload mismatch") {
+	if st := f.get(t, k3).status(t); st.Status != ingressapp.StatusFailed || !strings.Contains(st.Reason, "payload mismatch") {
 		t.Errorf("the operation with another body: %+v, want failed (payload mismatch)", st)
 	}
 	out, err := exampletest.Checker(t, f.ex).Read(context.Background(), f.st.DynamoDB, f.st.Lookup)
@@ -577,7 +602,7 @@ func TestKeysThatLookHashed(t *testing.T) {
 	for _, m := range msgs {
 		keys[keyOf(m)] = true
 	}
-	if !keys[long] || !keys[lookalike] {
+	if !keys[f.scoped(long)] || !keys[f.scoped(lookalike)] {
 		t.Fatalf("input queue holds %d messages with keys %v; want both requests' messages", len(msgs), keys)
 	}
 }

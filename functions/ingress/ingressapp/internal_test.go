@@ -1,35 +1,12 @@
 package ingressapp
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
-
-// TestDeadLetteredFollowsIdem pins how a FAILED, retryable record tells a message the
-// consumer dead-lettered (a business rule's refusal, explained or not; a request
-// DynamoDB refused as invalid) from one a redelivery retries: on the texts idem's own
-// errors give, wrapped as the consumer stores them.
-func TestDeadLetteredFollowsIdem(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{&idem.WriteConditionError{Explained: true, Reason: "insufficient stock: sku s-1 has 3"}, true},
-		{fmt.Errorf("idem: complete payments#h:1234: %w", &idem.WriteConditionError{Index: 2, Reason: "ConditionalCheckFailed"}), true},
-		{fmt.Errorf("idem: complete payments#h:1234: %w: item too large", idem.ErrInvalidRequest), true},
-		{errors.New("lease expired"), false},
-		{fmt.Errorf("idem: acquire: %w", errors.New("ThrottlingException")), false},
-		{errors.New("idem: handler panicked: boom"), false},
-	} {
-		if got := deadLettered(c.err.Error()); got != c.want {
-			t.Errorf("%q: dead-lettered %v, want %v", c.err, got, c.want)
-		}
-	}
-}
 
 // TestSQSText: the characters SQS refuses in a message body are refused before anything
 // is written.
@@ -52,6 +29,58 @@ func TestValidKey(t *testing.T) {
 	} {
 		if err := ValidKey(key); (err == nil) != ok {
 			t.Errorf("%q: %v, want ok=%v", key, err, ok)
+		}
+	}
+}
+
+// TestStatusOf: each row of docs/ingress.md's table of statuses, from the consumer's
+// record to the answer, every field compared: a failure's category, the reason the
+// example chose to show and the request id, never the error itself.
+func TestStatusOf(t *testing.T) {
+	const key, hash, raw = "pay-1", "fp-1", "AccessDenied: arn:aws:iam::123456789012:role/consumer"
+	loc := RequestsPath + "/pay-1"
+	refused := (&idem.WriteConditionError{Explained: true, Reason: "currency EUR does not match the account's JPY"}).Error()
+	for _, c := range []struct {
+		name string
+		rec  *idem.Record
+		want Status
+	}{
+		{"no record", nil, Status{Key: key, Status: StatusAccepted, Location: loc}},
+		{"held", &idem.Record{Status: idem.StatusInProgress, PayloadHash: hash, Attempt: 2},
+			Status{Key: key, Status: StatusInProgress, Attempts: 2, Location: loc}},
+		{"reaped", &idem.Record{Status: idem.StatusFailed, Retryable: true, Error: idem.ReasonLeaseExpired, PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusInProgress, Category: string(idem.CategoryRetrying), Attempts: 1, Location: loc}},
+		{"throttled", &idem.Record{Status: idem.StatusFailed, Retryable: true, Error: raw, Category: idem.CategoryRetrying, Owner: "req-7", PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusInProgress, Category: string(idem.CategoryRetrying), RequestID: "req-7", Attempts: 1, Location: loc}},
+		{"completed, JSON", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 3, Response: []byte(`{"ok":true}`)},
+			Status{Key: key, Status: StatusCompleted, Response: []byte(`{"ok":true}`), Attempts: 3, Location: loc}},
+		{"completed, text", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1, Response: []byte("done")},
+			Status{Key: key, Status: StatusCompleted, Response: []byte(`"done"`), Attempts: 1, Location: loc}},
+		{"completed, bytes", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1, Response: []byte{0xff, 0x00}},
+			Status{Key: key, Status: StatusCompleted, Response: []byte(`"/wA="`), ResponseEncoding: "base64", Attempts: 1, Location: loc}},
+		{"completed, empty", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusCompleted, Attempts: 1, Location: loc}},
+		{"failed for good", &idem.Record{Status: idem.StatusFailed, Error: "bad amount", Category: idem.CategoryInvalid, Public: "amount_cents must be positive", Owner: "req-1", PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusFailed, Category: string(idem.CategoryInvalid), Reason: "amount_cents must be positive", RequestID: "req-1", Attempts: 1, Location: loc}},
+		{"failed for good, before categories", &idem.Record{Status: idem.StatusFailed, Error: raw, PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusFailed, Category: string(idem.CategoryInvalid), Attempts: 1, Location: loc}},
+		{"refused, redrivable", &idem.Record{Status: idem.StatusFailed, Retryable: true, Error: refused, Category: idem.CategoryRefused, Public: "the payment's currency does not match the account's", Owner: "req-2", PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusFailed, Category: string(idem.CategoryRefused), Reason: "the payment's currency does not match the account's", RequestID: "req-2", Redrivable: true, Attempts: 1, Location: loc}},
+		{"another body", &idem.Record{Status: idem.StatusCompleted, PayloadHash: "fp-2", Attempt: 1, Response: []byte(`{}`)},
+			Status{Key: key, Status: StatusFailed, Category: string(idem.CategoryInvalid), Reason: payloadMismatch, Attempts: 1, Location: loc}},
+		{"no fingerprint stored", &idem.Record{Status: idem.StatusCompleted, Attempt: 1, Response: []byte(`{}`)},
+			Status{Key: key, Status: StatusCompleted, Response: []byte(`{}`), Attempts: 1, Location: loc}},
+	} {
+		got := statusOf(key, hash, c.rec)
+		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", c.want) {
+			t.Errorf("%s:\n  got  %+v\n  want %+v", c.name, got, c.want)
+		}
+		if strings.Contains(fmt.Sprintf("%+v", got), "AccessDenied") {
+			t.Errorf("%s: the raw error reached the answer: %+v", c.name, got)
+		}
+		// Only accepted and in_progress change by themselves.
+		if final := c.name != "no record" && c.name != "held" && c.name != "reaped" && c.name != "throttled"; got.Final() != final {
+			t.Errorf("%s: Final() = %v, want %v", c.name, got.Final(), final)
 		}
 	}
 }

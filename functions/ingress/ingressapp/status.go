@@ -3,7 +3,6 @@ package ingressapp
 import (
 	"encoding/base64"
 	"encoding/json"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -19,8 +18,8 @@ const (
 	// StatusCompleted: the consumer committed; Response is what it stored.
 	StatusCompleted = "completed"
 	// StatusFailed: the consumer refused the message for good, or until an operator
-	// removes the cause and redrives it from the dead-letter queue (Redrivable); Error
-	// is its reason, the text of the dead letter's dlq-reason.
+	// removes the cause and redrives it from the dead-letter queue (Redrivable); Category
+	// says what kind of refusal.
 	StatusFailed = "failed"
 )
 
@@ -32,8 +31,17 @@ type Status struct {
 	// JSON, else a JSON string (ResponseEncoding "base64" when it is not UTF-8).
 	Response         json.RawMessage `json:"response,omitempty"`
 	ResponseEncoding string          `json:"response_encoding,omitempty"`
-	// Error is why it failed (failed), or why the last attempt failed (in_progress).
-	Error string `json:"error,omitempty"`
+	// Category is what kind of failure it is (failed), or the last attempt's was
+	// (in_progress): retrying, refused (by a business rule) or invalid (idem.Category).
+	// The error itself, which may name the account, roles, tables and other parties'
+	// data, stays in the consumer's record and logs.
+	Category string `json:"category,omitempty"`
+	// Reason is what the example chose to show of the failure (idem.PublicReason), or,
+	// for a key the consumer knows with another body, the ingress's own words.
+	Reason string `json:"reason,omitempty"`
+	// RequestID is the consumer invocation that recorded the failure (its Lambda request
+	// id: the aws_request_id of its log line, which has the error).
+	RequestID string `json:"request_id,omitempty"`
 	// Redrivable: failed, and the consumer left the key retryable: once the cause is
 	// removed (a business rule's state, a code fix), `idemctl redrive` applies it.
 	Redrivable bool `json:"redrivable,omitempty"`
@@ -44,32 +52,6 @@ type Status struct {
 
 // Final reports whether the status will not change by itself.
 func (s Status) Final() bool { return s.Status == StatusCompleted || s.Status == StatusFailed }
-
-// The texts by which a consumer's stored error says the message was dead-lettered while
-// the record was left retryable (idem's redrivable failures): a business write's
-// condition refused it (with the handler's reason, or DynamoDB's), or DynamoDB refused
-// the commit as invalid. Taken from idem's own errors, so they follow its wording.
-var deadLetteredRetryable = [][]string{
-	{strings.TrimSuffix((&idem.WriteConditionError{Explained: true, Reason: "\x00"}).Error(), "\x00")},
-	strings.Split((&idem.WriteConditionError{Index: 0, Reason: "\x00"}).Error(), "0"), // "…write ", " condition failed: \x00"
-	{idem.ErrInvalidRequest.Error()},
-}
-
-// deadLettered reports whether a FAILED, retryable record's error is one the consumer
-// dead-letters (and keeps retryable for a redrive after a fix), rather than one a
-// redelivery retries.
-func deadLettered(errText string) bool {
-	for _, parts := range deadLetteredRetryable {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(errText, strings.TrimSuffix(p, "\x00"))
-		}
-		if all {
-			return true
-		}
-	}
-	return false
-}
 
 // payloadMismatch is the reason a request reports when the consumer's record of its key
 // is another body's.
@@ -87,24 +69,43 @@ func statusOf(key, hash string, rec *idem.Record) Status {
 	}
 	st.Attempts = rec.Attempt
 	if rec.PayloadHash != "" && rec.PayloadHash != hash {
-		st.Status, st.Error = StatusFailed, payloadMismatch
+		st.Status, st.Category, st.Reason = StatusFailed, string(idem.CategoryInvalid), payloadMismatch
 		return st
 	}
-	switch {
-	case rec.Status == idem.StatusCompleted:
+	switch rec.Status {
+	case idem.StatusCompleted:
 		st.Status = StatusCompleted
 		st.Response, st.ResponseEncoding = responseJSON(rec.Response)
-	case rec.Status == idem.StatusFailed && !rec.Retryable:
-		st.Status, st.Error = StatusFailed, rec.Error
-	case rec.Status == idem.StatusFailed && deadLettered(rec.Error):
-		st.Status, st.Error, st.Redrivable = StatusFailed, rec.Error, true
-	case rec.Status == idem.StatusFailed:
-		// Reaped after a crash, or a retryable error: the message comes back.
-		st.Status, st.Error = StatusInProgress, rec.Error
+	case idem.StatusFailed:
+		category := failureCategory(rec)
+		st.Category, st.Reason, st.RequestID = string(category), rec.Public, rec.Owner
+		switch {
+		case !rec.Retryable:
+			st.Status = StatusFailed // replayed to every delivery
+		case category != idem.CategoryRetrying:
+			// Dead-lettered, the key left retryable: a fix and a redrive apply it.
+			st.Status, st.Redrivable = StatusFailed, true
+		default:
+			// Reaped after a crash, or a retryable error: the message comes back.
+			st.Status = StatusInProgress
+		}
 	default:
 		st.Status = StatusInProgress
 	}
 	return st
+}
+
+// failureCategory is the category of a FAILED record: the one the consumer stored from
+// its error (idem.CategoryOf), or, for a record without one (reaped, or written before
+// categories were kept), what its state says: retrying when retryable, invalid when not.
+func failureCategory(rec *idem.Record) idem.Category {
+	switch {
+	case rec.Category != "":
+		return rec.Category
+	case rec.Retryable:
+		return idem.CategoryRetrying
+	}
+	return idem.CategoryInvalid
 }
 
 // responseJSON returns a stored response as JSON.

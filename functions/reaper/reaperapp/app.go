@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
 // Config is the reaper's configuration.
@@ -35,6 +37,11 @@ type Config struct {
 	// function timeout, optional) + LEASE_GRACE; 0 (unset) takes idem's 15 minutes.
 	MaxLease        time.Duration
 	FunctionTimeout time.Duration // FUNCTION_TIMEOUT (optional): the function's Timeout, checked against SWEEP_MARGIN
+	// Keys sign the outbound messages the reaper dead-letters, so that `idemctl redrive`
+	// sends them back to their queue (STACK_SECRET locally; deployed, main loads the secret
+	// SecretARN names). New refuses a SecretARN without Keys.
+	Keys      *idem.Keys
+	SecretARN string
 }
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main).
@@ -51,6 +58,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		DLQURL:           e.String("DLQ_URL", ""),
 	}
 	cfg.IdempotencyTable = cfg.Layout.Table
+	cfg.Keys, cfg.SecretARN = e.StackSecret()
 	if consumer := e.Duration("CONSUMER_TIMEOUT", 0); consumer > 0 {
 		cfg.MaxLease = consumer + cfg.Grace
 	}
@@ -96,6 +104,8 @@ type Deps struct {
 	Logs    io.Writer
 	Metrics io.Writer
 	Clock   func() time.Time
+	// Tracer, when set, traces each sweep (internal/tracing); nil: no tracing.
+	Tracer trace.TracerProvider
 }
 
 // New builds the handler. Each call sweeps every shard once, logs one summary line and
@@ -104,6 +114,9 @@ type Deps struct {
 func New(cfg Config, d Deps) (Handler, error) {
 	if d.DynamoDB == nil {
 		return nil, errors.New("reaper: DynamoDB client is required")
+	}
+	if cfg.Keys == nil && cfg.SecretARN != "" {
+		return nil, fmt.Errorf("reaper: the stack secret %s is not loaded (Config.Keys; main loads it with internal/stacksecret)", cfg.SecretARN)
 	}
 	if d.Logs == nil {
 		d.Logs = os.Stdout
@@ -125,11 +138,11 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
-	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS}
+	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS, Tracer: d.Tracer}
 	if cfg.DLQURL != "" && d.SQS != nil {
-		r.DeadLetter = &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper"}
+		r.DeadLetter = &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper", Keys: cfg.Keys}
 	}
-	return func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
+	return tracing.Invocation(d.Tracer, "reaper", trace.SpanKindInternal, "timer", nil, func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
 		start := time.Now()
 		res, err := r.Sweep(ctx)
 		metrics.Add(idem.MetricReaped, res.Reaped)
@@ -152,5 +165,5 @@ func New(cfg Config, d Deps) (Handler, error) {
 		}
 		log.Info("sweep done", attrs...)
 		return res, nil
-	}, nil
+	}), nil
 }

@@ -60,8 +60,8 @@ func (Example) Decode(body []byte) (example.Message, error) {
 
 // NewHandler reads NOTES_TABLE and returns the handler: the note's item, committed with
 // the completion of its key.
-func (ex Example) NewHandler(env example.Lookup) (idem.Handler, error) {
-	e := envconf.New(env)
+func (ex Example) NewHandler(d example.Deps) (idem.Handler, error) {
+	e := envconf.New(d.Env)
 	table := e.Required(TableVar)
 	if err := e.Err(); err != nil {
 		return nil, fmt.Errorf("minimal configuration: %w", err)

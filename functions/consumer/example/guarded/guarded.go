@@ -44,6 +44,10 @@ type Handler[M any] struct {
 	// Explain says, for the dead-letter queue, why Effect's condition refused m, item
 	// being the item as it was ("" when it cannot tell).
 	Explain func(m M, item map[string]types.AttributeValue) string
+	// Tell (optional) says what of such a refusal the message's sender may read (an HTTP
+	// caller of the ingress: idem.Result.Tell), naming no other party's data; "" or nil
+	// tells the category alone.
+	Tell func(m M, item map[string]types.AttributeValue) string
 	// Outbound is the message sent for m once it is committed.
 	Outbound Outbound[M]
 	// Home says that the idempotency records live in Guard's table and that the journal
@@ -94,10 +98,19 @@ func (h *Handler[M]) Handle(_ context.Context, req *idem.Request) (idem.Result, 
 		}
 		home = h.ID(m)
 	}
+	var tell func(int, map[string]types.AttributeValue) string
+	if h.Tell != nil {
+		tell = func(index int, item map[string]types.AttributeValue) string {
+			if index != 1 {
+				return ""
+			}
+			return h.Tell(m, item)
+		}
+	}
 	return idem.Result{
-		Response: resp,
-		Writes:   []types.TransactWriteItem{h.Guard(req.Key, m), h.Effect(m)},
-		Guards:   []int{0}, HomeGuard: h.Home, HomeKey: home,
+		Response: resp, Tell: tell,
+		Writes: []types.TransactWriteItem{h.Guard(req.Key, m), h.Effect(m)},
+		Guards: []int{0}, HomeGuard: h.Home, HomeKey: home,
 		Messages: []idem.Message{out},
 		Explain: func(index int, item map[string]types.AttributeValue) string {
 			if index != 1 { // the effect; the guard (0) is explained by the middleware

@@ -1,0 +1,69 @@
+package example
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ScanAPI is the part of the DynamoDB client Rows uses; *dynamodb.Client and DynamoDB
+// satisfy it.
+type ScanAPI interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// Rows scans a whole table with in (every page; set ConsistentRead for a check) and
+// calls row with each item and its id, the string attribute keyAttr, leaving out the
+// journal entries: the items whose id begins with entryPrefix. It is for the tools and
+// the tests (Checker.Read), not for production traffic. An item without a string keyAttr
+// is an error, and so is row's.
+func Rows(ctx context.Context, api ScanAPI, in *dynamodb.ScanInput, keyAttr, entryPrefix string,
+	row func(id string, item map[string]types.AttributeValue) error,
+) error {
+	table := ""
+	if in.TableName != nil {
+		table = *in.TableName
+	}
+	pages := dynamodb.NewScanPaginator(api, in)
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", table, err)
+		}
+		for _, item := range out.Items {
+			id, ok := item[keyAttr].(*types.AttributeValueMemberS)
+			if !ok {
+				return fmt.Errorf("scan %s: item without a string %s", table, keyAttr)
+			}
+			if strings.HasPrefix(id.Value, entryPrefix) {
+				continue // a journal entry
+			}
+			if err := row(id.Value, item); err != nil {
+				return fmt.Errorf("scan %s: %w", table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Number reads the numeric attribute name of item into dst. An absent attribute leaves
+// dst as it is; one that is not a number, or not an int64, is an error naming it.
+func Number(item map[string]types.AttributeValue, name string, dst *int64) error {
+	if item[name] == nil {
+		return nil
+	}
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return fmt.Errorf("%s is not a number", name)
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	*dst = n
+	return nil
+}

@@ -1,0 +1,64 @@
+package ingressapp
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
+)
+
+// traced makes each invocation a span (internal/tracing), under the trace context the
+// request's traceparent header carries, if any: the client's trace, continued through
+// the queue into the consumer's record span (the message carries this one's context).
+func traced(tp trace.TracerProvider, h Handler) Handler {
+	return tracing.Invocation(tp, "ingress", trace.SpanKindServer, "http", func(_ context.Context, req LambdaFunctionURLRequest) trace.SpanContext {
+		return tracing.HeaderParent(req.Headers)
+	}, h)
+}
+
+// traceKeys puts the records of a POST on its span: the ingress's own and the consumer's
+// (which differ when the consumer keys by a field of the body), as idem.RecordTraceID has
+// them (never the key), and the FIFO group's hash.
+func (a *App) traceKeys(ctx context.Context, pk, consumerKey, group string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attribute.String(idem.AttrRecord, idem.RecordTraceID(pk)), attribute.String(idem.AttrGroupHash, idem.HashKey(group)),
+		attribute.String(idem.AttrScope, a.cfg.Scope))
+	if cpk, err := idem.RecordKey(a.cfg.Scope, consumerKey, false); err == nil {
+		span.SetAttributes(attribute.String(AttrConsumerRecord, idem.RecordTraceID(cpk)))
+	}
+}
+
+// AttrConsumerRecord is, on the ingress's span, the consumer's record of the request
+// (idem.RecordTraceID of its record key).
+const AttrConsumerRecord = "idem.consumer_record"
+
+// traceRequest names the invocation's span after the route and puts the answer on it.
+func traceRequest(ctx context.Context, req LambdaFunctionURLRequest, key, route string, ans answer) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	if route != "" {
+		span.SetName(route)
+	}
+	span.SetAttributes(attribute.String("http.request.method", req.RequestContext.HTTP.Method), attribute.String("http.route", route),
+		attribute.Int("http.response.status_code", ans.code), attribute.String(idem.AttrOutcome, ans.outcome))
+	if key != "" {
+		span.SetAttributes(attribute.String(idem.AttrKeyHash, idem.HashKey(key)))
+	}
+	if ans.code >= http.StatusInternalServerError {
+		msg := http.StatusText(ans.code)
+		if ans.err != nil {
+			msg = ans.err.Error()
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+}

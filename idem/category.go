@@ -1,0 +1,93 @@
+package idem
+
+import "errors"
+
+// Category is what kind of failure a record's error is, for whoever sent the message:
+// the ingress reports it to HTTP callers instead of the error, whose text may name
+// accounts, roles, tables and other callers' data. The raw error stays in the record and
+// in the logs.
+type Category string
+
+// The categories, from CategoryOf.
+const (
+	// CategoryRetrying: a redelivery retries it (a crash, a throttled or failed call, a
+	// lost lease).
+	CategoryRetrying Category = "retrying"
+	// CategoryRefused: a business rule refused it (ErrRefused); redriven after the state
+	// it read changed, it runs again.
+	CategoryRefused Category = "refused"
+	// CategoryInvalid: the message cannot pass as it is (invalid input, its key used with
+	// another body, a key of the HTTP callers' namespace it may not use, a request the
+	// store refused as invalid).
+	CategoryInvalid Category = "invalid"
+)
+
+// CategoryOf is the category of err: the one mapping from an error to what its sender is
+// told. A business rule's refusal (errors.Is(err, ErrRefused)) is CategoryRefused, any
+// other error retrying cannot fix (IsPermanent) CategoryInvalid, the rest
+// CategoryRetrying.
+func CategoryOf(err error) Category {
+	switch {
+	case errors.Is(err, ErrRefused):
+		return CategoryRefused
+	case IsPermanent(err):
+		return CategoryInvalid
+	}
+	return CategoryRetrying
+}
+
+// PublicError is an error with a reason its handler chose to show to whoever sent the
+// message (an HTTP caller of the ingress): one that names no other party's data, such as
+// "the currency does not match the account's" for a refusal whose text names both
+// currencies. The consumer stores the reason in the record beside the error
+// (Record.Public).
+type PublicError struct {
+	Err    error
+	Reason string
+}
+
+// Public wraps err with reason, the part of it its sender may read. Public(nil, ...) is
+// nil.
+func Public(err error, reason string) error {
+	if err == nil {
+		return nil
+	}
+	return &PublicError{Err: err, Reason: reason}
+}
+
+func (e *PublicError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error: errors.Is and IsPermanent see through.
+func (e *PublicError) Unwrap() error { return e.Err }
+
+// PublicReason returns the reason err's handler chose to show to the message's sender
+// (the first PublicError in its chain), or "".
+func PublicReason(err error) string {
+	if pe, ok := errors.AsType[*PublicError](err); ok {
+		return pe.Reason
+	}
+	return ""
+}
+
+// Failure is what a failed attempt records: the error's text, whether the next delivery
+// may take the key over, and what its sender may be told of it (Category, Public).
+type Failure struct {
+	Reason    string
+	Retryable bool
+	Category  Category
+	Public    string
+}
+
+// plainFailure is the Failure of a reason alone: its category follows retryable.
+func plainFailure(reason string, retryable bool) Failure {
+	c := CategoryInvalid
+	if retryable {
+		c = CategoryRetrying
+	}
+	return Failure{Reason: reason, Retryable: retryable, Category: c}
+}
+
+// failureOf is the Failure a handler's or a commit's error err records.
+func failureOf(err error, retryable bool) Failure {
+	return Failure{Reason: truncate(err.Error(), 1024), Retryable: retryable, Category: CategoryOf(err), Public: truncate(PublicReason(err), 1024)}
+}

@@ -1,0 +1,82 @@
+package idem_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// testKeys are the keys of a fixed test secret.
+func testKeys(t testing.TB) *idem.Keys {
+	t.Helper()
+	keys, err := idem.NewKeys(bytes.Repeat([]byte("s"), idem.MinSecretBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestNewKeysRefusesShortSecrets: a secret shorter than 256 bits derives nothing.
+func TestNewKeysRefusesShortSecrets(t *testing.T) {
+	if _, err := idem.NewKeys(bytes.Repeat([]byte("s"), idem.MinSecretBytes-1)); !errors.Is(err, idem.ErrSecret) {
+		t.Fatalf("a %d-byte secret: %v, want ErrSecret", idem.MinSecretBytes-1, err)
+	}
+}
+
+// TestLogHashIsKeyed: a key's log hash depends on the stack's secret, so hashing guesses
+// (idem.HashKey, a plain SHA-256) does not find it; the same secret gives the same hash
+// everywhere (the functions, idemctl), and no secret leaves the key out.
+func TestLogHashIsKeyed(t *testing.T) {
+	keys := testKeys(t)
+	other, err := idem.NewKeys(bytes.Repeat([]byte("t"), idem.MinSecretBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := testKeys(t)
+	const key = "payment:pay-1"
+	h := keys.LogHash(key)
+	if len(h) != 16 || h == idem.HashKey(key) || h == other.LogHash(key) || h != again.LogHash(key) || h == keys.LogHash("payment:pay-2") {
+		t.Fatalf("LogHash(%q) = %q (plain %s, other secret %s, same secret %s)", key, h, idem.HashKey(key), other.LogHash(key), again.LogHash(key))
+	}
+	var none *idem.Keys
+	if got := none.LogHash(key); got != "" {
+		t.Fatalf("nil keys hash %q, want nothing", got)
+	}
+}
+
+// TestIngressSignature: the ingress's signature binds the key and the body under the
+// stack's secret.
+func TestIngressSignature(t *testing.T) {
+	keys := testKeys(t)
+	other, _ := idem.NewKeys(bytes.Repeat([]byte("t"), idem.MinSecretBytes))
+	sig := keys.SignIngress("http~k", `{"a":1}`)
+	var none *idem.Keys
+	for what, ok := range map[string]bool{
+		"the signed key and body": keys.VerifyIngress("http~k", `{"a":1}`, sig),
+		"another key":             !keys.VerifyIngress("http~j", `{"a":1}`, sig),
+		"another body":            !keys.VerifyIngress("http~k", `{"a":2}`, sig),
+		"another secret's":        !other.VerifyIngress("http~k", `{"a":1}`, sig),
+		"no signature":            !keys.VerifyIngress("http~k", `{"a":1}`, ""),
+		"no keys":                 !none.VerifyIngress("http~k", `{"a":1}`, sig) && none.SignIngress("http~k", "b") == "",
+		"a split moved":           !keys.VerifyIngress("http~k{", `"a":1}`, sig),
+	} {
+		if !ok {
+			t.Errorf("%s: verified wrongly", what)
+		}
+	}
+}
+
+// TestIngressDeduplicationID: the ingress's deduplication id of a key is the same on
+// every resend, another key's is another, and nobody without the secret can compute it
+// (a producer that sent a message under it first would have SQS drop the ingress's).
+func TestIngressDeduplicationID(t *testing.T) {
+	keys := testKeys(t)
+	other, _ := idem.NewKeys(bytes.Repeat([]byte("t"), idem.MinSecretBytes))
+	id := keys.IngressDeduplicationID("http~k")
+	if id != keys.IngressDeduplicationID("http~k") || id == keys.IngressDeduplicationID("http~j") || id == other.IngressDeduplicationID("http~k") ||
+		id == idem.DeduplicationID("http~k") || len(id) > 128 || idem.DeduplicationID(id) != id {
+		t.Fatalf("IngressDeduplicationID = %q", id)
+	}
+}

@@ -1,0 +1,142 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// TestReaperRefusesBadConfig: a reaper without a store, or with a scope no consumer can
+// have, fails its sweep with an error that says so, before any request (and without a
+// panic: the reaper's Lambda reports the error and retries on its schedule).
+func TestReaperRefusesBadConfig(t *testing.T) {
+	for name, c := range map[string]struct {
+		r    idem.Reaper
+		want string
+	}{
+		"no store":     {idem.Reaper{}, "idem: Reaper.Store is nil"},
+		"scope with #": {idem.Reaper{Store: idem.NewMemoryStore(), Scope: "a#b"}, "idem: Reaper.Scope: "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := c.r.Sweep(context.Background())
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("Sweep: %v, want an error starting %q", err, c.want)
+			}
+			if res != (idem.SweepResult{}) {
+				t.Errorf("Sweep counted %+v before failing", res)
+			}
+		})
+	}
+}
+
+// okSender accepts every message of every batch.
+type okSender struct{ sent atomic.Int64 }
+
+func (s *okSender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		s.sent.Add(1)
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("m-" + aws.ToString(e.Id))})
+	}
+	return out, nil
+}
+
+// TestReaperDefaults: a Reaper with only its store (and a clock) keeps the documented
+// defaults: 4 shards (a lease in shard 3 is listed), a grace of 30 s (a lease that ended
+// 20 s ago is left to its holder, one that ended 31 s ago is reaped), and a MaxLease of
+// 15 minutes (a crash's pending outbox is sent only once its commit is more than
+// Grace + MaxLease old, so that no record committed before it can be missing from the
+// listing).
+func TestReaperDefaults(t *testing.T) {
+	ctx := context.Background()
+	store := idem.NewMemoryStore()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	sender := &okSender{}
+	r := &idem.Reaper{Store: store, Clock: func() time.Time { return now }, Sender: sender}
+	create := func(rec *idem.Record) {
+		t.Helper()
+		rec.LeaseToken, rec.Attempt, rec.ExpiresAt, rec.CreatedAt = "tok-"+rec.Key, 1, now.Add(24*time.Hour), now.Add(-time.Hour)
+		if _, created, err := store.Create(ctx, rec, now); err != nil || !created {
+			t.Fatalf("create %s: created=%v err=%v", rec.Key, created, err)
+		}
+	}
+	create(&idem.Record{Key: "s#crashed", Status: idem.StatusInProgress, Inflight: "3", LeaseUntil: now.Add(-20 * time.Second), UpdatedAt: now.Add(-time.Hour)})
+	// Committed 5 minutes ago, its send lost with its holder: COMPLETED, in the index.
+	create(&idem.Record{Key: "s#committed", Status: idem.StatusCompleted, Inflight: "0", LeaseUntil: now.Add(-4 * time.Minute),
+		UpdatedAt: now.Add(-5 * time.Minute), Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt"}}})
+
+	sweep := func(when string) idem.SweepResult {
+		t.Helper()
+		res, err := r.Sweep(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		return res
+	}
+	if res := sweep("20 s after the lease"); res.Reaped != 0 || res.Sent != 0 || res.Unsent != 1 {
+		t.Fatalf("20 s after the lease ended: %+v; want nothing reaped inside the 30 s grace, the outbox left for later", res)
+	}
+	now = now.Add(11 * time.Second)
+	if res := sweep("31 s after the lease"); res.Reaped != 1 || res.Sent != 0 || res.Unsent != 1 {
+		t.Fatalf("31 s after the lease ended: %+v; want the lease of shard 3 reaped, the outbox committed 5 min ago still left", res)
+	}
+	if rec, err := store.Get(ctx, "s#crashed", now); err != nil || rec.Status != idem.StatusFailed || rec.Error != idem.ReasonLeaseExpired {
+		t.Fatalf("reaped record: %+v, %v", rec, err)
+	}
+	now = now.Add(10*time.Minute + 30*time.Second) // the commit is 15 min 41 s old
+	if res := sweep("past grace and MaxLease"); res.Sent != 1 || res.Unsent != 0 || sender.sent.Load() != 1 {
+		t.Fatalf("past Grace + MaxLease: %+v, %d sent; want the pending outbox sent", res, sender.sent.Load())
+	}
+}
+
+// limits is a Store that records the limit of each Stale query.
+type limits struct {
+	idem.Store
+	got []int
+}
+
+func (l *limits) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]idem.StaleLease, string, error) {
+	l.got = append(l.got, limit)
+	return l.Store.Stale(ctx, shard, before, limit, cursor)
+}
+
+// TestReaperPageAndMarginDefaults: without PageSize, each index query asks for at most
+// 100 leases (150 stale leases take two pages of shard 0); without Margin, a sweep whose
+// context ends in 1 s stops at once, under the 2 s margin, reaping nothing.
+func TestReaperPageAndMarginDefaults(t *testing.T) {
+	ctx := context.Background()
+	mem := idem.NewMemoryStore()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for i := range 150 {
+		rec := &idem.Record{Key: fmt.Sprintf("s#k%03d", i), Status: idem.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,
+			LeaseUntil: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour), CreatedAt: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour)}
+		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
+			t.Fatalf("create: %v %v", created, err)
+		}
+	}
+	store := &limits{Store: mem}
+	r := &idem.Reaper{Store: store, Shards: 1, Clock: func() time.Time { return now }}
+
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if res, err := r.Sweep(short); err != nil || !res.Truncated || res.Reaped != 0 || len(store.got) != 0 {
+		t.Fatalf("a sweep with 1 s left: %+v, %v, %d queries; want it stopped before any, truncated", res, err, len(store.got))
+	}
+	res, err := r.Sweep(ctx)
+	if err != nil || res.Reaped != 150 || res.Truncated {
+		t.Fatalf("sweep: %+v, %v; want the 150 leases reaped", res, err)
+	}
+	if !slices.Equal(store.got, []int{100, 100}) {
+		t.Fatalf("the index queries asked for %v leases, want [100 100]", store.got)
+	}
+}

@@ -1,0 +1,192 @@
+package mutation
+
+import (
+	"bytes"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEnumerate: each operator's mutants of a small function, without type information.
+func TestEnumerate(t *testing.T) {
+	src := `package p
+
+func f(xs []int, s string) (n int, err error) {
+	for i := 0; i < len(xs); i++ {
+		if xs[i] == 0 {
+			continue
+		}
+		n += xs[i] * 2
+		n = -n
+	}
+	if err != nil && s != "" {
+		return 0, err
+	}
+	s = s + "x"
+	g(n)
+	return n, nil
+}
+
+func g(int) {}
+`
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range Enumerate(fset, file, []byte(src), "p.go", nil, Operators) {
+		got = append(got, fmt.Sprintf("%d %s %s -> %s", m.Line, m.Operator, m.Original, m.Mutated))
+		if string(m.Apply([]byte(src))[m.Start:m.Start+len(m.Mutated)]) != m.Mutated {
+			t.Errorf("%s: Apply does not put %q at %d", m.ID, m.Mutated, m.Start)
+		}
+	}
+	want := []string{
+		"4 conditionals-boundary < -> <=",
+		"4 conditionals-negation < -> >=",
+		"4 increment-decrement ++ -> --",
+		"5 conditionals-negation == -> !=",
+		"6 invert-loopctrl continue -> break",
+		"8 remove-assignment n += xs[i] * 2 -> _ = xs[i] * 2",
+		"8 arithmetic-base * -> /",
+		"9 remove-assignment n = -n -> _ = -n",
+		"9 invert-negatives - -> ",
+		"11 remove-early-return err != nil && s != \"\" -> false && (err != nil && s != \"\")",
+		"11 invert-logical && -> ||",
+		"11 conditionals-negation != -> ==",
+		"11 conditionals-negation != -> ==",
+		"14 remove-assignment s = s + \"x\" -> _ = s + \"x\"",
+		"15 remove-call g(n) -> _ = 0",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("mutants:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// TestLogOnly: statements that only log are marked skipped, the others not.
+func TestLogOnly(t *testing.T) {
+	src := `package p
+
+import "log/slog"
+
+type h struct{ log *slog.Logger }
+
+func (x *h) f(n int) int {
+	if n > 1 {
+		x.log.Info("big", "n", n)
+	}
+	attrs := []slog.Attr{}
+	attrs = append(attrs, slog.Int("n", n))
+	if n > 2 {
+		n--
+	}
+	_ = attrs
+	return n
+}
+`
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skipped, run []string
+	for _, m := range Enumerate(fset, file, []byte(src), "p.go", nil, Operators) {
+		s := fmt.Sprintf("%d %s", m.Line, m.Operator)
+		if m.SkipReason != "" {
+			skipped = append(skipped, s)
+		} else {
+			run = append(run, s)
+		}
+	}
+	wantSkipped := []string{"8 conditionals-boundary", "8 conditionals-negation", "9 remove-call", "12 remove-assignment"}
+	wantRun := []string{"13 conditionals-boundary", "13 conditionals-negation", "14 increment-decrement"}
+	if !slices.Equal(skipped, wantSkipped) || !slices.Equal(run, wantRun) {
+		t.Errorf("skipped %v, want %v; run %v, want %v", skipped, wantSkipped, run, wantRun)
+	}
+}
+
+// TestFixture runs the driver on testdata/fixture, whose mutants' fates are known: killed,
+// survived (one equivalent, one untested), not covered, not compiled, skipped. A second
+// run reuses every result.
+func TestFixture(t *testing.T) {
+	out := t.TempDir()
+	var log bytes.Buffer
+	c := Config{
+		Dir: filepath.Join("testdata", "fixture"), Packages: []string{"."}, Operators: Operators,
+		Killers:       []Killer{{Name: "own", Packages: []string{"{target}"}}},
+		TimeoutFactor: 3, MinTimeout: time.Minute, Out: out, Coverage: true, PerTest: true, Log: &log,
+	}
+	rep, err := Run(t.Context(), c)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	got := map[string]Status{}
+	for _, r := range rep.Mutants {
+		got[fmt.Sprintf("%d %s", r.Line, r.Operator)] = r.Status
+	}
+	want := map[string]Status{
+		"10 remove-assignment":     Survived,
+		"16 remove-call":           Skipped,
+		"18 conditionals-boundary": Survived,
+		"18 conditionals-negation": Killed,
+		"18 remove-early-return":   Killed,
+		"27 remove-call":           NotCompiled,
+		"32 conditionals-boundary": NotCovered,
+		"32 conditionals-negation": NotCovered,
+		"32 remove-early-return":   NotCovered,
+		"33 invert-negatives":      NotCovered,
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %s, want %s", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d mutants %v, want %d", len(got), got, len(want))
+	}
+	s := Summarize(rep.Mutants)
+	if s.Killed != 2 || s.Survived != 6 || s.NotCovered != 4 || s.NotCompiled != 1 || s.Skipped != 1 || s.Score != 25 {
+		t.Errorf("summary %+v: want 2 killed, 6 survived (4 not covered), 1 not compiled, 1 skipped, score 25", s)
+	}
+	for _, r := range rep.Mutants {
+		if r.Status == Killed && (r.By != "own" || !strings.Contains(r.Detail, "TestMax")) {
+			t.Errorf("%s killed by %q (%s), want own (TestMax)", r.ID, r.By, r.Detail)
+		}
+		// Per test: only TestMax runs the lines of Max, not TestNote.
+		if r.Line == 18 && (len(r.Ran) != 1 || !strings.HasPrefix(r.Ran[0], "own (1 tests)")) {
+			t.Errorf("%s ran %q, want own with the one test that runs line 18", r.ID, r.Ran)
+		}
+	}
+	md := rep.Markdown()
+	if !strings.Contains(md, "| 25.0% | 10 | 2 | 0 | 6 | 4 | 1 | 1 | 0 |") {
+		t.Errorf("the markdown report lacks the figures:\n%s", md)
+	}
+
+	// Again: every mutant decided, nothing runs.
+	log.Reset()
+	again, err := Run(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "0 to run now") || Summarize(again.Mutants) != s {
+		t.Errorf("the second run did not reuse the report: %+v\n%s", Summarize(again.Mutants), log.String())
+	}
+
+	// The survivors again (after a new test would be written): the 6, and nothing else.
+	log.Reset()
+	c.RetrySurvivors, c.OnlySurvivors = true, true
+	retry, err := Run(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Summarize(retry.Mutants)
+	r.Seconds = s.Seconds
+	if !strings.Contains(log.String(), "6 to run now") || r != s {
+		t.Errorf("the retry of the survivors: %+v, want %+v\n%s", r, s, log.String())
+	}
+}
