@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -41,6 +42,9 @@ type config struct {
 	ingress bool // the ingress (ingressapp) in front of the first consumer
 	drift   bool // the environments' clocks drift apart, within maxDrift of the true one
 	steps   bool // the handler calls an outside service as recorded steps (lease mode only)
+	// keyScope is the ingress's INGRESS_KEY_SCOPE: whose Idempotency-Keys two callers
+	// share (ingressapp.ScopeCaller, ScopeAccount, ScopeShared).
+	keyScope string
 }
 
 // configRand is the seed's source for its configuration.
@@ -54,6 +58,7 @@ func drawConfig(r *rand.Rand, sc *scenario) config {
 	c.ingress = sc.fifo && r.IntN(3) == 0
 	c.drift = r.IntN(2) == 0
 	c.steps = sc.mode == idem.ModeLease && r.IntN(2) == 0
+	c.keyScope = pick(r, ingressapp.ScopeCaller, ingressapp.ScopeCaller, ingressapp.ScopeAccount, ingressapp.ScopeShared)
 	return c
 }
 

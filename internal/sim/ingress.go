@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -51,7 +52,7 @@ type ingressSide struct {
 	firstResp map[string][]byte
 	firstAt   map[string]time.Time
 	taken     map[*op]time.Time // operations the ingress answered 202 or 200, since when (its record's creation, about)
-	takenKey  map[*op]string    // and under which key
+	takenKey  map[*op]string    // and under which of the client's keys
 	renewed   map[*op]bool      // taken again past the records' retention: a new execution by contract
 	finals    map[*op]*ingressapp.Status
 	finalCode map[*op]int
@@ -89,11 +90,43 @@ func (simExample) Decode(raw []byte) (example.Message, error) {
 	return example.Message{ID: b.ID, Group: b.Acct, Body: string(raw)}, nil
 }
 
-func (simExample) NewHandler(example.Lookup) (idem.Handler, error) {
+func (simExample) NewHandler(example.Deps) (idem.Handler, error) {
 	return nil, errors.New("sim: the ingress builds no handler")
 }
 
 func (simExample) Template() []byte { return nil }
+
+// simCallers are the IAM identities the ingress's clients sign as: a user, and a role
+// whose sessions a client renews (each request a session of its own, as
+// ingressapp.Principal tells one caller from another), both of one account.
+var simCallers = []ingressapp.IAMCaller{
+	{AccessKey: "AKIDSIM", AccountID: "000000000000", CallerID: "AIDASIMCALLER", UserARN: "arn:aws:iam::000000000000:user/sim", UserID: "AIDASIMCALLER"},
+	{AccessKey: "ASIASIM", AccountID: "000000000000", CallerID: "AROASIMROLE:s", UserARN: "arn:aws:sts::000000000000:assumed-role/sim-client/s", UserID: "AROASIMROLE:s"},
+}
+
+// callerIdentity is the identity a request of o is signed with: its caller's, under a
+// session of the request's own when it is the role.
+func callerIdentity(o *op, session int) *ingressapp.IAMCaller {
+	c := simCallers[o.caller]
+	if strings.Contains(c.UserARN, "assumed-role/") {
+		s := fmt.Sprintf("session-%d", session)
+		c.UserARN = strings.TrimSuffix(c.UserARN, "/s") + "/" + s
+		c.CallerID = strings.TrimSuffix(c.CallerID, ":s") + ":" + s
+		c.UserID = c.CallerID
+	}
+	return &c
+}
+
+// callerKey is the key the ingress keeps and sends o's request under: idem.CallerKey of
+// its caller's namespace under the drawn key scope and the client's key (what
+// ingressapp does; the oracle's own copy of it, so that a change there shows here).
+func (sc *scenario) callerKey(o *op, key string) string {
+	ns, ok := ingressapp.Namespace(sc.cfg.keyScope, callerIdentity(o, 0))
+	if !ok {
+		return ""
+	}
+	return idem.CallerKey(ns, key)
+}
 
 // newIngress configures the ingress for the first consumer, as the template does.
 func (w *world) newIngress() error {
@@ -101,7 +134,7 @@ func (w *world) newIngress() error {
 	cfg := ingressapp.Config{
 		Example: simExample{}, Scope: a.scope, IdempotencyTable: a.layout.Table, Layout: a.layout, KeyRule: w.sc.keyRule(), IngressTable: ingressTable,
 		QueueURL: a.inputURL, TTL: w.sc.ttl, AcceptWindow: ingressTimeout, MaxBodyBytes: ingressapp.DefaultMaxBodyBytes,
-		RequireIAMCaller: true, MetricsNamespace: "Sim",
+		RequireIAMCaller: true, MetricsNamespace: "Sim", Keys: stackKeys, KeyScope: w.sc.cfg.keyScope,
 	}
 	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("the ingress's configuration: %w", err)
@@ -151,20 +184,19 @@ func (w *world) httpInvoke(hc *httpCall) {
 		Headers: map[string]string{"content-type": "application/json"},
 		RequestContext: events.LambdaFunctionURLRequestContext{
 			AccountID: "000000000000", RequestID: inv.String(), APIID: "sim", DomainName: "sim.lambda-url.us-east-1.on.aws",
-			TimeEpoch: time.Now().UnixMilli(),
-			HTTP:      events.LambdaFunctionURLRequestContextHTTPDescription{Method: hc.method, Protocol: "HTTP/1.1", SourceIP: "10.0.0.1"},
-			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
-				AccessKey: "AKIDSIM", AccountID: "000000000000", CallerID: "AIDASIMCALLER", UserARN: "arn:aws:iam::000000000000:user/sim", UserID: "AIDASIMCALLER",
-			}},
+			TimeEpoch:  time.Now().UnixMilli(),
+			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: hc.method, Protocol: "HTTP/1.1", SourceIP: "10.0.0.1"},
+			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: callerIdentity(hc.o, w.invSeq)},
 		},
 	}
 	if hc.method == http.MethodPost {
 		ev.Headers["idempotency-key"] = hc.s.key
 		ev.Body = hc.o.body
-		if w.ingress.keyBodies[hc.s.key] == nil {
-			w.ingress.keyBodies[hc.s.key] = map[string]bool{}
+		ck := w.sc.callerKey(hc.o, hc.s.key)
+		if w.ingress.keyBodies[ck] == nil {
+			w.ingress.keyBodies[ck] = map[string]bool{}
 		}
-		w.ingress.keyBodies[hc.s.key][hc.o.body] = true
+		w.ingress.keyBodies[ck][hc.o.body] = true
 	} else {
 		ev.RawPath = ingressapp.RequestsPath + "/" + url.PathEscape(hc.s.key)
 	}
@@ -225,7 +257,7 @@ func (w *world) ingressDone(inv *invocation) {
 	}
 	w.tracef("client %s %s of %s (%s): %d%s", hc.method, shortID(hc.s.key), hc.o.name, hc.s.why, code, state)
 	if st != nil && (code == http.StatusOK || code == http.StatusAccepted) {
-		w.statusAnswer(hc.o, hc.s.key, st)
+		w.statusAnswer(hc.o, w.sc.callerKey(hc.o, hc.s.key), st)
 	}
 	if hc.final {
 		w.ingress.finals[hc.o], w.ingress.finalCode[hc.o] = st, code
@@ -251,7 +283,7 @@ func (w *world) ingressDone(inv *invocation) {
 		retry, _ := strconv.Atoi(hc.resp.Headers["Retry-After"])
 		w.clientRetry(hc, time.Duration(max(retry, 1))*time.Second)
 	case code == http.StatusUnprocessableEntity:
-		if len(w.ingress.keyBodies[hc.s.key]) < 2 {
+		if len(w.ingress.keyBodies[w.sc.callerKey(hc.o, hc.s.key)]) < 2 {
 			w.obs.violation("status", "POST of %s under key %s answered 422 (the key used with another body), though it never was", hc.o.name, shortID(hc.s.key))
 		}
 		w.ingress.waiting--
@@ -369,7 +401,7 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 // took o, nil when there is none or it expired.
 func (w *world) consumerRecordOf(o *op) *idem.Record {
 	a := w.sc.consumers[0]
-	key := w.ingress.takenKey[o]
+	key := w.sc.callerKey(o, w.ingress.takenKey[o])
 	if w.sc.keySource == idem.KeyFromField {
 		key = o.id
 	}

@@ -85,6 +85,7 @@ type Stats struct {
 	KnownRetention, KnownRefusalReaped              int // known issues met (oracle.go)
 	// What the producers were drawn to do wrong (producers.go).
 	TwoKeys, TwoDoors, FreshTwins, LongKeys, Lookalikes int
+	OtherCallers, Forged                                int // a second HTTP caller's request under a used key; a forged caller's key
 	VirtualTime                                         time.Duration
 }
 
@@ -133,7 +134,7 @@ func (w *world) consumerKey(c *consumer, m simsqs.Message) (string, error) {
 
 // keyRule is how the consumers key a message (KEY_SOURCE, KEY_FIELD).
 func (sc *scenario) keyRule() idem.KeyRule {
-	return idem.KeyRule{Source: sc.keySource, Field: sc.keyField}
+	return idem.KeyRule{Source: sc.keySource, Field: sc.keyField, Keys: stackKeys}
 }
 
 // consumerOfQueue returns the consumer whose input queue is name, nil for another.
@@ -310,7 +311,7 @@ func (w *world) check() {
 			}
 		}
 		switch op.kind {
-		case kindBad, kindClosed, kindKeyless, kindNoKey:
+		case kindBad, kindClosed, kindKeyless, kindNoKey, kindForged:
 			if len(o.sent[op]) > 0 && len(rs) == 0 {
 				o.violation("dead-letter", "%s (%s) was delivered but is not in the dead-letter queue", op.name, op.kind)
 			}
@@ -445,6 +446,8 @@ func (k opKind) reasons() []string {
 		return []string{"content-based deduplication"}
 	case kindNoKey:
 		return []string{"no idempotency key"}
+	case kindForged:
+		return []string{"HTTP callers' namespace"}
 	}
 	return nil
 }
@@ -488,3 +491,14 @@ func (w *world) known(issue string, o *op) {
 		w.obs.stats.KnownRefusalReaped++
 	}
 }
+
+// stackKeys are the stack's keys every function of the simulated stack holds (the
+// template gives each the stack's secret): the ingress signs with them, the consumers
+// verify what it signed.
+var stackKeys = func() *idem.Keys {
+	k, err := idem.NewKeys([]byte("the simulated stack's secret, 32+ bytes long"))
+	if err != nil {
+		panic(err) // a constant too short: a bug of this file, found by any test
+	}
+	return k
+}()

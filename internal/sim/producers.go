@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -83,6 +84,65 @@ func (sc *scenario) misbehave(r *rand.Rand) {
 	if r.IntN(3) == 0 {
 		sc.longKeys(r)
 	}
+	if sc.cfg.ingress {
+		sc.otherCallers(r)
+	}
+	if r.IntN(4) == 0 {
+		sc.forge(r)
+	}
+}
+
+// otherCallers: a second HTTP caller (the role, simCallers[1]) sends a request of its
+// own (another business operation) under an Idempotency-Key the first caller uses. Under
+// the caller scope both are taken and applied; where the two share keys (the account
+// scope, both being of one account, or the shared scope) the later one is answered 422.
+func (sc *scenario) otherCallers(r *rand.Rand) {
+	n := len(sc.ops)
+	for _, o := range sc.ops[:n] {
+		if o.kind != kindValid || o.key == "" || o.sends[0].door != viaIngress || r.IntN(4) != 0 {
+			continue
+		}
+		sc.stats.otherCallers++
+		c := &op{n: len(sc.ops), name: fmt.Sprintf("o%d", len(sc.ops)), id: "c" + o.id, key: o.key, acct: o.acct, amt: 1 + int64(r.IntN(9)),
+			guard: r.IntN(2) == 0, c: o.c, caller: 1}
+		c.b = body{ID: c.id, Acct: c.acct, Amt: c.amt, Guard: c.guard}
+		c.setBody()
+		c.sends = []send{{at: o.sends[0].at + dur(r, 0, 5*time.Minute), key: o.key, group: c.acct, door: viaIngress,
+			why: "another caller's request under a key in use"}}
+		sc.ops = append(sc.ops, c)
+	}
+}
+
+// forge: a producer sends straight to SQS, unsigned, under the key an HTTP caller's
+// request is (or would be) sent under by the ingress, a little before that request: had
+// the consumer taken it, the caller's request would be answered from the forger's
+// record. Its body's id is that key too, so that a consumer keyed by the body's id sees
+// it as well.
+func (sc *scenario) forge(r *rand.Rand) {
+	var cands []*op
+	for _, o := range sc.ops {
+		if o.kind == kindValid && o.key != "" && o.c == sc.consumers[0] {
+			cands = append(cands, o)
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	v := pick(r, cands...)
+	scope := sc.cfg.keyScope
+	if !sc.cfg.ingress {
+		scope = "" // the default scope: a caller's own
+	}
+	ns, _ := ingressapp.Namespace(scope, callerIdentity(v, 0))
+	key := idem.CallerKey(ns, v.key)
+	sc.stats.forged++
+	f := &op{n: len(sc.ops), name: fmt.Sprintf("o%d", len(sc.ops)), id: key, key: key, acct: v.acct, amt: 1 + int64(r.IntN(9)),
+		guard: r.IntN(2) == 0, c: v.c, kind: kindForged}
+	f.b = body{ID: f.id, Acct: f.acct, Amt: f.amt, Guard: f.guard}
+	f.setBody()
+	f.sends = []send{{at: max(0, v.sends[0].at-dur(r, 0, time.Minute)), key: key, group: f.acct, dedupID: sc.dedupID(f, key, 0),
+		why: "a forged key of an HTTP caller"}}
+	sc.ops = append(sc.ops, f)
 }
 
 // longKeys gives one operation a key at or past a length limit, and sometimes adds an

@@ -127,6 +127,7 @@ func runWorld(seed uint64, trace bool) *Report {
 	}
 	p := w.sc.stats
 	st.TwoKeys, st.TwoDoors, st.FreshTwins, st.LongKeys, st.Lookalikes = p.twoKeys, p.twoDoors, p.freshTwins, p.longKeys, p.lookalikes
+	st.OtherCallers, st.Forged = p.otherCallers, p.forged
 	st.GatewayCalls = len(w.obs.gateway)
 	rep.Stats = *st
 	rep.Trace = w.trace.String()
@@ -241,6 +242,13 @@ func (w *world) stop() {
 		}
 		synctest.Wait()
 		w.collect()
+		// A request a killed invocation's goroutine made just before its kill, collected
+		// only now: no event will answer it any more.
+		for c := range w.inflight {
+			if c.inv.isDead() {
+				c.answer(reply{err: errKilled})
+			}
+		}
 	}
 }
 

@@ -48,6 +48,7 @@ type scenario struct {
 // producerStats counts what the producers were drawn to do wrong.
 type producerStats struct {
 	twoKeys, twoDoors, freshTwins, longKeys, lookalikes int
+	otherCallers, forged                                int
 }
 
 type account struct {

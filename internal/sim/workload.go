@@ -27,10 +27,11 @@ const (
 	kindTwin                  // the business id of an earlier op with another payload: one of the two is dead-lettered
 	kindKeyless               // no key but a content-based deduplication id: dead-lettered
 	kindNoKey                 // no key at all (standard queue, no KEY_FIELD): dead-lettered
+	kindForged                // straight to SQS under a key of the HTTP callers' namespace, unsigned: dead-lettered
 )
 
 func (k opKind) String() string {
-	return [...]string{"valid", "bad", "closed", "capped", "twin", "keyless", "nokey"}[k]
+	return [...]string{"valid", "bad", "closed", "capped", "twin", "keyless", "nokey", "forged"}[k]
 }
 
 // op is one operation of the workload: one business operation, whatever keys and
@@ -50,6 +51,7 @@ type op struct {
 	twinOf *op
 	sends  []send
 	c      *consumer // whose input queue it goes to
+	caller int       // through the ingress: which of simCallers the client signs as
 }
 
 // door is how a send reaches the input queue.
