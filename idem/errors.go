@@ -142,6 +142,9 @@ func (e *WriteConditionError) Error() string {
 // a payload mismatch, an invalid key, an invalid outbound message, a request DynamoDB
 // refused as invalid, or a response too large to store.
 func IsPermanent(err error) bool {
+	if _, ok := errors.AsType[*unrecordedError](err); ok {
+		return false
+	}
 	var pe *PermanentError
 	var se *StoredError
 	var we *WriteConditionError
@@ -159,3 +162,25 @@ func IsPermanent(err error) bool {
 func redrivable(err error) bool {
 	return errors.Is(err, ErrRefused) || errors.Is(err, ErrInvalidRequest)
 }
+
+// unrecordedError is a failure, permanent or not, whose record could not be marked FAILED
+// (the release was throttled, or DynamoDB was down): the record stays IN_PROGRESS until
+// its lease ends. It is never permanent, whatever err is: dead-lettered now, the message
+// would leave the record to the reaper, which fails it as a lease that expired (a
+// retryable failure that no delivery will ever follow), and the ingress's status would
+// read in_progress for good. Retried, the next delivery takes the key over once the
+// lease ended, meets the same refusal and records it; if every delivery fails so, SQS
+// parks the message in the dead-letter queue after maxReceiveCount receives, for a
+// redrive.
+type unrecordedError struct {
+	err, record error
+}
+
+func unrecorded(err, record error) error { return &unrecordedError{err: err, record: record} }
+
+func (e *unrecordedError) Error() string {
+	return e.err.Error() + " (not recorded, so retried: " + e.record.Error() + ")"
+}
+
+// Unwrap returns both errors: errors.Is sees the failure and the store's error.
+func (e *unrecordedError) Unwrap() []error { return []error{e.err, e.record} }

@@ -326,7 +326,10 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	if herr != nil {
 		retryable := !IsPermanent(herr) || redrivable(herr)
 		if ferr := c.fail(ctx, att, failureOf(herr, retryable)); ferr != nil {
-			return Result{}, errors.Join(herr, ferr)
+			if errors.Is(ferr, ErrLeaseLost) {
+				return Result{}, errors.Join(herr, ferr)
+			}
+			return Result{}, unrecorded(herr, ferr)
 		}
 		return Result{}, herr
 	}
@@ -510,7 +513,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	// redriven after a fix it runs again.
 	permanent := IsPermanent(err)
 	if ferr := c.fail(ctx, att, failureOf(err, !permanent || redrivable(err))); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
-		return Result{}, errors.Join(err, ferr)
+		return Result{}, unrecorded(err, ferr)
 	}
 	if _, ok := errors.AsType[*WriteConditionError](err); ok || !permanent {
 		return Result{}, err // a WriteConditionError is permanent in itself
@@ -525,6 +528,9 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 func (c *Client) refuseMismatch(ctx context.Context, att *Attempt, pk, applied string) error {
 	now := c.cfg.Clock()
 	err := c.cfg.Store.Complete(ctx, att.lease, Completion{ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: applied}, now)
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		return unrecorded(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch), err)
+	}
 	if err != nil {
 		return errors.Join(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch), err)
 	}

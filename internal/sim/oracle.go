@@ -476,9 +476,12 @@ const (
 	// the consumer answers the message from that record, and once it expires the status
 	// reads accepted for good.
 	knownRetention = "ingress-retention"
-	// knownRefusalReaped: a business rule's refusal in the lease mode whose release of
-	// the record failed (throttled): the message is dead-lettered, the reaper fails the
-	// record as a lease that expired, and the status reads in_progress for good.
+	// knownRefusalReaped: a business rule's refusal in the lease mode, dead-lettered and
+	// recorded, whose record a late copy of the same message (an invocation that started
+	// long after its receive, past the visibility timeout) takes over and then dies in: the
+	// reaper fails the record as a lease that expired, and the status reads in_progress for
+	// good. (Its other cause, a refusal whose release failed, is retried since: idem's
+	// unrecordedError.)
 	knownRefusalReaped = "refusal-reaped"
 )
 

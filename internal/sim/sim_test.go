@@ -113,10 +113,14 @@ func TestSim(t *testing.T) {
 				if rep.Failed() {
 					failedByConfig[rep.Config]++
 					nFailed.Add(1)
-					if *flagList {
-						for _, v := range rep.Violations {
-							fmt.Fprintf(os.Stderr, "sim: seed %d failed (%s): %s\n", rep.Seed, rep.Config, v)
+					// Said at once, not only in the summary: a long run's failure is worth
+					// its replay line before the run ends (-failures: every violation).
+					for i, v := range rep.Violations {
+						if i > 0 && !*flagList {
+							fmt.Fprintf(os.Stderr, "sim: seed %d: and %d more violations\n", rep.Seed, len(rep.Violations)-1)
+							break
 						}
+						fmt.Fprintf(os.Stderr, "sim: seed %d failed (%s): %s (replay: go test ./internal/sim -run TestSim -seed %d)\n", rep.Seed, rep.Config, v, rep.Seed)
 					}
 					failed = append(failed, rep)
 					seen := map[string]bool{}

@@ -94,7 +94,7 @@ func grantsEveryCall(t *testing.T, params map[string]string) {
 	ms := f.traffic(t, 2)
 	key := f.key("iam")
 	wantCode(t, "POST", f.post(t, key, ms[0].Body), http.StatusAccepted)
-	wantCode(t, "retry", f.post(t, key, ms[0].Body), http.StatusAccepted)
+	wantCode(t, "retry", f.retry(t, key, ms[0].Body), http.StatusAccepted)
 	wantCode(t, "mismatch", f.post(t, key, ms[1].Body), http.StatusUnprocessableEntity)
 	wantCode(t, "GET", f.get(t, key), http.StatusOK)
 	f.startIngress(t, options{apiOption: rec.apiOption, deadSQS: true})
