@@ -51,7 +51,8 @@ type ingressSide struct {
 	keyBodies map[string]map[string]bool // the bodies POSTed under each key
 	firstResp map[string][]byte
 	firstAt   map[string]time.Time
-	taken     map[*op]time.Time // operations the ingress answered 202 or 200, since when (its record's creation, about)
+	taken     map[*op]time.Time // operations the ingress answered 202 or 200, since when (at the latest its record's creation)
+	firstPost map[*op]time.Time // each operation's first POST of any of its sends
 	takenKey  map[*op]string    // and under which of the client's keys
 	renewed   map[*op]bool      // taken again past the records' retention: a new execution by contract
 	finals    map[*op]*ingressapp.Status
@@ -69,6 +70,7 @@ type httpCall struct {
 	s      send
 	method string
 	tries  int
+	first  time.Time // its first try
 	final  bool
 	env    *ingressEnv
 	resp   ingressapp.LambdaFunctionURLResponse
@@ -140,7 +142,7 @@ func (w *world) newIngress() error {
 		return fmt.Errorf("the ingress's configuration: %w", err)
 	}
 	w.ingress = &ingressSide{cfg: cfg, keyBodies: map[string]map[string]bool{}, firstResp: map[string][]byte{}, firstAt: map[string]time.Time{},
-		taken: map[*op]time.Time{}, takenKey: map[*op]string{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}}
+		taken: map[*op]time.Time{}, firstPost: map[*op]time.Time{}, takenKey: map[*op]string{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}}
 	return nil
 }
 
@@ -176,6 +178,12 @@ func (w *world) httpInvoke(hc *httpCall) {
 	}
 	env.busy, hc.env = true, env
 	hc.tries++
+	if hc.tries == 1 {
+		hc.first = time.Now()
+	}
+	if _, ok := w.ingress.firstPost[hc.o]; !ok && hc.method == http.MethodPost {
+		w.ingress.firstPost[hc.o] = time.Now()
+	}
 	w.obs.stats.HTTPRequests++
 	w.invSeq++
 	inv := &invocation{id: w.invSeq, kind: "ingress", c: w.sc.consumers[0], http: hc, deadline: time.Now().Add(ingressTimeout)}
@@ -273,8 +281,14 @@ func (w *world) ingressDone(inv *invocation) {
 		if ok && time.Since(at) > w.sc.ttl-10*time.Minute {
 			w.ingress.renewed[hc.o] = true // taken again after its records expired
 		}
-		if !ok || w.ingress.renewed[hc.o] {
-			w.ingress.taken[hc.o], w.ingress.takenKey[hc.o] = time.Now(), hc.s.key
+		// Since when: its record may have been created by any earlier POST of the
+		// operation (a try whose answer was a 503 or lost), so the first one's time;
+		// taken again past the retention, this request's first try.
+		switch {
+		case !ok:
+			w.ingress.taken[hc.o], w.ingress.takenKey[hc.o] = w.ingress.firstPost[hc.o], hc.s.key
+		case w.ingress.renewed[hc.o]:
+			w.ingress.taken[hc.o], w.ingress.takenKey[hc.o] = hc.first, hc.s.key
 		}
 		// Poll the status once, a little later: the POST is done, its GET to come.
 		get := &httpCall{o: hc.o, s: hc.s, method: http.MethodGet}
