@@ -438,6 +438,57 @@ func TestHolderPastItsLeaseIsFencedOut(t *testing.T) {
 	})
 }
 
+// TestStaleHolderCannotCommitWhileTheTakerHolds: the holder whose lease was taken over
+// commits while the taker still holds the record (IN_PROGRESS, the taker's token). The
+// commit must be fenced on the token, not on the status alone: a status check lets the
+// stale holder commit its writes and response under the taker's lease (the simulator's
+// hole 12).
+func TestStaleHolderCannotCommitWhileTheTakerHolds(t *testing.T) {
+	forEachLayout(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute })
+		staleIn, staleGo := make(chan struct{}), make(chan struct{})
+		staleDone := make(chan error, 1)
+		go func() {
+			_, err := c.Do(ctx, req("taken", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				close(staleIn)
+				<-staleGo
+				return idem.Result{Response: []byte("stale"), Writes: []types.TransactWriteItem{e.bizWrite("taken")}}, nil
+			})
+			staleDone <- err
+		}()
+		<-staleIn
+		e.clock.Advance(time.Minute + time.Second) // the first holder's lease ran out
+		takerIn, takerGo := make(chan struct{}), make(chan struct{})
+		takerDone := make(chan error, 1)
+		go func() {
+			_, err := c.Do(ctx, req("taken", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				close(takerIn)
+				<-takerGo
+				return idem.Result{Response: []byte("fresh"), Writes: []types.TransactWriteItem{e.bizWrite("taken")}}, nil
+			})
+			takerDone <- err
+		}()
+		<-takerIn
+		close(staleGo) // the stale holder commits while the taker holds the record
+		if err := <-staleDone; !errors.Is(err, idem.ErrLeaseLost) {
+			t.Fatalf("the stale holder's commit under the taker's lease: %v, want ErrLeaseLost", err)
+		}
+		if n := e.bizCount(t, "taken"); n != 0 {
+			t.Fatalf("the stale holder's writes landed (%d) while the taker held the record", n)
+		}
+		close(takerGo)
+		if err := <-takerDone; err != nil {
+			t.Fatalf("the taker's commit: %v", err)
+		}
+		pk, _ := c.RecordKey("taken")
+		rec, err := e.store.Get(ctx, pk, e.clock.Now())
+		if err != nil || rec.Status != idem.StatusCompleted || string(rec.Response) != "fresh" || e.bizCount(t, "taken") != 1 {
+			t.Fatalf("record %+v, %v, %d effects: want the taker's response and one effect", rec, err, e.bizCount(t, "taken"))
+		}
+	})
+}
+
 func TestStaleHolderCannotFail(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
