@@ -40,7 +40,9 @@ for n in "${holes[@]}"; do
     ran=$(echo "$summary" | sed -E 's/^sim: ([0-9]+) schedules.*/\1/')
     failed=$(echo "$summary" | sed -E 's/.* ([0-9]+) failed;.*/\1/')
     echo "$out" | grep -E 'failed schedules by check' | sed 's/^ *sim_test.go:[0-9]*: /  /' || true
-    first=$(echo "$out" | grep -E 'failed schedules by check' | grep -oE ':[0-9]+' | tr -d ':' | sort -n | head -1 || true)
+    # The smallest seed of "first seed of each: map[check:seed ...]" (not the counts before it).
+    first=$(echo "$out" | grep -E 'failed schedules by check' | sed -E 's/.*first seed of each: map\[([^]]*)\].*/\1/' |
+      grep -oE ':[0-9]+' | tr -d ':' | sort -n | head -1 || true)
     (cd "$copy" && go test ./internal/sim -run 'TestSim$' -count=1 -seed "$first" 2>&1) | grep -E "seed $first: [a-z-]+: " | head -2 |
       sed 's/^ *sim_test.go:[0-9]*: /    /' | cut -c1-240 || true
     if [ -n "$keepgoing" ]; then
