@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,10 +52,10 @@ type ingressSide struct {
 	keyBodies map[string]map[string]bool // the bodies POSTed under each key
 	firstResp map[string][]byte
 	firstAt   map[string]time.Time
-	taken     map[*op]time.Time // operations the ingress answered 202 or 200, since when (at the latest its record's creation)
-	firstPost map[*op]time.Time // each operation's first POST of any of its sends
-	takenKey  map[*op]string    // and under which of the client's keys
-	renewed   map[*op]bool      // taken again past the records' retention: a new execution by contract
+	taken     map[*op]time.Time   // operations the ingress answered 202 or 200, since when (at the latest its record's creation)
+	posts     map[*op][]time.Time // when each operation's POSTs were made, all its sends', in order
+	takenKey  map[*op]string      // and under which of the client's keys
+	renewed   map[*op]bool        // taken again past the records' retention: a new execution by contract
 	finals    map[*op]*ingressapp.Status
 	finalCode map[*op]int
 }
@@ -70,7 +71,6 @@ type httpCall struct {
 	s      send
 	method string
 	tries  int
-	first  time.Time // its first try
 	final  bool
 	env    *ingressEnv
 	resp   ingressapp.LambdaFunctionURLResponse
@@ -142,7 +142,7 @@ func (w *world) newIngress() error {
 		return fmt.Errorf("the ingress's configuration: %w", err)
 	}
 	w.ingress = &ingressSide{cfg: cfg, keyBodies: map[string]map[string]bool{}, firstResp: map[string][]byte{}, firstAt: map[string]time.Time{},
-		taken: map[*op]time.Time{}, firstPost: map[*op]time.Time{}, takenKey: map[*op]string{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}}
+		taken: map[*op]time.Time{}, posts: map[*op][]time.Time{}, takenKey: map[*op]string{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}}
 	return nil
 }
 
@@ -178,11 +178,8 @@ func (w *world) httpInvoke(hc *httpCall) {
 	}
 	env.busy, hc.env = true, env
 	hc.tries++
-	if hc.tries == 1 {
-		hc.first = time.Now()
-	}
-	if _, ok := w.ingress.firstPost[hc.o]; !ok && hc.method == http.MethodPost {
-		w.ingress.firstPost[hc.o] = time.Now()
+	if hc.method == http.MethodPost {
+		w.ingress.posts[hc.o] = append(w.ingress.posts[hc.o], time.Now())
 	}
 	w.obs.stats.HTTPRequests++
 	w.invSeq++
@@ -278,17 +275,22 @@ func (w *world) ingressDone(inv *invocation) {
 	case code == http.StatusAccepted || code == http.StatusOK:
 		w.obs.accepted[hc.o] = true
 		at, ok := w.ingress.taken[hc.o]
-		if ok && time.Since(at) > w.sc.ttl-10*time.Minute {
+		renew := ok && time.Since(at) > w.sc.ttl-10*time.Minute
+		if renew {
 			w.ingress.renewed[hc.o] = true // taken again after its records expired
 		}
 		// Since when: its record may have been created by any earlier POST of the
 		// operation (a try whose answer was a 503 or lost), so the first one's time;
-		// taken again past the retention, this request's first try.
+		// taken again past the retention, the first POST that may have found the old
+		// record gone. Too early a time only spares the request the last GET; too late
+		// a one would take an expired record for a lost request.
 		switch {
 		case !ok:
-			w.ingress.taken[hc.o], w.ingress.takenKey[hc.o] = w.ingress.firstPost[hc.o], hc.s.key
-		case w.ingress.renewed[hc.o]:
-			w.ingress.taken[hc.o], w.ingress.takenKey[hc.o] = hc.first, hc.s.key
+			w.ingress.taken[hc.o], w.ingress.takenKey[hc.o] = w.ingress.posts[hc.o][0], hc.s.key
+		case renew:
+			from := at.Add(w.sc.ttl - 10*time.Minute)
+			i, _ := slices.BinarySearchFunc(w.ingress.posts[hc.o], from, time.Time.Compare)
+			w.ingress.taken[hc.o], w.ingress.takenKey[hc.o] = w.ingress.posts[hc.o][i], hc.s.key
 		}
 		// Poll the status once, a little later: the POST is done, its GET to come.
 		get := &httpCall{o: hc.o, s: hc.s, method: http.MethodGet}
