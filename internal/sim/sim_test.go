@@ -28,6 +28,7 @@ var (
 	flagLimit     = flag.Duration("seconds", 0, "stop exploring after this long (default SIM_SECONDS, else no limit)")
 	flagTrace     = flag.Bool("show", false, "with -seed: print the trace even when the schedule passes")
 	flagKeepGoing = flag.Bool("keepgoing", false, "explore the whole budget even after failures, and count the failures by check")
+	flagMaxFailed = flag.Int("maxfailed", 5, "stop exploring after this many failed schedules (without -keepgoing); the mutation driver stops at the first")
 )
 
 func budget() (int, time.Duration) {
@@ -97,7 +98,7 @@ func TestSim(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				stop := len(failed) >= 5 && !*flagKeepGoing
+				stop := len(failed) >= max(1, *flagMaxFailed) && !*flagKeepGoing
 				mu.Unlock()
 				if stop {
 					return
