@@ -12,13 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
+	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -207,7 +210,13 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 			how = "in this process"
 		}
 		fmt.Fprintf(stderr, "demo: the ingress runs %s behind %s\n", how, url)
-		opts.HTTP = &demo.HTTPOptions{URL: url, Requests: o.http, Sent: metrics.Sent}
+		// The demo's clients do not sign: the ingress takes them for the local caller of
+		// the endpoint's credentials, and keeps and sends their requests under its keys.
+		consumerKey, err := localCallerKey(ctx, awsCfg, lookup)
+		if err != nil {
+			return false, err
+		}
+		opts.HTTP = &demo.HTTPOptions{URL: url, Requests: o.http, Sent: metrics.Sent, ConsumerKey: consumerKey}
 	}
 	// The execution mode of the children: the same bootstraps, or --in-process.
 	mode := []string{"--in-process"}
@@ -268,4 +277,23 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	s.Print(stdout)
 	traceHint(stdout, o.trace)
 	return s.OK, nil
+}
+
+// localCallerKey is the key the consumer sees for an unsigned request to a local ingress
+// (serveIngress): the client's key under the namespace of the local caller of the
+// credentials in awsCfg, in the key scope INGRESS_KEY_SCOPE.
+func localCallerKey(ctx context.Context, awsCfg aws.Config, lookup lookupEnv) (func(string) string, error) {
+	creds, err := awsCfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	scope := setting("", lookup, "INGRESS_KEY_SCOPE")
+	if scope == "" {
+		scope = ingressapp.ScopeCaller
+	}
+	ns, ok := ingressapp.Namespace(scope, funcurl.LocalCaller(creds.AccessKeyID))
+	if !ok {
+		return nil, fmt.Errorf("INGRESS_KEY_SCOPE %q: the local caller has no namespace in it", scope)
+	}
+	return func(key string) string { return idem.CallerKey(ns, key) }, nil
 }

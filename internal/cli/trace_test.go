@@ -73,7 +73,9 @@ func TestTraceOfATakeover(t *testing.T) {
 	if killed, err := crash(context.Background()); err != nil || killed != 1 {
 		t.Fatalf("crash: killed %d, %v", killed, err)
 	}
-	r := idemctl(t, e, "run", "--template", templatePath, "--wait", "1s", "--until-idle", "2s", "--function-timeout", "3s",
+	// The takeover's function timeout is long: on a machine loaded by other tests, a 3 s
+	// timeout killed the second holder after its commit and before its spans ended.
+	r := idemctl(t, e, "run", "--template", templatePath, "--wait", "1s", "--until-idle", "2s", "--function-timeout", "15s",
 		"--reaper-every", "1s", "--trace-file", traceFile)
 	if r.code != 0 || !strings.Contains(r.stderr, "1 deleted") {
 		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
@@ -139,8 +141,9 @@ func TestInspectShowsTheIngressRecord(t *testing.T) {
 	key := "order-" + awstest.RunID()
 	req := ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: m.Body, Headers: map[string]string{"idempotency-key": key}}
 	req.RequestContext.HTTP.Method = "POST"
-	req.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{
-		IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/test"}}
+	const caller = "arn:aws:iam::000000000000:user/test"
+	iam := &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{UserARN: caller, AccountID: "000000000000"}
+	req.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: iam}
 	if resp := app.Handle(context.Background(), req); resp.StatusCode != 202 {
 		t.Fatalf("POST: %d %s", resp.StatusCode, resp.Body)
 	}
@@ -148,16 +151,22 @@ func TestInspectShowsTheIngressRecord(t *testing.T) {
 	if r := idemctl(t, e, "run", "--template", templatePath, "--in-process", "--wait", "1s", "--until-idle", "1s", "--no-reaper", "--trace-file", traceFile); r.code != 0 {
 		t.Fatalf("run: %s", r.stderr)
 	}
-	pk, err := idem.RecordKey(e["IDEMPOTENCY_SCOPE"], key, false)
+	// The ingress keeps and sends the request under its caller's key: the operator names
+	// the caller (--http-caller) to find its records.
+	ns, ok := ingressapp.Namespace(cfg.KeyScope, iam)
+	if !ok {
+		t.Fatalf("no namespace for %s in key scope %q", caller, cfg.KeyScope)
+	}
+	pk, err := idem.RecordKey(e["IDEMPOTENCY_SCOPE"], idem.CallerKey(ns, key), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := idemctl(t, e, "inspect", key)
+	r := idemctl(t, e, "inspect", key, "--http-caller", caller)
 	if r.code != 0 || !strings.Contains(r.stdout, "the ingress's record") || !regexp.MustCompile(`state\s+QUEUED`).MatchString(r.stdout) ||
 		!strings.Contains(r.stdout, idem.RecordTraceID(pk)) {
 		t.Errorf("inspect: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = idemctl(t, e, "inspect", key, "--json")
+	r = idemctl(t, e, "inspect", key, "--http-caller", caller, "--json")
 	var view struct {
 		Status  string `json:"status"`
 		Ingress *struct {
@@ -170,20 +179,20 @@ func TestInspectShowsTheIngressRecord(t *testing.T) {
 		view.Ingress.State != "QUEUED" || view.Ingress.MessageID == "" || view.Ingress.Attempt != 1 {
 		t.Errorf("inspect --json: %v\n%s", err, r.stdout)
 	}
-	r = idemctl(t, e, "trace", key)
+	r = idemctl(t, e, "trace", key, "--http-caller", caller)
 	if r.code != 0 || !strings.Contains(r.stdout, "no trace file") || !strings.Contains(r.stdout, "what happened: applied once, by attempt 1") ||
 		!regexp.MustCompile(`state\s+QUEUED`).MatchString(r.stdout) {
 		t.Errorf("trace without a file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// The consumer ran in this process (--in-process): its spans are in the file too.
-	r = idemctl(t, e, "trace", key, "--trace-file", traceFile)
+	r = idemctl(t, e, "trace", key, "--http-caller", caller, "--trace-file", traceFile)
 	if r.code != 0 || !strings.Contains(r.stdout, "delivery of message") || !strings.Contains(r.stdout, "acquired: attempt 1, holder ") ||
 		!strings.Contains(r.stdout, "DynamoDB.PutItem") {
 		t.Errorf("trace of an in-process run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// Without INGRESS_TABLE, inspect shows the consumer's record alone.
 	delete(e, "INGRESS_TABLE")
-	if r := idemctl(t, e, "inspect", key); r.code != 0 || strings.Contains(r.stdout, "ingress") {
+	if r := idemctl(t, e, "inspect", key, "--http-caller", caller); r.code != 0 || strings.Contains(r.stdout, "the ingress's record") {
 		t.Errorf("inspect without INGRESS_TABLE: exit %d\n%s", r.code, r.stdout)
 	}
 }

@@ -264,6 +264,23 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	traffic := gen.Traffic(rng, run, o.Messages+nDecoys, o.Groups) // Prepare takes them all
 	valid, decoys := traffic[:o.Messages], traffic[o.Messages:]
 	viaQueue, viaHTTP := valid[:len(valid)-nHTTP], valid[len(valid)-nHTTP:]
+	// The key the consumer sees: a producer's own, or, through the ingress, the key its
+	// caller's requests are kept and sent under (HTTPOptions.ConsumerKey).
+	consumerKeys := map[string]string{} // business id -> the consumer's key
+	if o.HTTP != nil && o.HTTP.ConsumerKey != nil {
+		for _, m := range viaHTTP {
+			consumerKeys[m.ID] = o.HTTP.ConsumerKey(m.Key)
+		}
+	}
+	asConsumed := func(ms []example.Message) []example.Message {
+		out := slices.Clone(ms)
+		for i, m := range out {
+			if k, ok := consumerKeys[m.ID]; ok {
+				out[i].Key = k
+			}
+		}
+		return out
+	}
 	if err := example.Prepare(ctx, ex, o.DynamoDB, lookup, traffic); err != nil {
 		return s, fmt.Errorf("demo: prepare example %s: %w", ex.Name(), err)
 	}
@@ -521,7 +538,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	// DLQ for a redrive. The idempotency record tells which.
 	// applied tells from the message's idempotency record whether it was committed.
 	applied := func(p example.Message) bool {
-		pk, err := idem.RecordKey(cfg.Scope, p.Key, false)
+		pk, err := idem.RecordKey(cfg.Scope, asConsumed([]example.Message{p})[0].Key, false)
 		if err != nil {
 			return false
 		}
@@ -645,7 +662,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			late[m.Key]++
 		}
 		for _, name := range services {
-			g, err := gatewayCheck(ctx, name, o.Env[name], applicable, parkedMsgs, bads, late, recordAttempts(ctx, store, cfg.Scope))
+			g, err := gatewayCheck(ctx, name, o.Env[name], asConsumed(applicable), asConsumed(parkedMsgs), bads, late, recordAttempts(ctx, store, cfg.Scope))
 			if err != nil {
 				return s, err
 			}

@@ -30,6 +30,10 @@ type HTTPOptions struct {
 	// Sent reports how many messages the ingress had SQS accept (its Sent metric), for
 	// the summary's count of messages sent.
 	Sent func() int
+	// ConsumerKey is the idempotency key the consumer sees for a request sent with the
+	// Idempotency-Key key: the ingress keeps and sends a request under its caller's key
+	// (ingressapp.Namespace, idem.CallerKey). nil: the key itself.
+	ConsumerKey func(key string) string
 }
 
 // How the clients of the HTTP phase behave, one kind per request, in turn.

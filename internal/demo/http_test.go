@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -46,7 +47,13 @@ func TestHTTPPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, stop, err := funcurl.Listen("127.0.0.1:0", &funcurl.Server{Invoke: app.Invoke, Caller: funcurl.LocalCaller("test")})
+	caller := funcurl.LocalCaller("test")
+	// The key the consumer sees for the caller's requests (the ingress scopes them).
+	ns, ok := ingressapp.Namespace(cfg.KeyScope, caller)
+	if !ok {
+		t.Fatalf("key scope %q: no namespace for the local caller", cfg.KeyScope)
+	}
+	url, stop, err := funcurl.Listen("127.0.0.1:0", &funcurl.Server{Invoke: app.Invoke, Caller: caller})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +65,7 @@ func TestHTTPPhase(t *testing.T) {
 	const requests = 15
 	s, err := demo.Run(ctx, demo.Options{
 		Env: vars, SQS: w, DynamoDB: st.DynamoDB, Messages: 45, Groups: 4, Consumers: 2, Seed: 9, Out: &out, Logs: &lockedBuffer{},
-		HTTP: &demo.HTTPOptions{URL: url, Requests: requests, Sent: metrics.Sent},
+		HTTP: &demo.HTTPOptions{URL: url, Requests: requests, Sent: metrics.Sent, ConsumerKey: func(key string) string { return idem.CallerKey(ns, key) }},
 	})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
