@@ -105,7 +105,7 @@ func classify(out []byte, runErr, ctxErr error, timeout time.Duration) (Outcome,
 	case runErr == nil:
 		return Passed, "", nil
 	case ctxErr != nil:
-		return TimedOut, "no end after " + (timeout + time.Minute).String(), nil
+		return TimedOut, "no end after " + (timeout + time.Minute).String(), nil //nolint:nilerr // a run the deadline ended is an outcome, not an error
 	case bytes.Contains(out, []byte("panic: test timed out after")):
 		return TimedOut, "-test.timeout " + timeout.String(), nil
 	case buildFailed.Match(out):

@@ -227,3 +227,61 @@ func testFixture(t *testing.T, schemata bool) {
 		t.Errorf("the retry of the survivors: %+v, want %+v\n%s", r, s, log.String())
 	}
 }
+
+// TestSchemataMatchesOverlay runs every mutant of testdata/fixture/schemata twice, built
+// alone with go test -overlay and in the schemata, and wants the same fate of each: the
+// package holds what a schema could get wrong (evaluation order and count, short
+// circuits, break and continue, counters, a named boolean, an endless loop), and its
+// mutants' fates are known (written beside its code).
+func TestSchemataMatchesOverlay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two mutation runs, one with a 10 s time-out")
+	}
+	fates := map[bool]map[string]Result{}
+	for _, schemata := range []bool{false, true} {
+		var log bytes.Buffer
+		c := Config{
+			Dir: filepath.Join("testdata", "fixture"), Packages: []string{"./schemata"}, Operators: Operators,
+			Killers:       []Killer{{Name: "own", Packages: []string{"{target}"}}},
+			TimeoutFactor: 3, MinTimeout: 10 * time.Second, Out: t.TempDir(), Coverage: true, PerTest: true, Log: &log,
+			Schemata: schemata,
+		}
+		rep, err := Run(t.Context(), c)
+		if err != nil {
+			t.Fatalf("schemata %v: %v\n%s", schemata, err, log.String())
+		}
+		fates[schemata] = map[string]Result{}
+		for _, r := range rep.Mutants {
+			fates[schemata][fmt.Sprintf("%d %s %s", r.Line, r.Operator, r.Mutated)] = r
+		}
+	}
+	for k, o := range fates[false] {
+		s, ok := fates[true][k]
+		if !ok {
+			t.Errorf("%s: %s without the schemata, not run with them", k, o.Status)
+			continue
+		}
+		if s.Status != o.Status || s.By != o.By {
+			t.Errorf("%s: %s by %q with the schemata (%s; %s), %s by %q without (%s)", k, s.Status, s.By, s.Build, s.Detail, o.Status, o.By, o.Detail)
+		}
+	}
+	if len(fates[true]) != len(fates[false]) {
+		t.Errorf("%d mutants with the schemata, %d without", len(fates[true]), len(fates[false]))
+	}
+	// The fates written beside the code, and the builds: the named boolean's mutant alone
+	// falls back to an overlay build.
+	count := map[Status]int{}
+	for k, r := range fates[true] {
+		count[r.Status]++
+		want := "schema"
+		if strings.HasPrefix(k, "70 conditionals-negation") {
+			want = "overlay (its value is not a plain bool)"
+		}
+		if r.Build != want {
+			t.Errorf("%s: build %q, want %q", k, r.Build, want)
+		}
+	}
+	if count[Killed] != 19 || count[TimedOutStatus] != 1 || count[Survived] != 4 || count[NotCovered] != 2 {
+		t.Errorf("fates %v: want 19 killed, 1 timed out (Spin's n++), 4 survived, 2 not covered", count)
+	}
+}

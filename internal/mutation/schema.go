@@ -7,7 +7,6 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -280,9 +279,6 @@ func (p *Package) sites(f *schemaFile) {
 	})
 	for _, s := range f.sites {
 		s.fallback = p.unsupported(f, s)
-		if os.Getenv("SCRATCH_DEBUG") != "" && s.fallback != "" {
-			fmt.Println("DEBUG", f.base, p.fset.Position(s.node.Pos()), s.fallback)
-		}
 	}
 }
 
@@ -499,10 +495,6 @@ func (r *renderer) spanOf(n ast.Node, s *site) string {
 	return r.span(r.start(n), r.end(n), s.kids)
 }
 
-func (r *renderer) spanRange(a, b ast.Node, s *site) string {
-	return r.span(r.start(a), r.end(b), s.kids)
-}
-
 // checkSchema type-checks the package with the schema sources and the helper file, and
 // marks fallback the sites the checker refuses (or whose helper's type is not the
 // expression's). It returns the sites marked this round.
@@ -518,7 +510,6 @@ func (p *Package) checkSchema(files []*schemaFile, srcs map[string][]byte, helpe
 		}
 		af, err := parser.ParseFile(p.fset, path, src, parser.SkipObjectResolution)
 		if err != nil {
-			_ = os.WriteFile("/tmp/mut2/bad-"+filepath.Base(path), src, 0o600)
 			return nil, fmt.Errorf("mutation: the schema of %s does not parse: %w", path, err)
 		}
 		parsed = append(parsed, af)
@@ -585,9 +576,7 @@ func (p *Package) checkSchema(files []*schemaFile, srcs map[string][]byte, helpe
 			in = branches
 		}
 		if len(in) == 0 {
-			for _, s := range f.sites {
-				in = append(in, s)
-			}
+			in = append(in, f.sites...)
 		}
 		for _, s := range in {
 			mark(s, te.Msg)
@@ -612,7 +601,7 @@ func (p *Package) checkSchema(files []*schemaFile, srcs map[string][]byte, helpe
 				return true
 			}
 			s := byID[ids[0]]
-			if s == nil || s.fallback != "" || !(s.kind == siteBinary && !isComparison(s.node) || s.kind == siteNeg) {
+			if s == nil || s.fallback != "" || (s.kind != siteBinary || isComparison(s.node)) && s.kind != siteNeg {
 				return true
 			}
 			want, got := p.info.Types[s.node.(ast.Expr)].Type, info.Types[call].Type
@@ -734,6 +723,10 @@ func sitesIn(af *ast.File, pos token.Pos, byID map[int]*site) []*site {
 	}
 	return out
 }
+
+// schemaImports are the packages the helper file imports (LoadPackages lists their
+// export data for the type checker).
+var schemaImports = []string{"cmp", "os", "strconv", "sync/atomic"}
 
 // schemaHelpers is the helper file of a package's schemata.
 func schemaHelpers(pkg string, maxID int) []byte {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -357,8 +356,9 @@ func (c *Config) unitBaselines(ctx context.Context, s *schemataRun, k Killer, b 
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("mutation: %w", err)
 	}
-	// Seed blocks one at a time (the simulator uses every core); tests Workers+1 at once.
-	par := c.Workers + 1
+	// Seed blocks one at a time (the simulator uses every core); tests Workers at once
+	// (as many as the mutants will run at once: the machine may be shared).
+	par := c.Workers
 	if k.Seeds > 0 {
 		par = 1
 	}
@@ -431,14 +431,6 @@ func readReach(path string, maxID int) ([]uint64, error) {
 		return nil, fmt.Errorf("mutation: %w", err)
 	}
 	return set, nil
-}
-
-func popcount(set []uint64) int {
-	n := 0
-	for _, w := range set {
-		n += bits.OnesCount64(w)
-	}
-	return n
 }
 
 // unitArgs are the test binary's arguments that run units (all of one binary): the
@@ -761,7 +753,7 @@ func (f *fallbackBuild) binary(ctx context.Context, c *Config, b *binary) (*bina
 	}
 	if err != nil {
 		f.failed = firstLines(out, 3)
-		return nil, f.failed, nil
+		return nil, f.failed, nil //nolint:nilerr // a mutant that does not build is an outcome (not compiled), not an error
 	}
 	f.bins[b.pkg] = fb
 	return fb, "", nil
