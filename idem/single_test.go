@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -507,6 +508,25 @@ func TestSingleTransactionRedeliveryTakesOverWithOneCommit(t *testing.T) {
 		}
 		if e.ddb != nil && e.bizCount(t, "crashed") != 1 {
 			t.Fatalf("%d effects, want 1", e.bizCount(t, "crashed"))
+		}
+	})
+}
+
+// TestModesStoreATruncatedError: a permanent failure's error and public reason are
+// stored at most 1 024 bytes long, in either mode (a handler's error may quote a whole
+// payload; a DynamoDB item holds 400 KB).
+func TestModesStoreATruncatedError(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		long := strings.Repeat("x", 2000)
+		perr := idem.Public(idem.Permanent(errors.New(long)), long)
+		failing := func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{}, perr }
+		if _, err := c.Do(ctx, req("long", `{}`), failing); !idem.IsPermanent(err) {
+			t.Fatalf("a permanent failure: %v", err)
+		}
+		if rec := e.record(t, c, "long"); rec.Status != idem.StatusFailed || len(rec.Error) != 1024 || len(rec.Public) != 1024 {
+			t.Fatalf("record %s, error of %d bytes, public reason of %d; want FAILED, 1024 and 1024", rec.Status, len(rec.Error), len(rec.Public))
 		}
 	})
 }
