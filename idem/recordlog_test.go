@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -99,5 +100,46 @@ func TestOneLogLinePerRecord(t *testing.T) {
 		if w.outcome == "dead_lettered" && l["permanent"] != true {
 			t.Errorf("%s: a dead-lettered record's line lacks permanent: %v", id, l)
 		}
+	}
+}
+
+// TestRecordLineOutcomeOfARetry: the outcome on a record's line is the handler's precise
+// one when the batch only knows the record is retried (in_progress: another delivery
+// holds its key), and the batch's own when the record failed for good but is still
+// retried (its dead-lettering failed): "retry", not the handler's "permanent", which
+// would read as if the record had been moved out of the way.
+func TestRecordLineOutcomeOfARetry(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	h := &countingHandler{fail: map[string]error{
+		"k-busy": fmt.Errorf("held elsewhere: %w", idem.ErrInProgress),
+		"k-bad":  idem.Permanent(errors.New("invalid amount")),
+	}}
+	keys := testKeys(t)
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Logger: logger, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dlByID{"m2": errors.New("dead-letter queue unreachable")}, Logger: logger, Keys: keys})
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		keyedMsg("m1", "k-busy", `{"amount_cents":500}`),
+		keyedMsg("m2", "k-bad", `{"amount_cents":500}`),
+	}}
+	if _, err := p.Process(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"m1": "in_progress", "m2": "retry"}
+	lines := logLines(t, &logs)
+	if len(lines) != len(ev.Records) {
+		t.Fatalf("%d log lines for %d records:\n%s", len(lines), len(ev.Records), logs.String())
+	}
+	for _, l := range lines {
+		id, _ := l["message_id"].(string)
+		if l["outcome"] != want[id] {
+			t.Errorf("%s: outcome %v, want %s: %v", id, l["outcome"], want[id], l)
+		}
+	}
+	if l := lines[slices.IndexFunc(lines, func(l map[string]any) bool { return l["message_id"] == "m2" })]; l["permanent"] != true {
+		t.Errorf("m2: the line lacks permanent: %v", l)
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -152,6 +154,127 @@ func TestModesFailures(t *testing.T) {
 		}
 		if e.ddb != nil && e.bizCount(t, "w0") != 0 {
 			t.Fatal("a write of the refused transaction was committed")
+		}
+		// What a stored permanent failure keeps for its sender: the category and the
+		// reason the handler chose to show, beside the error itself.
+		perr := idem.Public(idem.Permanent(errors.New("amount -5 on account 42")), "the amount is negative")
+		if _, err := c.Do(ctx, req("public", `{}`), failing(perr)); !idem.IsPermanent(err) {
+			t.Fatalf("permanent with a public reason: %v", err)
+		}
+		if rec := e.record(t, c, "public"); rec.Status != idem.StatusFailed || rec.Retryable || rec.Category != idem.CategoryInvalid ||
+			rec.Public != "the amount is negative" || rec.Error != perr.Error() {
+			t.Fatalf("record %s retryable %v category %q public %q error %q; want FAILED, not retryable, invalid, the public reason and the error",
+				rec.Status, rec.Retryable, rec.Category, rec.Public, rec.Error)
+		}
+	})
+}
+
+// TestModesMismatchFoundByApplied: a handler that asks its guard first (Attempt.Applied,
+// as one with steps outside DynamoDB does) and finds another payload's effect is refused
+// as a payload mismatch, and in either mode the key is then recorded as that payload's:
+// the applied payload's retry is answered as done, another body is still refused.
+func TestModesMismatchFoundByApplied(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		var runs atomic.Int64
+		h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			g := journal(e, "am")
+			applied, err := r.Attempt.Applied(ctx, aws.ToString(g.Put.TableName), e.bizKey("journal-am"))
+			if err != nil {
+				return idem.Result{}, err
+			}
+			if applied {
+				return idem.Result{Response: []byte("ok"), Guarded: true}, nil
+			}
+			return idem.Result{Response: []byte("ok"), Writes: []types.TransactWriteItem{g, e.bizWrite("am")}, Guards: []int{0}}, nil
+		}
+		if _, err := c.Do(ctx, req("am", `{"v":1}`), h); err != nil {
+			t.Fatal(err)
+		}
+		e.forget(t, c, "am")
+		if _, err := c.Do(ctx, req("am", `{"v":2}`), h); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+			t.Fatalf("another payload after deletion: %v, want a permanent ErrPayloadMismatch", err)
+		}
+		if rec := e.record(t, c, "am"); rec.Status != idem.StatusCompleted {
+			t.Fatalf("record %s, want COMPLETED, in the applied payload's name", rec.Status)
+		}
+		if res, err := c.Do(ctx, req("am", `{"v":1}`), h); err != nil || !res.Replayed {
+			t.Fatalf("the applied payload after the mismatch: %+v, %v; want a replay", res, err)
+		}
+		if _, err := c.Do(ctx, req("am", `{"v":2}`), h); !errors.Is(err, idem.ErrPayloadMismatch) {
+			t.Fatalf("the other payload again: %v, want ErrPayloadMismatch", err)
+		}
+		if e.ddb != nil && e.bizCount(t, "am") != 1 {
+			t.Fatalf("%d effects, want 1", e.bizCount(t, "am"))
+		}
+	})
+}
+
+// racingStore runs race once, right after the first read of the record pk, as if
+// another delivery acted between that read and the commit it decides.
+type racingStore struct {
+	idem.Store
+	pk   string
+	race func()
+	once sync.Once
+}
+
+func (s *racingStore) Get(ctx context.Context, pk string, now time.Time) (*idem.Record, error) {
+	rec, err := s.Store.Get(ctx, pk, now)
+	if pk == s.pk {
+		s.once.Do(s.race)
+	}
+	return rec, err
+}
+
+// TestModeSinglePermanentFailureMeetsAnotherOutcome: the single-transaction mode stores a
+// permanent failure on the condition that no record appeared since it read the key; when
+// one did, that record decides, as for a commit: another delivery's commit is replayed
+// (its outcome, not the failure), and a lease-mode holder's live lease is ErrInProgress,
+// retryable (not the failure, which would dead-letter the message).
+func TestModeSinglePermanentFailureMeetsAnotherOutcome(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		var runs atomic.Int64
+		failing := func(context.Context, *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			return idem.Result{}, idem.Permanent(errors.New("bad input"))
+		}
+		other := e.client(t, withMode(idem.ModeSingleTransaction))
+		for _, race := range []string{"commit", "lease"} {
+			rs := &racingStore{}
+			c := e.client(t, withMode(idem.ModeSingleTransaction), func(cfg *idem.Config) { rs.Store = cfg.Store; cfg.Store = rs })
+			key := "race-" + race
+			rs.pk, _ = c.RecordKey(key)
+			rs.race = func() {
+				if race == "commit" {
+					if _, err := other.Do(ctx, req(key, `{}`), effect(e, &runs, key, "done")); err != nil {
+						t.Errorf("the other delivery: %v", err)
+					}
+					return
+				}
+				hash, _ := idem.HashPayload([]byte(`{}`))
+				now := e.clock.Now()
+				if _, created, err := e.store.Create(ctx, &idem.Record{
+					Key: rs.pk, Status: idem.StatusInProgress, LeaseToken: "lease-holder", LeaseUntil: now.Add(time.Minute),
+					Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1,
+				}, now); err != nil || !created {
+					t.Errorf("the lease-mode holder's record: %v", err)
+				}
+			}
+			res, err := c.Do(ctx, req(key, `{}`), failing)
+			switch race {
+			case "commit":
+				if err != nil || !res.Replayed || string(res.Response) != "done" {
+					t.Errorf("a commit after the read: %+v, %v; want its outcome replayed", res, err)
+				}
+			case "lease":
+				if !errors.Is(err, idem.ErrInProgress) || idem.IsPermanent(err) {
+					t.Errorf("a lease taken after the read: %v; want ErrInProgress, retryable", err)
+				}
+			}
 		}
 	})
 }
@@ -385,6 +508,25 @@ func TestSingleTransactionRedeliveryTakesOverWithOneCommit(t *testing.T) {
 		}
 		if e.ddb != nil && e.bizCount(t, "crashed") != 1 {
 			t.Fatalf("%d effects, want 1", e.bizCount(t, "crashed"))
+		}
+	})
+}
+
+// TestModesStoreATruncatedError: a permanent failure's error and public reason are
+// stored at most 1 024 bytes long, in either mode (a handler's error may quote a whole
+// payload; a DynamoDB item holds 400 KB).
+func TestModesStoreATruncatedError(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		long := strings.Repeat("x", 2000)
+		perr := idem.Public(idem.Permanent(errors.New(long)), long)
+		failing := func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{}, perr }
+		if _, err := c.Do(ctx, req("long", `{}`), failing); !idem.IsPermanent(err) {
+			t.Fatalf("a permanent failure: %v", err)
+		}
+		if rec := e.record(t, c, "long"); rec.Status != idem.StatusFailed || len(rec.Error) != 1024 || len(rec.Public) != 1024 {
+			t.Fatalf("record %s, error of %d bytes, public reason of %d; want FAILED, 1024 and 1024", rec.Status, len(rec.Error), len(rec.Public))
 		}
 	})
 }

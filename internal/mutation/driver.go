@@ -55,6 +55,12 @@ type Config struct {
 	PerTest bool
 	// DryRun lists the mutants (report with every one pending) and runs nothing.
 	DryRun bool
+	// Schemata compiles each target package once with every pending mutant behind a
+	// switch (schemata.go): each killer's test binaries are built once, a mutant runs
+	// them. Without it, each mutant is built with go test -overlay, once per killer.
+	Schemata bool
+	// WorkerAWSEnv, when set, is each worker's AWSEnv (a moto each), with Schemata.
+	WorkerAWSEnv [][]string
 	// Log receives a line per mutant and the progress lines, every Progress.
 	Log      io.Writer
 	Progress time.Duration
@@ -171,6 +177,14 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		len(all), len(pkgs), len(all)-sum.Skipped-sum.Pending, sum.Skipped, sum.Pending, len(todo))
 	if len(todo) == 0 || c.DryRun {
 		return rep, rep.Write(c.Out)
+	}
+
+	if c.Schemata {
+		err := c.runSchemata(ctx, rep, all, todo, byPkg, pkgs)
+		if err == nil && ctx.Err() != nil {
+			err = fmt.Errorf("mutation: %w", ctx.Err())
+		}
+		return rep, err
 	}
 
 	// The baselines, of the targets with mutants to run.

@@ -20,6 +20,14 @@ type Killer struct {
 	Name     string
 	Packages []string // go test patterns; "{target}" is the mutated package itself
 	Args     []string // after the packages: -run, the test binary's own flags
+	// With schemata the killer's test binaries run directly: Run is the -test.run of a
+	// seeded killer's test, Flags the binary's own flags for every run, and Seeds > 0
+	// makes it a seeded killer (the simulator): seeds 1 to Seeds, in blocks, each run
+	// with -first and -schedules. A killer without Run and Seeds runs its packages'
+	// tests, each alone in its baseline.
+	Run   string
+	Flags []string
+	Seeds int
 	// AWS: the killer needs the local AWS endpoint (moto), AWS_ENDPOINT_URL.
 	AWS bool
 }
@@ -83,33 +91,49 @@ func (r run) exec(ctx context.Context) (o Outcome, detail string, out []byte, to
 	runErr := cmd.Run()
 	took = time.Since(start)
 	out = buf.Bytes()
+	o, detail, err = classify(out, runErr, ctx.Err(), r.Timeout)
+	if err != nil {
+		return "", "", out, took, fmt.Errorf("mutation: go %s: %w", strings.Join(args, " "), err)
+	}
+	return o, detail, out, took, nil
+}
+
+// classify says how a go test command or a test binary ended: runErr is its error,
+// ctxErr its context's (set when the driver's deadline, timeout plus a minute, ended it).
+func classify(out []byte, runErr, ctxErr error, timeout time.Duration) (Outcome, string, error) {
 	switch {
 	case runErr == nil:
-		return Passed, "", out, took, nil
-	case ctx.Err() != nil:
-		return TimedOut, "no end after " + (r.Timeout + time.Minute).String(), out, took, nil
+		return Passed, "", nil
+	case ctxErr != nil:
+		return TimedOut, "no end after " + (timeout + time.Minute).String(), nil //nolint:nilerr // a run the deadline ended is an outcome, not an error
 	case bytes.Contains(out, []byte("panic: test timed out after")):
-		return TimedOut, "go test -timeout " + r.Timeout.String(), out, took, nil
+		return TimedOut, "-test.timeout " + timeout.String(), nil
 	case buildFailed.Match(out):
-		return BuildFailed, firstLines(out, 3), out, took, nil
+		return BuildFailed, firstLines(out, 3), nil
 	}
 	var exit *exec.ExitError
 	if !errors.As(runErr, &exit) {
-		return "", "", out, took, fmt.Errorf("mutation: go %s: %w", strings.Join(args, " "), runErr)
+		return "", "", runErr
 	}
+	names := failedTests(out)
+	if len(names) == 0 {
+		return Failed, firstLines(out, 3), nil
+	}
+	if len(names) > 4 {
+		names = append(names[:4], fmt.Sprintf("and %d more", len(names)-4))
+	}
+	return Failed, strings.Join(names, ", "), nil
+}
+
+// failedTests lists the tests (and subtests) a go test output says failed, in order.
+func failedTests(out []byte) []string {
 	names := []string{}
 	for _, m := range failLine.FindAllSubmatch(out, -1) {
 		if n := string(m[1]); !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
-	if len(names) == 0 {
-		return Failed, firstLines(out, 3), out, took, nil
-	}
-	if len(names) > 4 {
-		names = append(names[:4], fmt.Sprintf("and %d more", len(names)-4))
-	}
-	return Failed, strings.Join(names, ", "), out, took, nil
+	return names
 }
 
 func firstLines(out []byte, n int) string {

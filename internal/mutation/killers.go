@@ -13,7 +13,10 @@ import (
 //   - functions: the tests of the packages under functions/ that import it, on moto.
 func DefaultKillers(schedules int) []Killer {
 	return []Killer{
-		{Name: "sim", Packages: []string{"./internal/sim/"}, Args: []string{"-run", "^TestSim$", "-schedules", fmt.Sprint(schedules)}},
+		{
+			Name: "sim", Packages: []string{"./internal/sim/"}, Args: []string{"-run", "^TestSim$", "-schedules", fmt.Sprint(schedules)},
+			Run: "^TestSim$", Flags: []string{"-maxfailed", "1"}, Seeds: schedules,
+		},
 		{Name: "own", Packages: []string{"{target}"}, AWS: true},
 		{Name: "functions", Packages: []string{"./functions/..."}, AWS: true},
 	}

@@ -81,6 +81,10 @@ type Mutant struct {
 	End   int    `json:"end"`
 	// SkipReason is set when the mutant is listed but not run (logging only).
 	SkipReason string `json:"skip_reason,omitempty"`
+	// node is the syntax the mutant changes (the if statement of remove-early-return),
+	// in the parse Enumerate was given: what the schemata are written from. Nil for a
+	// mutant read from a report.
+	node ast.Node
 }
 
 // Apply returns src with the mutation applied.
@@ -113,6 +117,7 @@ type enumerator struct {
 	ops     map[Operator]bool
 	out     []Mutant
 	fn      string
+	node    ast.Node   // the node being visited
 	loopish []ast.Node // the enclosing for, range, switch, type switch and select statements
 	logOnly []ast.Node // enclosing statements that only log
 }
@@ -212,6 +217,7 @@ var (
 )
 
 func (e *enumerator) visit(n ast.Node) {
+	e.node = n
 	switch x := n.(type) {
 	case *ast.BinaryExpr:
 		if to, ok := boundary[x.Op]; ok && e.ordered(x) {
@@ -256,6 +262,20 @@ func (e *enumerator) visit(n ast.Node) {
 			blanks = "_"
 		}
 		rhs := string(e.src[e.off(x.Rhs[0].Pos()):e.off(x.Rhs[len(x.Rhs)-1].End())])
+		if len(x.Lhs) == len(x.Rhs) && slices.ContainsFunc(x.Rhs, e.isNil) {
+			// _ = nil does not compile: the nil values are dropped with their targets
+			// (x, y = nil, f() made _ = f(); x = nil made _ = 0).
+			var kept []string
+			for _, r := range x.Rhs {
+				if !e.isNil(r) {
+					kept = append(kept, string(e.src[e.off(r.Pos()):e.off(r.End())]))
+				}
+			}
+			blanks, rhs = strings.TrimSuffix(strings.Repeat("_, ", len(kept)), ", "), strings.Join(kept, ", ")
+			if len(kept) == 0 {
+				blanks, rhs = "_", "0"
+			}
+		}
 		e.add(RemoveAssignment, x.Pos(), x.End(), blanks+" = "+rhs)
 	case *ast.ExprStmt:
 		call, ok := x.X.(*ast.CallExpr)
@@ -264,6 +284,17 @@ func (e *enumerator) visit(n ast.Node) {
 		}
 		e.add(RemoveCall, x.Pos(), x.End(), "_ = 0")
 	}
+}
+
+// isNil reports whether x is the untyped nil.
+func (e *enumerator) isNil(x ast.Expr) bool {
+	if e.info != nil {
+		if tv, ok := e.info.Types[x]; ok {
+			return tv.IsNil()
+		}
+	}
+	id, ok := x.(*ast.Ident)
+	return ok && id.Name == "nil"
 }
 
 func allBlank(xs []ast.Expr) bool {
@@ -334,7 +365,7 @@ func (e *enumerator) add(op Operator, from, to token.Pos, repl string) {
 	pos := e.fset.Position(from)
 	m := Mutant{
 		File: e.rel, FileHash: e.hash, Line: pos.Line, Col: pos.Column, Operator: op,
-		Start: pos.Offset, End: e.off(to), Mutated: repl, Func: e.fn,
+		Start: pos.Offset, End: e.off(to), Mutated: repl, Func: e.fn, node: e.node,
 	}
 	m.Original = string(e.src[m.Start:m.End])
 	if len(e.logOnly) > 0 {

@@ -113,13 +113,22 @@ func (x *h) f(n int) int {
 // TestFixture runs the driver on testdata/fixture, whose mutants' fates are known: killed,
 // survived (one equivalent, one untested), not covered, not compiled, skipped. A second
 // run reuses every result.
-func TestFixture(t *testing.T) {
+func TestFixture(t *testing.T) { testFixture(t, false) }
+
+// TestFixtureSchemata: the same with schemata (one build of the fixture's test binary,
+// a run of it per mutant), which must reach the same fates; the mutants whose schema is
+// refused (a constant where the language wants one) or cannot be written (an
+// assignment in an if's init) fall back to an overlay build, and are killed there.
+func TestFixtureSchemata(t *testing.T) { testFixture(t, true) }
+
+func testFixture(t *testing.T, schemata bool) {
 	out := t.TempDir()
 	var log bytes.Buffer
 	c := Config{
 		Dir: filepath.Join("testdata", "fixture"), Packages: []string{"."}, Operators: Operators,
 		Killers:       []Killer{{Name: "own", Packages: []string{"{target}"}}},
 		TimeoutFactor: 3, MinTimeout: time.Minute, Out: out, Coverage: true, PerTest: true, Log: &log,
+		Schemata: schemata,
 	}
 	rep, err := Run(t.Context(), c)
 	if err != nil {
@@ -140,6 +149,11 @@ func TestFixture(t *testing.T) {
 		"32 conditionals-negation": NotCovered,
 		"32 remove-early-return":   NotCovered,
 		"33 invert-negatives":      NotCovered,
+		"40 arithmetic-base":       Killed,
+		"44 arithmetic-base":       Killed,
+		"52 remove-assignment":     Killed,
+		"52 remove-early-return":   Killed,
+		"53 invert-negatives":      Killed,
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -150,20 +164,43 @@ func TestFixture(t *testing.T) {
 		t.Errorf("%d mutants %v, want %d", len(got), got, len(want))
 	}
 	s := Summarize(rep.Mutants)
-	if s.Killed != 2 || s.Survived != 6 || s.NotCovered != 4 || s.NotCompiled != 1 || s.Skipped != 1 || s.Score != 25 {
-		t.Errorf("summary %+v: want 2 killed, 6 survived (4 not covered), 1 not compiled, 1 skipped, score 25", s)
+	if s.Killed != 7 || s.Survived != 6 || s.NotCovered != 4 || s.NotCompiled != 1 || s.Skipped != 1 || fmt.Sprintf("%.1f", s.Score) != "53.8" {
+		t.Errorf("summary %+v: want 7 killed, 6 survived (4 not covered), 1 not compiled, 1 skipped, score 53.8", s)
 	}
+	// Which mutants fall back to an overlay build: the constant's, and the assignment in
+	// an if's init; every other runs in the schemata.
+	fallback := map[string]string{"40 arithmetic-base": "refused in the schema", "52 remove-assignment": "a statement outside a statement list"}
 	for _, r := range rep.Mutants {
-		if r.Status == Killed && (r.By != "own" || !strings.Contains(r.Detail, "TestMax")) {
-			t.Errorf("%s killed by %q (%s), want own (TestMax)", r.ID, r.By, r.Detail)
+		k := fmt.Sprintf("%d %s", r.Line, r.Operator)
+		switch {
+		case !schemata || r.Status == Skipped || r.Status == NotCompiled:
+			if r.Build != "" {
+				t.Errorf("%s: build %q, want none", k, r.Build)
+			}
+		case fallback[k] != "":
+			if !strings.HasPrefix(r.Build, "overlay ("+fallback[k]) {
+				t.Errorf("%s: build %q, want overlay (%s...)", k, r.Build, fallback[k])
+			}
+		case r.Build != "schema":
+			t.Errorf("%s: build %q, want schema", k, r.Build)
+		}
+		if r.Status == Killed && (r.By != "own" || !strings.Contains(r.Detail, "Test")) {
+			t.Errorf("%s killed by %q (%s), want own and the failed test", k, r.By, r.Detail)
 		}
 		// Per test: only TestMax runs the lines of Max, not TestNote.
-		if r.Line == 18 && (len(r.Ran) != 1 || !strings.HasPrefix(r.Ran[0], "own (1 tests)")) {
+		ranMax := "own (1 tests)"
+		if schemata {
+			ranMax = "own TestMax "
+		}
+		if r.Line == 18 && (len(r.Ran) < 1 || !strings.HasPrefix(r.Ran[0], ranMax)) {
 			t.Errorf("%s ran %q, want own with the one test that runs line 18", r.ID, r.Ran)
 		}
 	}
+	if schemata && !strings.Contains(log.String(), "built .'s test binary with the schemata") && !strings.Contains(log.String(), "test binary with the schemata") {
+		t.Errorf("no schemata build in the log:\n%s", log.String())
+	}
 	md := rep.Markdown()
-	if !strings.Contains(md, "| 25.0% | 10 | 2 | 0 | 6 | 4 | 1 | 1 | 0 |") {
+	if !strings.Contains(md, "| 53.8% | 15 | 7 | 0 | 6 | 4 | 1 | 1 | 0 |") {
 		t.Errorf("the markdown report lacks the figures:\n%s", md)
 	}
 
@@ -188,5 +225,63 @@ func TestFixture(t *testing.T) {
 	r.Seconds = s.Seconds
 	if !strings.Contains(log.String(), "6 to run now") || r != s {
 		t.Errorf("the retry of the survivors: %+v, want %+v\n%s", r, s, log.String())
+	}
+}
+
+// TestSchemataMatchesOverlay runs every mutant of testdata/fixture/schemata twice, built
+// alone with go test -overlay and in the schemata, and wants the same fate of each: the
+// package holds what a schema could get wrong (evaluation order and count, short
+// circuits, break and continue, counters, a named boolean, an endless loop), and its
+// mutants' fates are known (written beside its code).
+func TestSchemataMatchesOverlay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two mutation runs, one with a 10 s time-out")
+	}
+	fates := map[bool]map[string]Result{}
+	for _, schemata := range []bool{false, true} {
+		var log bytes.Buffer
+		c := Config{
+			Dir: filepath.Join("testdata", "fixture"), Packages: []string{"./schemata"}, Operators: Operators,
+			Killers:       []Killer{{Name: "own", Packages: []string{"{target}"}}},
+			TimeoutFactor: 3, MinTimeout: 10 * time.Second, Out: t.TempDir(), Coverage: true, PerTest: true, Log: &log,
+			Schemata: schemata,
+		}
+		rep, err := Run(t.Context(), c)
+		if err != nil {
+			t.Fatalf("schemata %v: %v\n%s", schemata, err, log.String())
+		}
+		fates[schemata] = map[string]Result{}
+		for _, r := range rep.Mutants {
+			fates[schemata][fmt.Sprintf("%d %s %s", r.Line, r.Operator, r.Mutated)] = r
+		}
+	}
+	for k, o := range fates[false] {
+		s, ok := fates[true][k]
+		if !ok {
+			t.Errorf("%s: %s without the schemata, not run with them", k, o.Status)
+			continue
+		}
+		if s.Status != o.Status || s.By != o.By {
+			t.Errorf("%s: %s by %q with the schemata (%s; %s), %s by %q without (%s)", k, s.Status, s.By, s.Build, s.Detail, o.Status, o.By, o.Detail)
+		}
+	}
+	if len(fates[true]) != len(fates[false]) {
+		t.Errorf("%d mutants with the schemata, %d without", len(fates[true]), len(fates[false]))
+	}
+	// The fates written beside the code, and the builds: the named boolean's mutant alone
+	// falls back to an overlay build.
+	count := map[Status]int{}
+	for k, r := range fates[true] {
+		count[r.Status]++
+		want := "schema"
+		if strings.HasPrefix(k, "70 conditionals-negation") {
+			want = "overlay (its value is not a plain bool)"
+		}
+		if r.Build != want {
+			t.Errorf("%s: build %q, want %q", k, r.Build, want)
+		}
+	}
+	if count[Killed] != 19 || count[TimedOutStatus] != 1 || count[Survived] != 4 || count[NotCovered] != 2 {
+		t.Errorf("fates %v: want 19 killed, 1 timed out (Spin's n++), 4 survived, 2 not covered", count)
 	}
 }

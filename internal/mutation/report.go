@@ -35,8 +35,11 @@ type Result struct {
 	// Detail: the failed tests, the build error, or the timeout.
 	Detail string `json:"detail,omitempty"`
 	// Ran lists the killers run, with their seconds.
-	Ran     []string `json:"ran,omitempty"`
-	Seconds float64  `json:"seconds"`
+	Ran []string `json:"ran,omitempty"`
+	// Build: "schema" (a run of the schemata binaries), "overlay (why)" (built alone,
+	// its site not in the schemata), "" (without schemata).
+	Build   string  `json:"build,omitempty"`
+	Seconds float64 `json:"seconds"`
 }
 
 // KillerReport is one killer's baseline over one target package.

@@ -86,7 +86,9 @@ func LoadPackages(ctx context.Context, dir string, patterns []string) ([]*Packag
 	if err != nil {
 		return nil, err
 	}
-	deps, err := goList(ctx, dir, append([]string{"-export", "-deps"}, patterns...)...)
+	// The dependencies' export data, and that of the packages the schemata's helper file
+	// imports (schemaImports), which a target may not import itself.
+	deps, err := goList(ctx, dir, append(append([]string{"-export", "-deps"}, patterns...), schemaImports...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ var (
 	flagTrace     = flag.Bool("show", false, "with -seed: print the trace even when the schedule passes")
 	flagKeepGoing = flag.Bool("keepgoing", false, "explore the whole budget even after failures, and count the failures by check")
 	flagList      = flag.Bool("failures", false, "with -keepgoing: print every violation of every failed seed, one a line, with the seed's configuration")
+	flagMaxFailed = flag.Int("maxfailed", 5, "stop exploring after this many failed schedules (without -keepgoing); the mutation driver stops at the first")
 )
 
 func budget() (int, time.Duration) {
@@ -100,7 +101,7 @@ func TestSim(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				stop := len(failed) >= 5 && !*flagKeepGoing
+				stop := len(failed) >= max(1, *flagMaxFailed) && !*flagKeepGoing
 				mu.Unlock()
 				if stop {
 					return

@@ -43,6 +43,7 @@ func run() error {
 		coverage       = flag.Bool("coverage", true, "record each killer's coverage in its baseline; run a mutant only through the killers that run its line")
 		perTest        = flag.Bool("per-test", true, "with -coverage: record each test's coverage (run alone) of the killers that run whole packages; run a mutant only through the tests that run its line")
 		dryRun         = flag.Bool("dry-run", false, "list the mutants in the report and run nothing")
+		schemata       = flag.Bool("schemata", true, "compile each target once with every mutant behind a switch, build each killer's test binaries once, and run them per mutant (false: build each mutant with go test -overlay, once per killer)")
 		progress       = flag.Duration("progress", 10*time.Second, "a progress line this often (0: none)")
 	)
 	flag.Parse()
@@ -58,7 +59,7 @@ func run() error {
 		Dir: *dir, Packages: strings.FieldsFunc(*pkgs, func(r rune) bool { return r == ',' || r == ' ' }),
 		Operators: operators, Killers: ks, TimeoutFactor: *timeoutFactor, MinTimeout: *minTimeout,
 		Workers: *workers, Max: *maxMutants, Out: *out, Fresh: *fresh, RetrySurvivors: *retrySurvivors, OnlySurvivors: *onlySurvivors,
-		Coverage: *coverage, PerTest: *perTest, DryRun: *dryRun, Log: os.Stderr, Progress: *progress,
+		Coverage: *coverage, PerTest: *perTest, DryRun: *dryRun, Schemata: *schemata, Log: os.Stderr, Progress: *progress,
 	}
 	if *files != "" {
 		if c.Files, err = regexp.Compile(*files); err != nil {
@@ -77,6 +78,21 @@ func run() error {
 		defer awstest.StopMoto(cmd)
 		fmt.Fprintf(os.Stderr, "mutation: moto on %s\n", ep)
 		c.AWSEnv = append(c.AWSEnv, "AWS_ENDPOINT_URL="+ep)
+	}
+	// With schemata and more than one worker, a moto for each worker past the first: moto
+	// applies DynamoDB requests one at a time, and the tests of two mutants would queue
+	// behind each other in one.
+	if *schemata && *workers > 1 && mutation.NeedAWS(ks) && !*dryRun {
+		c.WorkerAWSEnv = [][]string{c.AWSEnv}
+		for range *workers - 1 {
+			ep, cmd, err := awstest.StartMoto()
+			if err != nil {
+				return fmt.Errorf("mutation: %w", err)
+			}
+			defer awstest.StopMoto(cmd)
+			fmt.Fprintf(os.Stderr, "mutation: moto on %s\n", ep)
+			c.WorkerAWSEnv = append(c.WorkerAWSEnv, []string{awstest.OwnMotoVar + "=0", "AWS_ENDPOINT_URL=" + ep})
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
