@@ -145,13 +145,21 @@ func (f *fixture) serve(t *testing.T, o options) string {
 	if o.deadSQS {
 		sqsEndpoint = deadEndpoint(t)
 	}
-	var ddb ingressapp.DynamoDBAPI = dynamodb.NewFromConfig(awstest.ConfigFor(t, ddbEndpoint), func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, apiOptions...)
-		o.RetryMaxAttempts = 1
+	// A dead endpoint fails at once (no retries to wait through); a live one (moto) keeps
+	// the SDK's retries, as the ingress has them deployed: moto now and then closes a
+	// kept-alive connection under load, which the SDK retries, and which the tests took
+	// for a store failure (a 503) when they ran without retries.
+	var ddb ingressapp.DynamoDBAPI = dynamodb.NewFromConfig(awstest.ConfigFor(t, ddbEndpoint), func(opt *dynamodb.Options) {
+		opt.APIOptions = append(opt.APIOptions, apiOptions...)
+		if o.deadDDB {
+			opt.RetryMaxAttempts = 1
+		}
 	})
-	var sq ingressapp.SQSAPI = sqs.NewFromConfig(awstest.ConfigFor(t, sqsEndpoint), func(o *sqs.Options) {
-		o.APIOptions = append(o.APIOptions, apiOptions...)
-		o.RetryMaxAttempts = 1
+	var sq ingressapp.SQSAPI = sqs.NewFromConfig(awstest.ConfigFor(t, sqsEndpoint), func(opt *sqs.Options) {
+		opt.APIOptions = append(opt.APIOptions, apiOptions...)
+		if o.deadSQS {
+			opt.RetryMaxAttempts = 1
+		}
 	})
 	if o.wrapDDB != nil {
 		ddb = o.wrapDDB(ddb)
@@ -258,6 +266,9 @@ func (f *fixture) post(t *testing.T, key string, body string) reply {
 	r, err := f.do(t, f.http, http.MethodPost, ingressapp.RequestsPath, key, []byte(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.code == http.StatusServiceUnavailable {
+		t.Logf("POST answered 503; the ingress's logs:\n%s", f.logs.String())
 	}
 	return r
 }
