@@ -405,7 +405,7 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 			// docs/ingress.md: in the single-transaction mode a business rule's refusal
 			// stores nothing, and the request stays accepted while its message is in the
 			// DLQ.
-		case !applied && st.Status == ingressapp.StatusInProgress && rec != nil && rec.Status == idem.StatusFailed && rec.Error == idem.ReasonLeaseExpired:
+		case !applied && st.Status == ingressapp.StatusInProgress && rec != nil && rec.Status == idem.StatusFailed && rec.Retryable:
 			w.known(knownRefusalReaped, o)
 		case !applied && st.Status != ingressapp.StatusFailed:
 			w.obs.violation("status", "%s was dead-lettered, but its status says %s", o.name, got)

@@ -478,9 +478,10 @@ const (
 	knownRetention = "ingress-retention"
 	// knownRefusalReaped: a business rule's refusal in the lease mode, dead-lettered and
 	// recorded, whose record a late copy of the same message (an invocation that started
-	// long after its receive, past the visibility timeout) takes over and then dies in: the
-	// reaper fails the record as a lease that expired, and the status reads in_progress for
-	// good. (Its other cause, a refusal whose release failed, is retried since: idem's
+	// long after its receive, past the visibility timeout) takes over and then dies in (the
+	// reaper fails the record as a lease that expired) or fails retryably in (a throttled
+	// read): the record is FAILED retryable, no copy is left to retry it, and the status
+	// reads in_progress for good. (Its other cause, a refusal whose release failed, is retried since: idem's
 	// unrecordedError.)
 	knownRefusalReaped = "refusal-reaped"
 )
