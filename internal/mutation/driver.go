@@ -219,50 +219,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 
 	// The mutants.
-	var mu sync.Mutex
-	var done atomic.Int64
-	start := time.Now()
-	stop := c.progress(&mu, rep, todo, &done, start)
-	defer stop()
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	var firstErr error
-	for w := range c.Workers {
-		wg.Go(func() {
-			for i := range jobs {
-				mu.Lock()
-				r := all[i]
-				mu.Unlock()
-				res, err := c.mutant(ctx, w, byPkg[r.ID], r, plans[byPkg[r.ID].ImportPath])
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if err == nil {
-					all[i] = res
-					rep.Updated = time.Now()
-					if werr := rep.Write(c.Out); werr != nil && firstErr == nil {
-						firstErr = werr
-					}
-					fmt.Fprintf(c.Log, "mutation: %s:%d %s `%s` -> `%s`: %s%s (%.1fs)\n", res.File, res.Line, res.Operator,
-						cellText(res.Original), cellText(res.Mutated), res.Status, by(res), res.Seconds)
-				}
-				mu.Unlock()
-				done.Add(1)
-			}
-		})
-	}
-	for _, i := range todo {
-		mu.Lock()
-		failed := firstErr != nil
-		mu.Unlock()
-		if failed || ctx.Err() != nil {
-			break
-		}
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+	firstErr := c.runMutants(ctx, rep, all, todo, func(ctx context.Context, w int, r Result) (Result, string, error) {
+		res, err := c.mutant(ctx, w, byPkg[r.ID], r, plans[byPkg[r.ID].ImportPath])
+		return res, "", err
+	})
 	if firstErr == nil && ctx.Err() != nil {
 		firstErr = fmt.Errorf("mutation: %w", ctx.Err())
 	}
@@ -493,6 +453,58 @@ func (c *Config) mutant(ctx context.Context, worker int, p *Package, r Result, p
 	}
 	r.Seconds = time.Since(start).Seconds()
 	return r, nil
+}
+
+// runMutants runs the mutants of all at the indexes todo on c.Workers workers, each
+// through run (which gives the mutant's result and what to add to its log line), writes
+// the report after each and logs it, with a progress line; it stops handing out mutants
+// at the first error or when ctx ends, and returns the first error.
+func (c *Config) runMutants(ctx context.Context, rep *Report, all []Result, todo []int,
+	run func(ctx context.Context, worker int, r Result) (Result, string, error)) error {
+	var mu sync.Mutex
+	var done atomic.Int64
+	stop := c.progress(&mu, rep, todo, &done, time.Now())
+	defer stop()
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var firstErr error
+	for w := range c.Workers {
+		wg.Go(func() {
+			for i := range jobs {
+				mu.Lock()
+				r := all[i]
+				mu.Unlock()
+				res, more, err := run(ctx, w, r)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil {
+					all[i] = res
+					rep.Updated = time.Now()
+					if werr := rep.Write(c.Out); werr != nil && firstErr == nil {
+						firstErr = werr
+					}
+					fmt.Fprintf(c.Log, "mutation: %s:%d %s `%s` -> `%s`: %s%s (%.1fs%s)\n", res.File, res.Line, res.Operator,
+						cellText(res.Original), cellText(res.Mutated), res.Status, by(res), res.Seconds, more)
+				}
+				mu.Unlock()
+				done.Add(1)
+			}
+		})
+	}
+	for _, i := range todo {
+		mu.Lock()
+		failed := firstErr != nil
+		mu.Unlock()
+		if failed || ctx.Err() != nil {
+			break
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	return firstErr
 }
 
 // progress prints a line every c.Progress until the returned function is called.

@@ -196,52 +196,10 @@ func (c *Config) runSchemata(ctx context.Context, rep *Report, all []Result, tod
 	}
 
 	// The mutants.
-	var mu sync.Mutex
-	var done atomic.Int64
-	start = time.Now()
-	stop := c.progress(&mu, rep, run, &done, start)
-	defer stop()
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	var firstErr error
-	for w := range c.Workers {
-		wg.Go(func() {
-			for i := range jobs {
-				mu.Lock()
-				r := all[i]
-				mu.Unlock()
-				p := byPkg[r.ID]
-				res, err := c.schemaMutant(ctx, w, s, p, r)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if err == nil {
-					all[i] = res
-					rep.Updated = time.Now()
-					if werr := rep.Write(c.Out); werr != nil && firstErr == nil {
-						firstErr = werr
-					}
-					fmt.Fprintf(c.Log, "mutation: %s:%d %s `%s` -> `%s`: %s%s (%.1fs; %s)\n", res.File, res.Line, res.Operator,
-						cellText(res.Original), cellText(res.Mutated), res.Status, by(res), res.Seconds, strings.Join(res.Ran, "; "))
-				}
-				mu.Unlock()
-				done.Add(1)
-			}
-		})
-	}
-	for _, i := range run {
-		mu.Lock()
-		failed := firstErr != nil
-		mu.Unlock()
-		if failed || ctx.Err() != nil {
-			break
-		}
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	return firstErr
+	return c.runMutants(ctx, rep, all, run, func(ctx context.Context, w int, r Result) (Result, string, error) {
+		res, err := c.schemaMutant(ctx, w, s, byPkg[r.ID], r)
+		return res, "; " + strings.Join(res.Ran, "; "), err
+	})
 }
 
 // schemaBaselines builds the binaries of the killers that reach target and runs their
