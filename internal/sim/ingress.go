@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
@@ -206,22 +205,10 @@ func (w *world) httpInvoke(hc *httpCall) {
 		ev.RawPath = ingressapp.RequestsPath + "/" + url.PathEscape(hc.s.key)
 	}
 	ev.RequestContext.HTTP.Path = ev.RawPath
-	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), invKey{}, inv), inv.deadline)
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: inv.String()})
-	w.live[inv] = true
 	h := env.handler
-	go func() {
-		defer cancel()
+	w.launch(inv, func(ctx context.Context) func() {
 		resp, _ := h(ctx, ev)
-		w.mu.Lock()
-		hc.resp = resp
-		w.finished = append(w.finished, inv)
-		w.mu.Unlock()
-	}()
-	w.at(inv.deadline, func() {
-		if !inv.isDead() && !w.obs.done[inv] {
-			w.kill(inv, "timeout")
-		}
+		return func() { hc.resp = resp }
 	})
 }
 

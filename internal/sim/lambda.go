@@ -186,15 +186,26 @@ func (w *world) invoke(s *slot, msgs []simsqs.Message) {
 	}
 	ev := w.sqs.Event(s.c.input, msgs)
 	w.tracef("%s starts on env-%d with %s, deadline in %s", inv, s.env.id, msgIDs(msgs), s.c.timeout)
+	h := s.env.consumer
+	w.launch(inv, func(ctx context.Context) func() {
+		resp, err := h(ctx, ev)
+		return func() { inv.resp, inv.err = resp, err }
+	})
+}
+
+// launch runs an invocation as Lambda does: its code (run) in a goroutine of its own,
+// under a context that carries the invocation and ends at its deadline, where Lambda
+// kills it if it still runs. What run returns records the invocation's result; it runs
+// under the world's lock, as the invocation is handed to the scheduler (finished).
+func (w *world) launch(inv *invocation, run func(ctx context.Context) (record func())) {
 	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), invKey{}, inv), inv.deadline)
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: inv.String()})
-	h := s.env.consumer
 	w.live[inv] = true
 	go func() {
 		defer cancel()
-		resp, err := h(ctx, ev)
+		record := run(ctx)
 		w.mu.Lock()
-		inv.resp, inv.err = resp, err
+		record()
 		w.finished = append(w.finished, inv)
 		w.mu.Unlock()
 	}()
@@ -319,21 +330,9 @@ func (w *world) reap(c *consumer, rh reaperapp.Handler) {
 	w.invSeq++
 	inv := &invocation{id: w.invSeq, kind: "reaper", c: c, deadline: time.Now().Add(w.sc.reaperTimeout)}
 	w.tracef("%s starts for %s", inv, c.name)
-	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), invKey{}, inv), inv.deadline)
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: inv.String()})
-	w.live[inv] = true
-	go func() {
-		defer cancel()
+	w.launch(inv, func(ctx context.Context) func() {
 		_, err := rh(ctx, events.EventBridgeEvent{ID: inv.String(), DetailType: "Scheduled Event", Source: "aws.events"})
-		w.mu.Lock()
-		inv.err = err
-		w.finished = append(w.finished, inv)
-		w.mu.Unlock()
-	}()
-	w.at(inv.deadline, func() {
-		if !inv.isDead() && !w.obs.done[inv] {
-			w.kill(inv, "timeout")
-		}
+		return func() { inv.err = err }
 	})
 }
 
