@@ -275,8 +275,9 @@ func TestSQSDeadLetterFIFOQueue(t *testing.T) {
 	ctx := context.Background()
 	api := awstest.SQS(t)
 	out, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, "dlq") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
+		QueueName: aws.String(awstest.Name(t, "dlq") + ".fifo"),
+		// A visibility timeout of 0 (see the receive below).
+		Attributes: map[string]string{"FifoQueue": "true", "VisibilityTimeout": "0"},
 	})
 	if err != nil {
 		t.Fatalf("CreateQueue: %v", err)
@@ -298,15 +299,27 @@ func TestSQSDeadLetterFIFOQueue(t *testing.T) {
 		t.Errorf("queue holds %d messages after dead-lettering one twice, want 1", n)
 	}
 
-	recv, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    &url,
-		MaxNumberOfMessages:         10,
-		WaitTimeSeconds:             1,
-		MessageAttributeNames:       []string{"All"},
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-	})
-	if err != nil {
-		t.Fatalf("ReceiveMessage: %v", err)
+	// The queue's visibility timeout is 0: a receive whose answer was lost on the way
+	// back (the SDK then retries it) would otherwise leave the message in flight for
+	// 30 s, and the retry would find the queue empty (seen once in CI under make
+	// test's load). With 0 the message stays receivable; the depth check above is what
+	// counts the copies.
+	var recv *sqs.ReceiveMessageOutput
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		recv, err = api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    &url,
+			MaxNumberOfMessages:         10,
+			WaitTimeSeconds:             1,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			t.Fatalf("ReceiveMessage: %v", err)
+		}
+		if len(recv.Messages) > 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	if len(recv.Messages) != 1 {
 		t.Fatalf("received %d messages, want 1", len(recv.Messages))
@@ -346,9 +359,10 @@ func TestSQSDeadLetterFIFOQueue(t *testing.T) {
 	if err := dl.DeadLetter(ctx, other, cause); err != nil {
 		t.Fatalf("DeadLetter: %v", err)
 	}
-	if n := queueDepth(t, api, url); n != 1 {
-		// One is in flight (received above), the new one is visible.
-		t.Errorf("visible messages = %d after a second poison message, want 1", n)
+	if n := queueDepth(t, api, url); n != 2 {
+		// The first (visible again: received above with a visibility timeout of 0) and
+		// the new one.
+		t.Errorf("visible messages = %d after a second poison message, want 2", n)
 	}
 }
 
