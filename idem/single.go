@@ -46,7 +46,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		rec.PayloadHash = gm.applied
 		if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
-			return Result{}, errors.Join(herr, err)
+			return Result{}, unrecordedPut(herr, err)
 		}
 		return Result{}, herr
 	}
@@ -64,14 +64,11 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		rec.Status, rec.Error = StatusFailed, truncate(herr.Error(), 1024)
 		rec.Category, rec.Public = CategoryOf(herr), truncate(PublicReason(herr), 1024)
 		out, err := c.putSingle(ctx, rec, nil, hash, seen)
-		if err != nil || out != nil {
-			if err == nil {
-				return c.replay(ctx, out, nil)
-			}
-			if errors.Is(err, ErrInProgress) || IsPermanent(err) {
-				return Result{}, err
-			}
-			return Result{}, errors.Join(herr, err)
+		if err != nil {
+			return Result{}, unrecordedPut(herr, err)
+		}
+		if out != nil {
+			return c.replay(ctx, out, nil)
 		}
 		return Result{}, herr
 	}
@@ -82,17 +79,18 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	pctx, commit := c.startSpan(ctx, SpanCommit, pk)
 	out, err := c.putSingle(pctx, rec, writes, hash, seen)
-	endCommit(commit, res, Result{Attempt: rec.Attempt, Replayed: out != nil}, err)
+	endCommit(commit, res, Result{Attempt: rec.Attempt}, err)
 	var wce *WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, applied := guardFired(wce, res.Guards)
 		switch {
 		case guarded && applied != "" && applied != hash:
 			rec.PayloadHash, rec.Response, rec.Outbox, rec.home = applied, nil, nil, 0
+			mismatch := fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
 			if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
-				return Result{}, err
+				return Result{}, unrecordedPut(mismatch, err)
 			}
-			return Result{}, fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
+			return Result{}, mismatch
 		case guarded:
 			rec.Outbox, rec.home, res.Guarded = nil, 0, true
 			out, err = c.putSingle(ctx, rec, nil, hash, seen)
@@ -126,13 +124,22 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	return result, nil
 }
 
+// unrecordedPut is the error of a refusal or a permanent failure (refusal) whose record
+// the put could not write (err). A live holder found meanwhile (ErrInProgress) and a put
+// refused for good decide alone; any other failure leaves the refusal unrecorded, so
+// retried, never dead-lettered, as in ModeLease (unrecordedError): the next delivery
+// meets it again and records it.
+func unrecordedPut(refusal, err error) error {
+	if errors.Is(err, ErrInProgress) || IsPermanent(err) {
+		return err
+	}
+	return unrecorded(refusal, err)
+}
+
 // redelivered reports whether the SQS record ctx runs for was received before
 // (ApproximateReceiveCount above 1).
 func redelivered(ctx context.Context) bool {
-	m, ok := MessageFromContext(ctx)
-	if !ok {
-		return false
-	}
+	m, _ := MessageFromContext(ctx) // without one, no attributes: a first delivery
 	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
 	return err == nil && n > 1
 }
