@@ -209,6 +209,11 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 			t.Fatalf("record after the failed send: %s, outbox %d, inflight %q; want COMPLETED with the message pending, in the index",
 				rec.Status, len(rec.Outbox), rec.Inflight)
 		}
+		// A redelivery whose send fails as well is no replay: its messages are still
+		// pending, so it is retried, not acknowledged.
+		if _, err := crashed.Do(ctx, req("redelivered", `{}`), journalEffect(e, o, &runs, "redelivered")); err == nil || idem.IsPermanent(err) {
+			t.Fatalf("a redelivery whose send fails: %v, want a retryable error", err)
+		}
 		// At once, inside what was the committer's lease: the redelivery sends.
 		res, err := live.Do(ctx, req("redelivered", `{}`), journalEffect(e, o, &runs, "redelivered"))
 		if err != nil || !res.Replayed {

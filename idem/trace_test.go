@@ -329,6 +329,44 @@ func TestTracingOff(t *testing.T) {
 	}
 }
 
+// TestStepDoneSpan: a step an earlier attempt finished is not run again by the next
+// one; its span says so (idem.step_done), under the handler's, so a trace of the retry
+// shows the step as skipped rather than missing.
+func TestStepDoneSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran, calls := 0, 0
+	h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+		calls++
+		if err := r.Attempt.Step(ctx, "reserve", func(context.Context) error { ran++; return nil }); err != nil {
+			return idem.Result{}, err
+		}
+		if calls == 1 {
+			return idem.Result{}, fmt.Errorf("the charge timed out") // retryable: the next delivery takes over
+		}
+		return idem.Result{Response: []byte("ok")}, nil
+	}
+	if _, err := c.Do(context.Background(), req("k-1", `{}`), h); err == nil {
+		t.Fatal("the first attempt did not fail")
+	}
+	exp.Reset()
+	if _, err := c.Do(context.Background(), req("k-1", `{}`), h); err != nil {
+		t.Fatal(err)
+	}
+	spans := exp.GetSpans()
+	step := one(t, spans, idem.SpanStep)
+	if ran != 1 || spanAttr(step, idem.AttrStepDone) != "true" || spanAttr(step, idem.AttrStep) != "reserve" {
+		t.Fatalf("the step ran %d times; the retry's step span %s=%q %s=%q, want run once and its span marked done",
+			ran, idem.AttrStep, spanAttr(step, idem.AttrStep), idem.AttrStepDone, spanAttr(step, idem.AttrStepDone))
+	}
+	childOf(t, step, one(t, spans, idem.SpanHandler))
+}
+
 // TestReaperSpans: a lease whose holder vanished is reaped under a sweep span, with the
 // holder and the attempt; the next delivery's decision is a takeover that names the
 // previous holder, under the request's own span (Client.Do called outside a record).

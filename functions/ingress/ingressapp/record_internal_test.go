@@ -20,8 +20,13 @@ import (
 // without the item, an item of the wrong shape, an error on a read).
 type answers struct {
 	idem.DynamoDBAPI
-	put func() (*dynamodb.PutItemOutput, error)
-	get func() (*dynamodb.GetItemOutput, error)
+	put    func() (*dynamodb.PutItemOutput, error)
+	get    func() (*dynamodb.GetItemOutput, error)
+	update func() (*dynamodb.UpdateItemOutput, error)
+}
+
+func (a *answers) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return a.update()
 }
 
 func (a *answers) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
@@ -142,6 +147,103 @@ func TestCreateAgainstAnswers(t *testing.T) {
 		}
 		if calls != c.wantCalls {
 			t.Errorf("%s: %d reads, want %d", c.name, calls, c.wantCalls)
+		}
+	}
+}
+
+// TestGetAgainstAnswers: what get makes of DynamoDB's answers to its read: no item is no
+// record, whatever the time (the status lookup reads with the zero time, so that an
+// expired record still shows); an expired record is none, except at the zero time; an
+// item that does not decode and a failed read are errors.
+func TestGetAgainstAnswers(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	live := fullRecord(now)
+	expired := fullRecord(now)
+	expired.ExpiresAt = now.Add(-time.Hour)
+	bad := live.item()
+	bad[attrState] = n(1)
+	for _, c := range []struct {
+		name    string
+		item    map[string]types.AttributeValue
+		err     error
+		at      time.Time
+		want    *record
+		wantErr string
+	}{
+		{"no item", nil, nil, now, nil, ""},
+		{"no item, at the zero time", nil, nil, time.Time{}, nil, ""},
+		{"a live record", live.item(), nil, now, live, ""},
+		{"an expired record", expired.item(), nil, now, nil, ""},
+		{"an expired record, at the zero time", expired.item(), nil, time.Time{}, expired, ""},
+		{"an item of another shape", bad, nil, now, nil, "attribute " + attrState},
+		{"an item of another shape, expired or not", bad, nil, time.Time{}, nil, "attribute " + attrState},
+		{"the read fails", nil, errors.New("throttled"), now, nil, "get record: throttled"},
+	} {
+		api := &answers{get: func() (*dynamodb.GetItemOutput, error) {
+			if c.err != nil {
+				return nil, c.err
+			}
+			return &dynamodb.GetItemOutput{Item: c.item}, nil
+		}}
+		st := &store{api: api, table: "ingress"}
+		got, err := st.get(ctx, "k", c.at)
+		switch {
+		case c.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) || got != nil {
+				t.Errorf("%s: %+v, %v; want an error with %q", c.name, got, err, c.wantErr)
+			}
+		case err != nil || !reflect.DeepEqual(got, c.want):
+			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
+		}
+	}
+}
+
+// TestTakeoverAgainstAnswers: what takeover makes of DynamoDB's answers to its
+// conditional UpdateItem: the record as updated; a failed condition whose item holds the
+// new token is an earlier try of this very takeover, applied and its answer lost (the
+// record it left is returned); a failed condition with another token, without the item,
+// or with an item that does not decode is ErrChanged; any other error is returned.
+func TestTakeoverAgainstAnswers(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	seen := fullRecord(now)
+	mine := fullRecord(now)
+	mine.Token, mine.Attempt = "tok-new", seen.Attempt+1
+	theirs := fullRecord(now)
+	theirs.Token = "tok-other"
+	bad := mine.item()
+	bad[attrAttempt] = s("3")
+	ccf := func(item map[string]types.AttributeValue) func() (*dynamodb.UpdateItemOutput, error) {
+		return func() (*dynamodb.UpdateItemOutput, error) {
+			return nil, &types.ConditionalCheckFailedException{Message: aws.String("condition"), Item: item}
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		update  func() (*dynamodb.UpdateItemOutput, error)
+		want    *record
+		wantErr error
+		wantMsg string
+	}{
+		{"taken over", func() (*dynamodb.UpdateItemOutput, error) {
+			return &dynamodb.UpdateItemOutput{Attributes: mine.item()}, nil
+		}, mine, nil, ""},
+		{"own token in the failed condition", ccf(mine.item()), mine, nil, ""},
+		{"another's token", ccf(theirs.item()), nil, ErrChanged, ""},
+		{"no item in the failed condition", ccf(nil), nil, ErrChanged, ""},
+		{"an item of another shape", ccf(bad), nil, ErrChanged, ""},
+		{"the update fails", func() (*dynamodb.UpdateItemOutput, error) { return nil, errors.New("throttled") }, nil, nil, "take over record: throttled"},
+	} {
+		st := &store{api: &answers{update: c.update}, table: "ingress"}
+		got, err := st.takeover(ctx, seen, "tok-new", now.Add(time.Minute), now)
+		switch {
+		case c.wantErr != nil || c.wantMsg != "":
+			if err == nil || got != nil || (c.wantErr != nil && !errors.Is(err, c.wantErr)) || !strings.Contains(err.Error(), c.wantMsg) {
+				t.Errorf("%s: %+v, %v; want %v %q", c.name, got, err, c.wantErr, c.wantMsg)
+			}
+		case err != nil || !reflect.DeepEqual(got, c.want):
+			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
 		}
 	}
 }

@@ -1,0 +1,40 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// readFails is a store whose reads of records fail, as a throttled DynamoDB's would.
+type readFails struct{ Store }
+
+var errReadThrottled = errors.New("ProvisionedThroughputExceededException: read throttled")
+
+func (readFails) Get(context.Context, string, time.Time) (*Record, error) {
+	return nil, errReadThrottled
+}
+
+// TestSingleRedeliveryReadFails: in the single-transaction mode a redelivery (SQS's
+// ApproximateReceiveCount above 1) reads the record before it runs the handler; when
+// that read fails, nothing is decided: the handler does not run, and the error, which
+// names the store's, is retried.
+func TestSingleRedeliveryReadFails(t *testing.T) {
+	c, err := New(Config{Store: readFails{NewMemoryStore()}, Scope: "payments", Mode: ModeSingleTransaction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := events.SQSMessage{MessageId: "m-1", Attributes: map[string]string{"ApproximateReceiveCount": "2"}}
+	ctx := context.WithValue(context.Background(), messageKey{}, msg)
+	runs := 0
+	_, err = c.Do(ctx, &Request{Key: "k-1", Payload: []byte(`{}`)}, HandlerFunc(func(context.Context, *Request) (Result, error) {
+		runs++
+		return Result{Response: []byte("ok")}, nil
+	}))
+	if !errors.Is(err, errReadThrottled) || IsPermanent(err) || runs != 0 {
+		t.Fatalf("a redelivery whose read fails: %v (permanent %t), %d runs; want the read's error, retryable, and no run", err, IsPermanent(err), runs)
+	}
+}
