@@ -290,7 +290,7 @@ func (w *world) check() {
 	for _, m := range w.sqs.Messages(w.dlq) {
 		op := w.opOf(m)
 		if m.MovedBySQS {
-			o.violation("stuck", "message %s of %s is still parked in the dead-letter queue after the redrive", m.ID, opName(op))
+			o.violation("stuck", "message %s of %s is still parked in the dead-letter queue after %d redrives", m.ID, opName(op), redriveRounds+1)
 			continue
 		}
 		if _, ok := m.Attributes[idem.DLQOutboundQueueAttribute]; ok {
