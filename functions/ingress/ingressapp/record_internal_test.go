@@ -37,6 +37,20 @@ func (a *answers) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dyna
 	return a.get()
 }
 
+// checkAnswer wants got and err to be want, or, with wantErr, no record and an error
+// that says wantErr.
+func checkAnswer(t *testing.T, name string, got *record, err error, want *record, wantErr string) {
+	t.Helper()
+	switch {
+	case wantErr != "":
+		if err == nil || !strings.Contains(err.Error(), wantErr) || got != nil {
+			t.Errorf("%s: %+v, %v; want an error with %q", name, got, err, wantErr)
+		}
+	case err != nil || !reflect.DeepEqual(got, want):
+		t.Errorf("%s: %+v, %v; want %+v", name, got, err, want)
+	}
+}
+
 func fullRecord(now time.Time) *record {
 	return &record{
 		Key: "k", PayloadHash: "h", ConsumerKey: "biz-1", State: stateSending, Token: "tok-1", SendingUntil: now.Add(time.Minute),
@@ -137,14 +151,7 @@ func TestCreateAgainstAnswers(t *testing.T) {
 		api := &answers{put: c.put, get: func() (*dynamodb.GetItemOutput, error) { calls++; return c.get() }}
 		st := &store{api: api, table: "ingress"}
 		got, err := st.create(ctx, mine, now)
-		switch {
-		case c.wantErr != "":
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) || got != nil {
-				t.Errorf("%s: %+v, %v; want an error with %q", c.name, got, err, c.wantErr)
-			}
-		case err != nil || !reflect.DeepEqual(got, c.want):
-			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
-		}
+		checkAnswer(t, c.name, got, err, c.want, c.wantErr)
 		if calls != c.wantCalls {
 			t.Errorf("%s: %d reads, want %d", c.name, calls, c.wantCalls)
 		}
@@ -188,14 +195,7 @@ func TestGetAgainstAnswers(t *testing.T) {
 		}}
 		st := &store{api: api, table: "ingress"}
 		got, err := st.get(ctx, "k", c.at)
-		switch {
-		case c.wantErr != "":
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) || got != nil {
-				t.Errorf("%s: %+v, %v; want an error with %q", c.name, got, err, c.wantErr)
-			}
-		case err != nil || !reflect.DeepEqual(got, c.want):
-			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
-		}
+		checkAnswer(t, c.name, got, err, c.want, c.wantErr)
 	}
 }
 
