@@ -163,7 +163,7 @@ func newDynamoStoreEnv(t *testing.T, ddb dynamoAdmin, layout string) *env {
 	}
 	if e.bizTable == "" {
 		e.bizTable = awstest.Name(t, "effects")
-		_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		err := awstest.CreateTable(ctx, ddb, &dynamodb.CreateTableInput{
 			TableName:            aws.String(e.bizTable),
 			BillingMode:          types.BillingModePayPerRequest,
 			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -261,4 +263,22 @@ func Name(t testing.TB, prefix string) string {
 		tn = tn[len(tn)-40:]
 	}
 	return fmt.Sprintf("%s-%s-%s-%d", prefix, runID(), strings.Trim(tn, "-_."), seq.Add(1))
+}
+
+// TableCreator is the part of a DynamoDB client CreateTable uses.
+type TableCreator interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+// CreateTable creates the table in describes. A test's table names are its own (Name),
+// so ResourceInUseException means an earlier try of this very request was applied and
+// its answer lost, after which the SDK sent it again (seen in CI under make test's load:
+// a DynamoDB answer whose CRC32 did not match): the table is there, and that is success,
+// as idem.CreateTable treats it.
+func CreateTable(ctx context.Context, api TableCreator, in *dynamodb.CreateTableInput) error {
+	_, err := api.CreateTable(ctx, in)
+	if _, ok := errors.AsType[*ddbtypes.ResourceInUseException](err); ok {
+		return nil
+	}
+	return err
 }

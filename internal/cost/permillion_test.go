@@ -187,7 +187,7 @@ func TestCostPerMillion(t *testing.T) {
 	}
 	memoryGB := fn.MemorySize / 1024
 	ptTable := awstest.Name(t, "pt")
-	if _, err := f.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+	if err := awstest.CreateTable(ctx, f.ddb, &dynamodb.CreateTableInput{
 		TableName: aws.String(ptTable), BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},

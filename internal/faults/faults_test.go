@@ -54,7 +54,7 @@ func sqsVia(t *testing.T, ep string, maxAttempts int) (*sqs.Client, *awstest.Cal
 func table(t *testing.T) string {
 	t.Helper()
 	name := awstest.Name(t, "faults")
-	_, err := awstest.DynamoDB(t).CreateTable(context.Background(), &dynamodb.CreateTableInput{
+	err := awstest.CreateTable(context.Background(), awstest.DynamoDB(t), &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},

@@ -531,7 +531,7 @@ func TestUpExistingTableWithOtherKeys(t *testing.T) {
 	name := stackName(t)
 	ddb := awstest.DynamoDB(t)
 	table := name + "-IdempotencyTable"
-	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+	if err := awstest.CreateTable(ctx, ddb, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		BillingMode:          ddbtypes.BillingModePayPerRequest,
 		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: ddbtypes.KeyTypeHash}},

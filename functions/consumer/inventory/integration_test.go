@@ -41,7 +41,7 @@ type stack struct {
 func newStack(ctx context.Context, t *testing.T) *stack {
 	t.Helper()
 	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t), table: awstest.Name(t, "stock"), idemTable: awstest.Name(t, "idem")}
-	_, err := st.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+	err := awstest.CreateTable(ctx, st.ddb, &dynamodb.CreateTableInput{
 		TableName:            aws.String(st.table),
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("sku"), AttributeType: types.ScalarAttributeTypeS}},

@@ -80,7 +80,7 @@ func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
 	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t), table: awstest.Name(t, "ledger")}
 	layout := ledger.RecordsLayout(st.table)
 	if !inLedger {
-		_, err := st.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		err := awstest.CreateTable(ctx, st.ddb, &dynamodb.CreateTableInput{
 			TableName:            aws.String(st.table),
 			BillingMode:          types.BillingModePayPerRequest,
 			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("account_id"), AttributeType: types.ScalarAttributeTypeS}},
