@@ -16,9 +16,9 @@ import (
 
 // The tests of this file hold what both modes promise at their edges: a guard item that
 // carries no fingerprint, a refusal whose record cannot be written, the cache after a
-// commit, the commit time, steps a takeover inherits, and a store whose refusal names a
-// write the handler did not make. Each was a mutant of the single-transaction mode that
-// no test noticed (RELIABILITY.md, "Mutation score").
+// commit, the commit time, and a store whose refusal names a write the handler did not
+// make. Each was a mutant of the single-transaction mode that no test noticed
+// (RELIABILITY.md, "Mutation score").
 
 // recordWritesFail is a store whose writes of a record without business writes (a
 // refusal's, a failure's: Put and Complete with none, FailWith) fail while armed, as a
@@ -229,35 +229,6 @@ func TestModesUpdatedAtIsTheCommitTime(t *testing.T) {
 		}
 		if rec.Inflight == "" || len(rec.Outbox) != 1 {
 			t.Fatalf("record in the index %q with %d pending, want in the index with one", rec.Inflight, len(rec.Outbox))
-		}
-	})
-}
-
-// TestModesTakeoverKeepsTheSteps: an attempt that takes over a crashed one keeps the
-// steps that attempt finished in the record it commits, in both modes (the
-// single-transaction mode meets the crash at its commit, and commits again conditioned
-// on it): the record says what ran.
-func TestModesTakeoverKeepsTheSteps(t *testing.T) {
-	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
-		ctx := context.Background()
-		c := e.client(t, withMode(mode))
-		pk, _ := c.RecordKey("crashed")
-		hash, _ := idem.HashPayload([]byte(`{}`))
-		now := e.clock.Now()
-		if _, created, err := e.store.Create(ctx, &idem.Record{
-			Key: pk, Status: idem.StatusInProgress, LeaseToken: "crashed-holder", LeaseUntil: now.Add(-time.Second),
-			Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1, Steps: []string{"reserve"},
-		}, now); err != nil || !created {
-			t.Fatalf("the crashed attempt: %v", err)
-		}
-		var runs atomic.Int64
-		res, err := c.Do(ctx, req("crashed", `{}`), effect(e, &runs, "crashed", "ok"))
-		if err != nil || res.Replayed || res.Attempt != 2 {
-			t.Fatalf("the takeover: %+v, %v; want attempt 2", res, err)
-		}
-		rec := e.record(t, c, "crashed")
-		if rec.Status != idem.StatusCompleted || fmt.Sprint(rec.Steps) != "[reserve]" {
-			t.Fatalf("record %s with steps %v, want COMPLETED with [reserve]", rec.Status, rec.Steps)
 		}
 	})
 }

@@ -291,7 +291,7 @@ func TestModesAfterTheOtherMode(t *testing.T) {
 		now := e.clock.Now()
 		if _, created, err := e.store.Create(ctx, &idem.Record{
 			Key: pk, Status: idem.StatusInProgress, LeaseToken: "lease-holder", LeaseUntil: now.Add(time.Minute),
-			Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1,
+			Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1, Steps: []string{"reserve"},
 		}, now); err != nil || !created {
 			t.Fatalf("lease-mode record: %v", err)
 		}
@@ -307,6 +307,12 @@ func TestModesAfterTheOtherMode(t *testing.T) {
 		rec := e.record(t, c, "switch")
 		if rec.Status != idem.StatusCompleted || rec.Inflight != "" {
 			t.Fatalf("record %s inflight %q, want COMPLETED and out of the index", rec.Status, rec.Inflight)
+		}
+		// The takeover keeps the steps the attempt it took over finished, in both modes
+		// (the single-transaction mode meets that attempt at its commit and commits again
+		// conditioned on it): the record says what ran.
+		if fmt.Sprint(rec.Steps) != "[reserve]" {
+			t.Fatalf("record with steps %v, want [reserve]", rec.Steps)
 		}
 	})
 }
