@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
@@ -35,11 +34,11 @@ func TestContentBasedDeduplicationIDIsNotAKey(t *testing.T) {
 	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body), MessageGroupId: aws.String("a-1")}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"}})
-	if err != nil || len(out.Messages) != 1 {
-		t.Fatalf("receive: %v, %d messages", err, len(out.Messages))
+	msgs, err := awstest.Drain(ctx, client, aws.ToString(q.QueueUrl))
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v, %d messages", err, len(msgs))
 	}
-	got := out.Messages[0]
+	got := msgs[0]
 	msg := events.SQSMessage{MessageId: aws.ToString(got.MessageId), Body: aws.ToString(got.Body), Attributes: got.Attributes}
 	if msg.Attributes["MessageDeduplicationId"] == "" {
 		t.Fatal("the queue gave the message no deduplication id")

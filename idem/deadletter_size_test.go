@@ -267,19 +267,18 @@ func createQueue(t *testing.T, api *sqs.Client, name string, attrs map[string]st
 	return url
 }
 
-// receiveOne reads the one message of the queue at url, with its attributes.
+// receiveOne reads (and deletes) the one message of the queue at url, with its
+// attributes.
 func receiveOne(t *testing.T, api *sqs.Client, url string) types.Message {
 	t.Helper()
-	out, err := api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-		QueueUrl: &url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
-	})
+	msgs, err := awstest.Drain(context.Background(), api, url)
 	if err != nil {
-		t.Fatalf("ReceiveMessage: %v", err)
+		t.Fatal(err)
 	}
-	if len(out.Messages) != 1 {
-		t.Fatalf("received %d messages, want 1", len(out.Messages))
+	if len(msgs) != 1 {
+		t.Fatalf("received %d messages, want 1", len(msgs))
 	}
-	return out.Messages[0]
+	return msgs[0]
 }
 
 func maxMessageSize(t *testing.T, api *sqs.Client, url string) int {

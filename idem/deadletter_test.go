@@ -469,26 +469,12 @@ func withBody(m types.Message, body string) types.Message {
 }
 
 // receiveAllMessages receives every message of the queue at url, with all their
-// attributes, and deletes them.
+// attributes, and deletes them (awstest.Drain).
 func receiveAllMessages(t *testing.T, api *sqs.Client, url string) []types.Message {
 	t.Helper()
-	var all []types.Message
-	for {
-		out, err := api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		for _, m := range out.Messages {
-			if _, err := api.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		all = append(all, out.Messages...)
+	all, err := awstest.Drain(context.Background(), api, url)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return all
 }

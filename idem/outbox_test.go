@@ -48,29 +48,14 @@ func newOutbox(t *testing.T) *outbox {
 	return &outbox{sqs: client, calls: calls, url: aws.ToString(q.QueueUrl)}
 }
 
-// drain receives and deletes everything in the queue.
+// drain receives and deletes everything in the queue (awstest.Drain).
 func (o *outbox) drain(t *testing.T) []sqstypes.Message {
 	t.Helper()
-	ctx := context.Background()
-	var all []sqstypes.Message
-	for {
-		out, err := o.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(o.url), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
-			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
-		})
-		if err != nil {
-			t.Fatalf("receive: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		for _, m := range out.Messages {
-			all = append(all, m)
-			if _, err := o.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(o.url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatalf("delete: %v", err)
-			}
-		}
+	all, err := awstest.Drain(context.Background(), o.sqs, o.url)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return all
 }
 
 func (o *outbox) msg(body, group string) idem.Message {

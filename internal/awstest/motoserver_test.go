@@ -32,25 +32,18 @@ func fifo(t *testing.T, api *sqs.Client) string {
 	return aws.ToString(out.QueueUrl)
 }
 
-// receiveAll receives and deletes until a receive comes back empty.
+// receiveAll drains the queue and returns the bodies.
 func receiveAll(t *testing.T, api *sqs.Client, url string) []string {
 	t.Helper()
-	var bodies []string
-	for {
-		out, err := api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			return bodies
-		}
-		for _, m := range out.Messages {
-			bodies = append(bodies, aws.ToString(m.Body))
-			if _, err := api.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-		}
+	msgs, err := awstest.Drain(context.Background(), api, url)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var bodies []string
+	for _, m := range msgs {
+		bodies = append(bodies, aws.ToString(m.Body))
+	}
+	return bodies
 }
 
 // TestFIFODedupOutlivesDelete: SQS drops a FIFO message whose dedup id it saw in the last

@@ -317,33 +317,12 @@ func TestUpExample(t *testing.T) {
 	}
 }
 
-// receiveAll receives and deletes messages until the queue has been empty for a
-// while: FIFO queues hand out a group's next messages only after the first are deleted.
+// receiveAll receives and deletes every message of the queue (awstest.Drain).
 func receiveAll(t *testing.T, queueURL string) []sqstypes.Message {
 	t.Helper()
-	ctx := context.Background()
-	api := awstest.SQS(t)
-	var msgs []sqstypes.Message
-	for empty := 0; empty < 2; {
-		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			empty++
-			continue
-		}
-		empty = 0
-		for _, m := range out.Messages {
-			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		msgs = append(msgs, out.Messages...)
+	msgs, err := awstest.Drain(context.Background(), awstest.SQS(t), queueURL)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return msgs
 }

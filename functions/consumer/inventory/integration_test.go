@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"math/rand/v2"
 	"strings"
@@ -163,42 +162,26 @@ type sent struct {
 	group, dedup, keyAttr string
 }
 
-// confirmations receives and deletes every message of the confirmations queue,
-// stopping at the first empty receive.
+// confirmations receives and deletes every message of the confirmations queue
+// (awstest.Drain).
 func (st *stack) confirmations(ctx context.Context, t *testing.T) []sent {
 	t.Helper()
-	var all []sent
-	for {
-		out, err := st.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(st.queueURL),
-			MaxNumberOfMessages:         10,
-			WaitTimeSeconds:             1,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatalf("receive confirmations: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		var del []sqstypes.DeleteMessageBatchRequestEntry
-		for i, m := range out.Messages {
-			var s sent
-			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &s.Confirmation); err != nil {
-				t.Fatalf("confirmation body %q: %v", aws.ToString(m.Body), err)
-			}
-			s.group = m.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
-			s.dedup = m.Attributes[string(sqstypes.MessageSystemAttributeNameMessageDeduplicationId)]
-			s.keyAttr = aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue)
-			all = append(all, s)
-			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
-		}
-		// Deleting unlocks the FIFO groups, so the next receive gets their later messages.
-		if _, err := st.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(st.queueURL), Entries: del}); err != nil {
-			t.Fatalf("delete confirmations: %v", err)
-		}
+	msgs, err := awstest.Drain(ctx, st.sqs, st.queueURL)
+	if err != nil {
+		t.Fatalf("confirmations: %v", err)
 	}
+	var all []sent
+	for _, m := range msgs {
+		var s sent
+		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &s.Confirmation); err != nil {
+			t.Fatalf("confirmation body %q: %v", aws.ToString(m.Body), err)
+		}
+		s.group = m.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
+		s.dedup = m.Attributes[string(sqstypes.MessageSystemAttributeNameMessageDeduplicationId)]
+		s.keyAttr = aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue)
+		all = append(all, s)
+	}
+	return all
 }
 
 func mustJSON(t *testing.T, v any) string {

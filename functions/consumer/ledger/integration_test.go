@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -175,46 +174,31 @@ func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (ide
 	}
 }
 
-// receipts receives and deletes every message of the receipts queue and returns the
-// receipts, stopping at the first empty receive.
+// receipts receives and deletes every message of the receipts queue (awstest.Drain)
+// and returns the receipts.
 func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 	t.Helper()
-	var all []ledger.Receipt
-	for {
-		out, err := st.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:              aws.String(st.queueURL),
-			MaxNumberOfMessages:   10,
-			WaitTimeSeconds:       1,
-			MessageAttributeNames: []string{"All"},
-		})
-		if err != nil {
-			t.Fatalf("receive receipts: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		var del []sqstypes.DeleteMessageBatchRequestEntry
-		for i, m := range out.Messages {
-			var r ledger.Receipt
-			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &r); err != nil {
-				t.Fatalf("receipt body %q: %v", aws.ToString(m.Body), err)
-			}
-			// The receipt's own key: the payment's record key and its position (one receipt).
-			pk, err := st.client.RecordKey(r.IdempotencyKey)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != idem.OutboundKey(pk, 0) {
-				t.Errorf("receipt %s: idempotency-key attribute %q, want %q (the payment's key is %q)", r.PaymentID, got, idem.OutboundKey(pk, 0), r.IdempotencyKey)
-			}
-			all = append(all, r)
-			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
-		}
-		// Deleting unlocks the FIFO groups, so the next receive gets their later messages.
-		if _, err := st.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(st.queueURL), Entries: del}); err != nil {
-			t.Fatalf("delete receipts: %v", err)
-		}
+	msgs, err := awstest.Drain(ctx, st.sqs, st.queueURL)
+	if err != nil {
+		t.Fatalf("receipts: %v", err)
 	}
+	var all []ledger.Receipt
+	for _, m := range msgs {
+		var r ledger.Receipt
+		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &r); err != nil {
+			t.Fatalf("receipt body %q: %v", aws.ToString(m.Body), err)
+		}
+		// The receipt's own key: the payment's record key and its position (one receipt).
+		pk, err := st.client.RecordKey(r.IdempotencyKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != idem.OutboundKey(pk, 0) {
+			t.Errorf("receipt %s: idempotency-key attribute %q, want %q (the payment's key is %q)", r.PaymentID, got, idem.OutboundKey(pk, 0), r.IdempotencyKey)
+		}
+		all = append(all, r)
+	}
+	return all
 }
 
 func TestIntegrationExactlyOnce(t *testing.T) { layouts(t, exactlyOnce) }
