@@ -65,3 +65,45 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Fatal("wrong attribute type accepted")
 	}
 }
+
+// TestCompressionThreshold: a stored blob is compressed from compressAbove + 1 bytes on,
+// and only when that makes it smaller.
+func TestCompressionThreshold(t *testing.T) {
+	for _, c := range []struct {
+		size int
+		enc  string
+	}{{compressAbove, ""}, {compressAbove + 1, "gzip"}} {
+		data, enc, err := encodeResponse(make([]byte, c.size)) // zeros: compress well
+		if err != nil || enc != c.enc {
+			t.Errorf("%d bytes: encoding %q, %v; want %q", c.size, enc, err, c.enc)
+		}
+		back, err := decodeResponse(data, enc)
+		if err != nil || len(back) != c.size {
+			t.Errorf("%d bytes: decoded %d, %v", c.size, len(back), err)
+		}
+	}
+}
+
+// TestCacheExpiredEntryLeavesNoGhost: an entry found expired leaves the cache whole, so
+// it neither holds a place nor, evicted later, takes a fresh entry of its key with it.
+func TestCacheExpiredEntryLeavesNoGhost(t *testing.T) {
+	c := newCache(2)
+	now := time.Now()
+	c.put(cached{key: "k", expiresAt: now.Add(-time.Second)})
+	if _, ok := c.get("k", now); ok {
+		t.Fatal("expired entry served")
+	}
+	if c.len() != 0 {
+		t.Fatalf("%d entries after the only one expired", c.len())
+	}
+	c.put(cached{key: "a"})
+	c.put(cached{key: "k", response: []byte("fresh")})
+	if c.len() != 2 {
+		t.Errorf("%d entries in the LRU order after two puts, want 2: an entry outside it is never evicted", c.len())
+	}
+	for _, key := range []string{"a", "k"} {
+		if _, ok := c.get(key, now); !ok {
+			t.Errorf("%s missing from a cache of 2 holding 2", key)
+		}
+	}
+}

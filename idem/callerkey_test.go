@@ -95,8 +95,14 @@ func TestForgedKeyIsRefused(t *testing.T) {
 			t.Errorf("%s: key %q, %v; want a permanent ErrForgedKey", what, k, err)
 		}
 	}
-	if _, err := (idem.KeyRule{Source: idem.KeyFromMessage}).Key(signed(ck, body, body)); !errors.Is(err, idem.ErrForgedKey) {
-		t.Errorf("without keys, the ingress's message: %v; want ErrForgedKey (nothing verifies it)", err)
+	if _, err := rule.Key(keyedMsg("m", ck, body)); err == nil || !strings.Contains(err.Error(), "no valid "+idem.IngressSignatureAttribute) {
+		t.Errorf("unsigned: %v; want the missing signature named", err)
+	}
+	if _, err := (idem.KeyRule{Source: idem.KeyFromMessage}).Key(signed(ck, body, body)); !errors.Is(err, idem.ErrForgedKey) || !strings.Contains(err.Error(), "no stack secret") {
+		t.Errorf("without keys, the ingress's message: %v; want ErrForgedKey (nothing verifies it) saying so", err)
+	}
+	if _, err := (idem.KeyRule{Source: idem.KeyFromField}).Key(events.SQSMessage{MessageId: "m", Body: body}); !idem.IsPermanent(err) || !strings.Contains(err.Error(), "needs a JSON field") {
+		t.Errorf("key source field without a field: %v; want the rule's problem, permanent", err)
 	}
 	field := idem.KeyRule{Source: idem.KeyFromField, Field: "payment_id", Keys: keys}
 	if _, err := field.Key(events.SQSMessage{MessageId: "m", Body: body}); !errors.Is(err, idem.ErrForgedKey) {
@@ -132,5 +138,9 @@ func TestCategoryOf(t *testing.T) {
 		if got := idem.PublicReason(c.err); got != c.public {
 			t.Errorf("PublicReason(%v) = %q, want %q", c.err, got, c.public)
 		}
+	}
+	// No error has no reason to show: a handler may wrap its result unconditionally.
+	if err := idem.Public(nil, "the currencies differ"); err != nil {
+		t.Errorf("Public(nil, ...) = %v, want nil", err)
 	}
 }

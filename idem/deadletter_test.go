@@ -423,6 +423,12 @@ func TestDeadLetterSignature(t *testing.T) {
 		t.Fatalf("%d dead letters, want 2", len(got))
 	}
 	for _, m := range got {
+		// Each keeps its FIFO group: the consumer's message its own, the outbound one
+		// the group it was sent in.
+		want := map[bool]string{false: "acct-9", true: "acct-1"}[m.MessageAttributes[idem.DLQOutboundQueueAttribute].StringValue != nil]
+		if g := m.Attributes["MessageGroupId"]; g != want {
+			t.Errorf("dead letter in group %q, want %q", g, want)
+		}
 		if err := keys.VerifyDeadLetter(m); err != nil {
 			t.Errorf("a dead letter as sent (%s) does not verify: %v", attrString(m.MessageAttributes, idem.DLQReasonAttribute), err)
 		}

@@ -222,3 +222,34 @@ func checkDeadOutbound(t *testing.T, client *sqs.Client, dlq, out, body string) 
 		t.Errorf("the dead letter lost the message's key")
 	}
 }
+
+// queueDown is an SQS sender whose every request to a queue fails with that queue's error.
+type queueDown map[string]error
+
+func (q queueDown) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return nil, q[aws.ToString(in.QueueUrl)]
+}
+
+// TestDeliverTellsTheFirstCause: of a record's messages not sent, the error its caller
+// gets is the cause met first in the order of its messages: the first queue's, and in
+// that queue the failed request's, not the "an earlier message of its group was not
+// sent" of the messages held back behind it.
+func TestDeliverTellsTheFirstCause(t *testing.T) {
+	const a, b = "https://sqs.us-east-1.amazonaws.com/123456789012/a.fifo", "https://sqs.us-east-1.amazonaws.com/123456789012/b.fifo"
+	errA, errB := errors.New("queue a throttled"), errors.New("queue b throttled")
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "cause", Sender: queueDown{a: errA, b: errB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		var msgs []idem.Message
+		for i := range 11 { // two requests to a: the second holds messages held back
+			msgs = append(msgs, idem.Message{QueueURL: a, Body: fmt.Sprint("a", i), GroupID: "g"})
+		}
+		return idem.Result{Messages: append(msgs, idem.Message{QueueURL: b, Body: "b", GroupID: "g"})}, nil
+	})
+	_, err = c.Do(context.Background(), &idem.Request{Key: "k", Payload: []byte(`{}`)}, h)
+	if !errors.Is(err, errA) || errors.Is(err, errB) {
+		t.Fatalf("error %v, want queue a's", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,6 +155,26 @@ func TestCreateTableIsIdempotent(t *testing.T) {
 	}
 	if d := ttl.TimeToLiveDescription; d == nil || aws.ToString(d.AttributeName) != "expires_at" || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled {
 		t.Fatalf("TTL: %+v", ttl.TimeToLiveDescription)
+	}
+}
+
+// deniedCreate is a DynamoDB client whose CreateTable is refused.
+type deniedCreate struct {
+	*dynamodb.Client
+	err error
+}
+
+func (d deniedCreate) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	return nil, d.err
+}
+
+// TestCreateTableTellsWhyItWasRefused: a refused creation is the error, with its
+// cause, not the missing table met after it.
+func TestCreateTableTellsWhyItWasRefused(t *testing.T) {
+	denied := errors.New("AccessDeniedException: not authorized to perform dynamodb:CreateTable")
+	err := idem.CreateTable(context.Background(), deniedCreate{awstest.DynamoDB(t), denied}, awstest.Name(t, "denied"))
+	if !errors.Is(err, denied) || !strings.Contains(err.Error(), "create table") {
+		t.Fatalf("error %v, want the refusal of the creation", err)
 	}
 }
 

@@ -2,6 +2,10 @@ package idem_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"testing"
 
@@ -46,6 +50,27 @@ func TestLogHashIsKeyed(t *testing.T) {
 	}
 }
 
+// TestLogHashDerivation pins how the log key is derived from the secret (HMAC-SHA-256 of
+// "idem/v1/log-hash") and how a value is hashed under it (its length, then its bytes):
+// the functions and idemctl of two versions must give one key the same hash, and the
+// log key must be a key of its own, not the ingress's or the dead letters'.
+func TestLogHashDerivation(t *testing.T) {
+	secret := bytes.Repeat([]byte("s"), idem.MinSecretBytes)
+	mac := func(key []byte, parts ...[]byte) []byte {
+		m := hmac.New(sha256.New, key)
+		for _, p := range parts {
+			m.Write(p)
+		}
+		return m.Sum(nil)
+	}
+	const value = "payment:pay-1"
+	logKey := mac(secret, []byte("idem/v1/log-hash"))
+	want := hex.EncodeToString(mac(logKey, binary.AppendUvarint(nil, uint64(len(value))), []byte(value))[:8])
+	if got := testKeys(t).LogHash(value); got != want {
+		t.Fatalf("LogHash(%q) = %s, want %s", value, got, want)
+	}
+}
+
 // TestIngressSignature: the ingress's signature binds the key and the body under the
 // stack's secret.
 func TestIngressSignature(t *testing.T) {
@@ -60,6 +85,7 @@ func TestIngressSignature(t *testing.T) {
 		"another secret's":        !other.VerifyIngress("http~k", `{"a":1}`, sig),
 		"no signature":            !keys.VerifyIngress("http~k", `{"a":1}`, ""),
 		"no keys":                 !none.VerifyIngress("http~k", `{"a":1}`, sig) && none.SignIngress("http~k", "b") == "",
+		"no keys, no signature":   !none.VerifyIngress("http~k", `{"a":1}`, ""),
 		"a split moved":           !keys.VerifyIngress("http~k{", `"a":1}`, sig),
 	} {
 		if !ok {

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -40,6 +41,13 @@ func TestLayouts(t *testing.T) {
 			if !errors.Is(err, idem.ErrLayout) {
 				t.Fatalf("error %v, want ErrLayout", err)
 			}
+			// The table's definition and its creation are refused for the same reasons.
+			if in, terr := idem.TableInputFor(tc.layout); !errors.Is(terr, idem.ErrLayout) || in != nil {
+				t.Errorf("TableInputFor: %v, %v; want ErrLayout and no input", in, terr)
+			}
+			if cerr := idem.CreateTableFor(context.Background(), nil, tc.layout); !errors.Is(cerr, idem.ErrLayout) {
+				t.Errorf("CreateTableFor: %v, want ErrLayout before any request", cerr)
+			}
 			for _, want := range tc.errs {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not say %q", err, want)
@@ -47,11 +55,30 @@ func TestLayouts(t *testing.T) {
 			}
 		})
 	}
+	if _, err := idem.NewDynamoStoreLayout(nil, idem.Layout{Table: "t"}); err == nil {
+		t.Error("a store without a DynamoDB client was made")
+	}
 	in := idem.TableInput("t")
 	if len(in.GlobalSecondaryIndexes) != 1 || *in.KeySchema[0].AttributeName != "pk" {
 		t.Fatalf("TableInput: %+v", in)
 	}
 	if in, _ := idem.TableInputFor(idem.Layout{Table: "t", InflightIndex: idem.NoIndex}); len(in.GlobalSecondaryIndexes) != 0 {
 		t.Fatalf("a layout without the index got one: %+v", in.GlobalSecondaryIndexes)
+	}
+}
+
+// TestSetAttribute: a record attribute is renamed by its Attributes field name; a name
+// that is no field is refused with the list of those that are.
+func TestSetAttribute(t *testing.T) {
+	var a idem.Attributes
+	if err := a.SetAttribute("ExpiresAt", "ttl"); err != nil || a.ExpiresAt != "ttl" {
+		t.Fatalf("SetAttribute(ExpiresAt): %v, ExpiresAt = %q", err, a.ExpiresAt)
+	}
+	if err := a.SetAttribute("Status", "state"); err != nil || a.Status != "state" || a.ExpiresAt != "ttl" {
+		t.Fatalf("SetAttribute(Status): %v, %+v", err, a)
+	}
+	err := a.SetAttribute("Expiry", "x")
+	if !errors.Is(err, idem.ErrLayout) || !strings.Contains(err.Error(), `"Expiry"`) || !strings.Contains(err.Error(), "ExpiresAt") {
+		t.Fatalf("SetAttribute(Expiry): %v, want ErrLayout naming it and the fields", err)
 	}
 }

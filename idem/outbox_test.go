@@ -579,8 +579,27 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 					t.Errorf("%s: %d effects committed, want 0", name, n)
 				}
 			}
+			// At most MaxOutboundMessages messages to a record.
+			many := func(n int) idem.HandlerFunc {
+				return func(context.Context, *idem.Request) (idem.Result, error) {
+					msgs := make([]idem.Message, n)
+					for i := range msgs {
+						msgs[i] = idem.Message{QueueURL: o.url, Body: fmt.Sprint("m", i), GroupID: "g"}
+					}
+					return idem.Result{Messages: msgs}, nil
+				}
+			}
+			if _, err := c.Do(ctx, req("too many messages", `{}`), many(idem.MaxOutboundMessages+1)); !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
+				t.Errorf("%d messages: %v, want a permanent ErrInvalidMessage", idem.MaxOutboundMessages+1, err)
+			}
 			if n := len(o.drain(t)); n != 0 {
 				t.Fatalf("%d messages sent", n)
+			}
+			if _, err := c.Do(ctx, req("as many messages as allowed", `{}`), many(idem.MaxOutboundMessages)); err != nil {
+				t.Fatalf("%d messages: %v", idem.MaxOutboundMessages, err)
+			}
+			if n := len(o.drain(t)); n != idem.MaxOutboundMessages {
+				t.Fatalf("%d messages sent, want %d", n, idem.MaxOutboundMessages)
 			}
 		})
 	}
@@ -814,5 +833,75 @@ func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
 		if n := len(o.drain(t)); n != 0 {
 			t.Fatalf("%d messages sent for a refused result", n)
 		}
+		// Messages that share one attributes map (the handler's own) each get their
+		// own key, and the handler's map is left as it was.
+		shared := map[string]string{"kind": "receipt"}
+		sharing := func(context.Context, *idem.Request) (idem.Result, error) {
+			m, n := o.msg("a", "g"), o.msg("b", "g")
+			m.Attributes, n.Attributes = shared, shared
+			return idem.Result{Messages: []idem.Message{m, n}}, nil
+		}
+		if _, err := c.Do(ctx, req("order-3", `{}`), sharing); err != nil {
+			t.Fatalf("two messages sharing an attributes map: %v", err)
+		}
+		if len(shared) != 1 {
+			t.Errorf("the handler's attributes map was changed: %v", shared)
+		}
+		if n := len(o.drain(t)); n != 2 {
+			t.Fatalf("%d messages sent, want 2", n)
+		}
 	})
+}
+
+// TestWarmCacheOnlyOnceTheOutboxIsSent: a record with outbound messages enters the cache
+// when its messages went out, so its duplicate is answered with no request; while they
+// are unsent, a duplicate goes to the store and sends them.
+func TestWarmCacheOnlyOnceTheOutboxIsSent(t *testing.T) {
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := context.Background()
+			e := newDynamoEnv(t)
+			o := newOutbox(t)
+			var runs atomic.Int64
+			h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+				runs.Add(1)
+				return idem.Result{Response: []byte("ok"), Messages: []idem.Message{o.msg("receipt", "g")}}, nil
+			})
+			warm := func(s idem.SQSBatchSender) *idem.Client {
+				return e.client(t, withMode(mode), func(c *idem.Config) { c.CacheSize = 10; c.Sender = s })
+			}
+			sent := warm(o.sqs)
+			if _, err := sent.Do(ctx, req("sent", `{}`), h); err != nil {
+				t.Fatal(err)
+			}
+			e.calls.Reset()
+			if res, err := sent.Do(ctx, req("sent", `{}`), h); err != nil || !res.Replayed {
+				t.Fatalf("duplicate: %+v, %v", res, err)
+			}
+			if got := e.calls.Ops(); len(got) != 0 {
+				t.Errorf("the duplicate of a sent record cost DynamoDB %v, want nothing (the cache)", got)
+			}
+
+			failing := warm(&failingSender{})
+			if _, err := failing.Do(ctx, req("unsent", `{}`), h); err == nil {
+				t.Fatal("a record whose send failed succeeded")
+			}
+			e.calls.Reset()
+			if _, err := failing.Do(ctx, req("unsent", `{}`), h); err == nil {
+				t.Fatal("the duplicate of an unsent record was answered from the cache")
+			}
+			if e.calls.Total() == 0 {
+				t.Error("the duplicate of an unsent record made no request")
+			}
+			// Once a key; in the single-transaction mode the handler runs before the
+			// record is read, so the duplicate that reached the store ran it too.
+			want := map[idem.Mode]int64{idem.ModeLease: 2, idem.ModeSingleTransaction: 3}[mode]
+			if runs.Load() != want {
+				t.Errorf("handler ran %d times, want %d", runs.Load(), want)
+			}
+			if got := bodies(o.drain(t)); len(got) != 1 {
+				t.Errorf("sent %v, want the one receipt", got)
+			}
+		})
+	}
 }

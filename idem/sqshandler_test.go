@@ -275,6 +275,8 @@ func TestNewSQSHandlerValidation(t *testing.T) {
 	}{
 		{"no client", idem.SQSConfig{Handler: h}, "Client is nil"},
 		{"no handler", idem.SQSConfig{Client: c}, "Handler is nil"},
+		{"key from a field without one", idem.SQSConfig{Client: c, Handler: h, KeySource: idem.KeyFromField}, "needs a JSON field"},
+		{"an unknown key source", idem.SQSConfig{Client: c, Handler: h, KeySource: idem.KeySource(9)}, "is not a key source"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := idem.NewSQSHandler(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -284,5 +286,42 @@ func TestNewSQSHandlerValidation(t *testing.T) {
 	}
 	if _, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h}); err != nil {
 		t.Errorf("valid config: %v", err)
+	}
+}
+
+// TestSQSHandlerObservesTheHandlersDuration: each record's handler time goes to the
+// HandlerDuration metric, in milliseconds.
+func TestSQSHandlerObservesTheHandlersDuration(t *testing.T) {
+	var buf bytes.Buffer
+	m := idem.NewMetrics(&buf, "ns", "svc")
+	h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		time.Sleep(30 * time.Millisecond)
+		return idem.Result{}, nil
+	})
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rf(context.Background(), keyedMsg("m1", "k-dur", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_, raw := parseEMF(t, buf.String())
+	var ms float64
+	switch v := raw[0][idem.MetricHandlerDuration].(type) {
+	case float64:
+		ms = v
+	case []any:
+		if len(v) != 1 {
+			t.Fatalf("HandlerDuration %v, want one value", v)
+		}
+		ms, _ = v[0].(float64)
+	default:
+		t.Fatalf("HandlerDuration %v (%T), want one value", v, v)
+	}
+	if ms < 30 || ms > 10_000 {
+		t.Errorf("HandlerDuration %v ms for a handler that slept 30 ms", ms)
 	}
 }

@@ -423,3 +423,28 @@ func TestReaperSpans(t *testing.T) {
 	}
 	noSecrets(t, append(spans, exp.GetSpans()...))
 }
+
+// TestRecordSpanWithoutAKey: a message whose key cannot be read is traced too: its
+// record's span says permanent, with the scope and no key.
+func TestRecordSpanWithoutAKey(t *testing.T) {
+	tr := newTraced(t, true, 0)
+	msg, _ := tr.produced(t, "m-nokey")
+	delete(msg.MessageAttributes, idem.KeyAttribute)
+	tr.rec.Reset()
+	ctx, inv := tr.tp.Tracer("test").Start(context.Background(), "consumer invocation")
+	resp, err := tr.batch.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+	inv.End()
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("process: %+v, %v; want the record failed (no dead-letter queue here)", resp, err)
+	}
+	span := one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	if got := spanAttr(span, idem.AttrOutcome); got != "permanent" {
+		t.Errorf("outcome %q, want permanent", got)
+	}
+	if got := spanAttr(span, idem.AttrScope); got != "payments" {
+		t.Errorf("scope %q, want payments", got)
+	}
+	if _, ok := spanAttrValue(span, idem.AttrKeyHash); ok {
+		t.Error("a key hash on the span of a message without a key")
+	}
+}
