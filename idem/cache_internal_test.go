@@ -107,3 +107,42 @@ func TestCacheExpiredEntryLeavesNoGhost(t *testing.T) {
 		}
 	}
 }
+
+// TestCachePutOfACachedKeyReplacesIt: a second put of a key replaces its entry in place,
+// so the cache holds each key once and evicts no fresh entry for an old one.
+func TestCachePutOfACachedKeyReplacesIt(t *testing.T) {
+	c := newCache(2)
+	now := time.Now()
+	c.put(cached{key: "a", response: []byte("1")})
+	c.put(cached{key: "a", response: []byte("2")})
+	c.put(cached{key: "b"})
+	if c.len() != 2 {
+		t.Errorf("%d entries for 2 keys", c.len())
+	}
+	if e, ok := c.get("a", now); !ok || string(e.response) != "2" {
+		t.Errorf("a: %+v, %v; want the second put's", e, ok)
+	}
+	if _, ok := c.get("b", now); !ok {
+		t.Error("b missing")
+	}
+	// The put made a the most recent: c evicts the least recent, b.
+	c = newCache(2)
+	c.put(cached{key: "a"})
+	c.put(cached{key: "b"})
+	c.put(cached{key: "a"})
+	c.put(cached{key: "c"})
+	if _, ok := c.get("a", now); !ok {
+		t.Error("a, put again after b, was evicted before b")
+	}
+	if _, ok := c.get("b", now); ok {
+		t.Error("b, the least recent, was kept")
+	}
+}
+
+// TestDecodeRefusesACorruptResponse: a stored response that says gzip and is not is an
+// error, not a panic.
+func TestDecodeRefusesACorruptResponse(t *testing.T) {
+	if _, err := decodeResponse([]byte("not gzip"), "gzip"); err == nil {
+		t.Error("corrupt gzip decoded")
+	}
+}

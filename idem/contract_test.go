@@ -679,6 +679,28 @@ func TestResponseSizes(t *testing.T) {
 		if err != nil || rec.Status != idem.StatusFailed || rec.Retryable {
 			t.Fatalf("record after oversize: %+v err=%v", rec, err)
 		}
+		// Exactly at the limit: stored as it is, and replayed.
+		limit := noise[:idem.MaxStoredResponse]
+		if _, err := c.Do(ctx, req("at the limit", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Response: limit}, nil
+		}); err != nil {
+			t.Fatalf("a response of exactly MaxStoredResponse bytes: %v", err)
+		}
+		if res, err := c.Do(ctx, req("at the limit", `{}`), effect(e, &runs, "at the limit", "x")); err != nil || !res.Replayed || !bytes.Equal(res.Response, limit) {
+			t.Fatalf("replay at the limit: err=%v len=%d", err, len(res.Response))
+		}
+		// A store refuses to create a record whose response is over the limit.
+		over := &idem.Record{Key: pk + "-created", Status: idem.StatusCompleted, ExpiresAt: e.clock.Now().Add(time.Hour), Response: noise}
+		if _, _, err := e.store.Create(ctx, over, e.clock.Now()); !errors.Is(err, idem.ErrResponseTooLarge) {
+			t.Fatalf("Create of a record with an oversize response: %v", err)
+		}
+		// The single-transaction mode puts the record whole: the same refusal.
+		single := e.client(t, withMode(idem.ModeSingleTransaction))
+		if _, err := single.Do(ctx, req("huge, one request", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Response: noise}, nil
+		}); !errors.Is(err, idem.ErrResponseTooLarge) || !idem.IsPermanent(err) {
+			t.Fatalf("oversize response in the single-transaction mode: %v", err)
+		}
 	})
 }
 

@@ -253,3 +253,17 @@ func TestDeliverTellsTheFirstCause(t *testing.T) {
 		t.Fatalf("error %v, want queue a's", err)
 	}
 }
+
+// TestDeliverWithoutASender: pending messages and no sender configured is an error for
+// each pending, naming Config.Sender, and nothing is marked sent.
+func TestDeliverWithoutASender(t *testing.T) {
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "nosender"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &idem.Pending{Key: "nosender#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
+	errs := c.Deliver(context.Background(), []*idem.Pending{p})
+	if len(errs) != 1 || errs[0] == nil || !strings.Contains(errs[0].Error(), "Config.Sender") {
+		t.Fatalf("errors %v, want one naming Config.Sender", errs)
+	}
+}

@@ -178,6 +178,26 @@ func TestCreateTableTellsWhyItWasRefused(t *testing.T) {
 	}
 }
 
+// describeDown is a DynamoDB client whose DescribeTable fails.
+type describeDown struct {
+	*dynamodb.Client
+	err error
+}
+
+func (d describeDown) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return nil, d.err
+}
+
+// TestCreateTableTellsWhyItCouldNotWait: a table whose state cannot be read after its
+// creation is an error, with its cause; TTL is not turned on blind.
+func TestCreateTableTellsWhyItCouldNotWait(t *testing.T) {
+	down := errors.New("ThrottlingException: rate exceeded")
+	err := idem.CreateTable(context.Background(), describeDown{awstest.DynamoDB(t), down}, awstest.Name(t, "nodescribe"))
+	if !errors.Is(err, down) {
+		t.Fatalf("error %v, want the failed describe", err)
+	}
+}
+
 // TestAcquireIsOneConditionalPut checks the exact acquire request: a PutItem with the
 // documented condition and ALL_OLD on failure, never a read first.
 func TestAcquireIsOneConditionalPut(t *testing.T) {

@@ -133,11 +133,21 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"scope with #":   {Store: s, Scope: "a#b"},
 		"negative TTL":   {Store: s, Scope: "s", TTL: -1},
 		"too many shard": {Store: s, Scope: "s", Shards: 5000},
+		"1001 shards":    {Store: s, Scope: "s", Shards: 1001},
+		"negative shard": {Store: s, Scope: "s", Shards: -1},
 		"negative cache": {Store: s, Scope: "s", CacheSize: -1},
+		"negative grace": {Store: s, Scope: "s", LeaseGrace: -1},
+		"negative max":   {Store: s, Scope: "s", MaxLease: -1},
+		"negative lease": {Store: s, Scope: "s", DefaultLease: -1},
+		"no such mode":   {Store: s, Scope: "s", Mode: idem.Mode(7)},
 	} {
 		if _, err := idem.New(cfg); err == nil || !strings.HasPrefix(err.Error(), "idem: ") {
 			t.Errorf("%s: err = %v, want an idem: error", name, err)
 		}
+	}
+	// The bounds themselves are accepted.
+	if _, err := idem.New(idem.Config{Store: s, Scope: "s", Shards: 1000}); err != nil {
+		t.Errorf("1000 shards: %v", err)
 	}
 }
 

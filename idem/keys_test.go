@@ -105,4 +105,8 @@ func TestIngressDeduplicationID(t *testing.T) {
 		id == idem.DeduplicationID("http~k") || len(id) > 128 || idem.DeduplicationID(id) != id {
 		t.Fatalf("IngressDeduplicationID = %q", id)
 	}
+	var none *idem.Keys
+	if got := none.IngressDeduplicationID("http~k"); got != "" {
+		t.Errorf("nil keys: %q, want none", got)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
@@ -323,5 +324,40 @@ func TestSQSHandlerObservesTheHandlersDuration(t *testing.T) {
 	}
 	if ms < 30 || ms > 10_000 {
 		t.Errorf("HandlerDuration %v ms for a handler that slept 30 ms", ms)
+	}
+}
+
+// TestSQSHandlerCountsAGuardedDuplicate: a record whose guard found its effect already
+// there (written under another key) is a guarded duplicate in the log and the metrics,
+// not an applied record.
+func TestSQSHandlerCountsAGuardedDuplicate(t *testing.T) {
+	e := newDynamoEnv(t)
+	c := e.client(t)
+	ctx := context.Background()
+	if _, err := c.Do(ctx, req("key-1", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Writes: []types.TransactWriteItem{journal(e, "pay-g")}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	m := idem.NewMetrics(nil, "ns", "svc")
+	guarded := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Writes: []types.TransactWriteItem{journal(e, "pay-g"), e.bizWrite("pay-g")}, Guards: []int{0}}, nil
+	})
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: guarded, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rf(ctx, keyedMsg("m2", "key-2", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Snapshot(); got[idem.MetricGuarded] != 1 || got[idem.MetricAcquired] != 0 {
+		t.Errorf("metrics %v, want one guarded and none acquired", got)
+	}
+	if lines := logLines(t, &logs); len(lines) != 1 || lines[0]["outcome"] != "guarded_duplicate" {
+		t.Errorf("log %v, want one line with the outcome guarded_duplicate", lines)
+	}
+	if n := e.bizCount(t, "pay-g"); n != 0 {
+		t.Errorf("%d effects, want none: the guard stood", n)
 	}
 }

@@ -285,3 +285,24 @@ func TestSchemataMatchesOverlay(t *testing.T) {
 		t.Errorf("fates %v: want 19 killed, 1 timed out (Spin's n++), 4 survived, 2 not covered", count)
 	}
 }
+
+// TestUntriedAfterAFlakyFailure: a run stopped at a failure that passed alone goes on
+// with what it had not reached: every test but the flaky one, or the seeds after the
+// flaky seed.
+func TestUntriedAfterAFlakyFailure(t *testing.T) {
+	a, b, c := &unit{test: "TestA"}, &unit{test: "TestB"}, &unit{test: "TestC"}
+	if got := untried([]*unit{a, b, c}, []*unit{b}, 0); !slices.Equal(got, []*unit{a, c}) {
+		t.Errorf("tests: %v, want TestA and TestC", got)
+	}
+	if got := untried([]*unit{a, b}, []*unit{a, b}, 0); got != nil {
+		t.Errorf("the whole run tried again: %v, want nothing", got)
+	}
+	blocks := []*unit{{test: "TestSim", first: 1, n: 100}, {test: "TestSim", first: 101, n: 100}, {test: "TestSim", first: 201, n: 100}}
+	got := untried(blocks, []*unit{{test: "TestSim", first: 150, n: 1}}, 150)
+	if len(got) != 2 || got[0].first != 151 || got[0].n != 50 || got[1] != blocks[2] || blocks[1].first != 101 {
+		t.Errorf("seeds: %v, want 151-200 and 201-300 (the blocks unchanged)", got)
+	}
+	if got := untried(blocks, blocks, 0); got != nil {
+		t.Errorf("no failed seed named: %v, want nothing", got)
+	}
+}

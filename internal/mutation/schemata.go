@@ -585,12 +585,17 @@ func (c *Config) runInvocation(ctx context.Context, w, id int, fb *fallbackBuild
 	what := fmt.Sprintf("%s %s %.1fs", pl.Name, unitsText(inv.units), took.Seconds())
 	switch o {
 	case Failed:
-		again, adetail, ok, err := c.confirm(ctx, pl.Killer, bin, inv.units, out, env, timeout)
+		again, adetail, ok, flaky, seed, err := c.confirm(ctx, pl.Killer, bin, inv.units, out, env, timeout)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			r.Ran = append(r.Ran, what+" failed ("+detail+"), passed again alone: flaky, not counted")
+			// The run stopped at that failure (-test.failfast, -maxfailed 1): what it
+			// did not reach runs now, the flaky units left out.
+			if rest := untried(inv.units, flaky, seed); len(rest) > 0 {
+				return c.runInvocation(ctx, w, id, fb, invocation{plan: pl, bin: inv.bin, units: rest, took: inv.took}, r)
+			}
 			return nil
 		}
 		r.Ran = append(r.Ran, what+" failed", again)
@@ -617,13 +622,48 @@ func unitsText(us []*unit) string {
 	return fmt.Sprintf("%d tests", len(us))
 }
 
+// untried returns the units of a run that stopped at a failure which then passed alone
+// (flaky: the failed tests, or the failed seed): for tests, every unit but the flaky
+// ones; for seed blocks, the seeds after the failed one. Nothing when the failure named
+// no test or seed (the whole run was tried again).
+func untried(us, flaky []*unit, seed int) []*unit {
+	var rest []*unit
+	if len(us) == 0 || slices.Equal(us, flaky) {
+		return nil
+	}
+	if us[0].seeded() {
+		if seed == 0 {
+			return nil
+		}
+		for _, u := range us {
+			switch end := u.first + u.n - 1; {
+			case end <= seed:
+			case u.first > seed:
+				rest = append(rest, u)
+			default:
+				tail := *u
+				tail.first, tail.n = seed+1, end-seed
+				rest = append(rest, &tail)
+			}
+		}
+		return rest
+	}
+	for _, u := range us {
+		if !slices.Contains(flaky, u) {
+			rest = append(rest, u)
+		}
+	}
+	return rest
+}
+
 // confirm runs a failure again: the failed tests alone, or the first failed seed. It
-// reports the run and the detail, and whether it failed again (or timed out).
-func (c *Config) confirm(ctx context.Context, k Killer, bin *binary, us []*unit, out []byte, env []string, timeout time.Duration) (string, string, bool, error) {
+// reports the run and the detail, whether it failed again (or timed out), and what it
+// ran again: the units, and the seed (0 for tests).
+func (c *Config) confirm(ctx context.Context, k Killer, bin *binary, us []*unit, out []byte, env []string, timeout time.Duration) (string, string, bool, []*unit, int, error) {
 	var again []*unit
 	detail := ""
+	seed := 0
 	if us[0].seeded() {
-		seed := 0
 		for _, m := range failedSeed.FindAllSubmatch(out, -1) {
 			if n, err := strconv.Atoi(string(m[1])); err == nil && (seed == 0 || n < seed) {
 				seed = n
@@ -648,18 +688,18 @@ func (c *Config) confirm(ctx context.Context, k Killer, bin *binary, us []*unit,
 		detail = strings.Join(names, ", ")
 	}
 	if len(again) == 0 { // no test named (a crash): the same run again
-		again = us
+		again, seed = us, 0
 		detail = firstLines(out, 3)
 	}
 	o, d2, _, took, err := execBinary(ctx, bin, c.unitArgs(k, again, timeout), env, timeout)
 	if err != nil {
-		return "", "", false, err
+		return "", "", false, nil, 0, err
 	}
 	run := fmt.Sprintf("again: %s %.1fs %s", unitsText(again), took.Seconds(), o)
 	if detail == "" {
 		detail = d2
 	}
-	return run, detail, o == Failed || o == TimedOut, nil
+	return run, detail, o == Failed || o == TimedOut, again, seed, nil
 }
 
 // fallbackBuild is one mutant built without the schemata: the mutated file given to
