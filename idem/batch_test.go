@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -668,5 +669,42 @@ func TestNewBatchProcessorValidation(t *testing.T) {
 				t.Fatalf("error = %v, want one mentioning %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestBatchAnswersADuplicateOfItsOwnPendingMessages: a batch that holds a key twice
+// commits it once, and the second copy is answered from the record while the batch
+// still holds its messages: they are sent once, at the batch's end, even to a standard
+// queue that would keep a second copy.
+func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
+	out := &capture{}
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "batchdup", Sender: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		runs.Add(1)
+		return idem.Result{Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "receipt"}}}, nil
+	})
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyOf := func(id string) events.SQSMessage {
+		m := keyedMsg(id, "pay-1", `{}`)
+		m.Attributes = map[string]string{"MessageGroupId": "acct-1"}
+		return m
+	}
+	resp, err := bp.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{copyOf("m1"), copyOf("m2")}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("process: %+v, %v", resp, err)
+	}
+	if runs.Load() != 1 || len(out.entries) != 1 {
+		t.Fatalf("handler ran %d times and %d messages were sent, want 1 and 1", runs.Load(), len(out.entries))
 	}
 }

@@ -1,6 +1,8 @@
 package idem
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"testing"
 	"time"
@@ -144,5 +146,33 @@ func TestCachePutOfACachedKeyReplacesIt(t *testing.T) {
 func TestDecodeRefusesACorruptResponse(t *testing.T) {
 	if _, err := decodeResponse([]byte("not gzip"), "gzip"); err == nil {
 		t.Error("corrupt gzip decoded")
+	}
+}
+
+// TestDecodeBoundsAndChecksAResponse: a stored response decompresses to at most
+// maxResponseBytes (one that would be larger is refused, not cut short), and a
+// compressed response whose data is damaged is refused.
+func TestDecodeBoundsAndChecksAResponse(t *testing.T) {
+	gz := func(n int) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		if _, err := zw.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	if out, err := decodeResponse(gz(maxResponseBytes), "gzip"); err != nil || len(out) != maxResponseBytes {
+		t.Errorf("exactly the bound: %d bytes, %v", len(out), err)
+	}
+	if out, err := decodeResponse(gz(maxResponseBytes+1), "gzip"); err == nil {
+		t.Errorf("one byte over the bound: %d bytes decoded, want an error", len(out))
+	}
+	damaged := gz(1000)
+	damaged[len(damaged)-8] ^= 0xff // the CRC-32 of the data
+	if out, err := decodeResponse(damaged, "gzip"); err == nil {
+		t.Errorf("a damaged response decoded (%d bytes)", len(out))
 	}
 }

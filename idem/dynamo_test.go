@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
@@ -195,6 +197,29 @@ func TestCreateTableTellsWhyItCouldNotWait(t *testing.T) {
 	err := idem.CreateTable(context.Background(), describeDown{awstest.DynamoDB(t), down}, awstest.Name(t, "nodescribe"))
 	if !errors.Is(err, down) {
 		t.Fatalf("error %v, want the failed describe", err)
+	}
+}
+
+// ttlDenied is a DynamoDB client whose UpdateTimeToLive fails.
+type ttlDenied struct {
+	*dynamodb.Client
+	err error
+}
+
+func (d ttlDenied) UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	return nil, d.err
+}
+
+// TestCreateTableTellsWhyTTLIsOff: a refusal to turn TTL on is an error (the records
+// would never expire); only the ValidationException of TTL already on is not.
+func TestCreateTableTellsWhyTTLIsOff(t *testing.T) {
+	denied := errors.New("AccessDeniedException: not authorized to perform dynamodb:UpdateTimeToLive")
+	if err := idem.CreateTable(context.Background(), ttlDenied{awstest.DynamoDB(t), denied}, awstest.Name(t, "nottl")); !errors.Is(err, denied) {
+		t.Fatalf("error %v, want the refusal of TTL", err)
+	}
+	on := &smithy.GenericAPIError{Code: "ValidationException", Message: "TimeToLive is already enabled"}
+	if err := idem.CreateTable(context.Background(), ttlDenied{awstest.DynamoDB(t), on}, awstest.Name(t, "ttlon")); err != nil {
+		t.Fatalf("TTL already on: %v", err)
 	}
 }
 

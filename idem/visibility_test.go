@@ -288,6 +288,16 @@ func TestExtendMovesVisibility(t *testing.T) {
 	if aws.ToString(c.QueueUrl) != "https://sqs.eu-west-1.amazonaws.com/123456789012/in.fifo" || aws.ToString(c.ReceiptHandle) != "rh-1" || c.VisibilityTimeout != 601 {
 		t.Errorf("call %s %s %d, want the queue of the ARN, rh-1, 601 s", aws.ToString(c.QueueUrl), aws.ToString(c.ReceiptHandle), c.VisibilityTimeout)
 	}
+	// A message without a receipt handle (played by hand, not received) has no
+	// visibility to move.
+	msg.MessageId, msg.ReceiptHandle = "m2", ""
+	msg.MessageAttributes[idem.KeyAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String("k2")}
+	if err := record(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(api.calls) != 1 {
+		t.Errorf("%d ChangeMessageVisibility calls after a message without a receipt handle, want still 1", len(api.calls))
+	}
 }
 
 func TestQueueURLFromARN(t *testing.T) {
