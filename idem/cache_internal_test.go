@@ -35,7 +35,7 @@ func TestCacheIsBoundedLRU(t *testing.T) {
 	}
 	var nilCache *cache
 	nilCache.put(cached{key: "x"})
-	if _, ok := nilCache.get("x", now); ok || newCache(0) != nil {
+	if _, ok := nilCache.get("x", now); ok || newCache(0) != nil || nilCache.len() != 0 {
 		t.Fatal("disabled cache holds entries")
 	}
 }

@@ -217,6 +217,10 @@ func TestCreateTableTellsWhyTTLIsOff(t *testing.T) {
 	if err := idem.CreateTable(context.Background(), ttlDenied{awstest.DynamoDB(t), denied}, awstest.Name(t, "nottl")); !errors.Is(err, denied) {
 		t.Fatalf("error %v, want the refusal of TTL", err)
 	}
+	apiDenied := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}
+	if err := idem.CreateTable(context.Background(), ttlDenied{awstest.DynamoDB(t), apiDenied}, awstest.Name(t, "nottlapi")); !errors.Is(err, apiDenied) {
+		t.Fatalf("error %v, want the API's refusal of TTL", err)
+	}
 	on := &smithy.GenericAPIError{Code: "ValidationException", Message: "TimeToLive is already enabled"}
 	if err := idem.CreateTable(context.Background(), ttlDenied{awstest.DynamoDB(t), on}, awstest.Name(t, "ttlon")); err != nil {
 		t.Fatalf("TTL already on: %v", err)

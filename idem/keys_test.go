@@ -9,6 +9,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
@@ -68,6 +71,41 @@ func TestLogHashDerivation(t *testing.T) {
 	want := hex.EncodeToString(mac(logKey, binary.AppendUvarint(nil, uint64(len(value))), []byte(value))[:8])
 	if got := testKeys(t).LogHash(value); got != want {
 		t.Fatalf("LogHash(%q) = %s, want %s", value, got, want)
+	}
+}
+
+// TestDeadLetterSignatureDerivation pins the dead letter's signature, as VerifyDeadLetter
+// checks it: the HMAC-SHA-256 under the key of "idem/v1/dead-letter-signature" of the
+// label "dead-letter", the body's SHA-256 in hex, the group, then each attribute by name
+// (name, data type, string value, binary value), each field written with its length
+// first. A consumer and an idemctl of two versions must agree on it.
+func TestDeadLetterSignatureDerivation(t *testing.T) {
+	secret := bytes.Repeat([]byte("s"), idem.MinSecretBytes)
+	k := hmac.New(sha256.New, secret)
+	k.Write([]byte("idem/v1/dead-letter-signature"))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	field := func(b []byte) {
+		m.Write(binary.AppendUvarint(nil, uint64(len(b))))
+		m.Write(b)
+	}
+	const body, group = `{"payment_id":"p-1"}`, "acct-1"
+	digest := sha256.Sum256([]byte(body))
+	field([]byte("dead-letter"))
+	field([]byte(hex.EncodeToString(digest[:])))
+	field([]byte(group))
+	for _, a := range [][2]string{{idem.DLQReasonAttribute, "invalid amount"}, {idem.KeyAttribute, "k-1"}} { // sorted by name
+		field([]byte(a[0]))
+		field([]byte("String"))
+		field([]byte(a[1]))
+		field(nil)
+	}
+	msg := types.Message{Body: aws.String(body), Attributes: map[string]string{"MessageGroupId": group}, MessageAttributes: map[string]types.MessageAttributeValue{
+		idem.DLQReasonAttribute:    {DataType: aws.String("String"), StringValue: aws.String("invalid amount")},
+		idem.KeyAttribute:          {DataType: aws.String("String"), StringValue: aws.String("k-1")},
+		idem.DLQSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(hex.EncodeToString(m.Sum(nil)))},
+	}}
+	if err := testKeys(t).VerifyDeadLetter(msg); err != nil {
+		t.Fatalf("the signature made as documented does not verify: %v", err)
 	}
 }
 

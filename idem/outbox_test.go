@@ -565,6 +565,7 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 				"empty body":               {QueueURL: o.url, Body: "", GroupID: "g"},
 				"control character":        {QueueURL: o.url, Body: "a\x00b", GroupID: "g"},
 				"not a URL":                {QueueURL: "receipts", Body: "x"},
+				"not http(s)":              {QueueURL: "ftp://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "x"},
 				"too large":                {QueueURL: o.url, Body: strings.Repeat("x", idem.MaxOutboundMessageBytes), GroupID: "g"},
 			} {
 				var runs atomic.Int64

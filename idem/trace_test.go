@@ -23,15 +23,18 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
-// capture is an SQS sender that keeps every SendMessageBatch entry and accepts it.
+// capture is an SQS sender that keeps every SendMessageBatch entry, and the span each
+// request was sent under, and accepts them.
 type capture struct {
 	mu      sync.Mutex
 	entries []sqstypes.SendMessageBatchRequestEntry
+	spans   []trace.SpanContext
 }
 
-func (c *capture) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+func (c *capture) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.spans = append(c.spans, trace.SpanContextFromContext(ctx))
 	out := &sqs.SendMessageBatchOutput{}
 	for _, e := range in.Entries {
 		c.entries = append(c.entries, e)
@@ -235,6 +238,11 @@ func TestRecordSpans(t *testing.T) {
 	}
 	childOf(t, one(t, spans, idem.SpanMark), send)
 	noSecrets(t, spans)
+	// The SendMessageBatch request of one record's messages runs under the send's span
+	// (an instrumented SQS client's span is its child).
+	if len(tr.out.spans) != 1 || tr.out.spans[0].SpanID() != send.SpanContext.SpanID() {
+		t.Errorf("the request ran under %v, want the send span %s", tr.out.spans, send.SpanContext.SpanID())
+	}
 
 	// The outbound message carries the send's context, as an attribute and as AWSTraceHeader.
 	if len(tr.out.entries) != 1 {
