@@ -227,6 +227,33 @@ func TestCreateTableTellsWhyTTLIsOff(t *testing.T) {
 	}
 }
 
+// TestUnreadableRecordIsAnError: an item under a record's key that does not decode (an
+// attribute of the wrong type) fails the delivery with the decoder's error, retryably;
+// the handler does not run.
+func TestUnreadableRecordIsAnError(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	c := e.client(t)
+	pk, err := c.RecordKey("garbled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: pk}, "status": &types.AttributeValueMemberN{Value: "1"},
+		"expires_at": &types.AttributeValueMemberN{Value: fmt.Sprint(e.clock.Now().Add(time.Hour).Unix())},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	_, err = c.Do(ctx, req("garbled", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+		runs.Add(1)
+		return idem.Result{}, nil
+	})
+	if err == nil || idem.IsPermanent(err) || !strings.Contains(err.Error(), "want S") || runs.Load() != 0 {
+		t.Fatalf("error %v after %d runs, want the decoder's, retryable, and no run", err, runs.Load())
+	}
+}
+
 // TestAcquireIsOneConditionalPut checks the exact acquire request: a PutItem with the
 // documented condition and ALL_OLD on failure, never a read first.
 func TestAcquireIsOneConditionalPut(t *testing.T) {
