@@ -227,6 +227,33 @@ func TestCreateTableTellsWhyTTLIsOff(t *testing.T) {
 	}
 }
 
+// creating is a DynamoDB client whose first describes find the table still CREATING.
+type creating struct {
+	*dynamodb.Client
+	left, calls int
+}
+
+func (c *creating) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	c.calls++
+	if c.left > 0 {
+		c.left--
+		return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableStatus: types.TableStatusCreating}}, nil
+	}
+	return c.Client.DescribeTable(ctx, in, o...)
+}
+
+// TestCreateTableWaitsUntilActive: TTL is turned on once the table is ACTIVE, not while
+// DynamoDB is still creating it (moto creates tables active at once).
+func TestCreateTableWaitsUntilActive(t *testing.T) {
+	api := &creating{Client: awstest.DynamoDB(t), left: 2}
+	if err := idem.CreateTable(context.Background(), api, awstest.Name(t, "slow")); err != nil {
+		t.Fatal(err)
+	}
+	if api.calls != 3 {
+		t.Fatalf("%d describes, want 3: two CREATING, then ACTIVE", api.calls)
+	}
+}
+
 // TestUnreadableRecordIsAnError: an item under a record's key that does not decode (an
 // attribute of the wrong type) fails the delivery with the decoder's error, retryably;
 // the handler does not run.

@@ -24,6 +24,7 @@ func TestLayouts(t *testing.T) {
 		{"no table", idem.Layout{}, []string{"Table is empty"}},
 		{"static key without a sort key", idem.Layout{Table: "t", StaticPartitionKey: "IDEM"}, []string{`StaticPartitionKey "IDEM" needs a SortKey`}},
 		{"a name twice", idem.Layout{Table: "t", Attributes: idem.Attributes{Status: "state", Error: "state"}}, []string{`Attributes.Status and Attributes.Error are both "state"`}},
+		{"a NUL in the key prefix", idem.Layout{Table: "t", KeyPrefix: "a\x00"}, []string{"KeyPrefix holds a NUL byte"}},
 		{"a bad index name", idem.Layout{Table: "t", InflightIndex: "in flight"}, []string{`InflightIndex "in flight" is not an index name`}},
 		{"an attribute named as the sort key", idem.Layout{Table: "t", PartitionKey: "PK", SortKey: "SK", Attributes: idem.Attributes{Status: "SK"}}, []string{`SortKey and Attributes.Status are both "SK"`}},
 		{"an attribute named as the key", idem.Layout{Table: "t", PartitionKey: "id", Attributes: idem.Attributes{Owner: "id"}}, []string{`PartitionKey and Attributes.Owner are both "id"`}},
