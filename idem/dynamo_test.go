@@ -246,11 +246,16 @@ func (c *creating) DescribeTable(ctx context.Context, in *dynamodb.DescribeTable
 // DynamoDB is still creating it (moto creates tables active at once).
 func TestCreateTableWaitsUntilActive(t *testing.T) {
 	api := &creating{Client: awstest.DynamoDB(t), left: 2}
+	start := time.Now()
 	if err := idem.CreateTable(context.Background(), api, awstest.Name(t, "slow")); err != nil {
 		t.Fatal(err)
 	}
 	if api.calls != 3 {
 		t.Fatalf("%d describes, want 3: two CREATING, then ACTIVE", api.calls)
+	}
+	// A describe every 200 ms, not a busy loop (DescribeTable has a request rate limit).
+	if waited := time.Since(start); waited < 400*time.Millisecond {
+		t.Errorf("three describes in %v, want 200 ms between them", waited)
 	}
 }
 

@@ -11,21 +11,23 @@ import (
 // TestLeaseEndsAGraceAfterTheDeadline: a lease taken under a deadline ends LeaseGrace
 // after it (capped by MaxLease), not at it: a taker whose clock runs ahead of Lambda's,
 // within the grace, must not take the key from a holder that still runs (the simulator's
-// hole 13). Without a deadline it is DefaultLease.
+// hole 13). The grace is 5 s unless set. Without a deadline it is DefaultLease.
 func TestLeaseEndsAGraceAfterTheDeadline(t *testing.T) {
 	now := time.Now().Truncate(time.Second) // the deadline is on the real clock
 	for _, tc := range []struct {
 		name     string
 		deadline time.Duration // 0: none
+		grace    time.Duration // 0: the default
 		want     time.Duration
 	}{
-		{"deadline plus grace", 30 * time.Second, 30*time.Second + 7*time.Second},
-		{"capped by MaxLease", 20 * time.Minute, 10 * time.Minute},
-		{"no deadline", 0, 3 * time.Minute},
+		{"deadline plus grace", 30 * time.Second, 7 * time.Second, 30*time.Second + 7*time.Second},
+		{"deadline plus the default grace of 5 s", 30 * time.Second, 0, 30*time.Second + 5*time.Second},
+		{"capped by MaxLease", 20 * time.Minute, 7 * time.Second, 10 * time.Minute},
+		{"no deadline", 0, 7 * time.Second, 3 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := idem.NewMemoryStore()
-			c, err := idem.New(idem.Config{Store: store, Scope: "payments", LeaseGrace: 7 * time.Second, MaxLease: 10 * time.Minute,
+			c, err := idem.New(idem.Config{Store: store, Scope: "payments", LeaseGrace: tc.grace, MaxLease: 10 * time.Minute,
 				DefaultLease: 3 * time.Minute, Clock: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
