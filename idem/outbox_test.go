@@ -561,12 +561,14 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 				checkRedrivable(t, e, c, mode, name)
 			}
 			for name, m := range map[string]idem.Message{
-				"no group on a FIFO queue": {QueueURL: o.url, Body: "x"},
-				"empty body":               {QueueURL: o.url, Body: "", GroupID: "g"},
-				"control character":        {QueueURL: o.url, Body: "a\x00b", GroupID: "g"},
-				"not a URL":                {QueueURL: "receipts", Body: "x"},
-				"not http(s)":              {QueueURL: "ftp://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "x"},
-				"too large":                {QueueURL: o.url, Body: strings.Repeat("x", idem.MaxOutboundMessageBytes), GroupID: "g"},
+				"no group on a FIFO queue":          {QueueURL: o.url, Body: "x"},
+				"empty body":                        {QueueURL: o.url, Body: "", GroupID: "g"},
+				"control character":                 {QueueURL: o.url, Body: "a\x00b", GroupID: "g"},
+				"not a URL":                         {QueueURL: "receipts", Body: "x"},
+				"not http(s)":                       {QueueURL: "ftp://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "x"},
+				"a bad deduplication id":            {QueueURL: o.url, Body: "x", GroupID: "g", DeduplicationID: strings.Repeat("d", 129)},
+				"deduplication on a standard queue": {QueueURL: strings.TrimSuffix(o.url, ".fifo"), Body: "x", DeduplicationID: "d"},
+				"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", idem.MaxOutboundMessageBytes), GroupID: "g"},
 			} {
 				var runs atomic.Int64
 				_, err := c.Do(ctx, req("msg "+name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
