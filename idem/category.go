@@ -78,15 +78,6 @@ type Failure struct {
 	Public    string
 }
 
-// plainFailure is the Failure of a reason alone: its category follows retryable.
-func plainFailure(reason string, retryable bool) Failure {
-	c := CategoryInvalid
-	if retryable {
-		c = CategoryRetrying
-	}
-	return Failure{Reason: reason, Retryable: retryable, Category: c}
-}
-
 // failureOf is the Failure a handler's or a commit's error err records.
 func failureOf(err error, retryable bool) Failure {
 	return Failure{Reason: truncate(err.Error(), 1024), Retryable: retryable, Category: CategoryOf(err), Public: truncate(PublicReason(err), 1024)}

@@ -42,9 +42,6 @@ var _ Store = (*DynamoStore)(nil)
 
 // NewDynamoStore returns a store on table through api, in the default layout.
 func NewDynamoStore(api DynamoDBAPI, table string) (*DynamoStore, error) {
-	if table == "" {
-		return nil, errors.New("idem: table name is empty")
-	}
 	return NewDynamoStoreLayout(api, Layout{Table: table})
 }
 
@@ -594,12 +591,6 @@ func (s *DynamoStore) fenced(ctx context.Context, op, key, token string, e *expr
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
 	})
 	return fenceErr(op, key, err)
-}
-
-// Fail is FailWith with a Failure of reason and retryable alone: its category follows
-// retryable (CategoryRetrying, else CategoryInvalid).
-func (s *DynamoStore) Fail(ctx context.Context, l Lease, reason string, retryable bool, expiresAt, now time.Time) error {
-	return s.FailWith(ctx, l, plainFailure(reason, retryable), expiresAt, now)
 }
 
 // FailWith is one fenced UpdateItem.

@@ -51,6 +51,11 @@ func TestLayouts(t *testing.T) {
 			if cerr := idem.CreateTableFor(context.Background(), nil, tc.layout); !errors.Is(cerr, idem.ErrLayout) {
 				t.Errorf("CreateTableFor: %v, want ErrLayout before any request", cerr)
 			}
+			if tc.layout.Table == "" {
+				if _, err := idem.NewDynamoStore(api, ""); !errors.Is(err, idem.ErrLayout) || !strings.Contains(err.Error(), "Table is empty") {
+					t.Errorf("NewDynamoStore with no table: %v, want the layout's ErrLayout", err)
+				}
+			}
 			for _, want := range tc.errs {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not say %q", err, want)

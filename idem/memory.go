@@ -292,11 +292,6 @@ func (m *MemoryStore) ReadGuard(ctx context.Context, table string, key map[strin
 	return nil, nil
 }
 
-// Fail is FailWith with a Failure of reason and retryable alone (as DynamoStore.Fail).
-func (m *MemoryStore) Fail(ctx context.Context, l Lease, reason string, retryable bool, expiresAt, now time.Time) error {
-	return m.FailWith(ctx, l, plainFailure(reason, retryable), expiresAt, now)
-}
-
 // FailWith mirrors the fenced update.
 func (m *MemoryStore) FailWith(ctx context.Context, l Lease, f Failure, expiresAt, now time.Time) error {
 	if err := ctxErr(ctx, "fail"); err != nil {

@@ -92,7 +92,7 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 			// must not count as a reap, whose wrapper has seen nothing yet.
 			step("a second acquire", "", create("k2", "t2", now.Add(-time.Minute)))
 			step("a third acquire", "", create("k3", "t3", now.Add(time.Minute)))
-			step("a handler's failure", "", store.Fail(ctx, lease("k3", "t3"), "bad input", false, now.Add(time.Hour), now))
+			step("a handler's failure", "", store.FailWith(ctx, lease("k3", "t3"), idem.Failure{Reason: "bad input", Category: idem.CategoryInvalid}, now.Add(time.Hour), now))
 			stale, _, err := store.Stale(ctx, "0", now, 10, "")
 			step("the reaper's listing", "", err)
 			if len(stale) != 1 || stale[0].Key != "k2" {
