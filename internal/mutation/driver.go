@@ -133,6 +133,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 	}
 	retried := map[string]bool{} // earlier survivors run again (RetrySurvivors)
+	inScope := len(all)          // the report's mutants of other files come after these
 	if !c.Fresh {
 		old, err := ReadReport(filepath.Join(c.Out, "mutation.json"))
 		if err != nil {
@@ -161,7 +162,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		rep.Killers = old.Killers
 	}
 	var todo []int
-	for i, r := range all {
+	for i, r := range all[:inScope] { // a pending mutant of another file waits for its own run
 		if r.Status == "" && (!c.OnlySurvivors || retried[r.ID]) {
 			todo = append(todo, i)
 		}

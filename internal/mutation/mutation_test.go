@@ -306,3 +306,35 @@ func TestUntriedAfterAFlakyFailure(t *testing.T) {
 		t.Errorf("no failed seed named: %v, want nothing", got)
 	}
 }
+
+// TestPendingMutantsOfOtherFilesWait: a run over some files keeps the report's pending
+// mutants of the others as they are, and does not run them (it has not loaded their
+// package: running them crashed the driver).
+func TestPendingMutantsOfOtherFilesWait(t *testing.T) {
+	out := t.TempDir()
+	var log bytes.Buffer
+	c := Config{
+		Dir: filepath.Join("testdata", "fixture"), Operators: Operators,
+		Killers:       []Killer{{Name: "own", Packages: []string{"{target}"}}},
+		TimeoutFactor: 3, MinTimeout: time.Minute, Out: out, Log: &log, DryRun: true,
+	}
+	count := func(pkg string, fresh bool) (Summary, string) {
+		t.Helper()
+		log.Reset()
+		c.Packages, c.Fresh = []string{pkg}, fresh
+		rep, err := Run(t.Context(), c)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log.String())
+		}
+		return Summarize(rep.Mutants), log.String()
+	}
+	alone, _ := count("./schemata", true) // the schemata package's mutants, in a report of their own
+	first, _ := count(".", true)          // the report now holds the fixture's, all pending
+	both, l := count("./schemata", false)
+	if want := fmt.Sprintf("%d to run now", alone.Pending); !strings.Contains(l, want) {
+		t.Errorf("the run over ./schemata: want %q (its own mutants only), log:\n%s", want, l)
+	}
+	if both.Pending != first.Pending+alone.Pending {
+		t.Errorf("%d pending in the report, want the fixture's %d kept and the schemata package's %d", both.Pending, first.Pending, alone.Pending)
+	}
+}
