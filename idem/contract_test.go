@@ -694,7 +694,9 @@ func TestResponseSizes(t *testing.T) {
 		if _, _, err := e.store.Create(ctx, over, e.clock.Now()); !errors.Is(err, idem.ErrResponseTooLarge) {
 			t.Fatalf("Create of a record with an oversize response: %v", err)
 		}
-		// The single-transaction mode puts the record whole: the same refusal.
+		// The single-transaction mode puts the record whole: the same refusal. The item
+		// would fit DynamoDB's 400 KB item limit, so only our limit refuses it
+		// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html).
 		single := e.client(t, withMode(idem.ModeSingleTransaction))
 		if _, err := single.Do(ctx, req("huge, one request", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{Response: noise}, nil

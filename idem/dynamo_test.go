@@ -160,100 +160,95 @@ func TestCreateTableIsIdempotent(t *testing.T) {
 	}
 }
 
-// deniedCreate is a DynamoDB client whose CreateTable is refused.
-type deniedCreate struct {
+// shakyAdmin is a DynamoDB client on moto whose table calls answer as DynamoDB's can
+// and moto's do not: CreateTable refused (create), DescribeTable failing (describe) or
+// finding the table still CREATING the first creating times, UpdateTimeToLive refused
+// (ttl). describes counts the DescribeTable calls.
+type shakyAdmin struct {
 	*dynamodb.Client
-	err error
+	create, describe, ttl error
+	creating, describes   int
 }
 
-func (d deniedCreate) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	return nil, d.err
+func (a *shakyAdmin) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, o ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	if a.create != nil {
+		return nil, a.create
+	}
+	return a.Client.CreateTable(ctx, in, o...)
+}
+
+func (a *shakyAdmin) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	a.describes++
+	switch {
+	case a.describe != nil:
+		return nil, a.describe
+	case a.creating > 0:
+		a.creating--
+		return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableStatus: types.TableStatusCreating}}, nil
+	}
+	return a.Client.DescribeTable(ctx, in, o...)
+}
+
+func (a *shakyAdmin) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	if a.ttl != nil {
+		return nil, a.ttl
+	}
+	return a.Client.UpdateTimeToLive(ctx, in, o...)
 }
 
 // TestCreateTableTellsWhyItWasRefused: a refused creation is the error, with its
 // cause, not the missing table met after it.
 func TestCreateTableTellsWhyItWasRefused(t *testing.T) {
 	denied := errors.New("AccessDeniedException: not authorized to perform dynamodb:CreateTable")
-	err := idem.CreateTable(context.Background(), deniedCreate{awstest.DynamoDB(t), denied}, awstest.Name(t, "denied"))
+	err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), create: denied}, awstest.Name(t, "denied"))
 	if !errors.Is(err, denied) || !strings.Contains(err.Error(), "create table") {
 		t.Fatalf("error %v, want the refusal of the creation", err)
 	}
-}
-
-// describeDown is a DynamoDB client whose DescribeTable fails.
-type describeDown struct {
-	*dynamodb.Client
-	err error
-}
-
-func (d describeDown) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	return nil, d.err
 }
 
 // TestCreateTableTellsWhyItCouldNotWait: a table whose state cannot be read after its
 // creation is an error, with its cause; TTL is not turned on blind.
 func TestCreateTableTellsWhyItCouldNotWait(t *testing.T) {
 	down := errors.New("ThrottlingException: rate exceeded")
-	err := idem.CreateTable(context.Background(), describeDown{awstest.DynamoDB(t), down}, awstest.Name(t, "nodescribe"))
+	err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), describe: down}, awstest.Name(t, "nodescribe"))
 	if !errors.Is(err, down) {
 		t.Fatalf("error %v, want the failed describe", err)
 	}
-}
-
-// ttlDenied is a DynamoDB client whose UpdateTimeToLive fails.
-type ttlDenied struct {
-	*dynamodb.Client
-	err error
-}
-
-func (d ttlDenied) UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	return nil, d.err
 }
 
 // TestCreateTableTellsWhyTTLIsOff: a refusal to turn TTL on is an error (the records
 // would never expire); only the ValidationException of TTL already on is not.
 func TestCreateTableTellsWhyTTLIsOff(t *testing.T) {
 	denied := errors.New("AccessDeniedException: not authorized to perform dynamodb:UpdateTimeToLive")
-	if err := idem.CreateTable(context.Background(), ttlDenied{awstest.DynamoDB(t), denied}, awstest.Name(t, "nottl")); !errors.Is(err, denied) {
+	if err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: denied}, awstest.Name(t, "nottl")); !errors.Is(err, denied) {
 		t.Fatalf("error %v, want the refusal of TTL", err)
 	}
 	apiDenied := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}
-	if err := idem.CreateTable(context.Background(), ttlDenied{awstest.DynamoDB(t), apiDenied}, awstest.Name(t, "nottlapi")); !errors.Is(err, apiDenied) {
+	if err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: apiDenied}, awstest.Name(t, "nottlapi")); !errors.Is(err, apiDenied) {
 		t.Fatalf("error %v, want the API's refusal of TTL", err)
 	}
 	on := &smithy.GenericAPIError{Code: "ValidationException", Message: "TimeToLive is already enabled"}
-	if err := idem.CreateTable(context.Background(), ttlDenied{awstest.DynamoDB(t), on}, awstest.Name(t, "ttlon")); err != nil {
+	if err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: on}, awstest.Name(t, "ttlon")); err != nil {
 		t.Fatalf("TTL already on: %v", err)
 	}
 }
 
-// creating is a DynamoDB client whose first describes find the table still CREATING.
-type creating struct {
-	*dynamodb.Client
-	left, calls int
-}
-
-func (c *creating) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	c.calls++
-	if c.left > 0 {
-		c.left--
-		return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableStatus: types.TableStatusCreating}}, nil
-	}
-	return c.Client.DescribeTable(ctx, in, o...)
-}
-
 // TestCreateTableWaitsUntilActive: TTL is turned on once the table is ACTIVE, not while
-// DynamoDB is still creating it (moto creates tables active at once).
+// DynamoDB is still creating it. CreateTable is asynchronous and answers CREATING
+// (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_CreateTable.html);
+// moto creates tables active at once, hence the client that answers CREATING.
 func TestCreateTableWaitsUntilActive(t *testing.T) {
-	api := &creating{Client: awstest.DynamoDB(t), left: 2}
+	api := &shakyAdmin{Client: awstest.DynamoDB(t), creating: 2}
 	start := time.Now()
 	if err := idem.CreateTable(context.Background(), api, awstest.Name(t, "slow")); err != nil {
 		t.Fatal(err)
 	}
-	if api.calls != 3 {
-		t.Fatalf("%d describes, want 3: two CREATING, then ACTIVE", api.calls)
+	if api.describes != 3 {
+		t.Fatalf("%d describes, want 3: two CREATING, then ACTIVE", api.describes)
 	}
-	// A describe every 200 ms, not a busy loop (DescribeTable has a request rate limit).
+	// A describe every 200 ms, not a busy loop: control-plane calls are throttled, and
+	// AWS asks not to query them excessively
+	// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-control-plane.html).
 	if waited := time.Since(start); waited < 400*time.Millisecond {
 		t.Errorf("three describes in %v, want 200 ms between them", waited)
 	}
