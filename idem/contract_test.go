@@ -114,7 +114,7 @@ func newDynamoEnv(t *testing.T) *env { return newDynamoLayoutEnv(t, layoutDefaul
 
 func newDynamoLayoutEnv(t *testing.T, layout string) *env {
 	t.Helper()
-	calls := awstest.NewCalls()
+	calls := awstest.NewOperations()
 	ddb := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
 	e := newDynamoStoreEnv(t, ddb, layout)
 	calls.Reset()

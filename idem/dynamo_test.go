@@ -19,8 +19,9 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
-// TestRoundTrips counts the DynamoDB requests the SDK sends (middleware after the retry
-// step): first delivery 2, duplicate of a completed key 1, warm-cache duplicate 0.
+// TestRoundTrips counts the DynamoDB requests the code makes (awstest.NewOperations: an
+// SDK retry of a request whose answer was lost is not one more): first delivery 2,
+// duplicate of a completed key 1, warm-cache duplicate 0.
 func TestRoundTrips(t *testing.T) {
 	e := newDynamoEnv(t)
 	ctx := context.Background()

@@ -45,7 +45,7 @@ type fixture struct {
 	cfg     ingressapp.Config
 	url     string // the ingress's base URL
 	http    *http.Client
-	calls   *awstest.Calls // every AWS request the ingress made
+	calls   *awstest.Calls // every AWS call the ingress made (SDK retries aside)
 	logs    syncBuffer
 	queue   string // the input queue
 	rng     *rand.Rand
@@ -106,7 +106,7 @@ func newFixture(t *testing.T, o options) *fixture {
 		t.Fatal(err)
 	}
 	st := exampletest.UpTemplate(t, ex, tpl)
-	f := &fixture{ex: ex, st: st, env: map[string]string{}, calls: awstest.NewCalls(),
+	f := &fixture{ex: ex, st: st, env: map[string]string{}, calls: awstest.NewOperations(),
 		rng: rand.New(rand.NewPCG(7, uint64(runs.Add(1)))), run: fmt.Sprintf("i%s%d", awstest.RunID(), runs.Load())}
 	for _, v := range st.Env.Vars {
 		f.env[v.Name] = v.Value
