@@ -88,6 +88,9 @@ func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
 		if got := bodies(drainQueue(t, client, out)); len(got) != 0 {
 			t.Fatalf("after the first request failed, the queue holds %v: later messages of the group overtook it", got)
 		}
+		if n := flaky.n.Load(); n != 1 {
+			t.Fatalf("%d send requests, want 1: the failed one, and none for the two messages it held back", n)
+		}
 		if _, err := c.Do(ctx, req("twelve", `{}`), twelve); err != nil {
 			t.Fatalf("redelivery: %v", err)
 		}
@@ -178,11 +181,16 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 		checkDeadOutbound(t, client, dlq, out, big)
 		rec := e.record(t, c, "big-1")
 		if len(rec.Outbox) != 0 || rec.Inflight != "" || len(rec.Dead) != 1 || rec.Dead[0].Index != 0 || rec.Dead[0].Queue != out ||
-			!strings.Contains(rec.Dead[0].Reason, "1024") {
-			t.Fatalf("record of big-1: outbox %d, inflight %q, dead %+v; want marked, with the message dead-lettered and why", len(rec.Outbox), rec.Inflight, rec.Dead)
+			!strings.Contains(rec.Dead[0].Reason, "1024") || rec.Sent != 0 {
+			t.Fatalf("record of big-1: outbox %d, inflight %q, dead %+v, sent %d; want marked, with the message dead-lettered and why, none sent",
+				len(rec.Outbox), rec.Inflight, rec.Dead, rec.Sent)
 		}
-		if got := metrics.Snapshot()[idem.MetricOutboundDeadLettered]; got != 1 {
-			t.Fatalf("%s = %v, want 1", idem.MetricOutboundDeadLettered, got)
+		if rec := e.record(t, c, "small-2"); rec.Sent != 1 || len(rec.Dead) != 0 {
+			t.Fatalf("record of small-2: sent %d, dead %+v; want its message sent", rec.Sent, rec.Dead)
+		}
+		if got := metrics.Snapshot(); got[idem.MetricOutboundDeadLettered] != 1 || got[idem.MetricOutboundSent] != 1 {
+			t.Fatalf("%s = %v, %s = %v; want 1 and 1 (small-2's message)", idem.MetricOutboundDeadLettered, got[idem.MetricOutboundDeadLettered],
+				idem.MetricOutboundSent, got[idem.MetricOutboundSent])
 		}
 		// The reaper's sweep: two keys left pending by a crash, the oversize one first.
 		crashed := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &failingSender{} })

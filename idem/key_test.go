@@ -243,6 +243,10 @@ func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
 		{`{"note":"\ud800\u0041"}`, `{"note":"\ufffdA"}`},
 		{"{\"note\":\"\xff\"}", `{"note":"\ufffd"}`},
 		{`{"a":1,"a":2}`, `{"a":2}`},
+		// After an odd number of characters of its string, and after a member: the
+		// escape is found wherever it starts.
+		{`{"note":"x\ud800"}`, `{"note":"x\ufffd"}`},
+		{`{"n":1,"note":"xyz\udc00"}`, `{"n":1,"note":"xyz\ufffd"}`},
 	} {
 		a, err := idem.HashPayload([]byte(pair[0]))
 		if err != nil {
@@ -257,6 +261,19 @@ func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
 		}
 		if _, err := idem.CanonicalJSON([]byte(pair[0])); !errors.Is(err, idem.ErrAmbiguousJSON) {
 			t.Errorf("CanonicalJSON(%q): %v, want ErrAmbiguousJSON", pair[0], err)
+		}
+	}
+	// An escaped backslash followed by "ud800" is text, not an escape: kept, wherever
+	// it starts.
+	for _, doc := range []string{`{"note":"\\ud800"}`, `{"note":"a\\ud800"}`, `{"note":"ab\\udc00"}`} {
+		if _, err := idem.CanonicalJSON([]byte(doc)); err != nil {
+			t.Errorf("CanonicalJSON(%s): %v, want it kept", doc, err)
+		}
+	}
+	// A document cut inside an escape is an error, not a read past its end.
+	for _, doc := range []string{`"\`, `{"note":"x\`, `{"note":"\u`, `{"note":"\ud8`} {
+		if _, err := idem.CanonicalJSON([]byte(doc)); err == nil {
+			t.Errorf("CanonicalJSON(%s): no error", doc)
 		}
 	}
 	// A surrogate pair is a character: kept.

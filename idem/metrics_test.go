@@ -136,6 +136,20 @@ func TestMetricsNil(t *testing.T) {
 	}
 }
 
+// TestMetricsWithoutAWriter: metrics made without a writer count (Snapshot) and flush
+// into nothing.
+func TestMetricsWithoutAWriter(t *testing.T) {
+	m := idem.NewMetrics(nil, "ns", "svc")
+	m.Add(idem.MetricAcquired, 2)
+	m.Observe(idem.MetricHandlerDuration, 1)
+	if got := m.Snapshot()[idem.MetricAcquired]; got != 2 {
+		t.Errorf("Snapshot %s = %v, want 2", idem.MetricAcquired, got)
+	}
+	if err := m.Flush(); err != nil {
+		t.Errorf("Flush without a writer: %v", err)
+	}
+}
+
 func TestMetricsLimits(t *testing.T) {
 	var buf bytes.Buffer
 	m := idem.NewMetrics(&buf, "ns", "svc")

@@ -569,6 +569,7 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 				"a bad deduplication id":            {QueueURL: o.url, Body: "x", GroupID: "g", DeduplicationID: strings.Repeat("d", 129)},
 				"deduplication on a standard queue": {QueueURL: strings.TrimSuffix(o.url, ".fifo"), Body: "x", DeduplicationID: "d"},
 				"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", idem.MaxOutboundMessageBytes), GroupID: "g"},
+				"ten attributes and the key":        {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: attributes(10)},
 			} {
 				var runs atomic.Int64
 				_, err := c.Do(ctx, req("msg "+name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
@@ -907,4 +908,13 @@ func TestWarmCacheOnlyOnceTheOutboxIsSent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// attributes are n message attributes a0 to a(n-1).
+func attributes(n int) map[string]string {
+	m := make(map[string]string, n)
+	for i := range n {
+		m[fmt.Sprint("a", i)] = "v"
+	}
+	return m
 }

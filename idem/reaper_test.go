@@ -93,9 +93,62 @@ func TestReaperDefaults(t *testing.T) {
 	if rec, err := store.Get(ctx, "s#crashed", now); err != nil || rec.Status != idem.StatusFailed || rec.Error != idem.ReasonLeaseExpired {
 		t.Fatalf("reaped record: %+v, %v", rec, err)
 	}
-	now = now.Add(10*time.Minute + 30*time.Second) // the commit is 15 min 41 s old
+	// 15 min after the commit: past MaxLease but not past Grace + MaxLease. A record
+	// committed up to Grace earlier may still hold a lease that has not ended past the
+	// grace, so not be listed yet: the outbox waits.
+	now = now.Add(9*time.Minute + 49*time.Second)
+	if res := sweep("past MaxLease"); res.Sent != 0 || res.Unsent != 1 || sender.sent.Load() != 0 {
+		t.Fatalf("15 min after the commit: %+v, %d sent; want the outbox left until Grace + MaxLease", res, sender.sent.Load())
+	}
+	now = now.Add(41 * time.Second) // the commit is 15 min 41 s old
 	if res := sweep("past grace and MaxLease"); res.Sent != 1 || res.Unsent != 0 || sender.sent.Load() != 1 {
 		t.Fatalf("past Grace + MaxLease: %+v, %d sent; want the pending outbox sent", res, sender.sent.Load())
+	}
+}
+
+// unreadable is a store whose reads of one key fail.
+type unreadable struct {
+	idem.Store
+	key string
+}
+
+func (u *unreadable) Get(ctx context.Context, key string, now time.Time) (*idem.Record, error) {
+	if key == u.key {
+		return nil, fmt.Errorf("injected: the read of %s failed", key)
+	}
+	return u.Store.Get(ctx, key, now)
+}
+
+// TestReaperCutBeforeAnUnreadRecord: a listed record the sweep could not read may have
+// been committed before any record committed after its lease end less MaxLease: those
+// records' outboxes wait for a later sweep (FIFO order), though their commits are past
+// Grace + MaxLease.
+func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
+	ctx := context.Background()
+	mem := idem.NewMemoryStore()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for key, ago := range map[string]time.Duration{"s#unread": 18 * time.Minute, "s#later": 17 * time.Minute} {
+		rec := &idem.Record{Key: key, Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
+			LeaseUntil: now.Add(-ago + time.Minute), UpdatedAt: now.Add(-ago), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
+			Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt of " + key}}}
+		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
+			t.Fatalf("create %s: %v %v", key, created, err)
+		}
+	}
+	sender := &okSender{}
+	r := &idem.Reaper{Store: &unreadable{Store: mem, key: "s#unread"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}
+	res, err := r.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s#unread's lease ended 17 min ago: a record committed up to MaxLease (15 min)
+	// before that could come after it; s#later, committed 17 min ago, waits.
+	if res.Sent != 0 || res.Unsent != 1 || sender.sent.Load() != 0 {
+		t.Fatalf("sweep: %+v, %d sent; want s#later's outbox left for a later sweep", res, sender.sent.Load())
+	}
+	r.Store = mem // the read works again
+	if res, err := r.Sweep(ctx); err != nil || res.Sent != 2 || sender.sent.Load() != 2 {
+		t.Fatalf("the next sweep: %+v, %v, %d sent; want both outboxes sent", res, err, sender.sent.Load())
 	}
 }
 

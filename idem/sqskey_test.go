@@ -149,7 +149,13 @@ func TestMessageKey(t *testing.T) {
 			name:   "invalid JSON body",
 			msg:    events.SQSMessage{Body: `{"id":`},
 			field:  "id",
-			errHas: "not a JSON object",
+			errHas: "not a JSON object: unexpected EOF", // the decoder's own reason
+		},
+		{
+			name:   "a JSON string body",
+			msg:    events.SQSMessage{Body: `"id"`},
+			field:  "id",
+			errHas: "not a JSON object: json: cannot unmarshal string",
 		},
 		{
 			name:   "JSON array body",

@@ -1,7 +1,10 @@
 package idem
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,5 +38,19 @@ func TestHideUntilAPastLeaseEnd(t *testing.T) {
 	v.hideUntil(context.Background(), msg, now.Add(500*time.Millisecond), "test")
 	if len(calls) != 1 || calls[0] != 2 {
 		t.Fatalf("visibility asked for %v for a lease ending in 0.5 s (plus 1 s), want [2]", calls)
+	}
+}
+
+// TestHideUntilWithoutAQueueURL: a record whose event source ARN gives no queue URL
+// asks SQS nothing and logs why.
+func TestHideUntilWithoutAQueueURL(t *testing.T) {
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	var calls visSecs
+	var logs bytes.Buffer
+	v := &Visibility{API: &calls, Clock: func() time.Time { return now }, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	msg := events.SQSMessage{MessageId: "m", ReceiptHandle: "rh", EventSourceARN: "not-an-arn"}
+	v.hideUntil(context.Background(), msg, now.Add(time.Minute), "test")
+	if len(calls) != 0 || !strings.Contains(logs.String(), "change message visibility failed") || !strings.Contains(logs.String(), "not-an-arn") {
+		t.Fatalf("calls %v, logs %s; want no call and the ARN's error logged", calls, logs.String())
 	}
 }

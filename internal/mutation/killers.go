@@ -6,6 +6,9 @@ import (
 	"strings"
 )
 
+// OwnKiller is the name of the killer that runs the mutated package's own tests.
+const OwnKiller = "own"
+
 // DefaultKillers are the killers of make mutation, cheapest first:
 //   - sim: the deterministic simulator (internal/sim, TestSim) over seeds 1 to
 //     schedules: no moto, the real consumer and reaper over simulated SQS and DynamoDB;
@@ -17,7 +20,7 @@ func DefaultKillers(schedules int) []Killer {
 			Name: "sim", Packages: []string{"./internal/sim/"}, Args: []string{"-run", "^TestSim$", "-schedules", fmt.Sprint(schedules)},
 			Run: "^TestSim$", Flags: []string{"-maxfailed", "1"}, Seeds: schedules,
 		},
-		{Name: "own", Packages: []string{"{target}"}, AWS: true},
+		{Name: OwnKiller, Packages: []string{"{target}"}, AWS: true},
 		{Name: "functions", Packages: []string{"./functions/..."}, AWS: true},
 	}
 }

@@ -338,3 +338,25 @@ func TestPendingMutantsOfOtherFilesWait(t *testing.T) {
 		t.Errorf("%d pending in the report, want the fixture's %d kept and the schemata package's %d", both.Pending, first.Pending, alone.Pending)
 	}
 }
+
+// TestScheduleTriesOwnTestsFirst: a mutant's runs go cheapest first, the simulator's
+// first seed block alone before its other blocks, but the package's own tests count
+// ownBias times cheaper: they kill most mutants.
+func TestScheduleTriesOwnTestsFirst(t *testing.T) {
+	sim, own, fns := &splan{Killer: Killer{Name: "sim", Seeds: 300}}, &splan{Killer: Killer{Name: OwnKiller}}, &splan{Killer: Killer{Name: "functions"}}
+	simBin, ownBin, fnBin := &binary{exe: "sim"}, &binary{exe: "own"}, &binary{exe: "fn"}
+	sel := [][]*unit{
+		{{bin: simBin, test: "TestSim", first: 1, n: 100, took: time.Second}, {bin: simBin, test: "TestSim", first: 101, n: 100, took: time.Second},
+			{bin: simBin, test: "TestSim", first: 201, n: 100, took: time.Second}},
+		{{bin: ownBin, test: "TestOwnSlow", took: 3 * time.Second}},
+		{{bin: fnBin, test: "TestFnQuick", took: 200 * time.Millisecond}, {bin: fnBin, test: "TestFnSlow", took: 2 * time.Second}},
+	}
+	var got []string
+	for _, inv := range schedule([]*splan{sim, own, fns}, sel) {
+		got = append(got, inv.plan.Name+" "+unitsText(inv.units))
+	}
+	want := []string{"functions TestFnQuick", "own TestOwnSlow", "sim seeds 1-100", "sim seeds 101-300", "functions TestFnSlow"}
+	if !slices.Equal(got, want) {
+		t.Errorf("order %q, want %q", got, want)
+	}
+}

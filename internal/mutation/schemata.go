@@ -450,10 +450,11 @@ type invocation struct {
 }
 
 // schedule orders the runs of a mutant over the units sel of each killer (sel[i] is
-// plans[i]'s), cheapest first whatever the killer (a killer's order breaks ties): the
-// first seed block a seeded killer selects alone (the simulator's kills come in its
-// first seeds), then the rest of its blocks, contiguous ones in one run; tests by their
-// baseline, in tiers (up to 0.5 s, up to 5 s, the rest), one run per binary and tier.
+// plans[i]'s), cheapest first whatever the killer (a killer's order breaks ties), a run
+// of the own killer counting ownBias times cheaper than its baseline: the first seed
+// block a seeded killer selects alone (the simulator's kills come in its first seeds),
+// then the rest of its blocks, contiguous ones in one run; tests by their baseline, in
+// tiers (up to 0.5 s, up to 5 s, the rest), one run per binary and tier.
 func schedule(plans []*splan, sel [][]*unit) []invocation {
 	var out []invocation
 	for i, pl := range plans {
@@ -462,9 +463,22 @@ func schedule(plans []*splan, sel [][]*unit) []invocation {
 			out = append(out, inv)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b invocation) int { return cmp.Compare(a.took, b.took) })
+	cost := func(inv invocation) time.Duration {
+		if inv.plan.Name == OwnKiller {
+			return inv.took / ownBias
+		}
+		return inv.took
+	}
+	slices.SortStableFunc(out, func(a, b invocation) int { return cmp.Compare(cost(a), cost(b)) })
 	return out
 }
+
+// ownBias is how much sooner the mutated package's own tests run than their baselines
+// alone would put them: they are the likeliest to kill (425 of the 593 kills of the
+// report of 2026-11-27: 72%, against 133 by the functions and 35 by the simulator), and
+// a mutant they kill waited behind every cheaper run of the other killers (the functions'
+// seven packages make up to 21 runs, each a process to start).
+const ownBias = 4
 
 // invocations groups one killer's selected units into runs (see schedule).
 func invocations(us []*unit) []invocation {

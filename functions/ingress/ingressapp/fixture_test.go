@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
@@ -93,6 +94,7 @@ type options struct {
 	caller *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription
 	// apiOption, when set, is added to both clients' middleware (the IAM recording).
 	apiOption func(*middleware.Stack) error
+	tracer    trace.TracerProvider // when set, the ingress traces each request
 }
 
 func newFixture(t *testing.T, o options) *fixture {
@@ -167,7 +169,7 @@ func (f *fixture) serve(t *testing.T, o options) string {
 	if o.wrapSQS != nil {
 		sq = o.wrapSQS(sq)
 	}
-	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: ddb, SQS: sq, Logs: &f.logs, Metrics: &f.logs})
+	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: ddb, SQS: sq, Logs: &f.logs, Metrics: &f.logs, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

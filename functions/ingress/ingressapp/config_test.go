@@ -1,0 +1,85 @@
+package ingressapp_test
+
+import (
+	"errors"
+	"maps"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
+	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+)
+
+// TestFromEnv reads the ingress's configuration as the template sets it: the defaults of
+// what it leaves out, the bounds of MAX_BODY_BYTES, and every mistake at once.
+func TestFromEnv(t *testing.T) {
+	f := newFixture(t, options{})
+	env := maps.Clone(f.env)
+	for _, name := range []string{"IDEMPOTENCY_TTL", "ACCEPT_WINDOW", "MAX_BODY_BYTES", "REQUIRE_IAM_CALLER", "INGRESS_KEY_SCOPE", "METRICS_NAMESPACE"} {
+		delete(env, name)
+	}
+	cfg, err := ingressapp.FromEnv(exampletest.LookupIn(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TTL != 168*time.Hour || cfg.AcceptWindow != 10*time.Second || cfg.MaxBodyBytes != ingressapp.DefaultMaxBodyBytes ||
+		!cfg.RequireIAMCaller || cfg.KeyScope != ingressapp.ScopeCaller || cfg.MetricsNamespace != "IdempotentConsumer" {
+		t.Errorf("defaults: TTL %v, accept window %v, max body %d, IAM caller required %v, key scope %q, namespace %q; want 168h, 10s, %d, true, %q, IdempotentConsumer",
+			cfg.TTL, cfg.AcceptWindow, cfg.MaxBodyBytes, cfg.RequireIAMCaller, cfg.KeyScope, cfg.MetricsNamespace, ingressapp.DefaultMaxBodyBytes, ingressapp.ScopeCaller)
+	}
+	if cfg.IdempotencyTable == "" || cfg.IdempotencyTable != cfg.Layout.Table || cfg.Keys == nil || cfg.Example == nil || cfg.Example.Name() != f.ex.Name() {
+		t.Errorf("cfg %+v: want the consumer's table from its layout, the stack's keys and the example %s", cfg, f.ex.Name())
+	}
+
+	// New checks the configuration too: one built by hand can skip FromEnv.
+	broken := cfg
+	broken.QueueURL = ""
+	if _, err := ingressapp.New(broken, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS}); err == nil || !strings.Contains(err.Error(), "INPUT_QUEUE_URL is not set") {
+		t.Errorf("New without a queue: %v, want INPUT_QUEUE_URL named", err)
+	}
+
+	if _, err := ingressapp.New(cfg, ingressapp.Deps{SQS: f.st.SQS}); err == nil || !strings.Contains(err.Error(), "clients are required") {
+		t.Errorf("New without DynamoDB: %v, want the clients asked for", err)
+	}
+	if _, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB}); err == nil || !strings.Contains(err.Error(), "clients are required") {
+		t.Errorf("New without SQS: %v, want the clients asked for", err)
+	}
+	unsigned := cfg
+	unsigned.Keys = nil
+	if _, err := ingressapp.New(unsigned, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS}); err == nil || !strings.Contains(err.Error(), "no stack secret") {
+		t.Errorf("New without the stack's keys: %v, want them asked for", err)
+	}
+
+	// The largest body leaves 8 KiB of SQS's message for the key and the consumer's
+	// dead-letter attributes.
+	largest := idem.MaxSQSMessageBytes - 8*1024
+	env["MAX_BODY_BYTES"] = strconv.Itoa(largest)
+	if cfg, err := ingressapp.FromEnv(exampletest.LookupIn(env)); err != nil || cfg.MaxBodyBytes != largest {
+		t.Errorf("MAX_BODY_BYTES=%d: %d, %v; want it taken", largest, cfg.MaxBodyBytes, err)
+	}
+	env["MAX_BODY_BYTES"] = strconv.Itoa(largest + 1)
+	if _, err := ingressapp.FromEnv(exampletest.LookupIn(env)); err == nil || !strings.Contains(err.Error(), "MAX_BODY_BYTES") {
+		t.Errorf("MAX_BODY_BYTES=%d: %v, want it refused", largest+1, err)
+	}
+	delete(env, "MAX_BODY_BYTES")
+
+	// Everything wrong at once is reported at once: the variables the reader refuses, and
+	// an example the build does not have.
+	bad := maps.Clone(env)
+	delete(bad, "INGRESS_TABLE")
+	bad["IDEMPOTENCY_TTL"] = "soon"
+	bad[example.Var] = "no-such-example"
+	_, err = ingressapp.FromEnv(exampletest.LookupIn(bad))
+	if !errors.Is(err, example.ErrUnknown) {
+		t.Errorf("EXAMPLE=no-such-example: %v, want example.ErrUnknown", err)
+	}
+	for _, want := range []string{"ingress configuration: ", "INGRESS_TABLE is not set", `IDEMPOTENCY_TTL="soon"`, `"no-such-example"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %s", err, want)
+		}
+	}
+}
