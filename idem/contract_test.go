@@ -793,9 +793,10 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 	})
 }
 
-// TestReaperOnATableSharedByTwoConsumers: two consumers keep their records in one table,
-// apart by static partition key (as docs/storage.md suggests), and a third shares the
-// first one's layout under another scope. The in-flight index is the table's, so each
+// TestReaperOnATableSharedByTwoConsumers: consumers keep their records in one table,
+// apart by static partition key (as docs/storage.md suggests): two with key prefixes of
+// their own, one with the first one's prefix; and a fourth shares the first one's layout
+// under another scope. The in-flight index is the table's, so each
 // reaper lists the others' stale leases too: it must reap its own and leave theirs,
 // not fail the sweep on the first record it cannot read (issue 26, hole 4).
 func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
@@ -805,12 +806,16 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 		layoutA := idem.Layout{Table: table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY#a", KeyPrefix: "rec#"}
 		layoutB := layoutA
 		layoutB.StaticPartitionKey, layoutB.KeyPrefix = "IDEMPOTENCY#b", "req#"
+		// C differs from A by its static partition key alone: the same key prefix.
+		layoutC := layoutA
+		layoutC.StaticPartitionKey = "IDEMPOTENCY#c"
 		if err := idem.CreateTableFor(ctx, e.ddb.(dynamoAdmin), layoutA); err != nil {
 			t.Fatal(err)
 		}
 		storeA, errA := idem.NewDynamoStoreLayout(e.ddb, layoutA)
 		storeB, errB := idem.NewDynamoStoreLayout(e.ddb, layoutB)
-		if err := errors.Join(errA, errB); err != nil {
+		storeC, errC := idem.NewDynamoStoreLayout(e.ddb, layoutC)
+		if err := errors.Join(errA, errB, errC); err != nil {
 			t.Fatal(err)
 		}
 		now := e.clock.Now()
@@ -827,6 +832,7 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 			crashed(storeB, fmt.Sprintf("b#k%d", i))
 			crashed(storeA, fmt.Sprintf("a#k%d", i))
 			crashed(storeA, fmt.Sprintf("other#k%d", i))
+			crashed(storeC, fmt.Sprintf("c#k%d", i))
 		}
 		sweep := func(s idem.Store, scope string) idem.SweepResult {
 			t.Helper()
@@ -842,11 +848,14 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 		if res := sweep(storeB, "b"); res.Reaped != 3 || res.Skipped != 0 {
 			t.Fatalf("reaper b: %+v, want 3 reaped", res)
 		}
+		if res := sweep(storeC, "c"); res.Reaped != 3 || res.Skipped != 0 {
+			t.Fatalf("reaper c: %+v, want 3 reaped", res)
+		}
 		for _, c := range []struct {
 			s      idem.Store
 			prefix string
 			want   idem.Status
-		}{{storeA, "a#", idem.StatusFailed}, {storeB, "b#", idem.StatusFailed}, {storeA, "other#", idem.StatusInProgress}} {
+		}{{storeA, "a#", idem.StatusFailed}, {storeB, "b#", idem.StatusFailed}, {storeC, "c#", idem.StatusFailed}, {storeA, "other#", idem.StatusInProgress}} {
 			for i := range 3 {
 				rec, err := c.s.Get(ctx, fmt.Sprintf("%sk%d", c.prefix, i), e.clock.Now())
 				if err != nil || rec.Status != c.want {
@@ -855,7 +864,7 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 			}
 		}
 		// The reaper of the third consumer, of every scope of layout A, reaps what is left.
-		if res := sweep(storeA, ""); res.Reaped != 3 {
+		if res := sweep(storeA, ""); res.Reaped != 3 || res.Scanned != 3 {
 			t.Fatalf("reaper of layout a, every scope: %+v, want the 3 of scope other", res)
 		}
 	}, []storeCase{{"dynamodb", newDynamoEnv}, {"simdb", newSimEnv}})

@@ -1,10 +1,12 @@
 package idem_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
@@ -148,6 +150,34 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	// The bounds themselves are accepted.
 	if _, err := idem.New(idem.Config{Store: s, Scope: "s", Shards: 1000}); err != nil {
 		t.Errorf("1000 shards: %v", err)
+	}
+}
+
+// TestDefaultShards: a Config without Shards spreads its leases over the in-flight
+// index's 4 default shards, where the reaper's default of 4 lists them.
+func TestDefaultShards(t *testing.T) {
+	ctx := context.Background()
+	mem := idem.NewMemoryStore()
+	c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := map[string]int{}
+	for i := range 40 {
+		_, err := c.Do(ctx, &idem.Request{Key: fmt.Sprint("key-", i), Payload: []byte(`{}`)}, func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			rec, err := mem.Get(ctx, r.Attempt.RecordKey(), time.Now())
+			if err != nil {
+				return idem.Result{}, err
+			}
+			shards[rec.Inflight]++
+			return idem.Result{Response: []byte("ok")}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(shards) != 4 || shards["0"] == 0 || shards["1"] == 0 || shards["2"] == 0 || shards["3"] == 0 {
+		t.Errorf("leases by shard %v, want all of shards 0 to 3", shards)
 	}
 }
 

@@ -570,6 +570,10 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 				"deduplication on a standard queue": {QueueURL: strings.TrimSuffix(o.url, ".fifo"), Body: "x", DeduplicationID: "d"},
 				"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", idem.MaxOutboundMessageBytes), GroupID: "g"},
 				"ten attributes and the key":        {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: attributes(10)},
+				"an attribute without a name":       {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"": "v"}},
+				"an attribute name of 257 bytes":    {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{strings.Repeat("n", 257): "v"}},
+				"an attribute without a value":      {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"n": ""}},
+				"an attribute value SQS refuses":    {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"n": "a\x00b"}},
 			} {
 				var runs atomic.Int64
 				_, err := c.Do(ctx, req("msg "+name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {

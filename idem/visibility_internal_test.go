@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -52,5 +53,27 @@ func TestHideUntilWithoutAQueueURL(t *testing.T) {
 	v.hideUntil(context.Background(), msg, now.Add(time.Minute), "test")
 	if len(calls) != 0 || !strings.Contains(logs.String(), "change message visibility failed") || !strings.Contains(logs.String(), "not-an-arn") {
 		t.Fatalf("calls %v, logs %s; want no call and the ARN's error logged", calls, logs.String())
+	}
+}
+
+// refusedVisibility refuses every visibility change.
+type refusedVisibility struct{}
+
+func (refusedVisibility) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	return nil, errors.New("ReceiptHandleIsInvalid: injected")
+}
+
+// TestHideUntilLogsARefusal: a visibility change SQS refuses is logged with its error
+// and the seconds asked for (the message then comes back at its old timeout).
+func TestHideUntilLogsARefusal(t *testing.T) {
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	var logs bytes.Buffer
+	v := &Visibility{API: refusedVisibility{}, Clock: func() time.Time { return now }, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	msg := events.SQSMessage{MessageId: "m", ReceiptHandle: "rh", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:q"}
+	v.hideUntil(context.Background(), msg, now.Add(time.Minute), "test")
+	for _, want := range []string{"change message visibility failed", "ReceiptHandleIsInvalid: injected", `"seconds":61`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs %s: want %s", logs.String(), want)
+		}
 	}
 }

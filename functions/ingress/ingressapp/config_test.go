@@ -35,6 +35,13 @@ func TestFromEnv(t *testing.T) {
 		t.Errorf("cfg %+v: want the consumer's table from its layout, the stack's keys and the example %s", cfg, f.ex.Name())
 	}
 
+	// What each variable allows but the whole cannot work with is refused too.
+	same := maps.Clone(env)
+	same["INGRESS_TABLE"] = env["IDEMPOTENCY_TABLE"]
+	if _, err := ingressapp.FromEnv(exampletest.LookupIn(same)); err == nil || !strings.Contains(err.Error(), "INGRESS_TABLE must not be the consumer's IDEMPOTENCY_TABLE") {
+		t.Errorf("INGRESS_TABLE = IDEMPOTENCY_TABLE: %v, want it refused", err)
+	}
+
 	// New checks the configuration too: one built by hand can skip FromEnv.
 	broken := cfg
 	broken.QueueURL = ""

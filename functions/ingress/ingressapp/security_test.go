@@ -213,6 +213,18 @@ func TestLogsGiveNoKeyAway(t *testing.T) {
 	}
 }
 
+// TestAccountScopeNeedsTheAccount: under the account scope, a request whose IAM caller
+// names no account is refused (403), and nothing is sent.
+func TestAccountScopeNeedsTheAccount(t *testing.T) {
+	f := newFixture(t, options{env: map[string]string{"INGRESS_KEY_SCOPE": ingressapp.ScopeAccount},
+		caller: &ingressapp.IAMCaller{UserARN: "arn:aws:iam::111122223333:user/ci", CallerID: "AIDAUSER"}})
+	m := f.traffic(t, 1)[0]
+	wantCode(t, "POST without an account", f.post(t, f.key("no-account"), m.Body), http.StatusForbidden)
+	if n := f.sends(); n != 0 {
+		t.Errorf("%d sends, want none", n)
+	}
+}
+
 // TestNamespace: whose requests share keys under each scope. Every session of a role is
 // the role (whoever may assume it names the session); users, roles of two accounts, and
 // no caller at all are told apart.
@@ -249,5 +261,20 @@ func TestNamespace(t *testing.T) {
 	}
 	if p := ingressapp.Principal(assumedRole("payments-client", "alice")); p != "arn:aws:sts::111122223333:assumed-role/payments-client" {
 		t.Errorf("Principal of a role's session = %q, want the role's ARN without the session's name", p)
+	}
+	// Only an STS session's ARN is cut; a caller without an ARN is its caller id; an ARN
+	// of another shape is kept whole.
+	for caller, want := range map[ingressapp.IAMCaller]string{
+		{CallerID: "AIDAUSER"}: "AIDAUSER",
+		{UserARN: "arn:aws:iam::111122223333:assumed-role/r/s", CallerID: "X"}: "arn:aws:iam::111122223333:assumed-role/r/s",
+		{UserARN: "arn:aws:sts::111122223333:federated-user/bob"}:              "arn:aws:sts::111122223333:federated-user/bob",
+		{UserARN: "not-an-arn"}: "not-an-arn",
+	} {
+		if p := ingressapp.Principal(&caller); p != want {
+			t.Errorf("Principal(%+v) = %q, want %q", caller, p, want)
+		}
+	}
+	if p := ingressapp.Principal(nil); p != "" {
+		t.Errorf("Principal(nil) = %q", p)
 	}
 }
