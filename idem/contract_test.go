@@ -795,7 +795,8 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 
 // TestReaperOnATableSharedByTwoConsumers: consumers keep their records in one table,
 // apart by static partition key (as docs/storage.md suggests): two with key prefixes of
-// their own, one with the first one's prefix; and a fourth shares the first one's layout
+// their own, one with the first one's prefix, one with its static partition key; and a
+// fifth shares the first one's layout
 // under another scope. The in-flight index is the table's, so each
 // reaper lists the others' stale leases too: it must reap its own and leave theirs,
 // not fail the sweep on the first record it cannot read (issue 26, hole 4).
@@ -809,13 +810,17 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 		// C differs from A by its static partition key alone: the same key prefix.
 		layoutC := layoutA
 		layoutC.StaticPartitionKey = "IDEMPOTENCY#c"
+		// D differs from A by its key prefix alone: the same static partition key.
+		layoutD := layoutA
+		layoutD.KeyPrefix = "d-rec#"
 		if err := idem.CreateTableFor(ctx, e.ddb.(dynamoAdmin), layoutA); err != nil {
 			t.Fatal(err)
 		}
 		storeA, errA := idem.NewDynamoStoreLayout(e.ddb, layoutA)
 		storeB, errB := idem.NewDynamoStoreLayout(e.ddb, layoutB)
 		storeC, errC := idem.NewDynamoStoreLayout(e.ddb, layoutC)
-		if err := errors.Join(errA, errB, errC); err != nil {
+		storeD, errD := idem.NewDynamoStoreLayout(e.ddb, layoutD)
+		if err := errors.Join(errA, errB, errC, errD); err != nil {
 			t.Fatal(err)
 		}
 		now := e.clock.Now()
@@ -833,6 +838,7 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 			crashed(storeA, fmt.Sprintf("a#k%d", i))
 			crashed(storeA, fmt.Sprintf("other#k%d", i))
 			crashed(storeC, fmt.Sprintf("c#k%d", i))
+			crashed(storeD, fmt.Sprintf("d#k%d", i))
 		}
 		sweep := func(s idem.Store, scope string) idem.SweepResult {
 			t.Helper()
@@ -851,11 +857,14 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 		if res := sweep(storeC, "c"); res.Reaped != 3 || res.Skipped != 0 {
 			t.Fatalf("reaper c: %+v, want 3 reaped", res)
 		}
+		if res := sweep(storeD, "d"); res.Reaped != 3 || res.Skipped != 0 {
+			t.Fatalf("reaper d: %+v, want 3 reaped", res)
+		}
 		for _, c := range []struct {
 			s      idem.Store
 			prefix string
 			want   idem.Status
-		}{{storeA, "a#", idem.StatusFailed}, {storeB, "b#", idem.StatusFailed}, {storeC, "c#", idem.StatusFailed}, {storeA, "other#", idem.StatusInProgress}} {
+		}{{storeA, "a#", idem.StatusFailed}, {storeB, "b#", idem.StatusFailed}, {storeC, "c#", idem.StatusFailed}, {storeD, "d#", idem.StatusFailed}, {storeA, "other#", idem.StatusInProgress}} {
 			for i := range 3 {
 				rec, err := c.s.Get(ctx, fmt.Sprintf("%sk%d", c.prefix, i), e.clock.Now())
 				if err != nil || rec.Status != c.want {

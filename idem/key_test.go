@@ -181,6 +181,26 @@ func TestDefaultShards(t *testing.T) {
 	}
 }
 
+// TestPayloadFieldsAreCopied: New keeps its own copy of Config.PayloadFields, so a
+// caller that reuses its slice does not change which fields a key's payload is.
+func TestPayloadFieldsAreCopied(t *testing.T) {
+	ctx := context.Background()
+	fields := []string{"amount"}
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s", PayloadFields: fields})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields[0] = "note"
+	ok := func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{Response: []byte("ok")}, nil }
+	if _, err := c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{"amount":1,"note":"a"}`)}, ok); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{"amount":1,"note":"b"}`)}, ok)
+	if err != nil || !res.Replayed {
+		t.Errorf("the same amount with another note: %+v, %v; want a replay (only amount is the payload)", res, err)
+	}
+}
+
 func TestCanonicalJSON(t *testing.T) {
 	tests := []struct {
 		name, in, want string

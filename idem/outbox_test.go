@@ -587,6 +587,16 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 					t.Errorf("%s: %d effects committed, want 0", name, n)
 				}
 			}
+			// An attribute name of 256 bytes, SQS's most, is sent.
+			longName := idem.Message{QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{strings.Repeat("n", 256): "v"}}
+			if _, err := c.Do(ctx, req("a long attribute name", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+				return idem.Result{Messages: []idem.Message{longName}}, nil
+			}); err != nil {
+				t.Errorf("an attribute name of 256 bytes: %v", err)
+			}
+			if n := len(o.drain(t)); n != 1 {
+				t.Errorf("an attribute name of 256 bytes: %d messages sent, want 1", n)
+			}
 			// At most MaxOutboundMessages messages to a record.
 			many := func(n int) idem.HandlerFunc {
 				return func(context.Context, *idem.Request) (idem.Result, error) {

@@ -135,6 +135,12 @@ func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 			t.Fatalf("create %s: %v %v", key, created, err)
 		}
 	}
+	// Listed, not reapable, with nothing to send: its lease was lost to a commit.
+	done := &idem.Record{Key: "s#done", Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-done", Attempt: 1,
+		LeaseUntil: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)}
+	if _, created, err := mem.Create(ctx, done, now); err != nil || !created {
+		t.Fatalf("create s#done: %v %v", created, err)
+	}
 	sender := &okSender{}
 	r := &idem.Reaper{Store: &unreadable{Store: mem, key: "s#unread"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}
 	res, err := r.Sweep(ctx)
@@ -143,12 +149,46 @@ func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 	}
 	// s#unread's lease ended 17 min ago: a record committed up to MaxLease (15 min)
 	// before that could come after it; s#later, committed 17 min ago, waits.
-	if res.Sent != 0 || res.Unsent != 1 || sender.sent.Load() != 0 {
-		t.Fatalf("sweep: %+v, %d sent; want s#later's outbox left for a later sweep", res, sender.sent.Load())
+	if res.Sent != 0 || res.Unsent != 1 || res.Lost != 1 || sender.sent.Load() != 0 {
+		t.Fatalf("sweep: %+v, %d sent; want s#later's outbox left for a later sweep, s#done counted lost", res, sender.sent.Load())
 	}
 	r.Store = mem // the read works again
 	if res, err := r.Sweep(ctx); err != nil || res.Sent != 2 || sender.sent.Load() != 2 {
 		t.Fatalf("the next sweep: %+v, %v, %d sent; want both outboxes sent", res, err, sender.sent.Load())
+	}
+}
+
+// staleFails is a store whose listing of one shard fails.
+type staleFails struct {
+	idem.Store
+	shard string
+}
+
+func (s *staleFails) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]idem.StaleLease, string, error) {
+	if shard == s.shard {
+		return nil, "", fmt.Errorf("injected: shard %s could not be listed", shard)
+	}
+	return s.Store.Stale(ctx, shard, before, limit, cursor)
+}
+
+// TestIncompleteSweepSendsNothing: a sweep that could not list every shard sends no
+// pending outbox, however old: a record of the shard it missed may have been committed
+// before it.
+func TestIncompleteSweepSendsNothing(t *testing.T) {
+	ctx := context.Background()
+	mem := idem.NewMemoryStore()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	rec := &idem.Record{Key: "s#old", Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok", Attempt: 1,
+		LeaseUntil: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour), CreatedAt: now.Add(-3 * time.Hour), ExpiresAt: now.Add(time.Hour),
+		Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt"}}}
+	if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	sender := &okSender{}
+	r := &idem.Reaper{Store: &staleFails{Store: mem, shard: "1"}, Shards: 2, Clock: func() time.Time { return now }, Sender: sender}
+	res, err := r.Sweep(ctx)
+	if err == nil || res.Unsent != 1 || res.Sent != 0 || sender.sent.Load() != 0 {
+		t.Fatalf("sweep with shard 1 unlisted: %+v, %v, %d sent; want its error and the outbox of shard 0 left unsent", res, err, sender.sent.Load())
 	}
 }
 

@@ -42,6 +42,12 @@ func TestFromEnv(t *testing.T) {
 		t.Errorf("INGRESS_TABLE = IDEMPOTENCY_TABLE: %v, want it refused", err)
 	}
 
+	standard := maps.Clone(env)
+	standard["INPUT_QUEUE_URL"] = strings.TrimSuffix(env["INPUT_QUEUE_URL"], ".fifo")
+	if _, err := ingressapp.FromEnv(exampletest.LookupIn(standard)); err == nil || !strings.Contains(err.Error(), "INPUT_QUEUE_URL") {
+		t.Errorf("a standard INPUT_QUEUE_URL: %v, want it refused", err)
+	}
+
 	// New checks the configuration too: one built by hand can skip FromEnv.
 	broken := cfg
 	broken.QueueURL = ""

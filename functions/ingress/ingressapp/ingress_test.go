@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,6 +28,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 )
 
 // TestAcceptedRequestIsConsumedOnce carries a request from POST to its completed status
@@ -351,6 +354,19 @@ func TestBadInput(t *testing.T) {
 			wantProblem(t, c.name, r, c.code, c.part)
 		})
 	}
+	// A path that does not unescape, as a function URL may hand it over (Go's HTTP client
+	// and server refuse to carry it), is no route: told to the handler directly.
+	app, err := ingressapp.New(f.cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := app.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: "/requests/%zz", RequestContext: events.LambdaFunctionURLRequestContext{
+		HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodGet, Path: "/requests/%zz"},
+		Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
+	}})
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(resp.Body, `"detail":"no such path"`) {
+		t.Errorf("GET /requests/%%zz: %d %s, want 404, no such path", resp.StatusCode, resp.Body)
+	}
 	wantCode(t, "a quoted key (the draft's form)", f.post(t, `"`+f.key("quoted")+`"`, m.Body), http.StatusAccepted)
 	if n := f.sends(); n != 1 {
 		t.Errorf("%d sends, want 1 (the quoted key's)", n)
@@ -358,6 +374,16 @@ func TestBadInput(t *testing.T) {
 	// A function URL switched to AuthType NONE: events without an IAM caller are refused.
 	f.startIngress(t, options{noCaller: true})
 	wantProblem(t, "no IAM caller", f.post(t, f.key("anonymous"), m.Body), http.StatusForbidden, "SigV4")
+	// Refused before anything else is looked at: the path, the method, the key.
+	for _, c := range []struct{ method, path, key string }{
+		{http.MethodGet, "/nowhere", ""}, {http.MethodDelete, ingressapp.RequestsPath, f.key("anonymous")}, {http.MethodPost, ingressapp.RequestsPath, ""},
+	} {
+		r, err := f.do(t, f.http, c.method, c.path, c.key, []byte(m.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProblem(t, "no IAM caller: "+c.method+" "+c.path, r, http.StatusForbidden, "SigV4")
+	}
 }
 
 // ingressItem reads the ingress's record of the default caller's key, nil when there is
