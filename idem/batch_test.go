@@ -708,3 +708,46 @@ func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
 		t.Fatalf("handler ran %d times and %d messages were sent, want 1 and 1", runs.Load(), len(out.entries))
 	}
 }
+
+// TestBatchOnADoneContextRunsNothing: a batch whose context is already canceled (the
+// invocation is over) starts no record: each is returned to SQS as skipped, no record is
+// written and no handler runs.
+func TestBatchOnADoneContextRunsNothing(t *testing.T) {
+	mem := idem.NewMemoryStore()
+	c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		runs.Add(1)
+		return idem.Result{}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := idem.NewMetrics(nil, "ns", "test")
+	bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.SQSEvent
+	for i := range 10 {
+		id := fmt.Sprint("m-", i)
+		ev.Records = append(ev.Records, keyedFIFORecord(id, fmt.Sprint("g-", i), fmt.Sprint("k-", i), `{}`))
+	}
+	// Canceled, and its Done channel never ready: every unit is offered to the
+	// records' own check (a closed Done would let the batch's loop skip some first, at
+	// random).
+	resp, err := bp.Process(canceledNotDone{context.Background()}, ev)
+	snap := metrics.Snapshot()
+	if err != nil || len(resp.BatchItemFailures) != 10 || runs.Load() != 0 || mem.Len() != 0 || snap[idem.MetricSkipped] != 10 || snap[idem.MetricRetry] != 0 {
+		t.Fatalf("a batch on a canceled context: %d failures, %v, %d runs, %d records, metrics %v; want all 10 skipped and nothing run or written",
+			len(resp.BatchItemFailures), err, runs.Load(), mem.Len(), snap)
+	}
+}
+
+// canceledNotDone is a context that says it is canceled, but whose Done never closes.
+type canceledNotDone struct{ context.Context }
+
+func (canceledNotDone) Err() error { return context.Canceled }

@@ -149,6 +149,26 @@ func TestDecodeRefusesACorruptResponse(t *testing.T) {
 	}
 }
 
+// TestDecodeRefusesACorruptOutbox: a stored outbox that is not the JSON of messages is
+// an error, not an outbox with nothing to send.
+func TestDecodeRefusesACorruptOutbox(t *testing.T) {
+	data, enc, err := encodeOutbox([]Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := decodeOutbox(data, enc); err != nil || len(msgs) != 1 || msgs[0].Body != "b" {
+		t.Fatalf("a stored outbox: %+v, %v", msgs, err)
+	}
+	for what, c := range map[string]struct {
+		data []byte
+		enc  string
+	}{"not JSON": {[]byte("not JSON"), ""}, "not gzip": {[]byte("not gzip"), "gzip"}} {
+		if msgs, err := decodeOutbox(c.data, c.enc); err == nil {
+			t.Errorf("an outbox %s: %+v, want an error", what, msgs)
+		}
+	}
+}
+
 // TestDecodeBoundsAndChecksAResponse: a stored response decompresses to at most
 // maxResponseBytes (one that would be larger is refused, not cut short), and a
 // compressed response whose data is damaged is refused.

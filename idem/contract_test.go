@@ -3,6 +3,7 @@ package idem_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -688,6 +689,15 @@ func TestResponseSizes(t *testing.T) {
 		}
 		if res, err := c.Do(ctx, req("at the limit", `{}`), effect(e, &runs, "at the limit", "x")); err != nil || !res.Replayed || !bytes.Equal(res.Response, limit) {
 			t.Fatalf("replay at the limit: err=%v len=%d", err, len(res.Response))
+		}
+		// The response and the outbox count together: each under the limit, both over it.
+		text := base64.StdEncoding.EncodeToString(noise[:180*1024]) // 240 KiB of text, about 180 KiB compressed
+		withSender := e.client(t, func(cfg *idem.Config) { cfg.Sender = &okSender{} })
+		_, err = withSender.Do(ctx, req("both", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Response: noise[:200*1024], Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/out", Body: text}}}, nil
+		})
+		if !errors.Is(err, idem.ErrResponseTooLarge) || !idem.IsPermanent(err) {
+			t.Fatalf("a response and an outbox over the limit together: %v", err)
 		}
 		// A store refuses to create a record whose response is over the limit.
 		over := &idem.Record{Key: pk + "-created", Status: idem.StatusCompleted, ExpiresAt: e.clock.Now().Add(time.Hour), Response: noise}

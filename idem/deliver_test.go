@@ -133,6 +133,83 @@ func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
 	})
 }
 
+// TestDeliverSplitsRequestsAt256KiB: two messages that together pass the outbox's
+// 256 KiB request limit go in two requests, and both arrive; at the limit exactly,
+// one request.
+func TestDeliverSplitsRequestsAt256KiB(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		client := awstest.SQS(t)
+		out := fifoQueue(t, client, "big", nil)
+		counted := &flakySender{api: client}
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = counted })
+		big := func(tag string) idem.Message {
+			return idem.Message{QueueURL: out, Body: tag + strings.Repeat("x", 150*1024), GroupID: "g"}
+		}
+		if _, err := c.Do(ctx, req("two-big", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{big("a"), big("b")}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n := counted.n.Load(); n != 2 {
+			t.Errorf("%d send requests for two messages of 150 KiB, want 2", n)
+		}
+		if got := drainQueue(t, client, out); len(got) != 2 {
+			t.Errorf("%d messages arrived, want 2", len(got))
+		}
+		// At the limits exactly: two messages whose sizes (body and attributes, as SQS
+		// counts them) add up to 256 KiB go in one request; one message of 256 KiB is
+		// taken and sent.
+		exact := func(key string, size int) idem.Message {
+			overhead := len(idem.KeyAttribute) + len("String") + len(key)
+			return idem.Message{QueueURL: out, Body: strings.Repeat("y", size-overhead), GroupID: "g", Attributes: map[string]string{idem.KeyAttribute: key}}
+		}
+		for name, msgs := range map[string][]idem.Message{
+			"two halves": {exact("half-a", idem.MaxOutboundMessageBytes/2), exact("half-b", idem.MaxOutboundMessageBytes/2)},
+			"the largest": {exact("largest", idem.MaxOutboundMessageBytes)},
+		} {
+			counted.n.Store(0)
+			if _, err := c.Do(ctx, req(name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+				return idem.Result{Messages: msgs}, nil
+			}); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if n := counted.n.Load(); n != 1 {
+				t.Errorf("%s: %d send requests, want 1", name, n)
+			}
+			if got := drainQueue(t, client, out); len(got) != len(msgs) {
+				t.Errorf("%s: %d messages arrived, want %d", name, len(got), len(msgs))
+			}
+		}
+	})
+}
+
+// TestOversizeMessageAloneIsNotSentTwice: a request of one message that SQS refuses for
+// good is not split and sent again: the message is dead-lettered after one request.
+func TestOversizeMessageAloneIsNotSentTwice(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		client := awstest.SQS(t)
+		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
+		dlq := fifoQueue(t, client, "dlq", nil)
+		counted := &flakySender{api: client}
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) {
+			cfg.Sender = counted
+			cfg.OutboxDeadLetter = &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
+		})
+		big := strings.Repeat("x", 2000)
+		if _, err := c.Do(ctx, req("big-alone", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{{QueueURL: out, Body: big, GroupID: "g"}}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n := counted.n.Load(); n != 1 {
+			t.Errorf("%d send requests, want 1", n)
+		}
+		checkDeadOutbound(t, client, dlq, out, big)
+	})
+}
+
 func bodiesOf(ms []idem.Message) []string {
 	var out []string
 	for _, m := range ms {

@@ -201,6 +201,29 @@ func TestPayloadFieldsAreCopied(t *testing.T) {
 	}
 }
 
+// TestDoRefusesAnInvalidKeyOrPayload: an empty key, or one that is not UTF-8, is
+// refused with ErrInvalidKey; with PayloadFields, a payload that is not a JSON object
+// (its fields cannot be read) is refused for good; both before any record is written
+// or the handler runs.
+func TestDoRefusesAnInvalidKeyOrPayload(t *testing.T) {
+	mem := idem.NewMemoryStore()
+	c, err := idem.New(idem.Config{Store: mem, Scope: "s", PayloadFields: []string{"amount"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ key, payload string }{{"", `{"amount":1}`}, {"a\xffb", `{"amount":1}`}, {"k", `not JSON`}, {"k", `[1]`}} {
+		ran := false
+		_, err := c.Do(context.Background(), &idem.Request{Key: r.key, Payload: []byte(r.payload)}, func(context.Context, *idem.Request) (idem.Result, error) {
+			ran = true
+			return idem.Result{}, nil
+		})
+		badKey := r.key != "k"
+		if err == nil || errors.Is(err, idem.ErrInvalidKey) != badKey || !badKey && !idem.IsPermanent(err) || ran || mem.Len() != 0 {
+			t.Errorf("key %q, payload %s: %v, handler ran %v, %d records; want it refused (ErrInvalidKey for the key) and nothing done", r.key, r.payload, err, ran, mem.Len())
+		}
+	}
+}
+
 func TestCanonicalJSON(t *testing.T) {
 	tests := []struct {
 		name, in, want string
@@ -290,6 +313,19 @@ func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
 		{`{"note":"\ud800"}`, `{"note":"\ufffd"}`},
 		{`{"note":"\udbff"}`, `{"note":"\ufffd"}`},
 		{`{"note":"\udc00"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\udfff"}`, `{"note":"\ufffd"}`},
+		// Every bound of the hex digits, in both cases.
+		{`{"note":"\ud809"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\uda0a"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\uDA0F"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\uDbAf"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\ud900"}`, `{"note":"\ufffd"}`},
+		{`{"note":"\ud800x"}`, `{"note":"\ufffdx"}`},
+		{`{"note":"\ud800xudc00"}`, `{"note":"\ufffdxudc00"}`},
+		{`{"note":"\ud800\n"}`, `{"note":"\ufffd\n"}`},
+		{`{"note":"\ud800\\u0041"}`, `{"note":"\ufffd\\u0041"}`},
+		{`{"note":"\ud800\udbff"}`, `{"note":"\ufffd\ufffd"}`},
+		{`{"note":"\udbff\ue000"}`, `{"note":"\ufffd\ue000"}`},
 		{`{"note":"\ud800\u0041"}`, `{"note":"\ufffdA"}`},
 		{"{\"note\":\"\xff\"}", `{"note":"\ufffd"}`},
 		{`{"a":1,"a":2}`, `{"a":2}`},
@@ -320,14 +356,29 @@ func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
 			t.Errorf("CanonicalJSON(%s): %v, want it kept", doc, err)
 		}
 	}
+	// The error says where the surrogate is.
+	if _, err := idem.CanonicalJSON([]byte(`{"n":"\udc00"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
+		t.Errorf("a lone low surrogate at byte 6: %v", err)
+	}
+	if _, err := idem.CanonicalJSON([]byte(`{"n":"\ud800"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
+		t.Errorf("a lone high surrogate at byte 6: %v", err)
+	}
+	if _, err := idem.CanonicalJSON([]byte(`{"n":"\ud800\u0041"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
+		t.Errorf("a high surrogate followed by another escape at byte 6: %v", err)
+	}
 	// A document cut inside an escape is an error, not a read past its end.
-	for _, doc := range []string{`"\`, `{"note":"x\`, `{"note":"\u`, `{"note":"\ud8`} {
+	for _, doc := range []string{`"\`, `{"note":"x\`, `{"note":"\u`, `{"note":"\ud8`, `"\ud800`, `"\ud800\`, `"\ud800\u`, `"\ud800\udc0`} {
 		if _, err := idem.CanonicalJSON([]byte(doc)); err == nil {
 			t.Errorf("CanonicalJSON(%s): no error", doc)
 		}
 	}
-	// A surrogate pair is a character: kept.
+	// A surrogate pair is a character: kept, at the bounds of both halves too.
 	if c, err := idem.CanonicalJSON([]byte(`"\ud83d\ude00"`)); err != nil || string(c) != `"😀"` {
 		t.Errorf("a surrogate pair: %q, %v", c, err)
+	}
+	for _, pair := range []string{`"\ud800\udc00"`, `"\udbff\udfff"`} {
+		if _, err := idem.CanonicalJSON([]byte(pair)); err != nil {
+			t.Errorf("the surrogate pair %s: %v", pair, err)
+		}
 	}
 }

@@ -564,6 +564,7 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 				"no group on a FIFO queue":          {QueueURL: o.url, Body: "x"},
 				"empty body":                        {QueueURL: o.url, Body: "", GroupID: "g"},
 				"control character":                 {QueueURL: o.url, Body: "a\x00b", GroupID: "g"},
+				"invalid UTF-8":                     {QueueURL: o.url, Body: "a\xffb", GroupID: "g"},
 				"not a URL":                         {QueueURL: "receipts", Body: "x"},
 				"not http(s)":                       {QueueURL: "ftp://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "x"},
 				"a bad deduplication id":            {QueueURL: o.url, Body: "x", GroupID: "g", DeduplicationID: strings.Repeat("d", 129)},

@@ -127,7 +127,7 @@ func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 	ctx := context.Background()
 	mem := idem.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	for key, ago := range map[string]time.Duration{"s#unread": 18 * time.Minute, "s#later": 17 * time.Minute} {
+	for key, ago := range map[string]time.Duration{"s#earliest": 40 * time.Minute, "s#unread": 18 * time.Minute, "s#later": 17 * time.Minute, "s#latest": 16 * time.Minute} {
 		rec := &idem.Record{Key: key, Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
 			LeaseUntil: now.Add(-ago + time.Minute), UpdatedAt: now.Add(-ago), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
 			Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt of " + key}}}
@@ -148,13 +148,14 @@ func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	// s#unread's lease ended 17 min ago: a record committed up to MaxLease (15 min)
-	// before that could come after it; s#later, committed 17 min ago, waits.
-	if res.Sent != 0 || res.Unsent != 1 || res.Lost != 1 || sender.sent.Load() != 0 {
-		t.Fatalf("sweep: %+v, %d sent; want s#later's outbox left for a later sweep, s#done counted lost", res, sender.sent.Load())
+	// before that could come after it; s#later and s#latest, committed 17 and 16 min
+	// ago, wait, and s#earliest, committed 40 min ago, goes.
+	if res.Sent != 1 || res.Unsent != 2 || res.Lost != 1 || sender.sent.Load() != 1 {
+		t.Fatalf("sweep: %+v, %d sent; want s#earliest's outbox sent, the two after the cut left for a later sweep, s#done counted lost", res, sender.sent.Load())
 	}
 	r.Store = mem // the read works again
-	if res, err := r.Sweep(ctx); err != nil || res.Sent != 2 || sender.sent.Load() != 2 {
-		t.Fatalf("the next sweep: %+v, %v, %d sent; want both outboxes sent", res, err, sender.sent.Load())
+	if res, err := r.Sweep(ctx); err != nil || res.Sent != 3 || sender.sent.Load() != 4 {
+		t.Fatalf("the next sweep: %+v, %v, %d sent in all; want the three outboxes left sent", res, err, sender.sent.Load())
 	}
 }
 
@@ -189,6 +190,95 @@ func TestIncompleteSweepSendsNothing(t *testing.T) {
 	res, err := r.Sweep(ctx)
 	if err == nil || res.Unsent != 1 || res.Sent != 0 || sender.sent.Load() != 0 {
 		t.Fatalf("sweep with shard 1 unlisted: %+v, %v, %d sent; want its error and the outbox of shard 0 left unsent", res, err, sender.sent.Load())
+	}
+}
+
+// TestSweepCountsAFailedSend: a pending outbox whose send fails is counted unsent and
+// stays pending for the next sweep.
+func TestSweepCountsAFailedSend(t *testing.T) {
+	ctx := context.Background()
+	mem := idem.NewMemoryStore()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	rec := &idem.Record{Key: "s#old", Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok", Attempt: 1,
+		LeaseUntil: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour), CreatedAt: now.Add(-3 * time.Hour), ExpiresAt: now.Add(time.Hour),
+		Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt"}}}
+	if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	sender := &failingSender{}
+	res, err := (&idem.Reaper{Store: mem, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
+	if err != nil || res.Sent != 0 || res.Unsent != 1 || sender.calls.Load() != 1 {
+		t.Fatalf("sweep with SQS down: %+v, %v, %d calls; want one unsent", res, err, sender.calls.Load())
+	}
+	if got, err := mem.Get(ctx, "s#old", now); err != nil || len(got.Outbox) != 1 {
+		t.Fatalf("the record after the failed send: %+v, %v; want its outbox still pending", got, err)
+	}
+}
+
+// slowListing is a store whose listings take a while.
+type slowListing struct {
+	idem.Store
+	took time.Duration
+}
+
+func (s *slowListing) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]idem.StaleLease, string, error) {
+	time.Sleep(s.took)
+	return s.Store.Stale(ctx, shard, before, limit, cursor)
+}
+
+// TestSweepStopsAtItsMarginMidPage: a sweep whose listing used up the time before its
+// margin reaps nothing more of the page and says it was truncated.
+func TestSweepStopsAtItsMarginMidPage(t *testing.T) {
+	mem := idem.NewMemoryStore()
+	now := time.Now()
+	rec := &idem.Record{Key: "s#dead", Status: idem.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,
+		LeaseUntil: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)}
+	if _, created, err := mem.Create(context.Background(), rec, now); err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	// 600 ms before the 1 s margin when the sweep starts; the listing takes 900 ms.
+	ctx, cancel := context.WithTimeout(context.Background(), 1600*time.Millisecond)
+	defer cancel()
+	res, err := (&idem.Reaper{Store: &slowListing{Store: mem, took: 900 * time.Millisecond}, Shards: 1, Margin: time.Second}).Sweep(ctx)
+	if err != nil || !res.Truncated || res.Reaped != 0 || res.Scanned != 1 {
+		t.Fatalf("sweep: %+v, %v; want the listed lease left, truncated", res, err)
+	}
+	if got, err := mem.Get(context.Background(), "s#dead", time.Now()); err != nil || got.Status != idem.StatusInProgress {
+		t.Fatalf("the lease after the sweep: %+v, %v; want it left for the next sweep", got, err)
+	}
+}
+
+// gone is a store whose reads of one key find nothing (TTL deleted it after the listing).
+type gone struct {
+	idem.Store
+	key string
+}
+
+func (g *gone) Get(ctx context.Context, key string, now time.Time) (*idem.Record, error) {
+	if key == g.key {
+		return nil, fmt.Errorf("injected: %w", idem.ErrNotFound)
+	}
+	return g.Store.Get(ctx, key, now)
+}
+
+// TestSweepRecordDeletedAfterItsListing: a listed record deleted before the sweep reads
+// it is counted lost and holds back nothing: the outbox after it is sent.
+func TestSweepRecordDeletedAfterItsListing(t *testing.T) {
+	ctx := context.Background()
+	mem := idem.NewMemoryStore()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for key, ago := range map[string]time.Duration{"s#deleted": 50 * time.Minute, "s#pending": 40 * time.Minute} {
+		rec := &idem.Record{Key: key, Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
+			LeaseUntil: now.Add(-ago + time.Minute), UpdatedAt: now.Add(-ago), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
+			Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt of " + key}}}
+		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
+			t.Fatalf("create %s: %v %v", key, created, err)
+		}
+	}
+	sender := &okSender{}
+	res, err := (&idem.Reaper{Store: &gone{Store: mem, key: "s#deleted"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
+	if err != nil || res.Lost != 1 || res.Sent != 1 || res.Unsent != 0 || sender.sent.Load() != 1 {
+		t.Fatalf("sweep: %+v, %v, %d sent; want the deleted record lost and the other's outbox sent", res, err, sender.sent.Load())
 	}
 }
 

@@ -100,6 +100,18 @@ func TestMessageKey(t *testing.T) {
 			want:  "-42",
 		},
 		{
+			name:  "JSON zero and nine, the digits' bounds",
+			msg:   events.SQSMessage{Body: `{"n":0,"m":9}`},
+			field: "n",
+			want:  "0",
+		},
+		{
+			name:  "JSON nine",
+			msg:   events.SQSMessage{Body: `{"n":9}`},
+			field: "n",
+			want:  "9",
+		},
+		{
 			name:   "JSON float is refused",
 			msg:    events.SQSMessage{Body: `{"n":1.5}`},
 			field:  "n",

@@ -456,3 +456,29 @@ func TestRecordSpanWithoutAKey(t *testing.T) {
 		t.Error("a key hash on the span of a message without a key")
 	}
 }
+
+// TestCachedDuplicateSpans: a duplicate answered from the in-process cache still has its
+// acquire span, with the decision cached, or mismatch for another payload.
+func TestCachedDuplicateSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", CacheSize: 10, Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ok := func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{Response: []byte(`"ok"`)}, nil }
+	if _, err := client.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{"a":1}`)}, ok); err != nil {
+		t.Fatal(err)
+	}
+	pk, _ := client.RecordKey("k")
+	for payload, want := range map[string]string{`{"a":1}`: idem.DecisionCached, `{"a":2}`: idem.DecisionMismatch} {
+		exp.Reset()
+		_, _ = client.Do(ctx, &idem.Request{Key: "k", Payload: []byte(payload)}, ok)
+		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
+		if d, r := spanAttr(acquire, idem.AttrDecision), spanAttr(acquire, idem.AttrRecord); d != want || r != idem.RecordTraceID(pk) {
+			t.Errorf("payload %s: decision %q of %q, want %s of %s", payload, d, r, want, idem.RecordTraceID(pk))
+		}
+	}
+}

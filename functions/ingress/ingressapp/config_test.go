@@ -61,6 +61,29 @@ func TestFromEnv(t *testing.T) {
 	if _, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB}); err == nil || !strings.Contains(err.Error(), "clients are required") {
 		t.Errorf("New without SQS: %v, want the clients asked for", err)
 	}
+	noField := cfg
+	noField.KeyRule = idem.KeyRule{Source: idem.KeyFromField}
+	if _, err := ingressapp.New(noField, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS}); err == nil {
+		t.Error("New with a field key rule without its field: no error")
+	}
+	for what, change := range map[string]func(*ingressapp.Config){
+		"no TTL":                func(c *ingressapp.Config) { c.TTL = 0 },
+		"no acceptance window":  func(c *ingressapp.Config) { c.AcceptWindow = 0 },
+		"no body":               func(c *ingressapp.Config) { c.MaxBodyBytes = 0 },
+		"a body past the limit": func(c *ingressapp.Config) { c.MaxBodyBytes = idem.MaxSQSMessageBytes - 8*1024 + 1 },
+		"a static partition key without a sort key": func(c *ingressapp.Config) {
+			c.Layout.Table, c.Layout.SortKey, c.Layout.StaticPartitionKey = c.IdempotencyTable, "", "idempotency"
+		},
+	} {
+		bad := cfg
+		change(&bad)
+		if err := bad.Check(); err == nil {
+			t.Errorf("Check of %s: no error", what)
+		}
+		if _, err := ingressapp.New(bad, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS}); err == nil {
+			t.Errorf("New with %s: no error", what)
+		}
+	}
 	unsigned := cfg
 	unsigned.Keys = nil
 	if _, err := ingressapp.New(unsigned, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS}); err == nil || !strings.Contains(err.Error(), "no stack secret") {

@@ -344,6 +344,7 @@ func TestBadInput(t *testing.T) {
 		{"GET of a malformed key", "GET", "/requests/a%20b", "", "", 400, "a character other than"},
 		{"GET of an unknown key", "GET", "/requests/" + f.key("unknown"), "", "", 404, "no request was accepted"},
 		{"PUT", "PUT", "/requests", f.key("put"), m.Body, 405, "this path takes POST"},
+		{"POST to a key's path", "POST", "/requests/" + f.key("posted"), "", m.Body, 405, "this path takes GET"},
 		{"another path", "GET", "/other", "", "", 404, "no such path"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -366,6 +367,41 @@ func TestBadInput(t *testing.T) {
 	}})
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(resp.Body, `"detail":"no such path"`) {
 		t.Errorf("GET /requests/%%zz: %d %s, want 404, no such path", resp.StatusCode, resp.Body)
+	}
+	// A body the example takes, with a character SQS refuses in a message (U+FFFF is
+	// valid JSON): refused with 400, not sent (SQS would refuse it, for ever). No example
+	// here keeps free text, so one that takes a "note" member stands in.
+	cfg := f.cfg
+	cfg.Example = withFreeText{f.ex}
+	free, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sends := f.sends()
+	resp = free.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: withNote(t, m.Body, "\uffff"),
+		Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): f.key("uffff")}, RequestContext: events.LambdaFunctionURLRequestContext{
+			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
+			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
+		}})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "a character SQS does not take") || f.sends() != sends {
+		t.Errorf("a body with U+FFFF: %d %s, want 400 and nothing sent", resp.StatusCode, resp.Body)
+	}
+	// An event built by hand (not a function URL's: those are in lower case) may name the
+	// header in any case, and its value may carry spaces around the key. A
+	// configuration built by hand may leave the layout's table to IdempotencyTable.
+	cfg = f.cfg
+	cfg.Layout.Table = ""
+	byHand, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
+	if err != nil {
+		t.Fatalf("New with the layout's table left to IdempotencyTable: %v", err)
+	}
+	resp = byHand.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: m.Body,
+		Headers: map[string]string{"Idempotency-Key": "  " + f.key("by-hand") + " "}, RequestContext: events.LambdaFunctionURLRequestContext{
+			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
+			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
+		}})
+	if resp.StatusCode != http.StatusAccepted || resp.Headers["Location"] != ingressapp.RequestsPath+"/"+f.key("by-hand") {
+		t.Errorf("a hand-built event with Idempotency-Key in another case and spaces: %d %v %s, want 202 for the key", resp.StatusCode, resp.Headers, resp.Body)
 	}
 	wantCode(t, "a quoted key (the draft's form)", f.post(t, `"`+f.key("quoted")+`"`, m.Body), http.StatusAccepted)
 	if n := f.sends(); n != 1 {
@@ -630,5 +666,92 @@ func TestKeysThatLookHashed(t *testing.T) {
 	}
 	if !keys[f.scoped(long)] || !keys[f.scoped(lookalike)] {
 		t.Fatalf("input queue holds %d messages with keys %v; want both requests' messages", len(msgs), keys)
+	}
+}
+
+// withNote is body, a JSON object, with one more member "note": note.
+func withNote(t *testing.T, body, note string) string {
+	t.Helper()
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &obj); err != nil {
+		t.Fatal(err)
+	}
+	obj["note"] = json.RawMessage(`"` + note + `"`)
+	b, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// withFreeText is an example that also takes a "note" member of free text, which it
+// leaves out of what its example decodes.
+type withFreeText struct{ example.Example }
+
+func (w withFreeText) Decode(body []byte) (example.Message, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return example.Message{}, err
+	}
+	delete(obj, "note")
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return example.Message{}, err
+	}
+	return w.Example.Decode(b)
+}
+
+// failFirstSend fails the first SendMessage as a lost connection does.
+type failFirstSend struct {
+	ingressapp.SQSAPI
+	once sync.Once
+}
+
+func (f *failFirstSend) SendMessage(ctx context.Context, in *sqs.SendMessageInput, o ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	fail := false
+	f.once.Do(func() { fail = true })
+	if fail {
+		return nil, errors.New("injected: connection reset")
+	}
+	return f.SQSAPI.SendMessage(ctx, in, o...)
+}
+
+// rivalTakeover lets another request take the record over just before this one's
+// takeover reaches the table, as two retries of one key racing do.
+type rivalTakeover struct {
+	ingressapp.DynamoDBAPI
+	once sync.Once
+}
+
+func (r *rivalTakeover) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if strings.Contains(aws.ToString(in.UpdateExpression), "ADD #att") {
+		var err error
+		r.once.Do(func() {
+			_, err = r.DynamoDBAPI.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: in.TableName, Key: in.Key,
+				UpdateExpression: aws.String("SET #tok = :rival"), ExpressionAttributeNames: map[string]string{"#tok": in.ExpressionAttributeNames["#tok"]},
+				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":rival": &ddbtypes.AttributeValueMemberS{Value: "rival"}}})
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r.DynamoDBAPI.UpdateItem(ctx, in, o...)
+}
+
+// TestRetryLosesTheTakeover: a retry of a key whose send failed takes the record over;
+// when another request took it first, the retry is answered 409 (the other is sending),
+// not 503, and sends nothing.
+func TestRetryLosesTheTakeover(t *testing.T) {
+	f := newFixture(t, options{
+		wrapSQS: func(api ingressapp.SQSAPI) ingressapp.SQSAPI { return &failFirstSend{SQSAPI: api} },
+		wrapDDB: func(api ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI { return &rivalTakeover{DynamoDBAPI: api} },
+	})
+	m := f.traffic(t, 1)[0]
+	key := f.key("raced")
+	wantCode(t, "POST whose send fails", f.post(t, key, m.Body), http.StatusServiceUnavailable)
+	sends := f.sends()
+	wantProblem(t, "the retry that loses the takeover", f.post(t, key, m.Body), http.StatusConflict, "still being accepted")
+	if n := f.sends(); n != sends {
+		t.Errorf("%d more sends, want none", n-sends)
 	}
 }

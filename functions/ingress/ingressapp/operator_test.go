@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 )
 
 // TestReadRecord reads the ingress's record of a key as `idemctl inspect` shows it: a
@@ -149,6 +152,14 @@ func TestRequestSpans(t *testing.T) {
 		t.Errorf("POST: span %q, status %v", span.Name, span.Status)
 	}
 
+	wantCode(t, "GET", f.get(t, key), http.StatusOK)
+	span = oneSpan(t, exp)
+	wantAttrs(t, "GET", span, map[string]string{"http.request.method": "GET", "http.route": "GET " + ingressapp.RequestsPath + "/{key}",
+		"http.response.status_code": "200", idem.AttrKeyHash: idem.HashKey(f.scoped(key))})
+	if span.Name != "GET "+ingressapp.RequestsPath+"/{key}" {
+		t.Errorf("GET: span %q", span.Name)
+	}
+
 	r, err := f.do(t, f.http, http.MethodPost, ingressapp.RequestsPath, "", []byte(m.Body))
 	if err != nil {
 		t.Fatal(err)
@@ -225,5 +236,88 @@ func TestRequestMetrics(t *testing.T) {
 	}
 	if d, _ := durations[0].(float64); d <= 0 || d > waited {
 		t.Errorf("%s = %v ms, want more than 0 and at most the %.3f ms the client waited", ingressapp.MetricDuration, d, waited)
+	}
+}
+
+// gatedWriter holds its first write until gate is closed, and counts writes that
+// overlap another.
+type gatedWriter struct {
+	gate, entered chan struct{}
+	first         sync.Once
+	inflight      atomic.Int32
+	overlaps      atomic.Int32
+}
+
+func (w *gatedWriter) Write(p []byte) (int, error) {
+	if w.inflight.Add(1) > 1 {
+		w.overlaps.Add(1)
+	}
+	defer w.inflight.Add(-1)
+	w.first.Do(func() {
+		close(w.entered)
+		<-w.gate
+	})
+	return len(p), nil
+}
+
+// TestConcurrentRequestsWriteWholeLines: requests served at once by one ingress
+// (idemctl serve) write their metrics one after another, never into each other: while
+// one request's metrics are being written, another's wait.
+func TestConcurrentRequestsWriteWholeLines(t *testing.T) {
+	f := newFixture(t, options{})
+	metrics := &gatedWriter{gate: make(chan struct{}), entered: make(chan struct{})}
+	app, err := ingressapp.New(f.cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := app.Handler()
+	// No route: answered without a call to AWS, logged and counted.
+	call := func() {
+		_, _ = h(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: "/nowhere", RequestContext: events.LambdaFunctionURLRequestContext{
+			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodGet, Path: "/nowhere"},
+			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
+		}})
+	}
+	var wg sync.WaitGroup
+	wg.Go(call)
+	<-metrics.entered // the first request is writing its metrics
+	wg.Go(call)
+	time.Sleep(200 * time.Millisecond) // the second request's write, if it does not wait
+	close(metrics.gate)
+	wg.Wait()
+	if n := metrics.overlaps.Load(); n != 0 {
+		t.Errorf("%d metric writes overlapped another, want none", n)
+	}
+}
+
+// TestSendingWindowEndsAtTheDeadline: a request's sending window ends at its
+// invocation's deadline when that comes before ACCEPT_WINDOW: Lambda stops the sender
+// there, and a retry may take over from then.
+func TestSendingWindowEndsAtTheDeadline(t *testing.T) {
+	f := newFixture(t, options{env: map[string]string{"ACCEPT_WINDOW": "10s"}})
+	var failed sync.Once
+	app, err := ingressapp.New(f.cfg, ingressapp.Deps{DynamoDB: &failMark{DynamoDBAPI: f.st.DynamoDB, once: &failed}, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.traffic(t, 1)[0]
+	key := f.key("deadline")
+	deadline := time.Now().Add(4 * time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	resp := app.Handle(ctx, ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: m.Body,
+		Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): key}, RequestContext: events.LambdaFunctionURLRequestContext{
+			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
+			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
+		}})
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("POST whose mark fails: %d %s", resp.StatusCode, resp.Body)
+	}
+	v, err := ingressapp.ReadRecord(context.Background(), f.st.DynamoDB, f.env["INGRESS_TABLE"], f.env["IDEMPOTENCY_SCOPE"], f.scoped(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.SendingUntil == nil || v.SendingUntil.After(deadline) || v.SendingUntil.Before(deadline.Add(-time.Second)) {
+		t.Errorf("the window ends %v, want at the deadline %v (ACCEPT_WINDOW is 10 s)", v.SendingUntil, deadline)
 	}
 }

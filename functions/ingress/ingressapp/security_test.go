@@ -220,6 +220,7 @@ func TestAccountScopeNeedsTheAccount(t *testing.T) {
 		caller: &ingressapp.IAMCaller{UserARN: "arn:aws:iam::111122223333:user/ci", CallerID: "AIDAUSER"}})
 	m := f.traffic(t, 1)[0]
 	wantCode(t, "POST without an account", f.post(t, f.key("no-account"), m.Body), http.StatusForbidden)
+	wantCode(t, "GET without an account", f.get(t, f.key("no-account")), http.StatusForbidden)
 	if n := f.sends(); n != 0 {
 		t.Errorf("%d sends, want none", n)
 	}

@@ -1,0 +1,74 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// TestResultShapesRefused: a result whose Guarded or HomeGuard cannot be kept is refused
+// for good before anything is committed, and the handler's writes are not applied.
+func TestResultShapesRefused(t *testing.T) {
+	put := types.TransactWriteItem{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "x"}}}}
+	del := types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String("t"), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "x"}}}}
+	msg := idem.Message{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}
+	for name, res := range map[string]idem.Result{
+		"Guarded with a write":                {Guarded: true, Writes: []types.TransactWriteItem{put}},
+		"Guarded with a message":              {Guarded: true, Messages: []idem.Message{msg}},
+		"HomeGuard without Guards":            {HomeGuard: true, HomeKey: "k", Writes: []types.TransactWriteItem{put}},
+		"HomeGuard past the writes":           {HomeGuard: true, HomeKey: "k", Guards: []int{1}, Writes: []types.TransactWriteItem{put}},
+		"HomeGuard before the writes":         {HomeGuard: true, HomeKey: "k", Guards: []int{-1}, Writes: []types.TransactWriteItem{put}},
+		"HomeGuard on a write that is no Put": {HomeGuard: true, HomeKey: "k", Guards: []int{0}, Writes: []types.TransactWriteItem{del}},
+	} {
+		mem := idem.NewMemoryStore()
+		c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Do(context.Background(), &idem.Request{Key: "k", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+			return res, nil
+		})
+		if err == nil || !idem.IsPermanent(err) || len(mem.Committed()) != 0 {
+			t.Errorf("%s: %v, %d transactions; want a permanent error and nothing committed", name, err, len(mem.Committed()))
+		}
+	}
+}
+
+// opsFail is a store whose Retry and Reap fail as a changed record makes them fail.
+type opsFail struct{ idem.Store }
+
+func (opsFail) Retry(context.Context, string, string, string, time.Time) error {
+	return fmt.Errorf("injected: %w", idem.ErrLeaseLost)
+}
+
+func (opsFail) Reap(context.Context, idem.StaleLease, string, time.Time) error {
+	return fmt.Errorf("injected: %w", idem.ErrLeaseLost)
+}
+
+// TestUnlockReportsItsErrors: Unlock of a key with no record, and Unlocks whose fenced
+// write loses to a change, return the store's error.
+func TestUnlockReportsItsErrors(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mem := idem.NewMemoryStore()
+	if _, err := idem.Unlock(ctx, mem, "s#none", "operator", now); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Unlock of a key with no record: %v, want ErrNotFound", err)
+	}
+	for key, status := range map[string]idem.Status{"s#held": idem.StatusInProgress, "s#failed": idem.StatusFailed} {
+		rec := &idem.Record{Key: key, Status: status, LeaseToken: "tok", LeaseUntil: now.Add(time.Minute), Attempt: 1, CreatedAt: now, UpdatedAt: now,
+			ExpiresAt: now.Add(time.Hour), Inflight: "0"}
+		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
+			t.Fatalf("create %s: %v %v", key, created, err)
+		}
+		if _, err := idem.Unlock(ctx, opsFail{mem}, key, "operator", now); !errors.Is(err, idem.ErrLeaseLost) {
+			t.Errorf("Unlock of a %s record whose write loses: %v, want ErrLeaseLost", status, err)
+		}
+	}
+}
