@@ -165,7 +165,7 @@ func TestDeliverSplitsRequestsAt256KiB(t *testing.T) {
 			return idem.Message{QueueURL: out, Body: strings.Repeat("y", size-overhead), GroupID: "g", Attributes: map[string]string{idem.KeyAttribute: key}}
 		}
 		for name, msgs := range map[string][]idem.Message{
-			"two halves": {exact("half-a", idem.MaxOutboundMessageBytes/2), exact("half-b", idem.MaxOutboundMessageBytes/2)},
+			"two halves":  {exact("half-a", idem.MaxOutboundMessageBytes/2), exact("half-b", idem.MaxOutboundMessageBytes/2)},
 			"the largest": {exact("largest", idem.MaxOutboundMessageBytes)},
 		} {
 			counted.n.Store(0)

@@ -191,7 +191,9 @@ func TestPayloadFieldsAreCopied(t *testing.T) {
 		t.Fatal(err)
 	}
 	fields[0] = "note"
-	ok := func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{Response: []byte("ok")}, nil }
+	ok := func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte("ok")}, nil
+	}
 	if _, err := c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{"amount":1,"note":"a"}`)}, ok); err != nil {
 		t.Fatal(err)
 	}

@@ -468,7 +468,9 @@ func TestCachedDuplicateSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ok := func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{Response: []byte(`"ok"`)}, nil }
+	ok := func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte(`"ok"`)}, nil
+	}
 	if _, err := client.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{"a":1}`)}, ok); err != nil {
 		t.Fatal(err)
 	}
