@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -26,9 +28,10 @@ func TestResultShapesRefused(t *testing.T) {
 		"HomeGuard past the writes":           {HomeGuard: true, HomeKey: "k", Guards: []int{1}, Writes: []types.TransactWriteItem{put}},
 		"HomeGuard before the writes":         {HomeGuard: true, HomeKey: "k", Guards: []int{-1}, Writes: []types.TransactWriteItem{put}},
 		"HomeGuard on a write that is no Put": {HomeGuard: true, HomeKey: "k", Guards: []int{0}, Writes: []types.TransactWriteItem{del}},
+		"messages without a Sender":           {Writes: []types.TransactWriteItem{put}, Messages: []idem.Message{msg}},
 	} {
 		mem := idem.NewMemoryStore()
-		c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
+		c, err := idem.New(idem.Config{Store: mem, Scope: "s"}) // no Sender
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,4 +74,31 @@ func TestUnlockReportsItsErrors(t *testing.T) {
 			t.Errorf("Unlock of a %s record whose write loses: %v, want ErrLeaseLost", status, err)
 		}
 	}
+}
+
+// TestCommitWithEverythingCompressed: a FIFO delivery's commit whose response and outbox
+// are both large enough to be stored compressed sets every attribute it writes and
+// removes none: DynamoDB takes the update (an empty REMOVE clause is a syntax error).
+func TestCommitWithEverythingCompressed(t *testing.T) {
+	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &okSender{} })
+		text := strings.Repeat("all work and no play ", 200) // 4 KiB, compressible
+		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Response: []byte(text), Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/out.fifo", Body: text, GroupID: "g"}}}, nil
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := bp.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "compressed", `{}`)}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("batch: %+v, %v; want the record applied", resp, err)
+		}
+		if rec := e.record(t, c, "compressed"); rec.Status != idem.StatusCompleted || string(rec.Response) != text {
+			t.Fatalf("record: %s, response of %d bytes", rec.Status, len(rec.Response))
+		}
+	})
 }

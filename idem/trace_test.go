@@ -249,6 +249,9 @@ func TestRecordSpans(t *testing.T) {
 		t.Fatalf("%d outbound entries", len(tr.out.entries))
 	}
 	e := tr.out.entries[0]
+	if _, ok := e.MessageAttributes[idem.KeyAttribute]; !ok {
+		t.Errorf("the outbound message lost its %s attribute beside the traceparent: %v", idem.KeyAttribute, e.MessageAttributes)
+	}
 	tp := aws.ToString(e.MessageAttributes[idem.TraceParentAttribute].StringValue)
 	if want := fmt.Sprintf("00-%s-%s-01", send.SpanContext.TraceID(), send.SpanContext.SpanID()); tp != want {
 		t.Errorf("outbound traceparent %q, want %q", tp, want)

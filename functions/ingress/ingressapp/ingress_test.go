@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -269,7 +270,12 @@ func TestSentButNotMarked(t *testing.T) {
 	}})
 	m := f.traffic(t, 1)[0]
 	key := f.key("unmarked")
-	wantCode(t, "POST whose mark fails", f.post(t, key, m.Body), http.StatusServiceUnavailable)
+	first := f.post(t, key, m.Body)
+	wantCode(t, "POST whose mark fails", first, http.StatusServiceUnavailable)
+	// Retry-After is what is left of the window: a retry sooner would be answered 409.
+	if ra, err := strconv.Atoi(first.header.Get("Retry-After")); err != nil || ra < 2 || ra > 3 {
+		t.Errorf("Retry-After %q after the mark failed, want the 3 s window's rest (2 or 3)", first.header.Get("Retry-After"))
+	}
 	r := f.post(t, key, m.Body)
 	wantProblem(t, "a retry inside the window", r, http.StatusConflict, "still being accepted")
 	time.Sleep(window + 100*time.Millisecond)
@@ -385,6 +391,32 @@ func TestBadInput(t *testing.T) {
 		}})
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "a character SQS does not take") || f.sends() != sends {
 		t.Errorf("a body with U+FFFF: %d %s, want 400 and nothing sent", resp.StatusCode, resp.Body)
+	}
+	// A body the function URL hands over base64-encoded: taken at the size limit exactly
+	// (its encoded length overstates it by up to 2 bytes), refused when it does not
+	// decode.
+	cfg = f.cfg
+	cfg.MaxBodyBytes = len(m.Body)
+	exact, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range map[string]struct {
+		body string
+		code int
+		part string
+	}{
+		"at the limit":      {base64.StdEncoding.EncodeToString([]byte(m.Body)), http.StatusAccepted, ""},
+		"that is no base64": {"!!not base64!!", http.StatusBadRequest, "does not decode"},
+	} {
+		resp := exact.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: c.body, IsBase64Encoded: true,
+			Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): f.key("b64-" + strings.ReplaceAll(what, " ", "-"))}, RequestContext: events.LambdaFunctionURLRequestContext{
+				HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
+				Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
+			}})
+		if resp.StatusCode != c.code || !strings.Contains(resp.Body, c.part) {
+			t.Errorf("a base64 body %s: %d %s, want %d %q", what, resp.StatusCode, resp.Body, c.code, c.part)
+		}
 	}
 	// An event built by hand (not a function URL's: those are in lower case) may name the
 	// header in any case, and its value may carry spaces around the key. A
@@ -753,5 +785,45 @@ func TestRetryLosesTheTakeover(t *testing.T) {
 	wantProblem(t, "the retry that loses the takeover", f.post(t, key, m.Body), http.StatusConflict, "still being accepted")
 	if n := f.sends(); n != sends {
 		t.Errorf("%d more sends, want none", n-sends)
+	}
+}
+
+// failConsumerReads fails every read of the consumer's table.
+type failConsumerReads struct {
+	ingressapp.DynamoDBAPI
+	table *string // read at each call: the fixture names the table after it wraps the client
+}
+
+func (f *failConsumerReads) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if aws.ToString(in.TableName) == *f.table {
+		return nil, errors.New("injected: the consumer's table did not answer")
+	}
+	return f.DynamoDBAPI.GetItem(ctx, in, o...)
+}
+
+// TestReplayWithTheConsumersTableDown: a retry of a queued request whose consumer record
+// cannot be read is answered 503, not a status read from nothing.
+func TestReplayWithTheConsumersTableDown(t *testing.T) {
+	var table string
+	f := newFixture(t, options{wrapDDB: func(api ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI {
+		return &failConsumerReads{DynamoDBAPI: api, table: &table}
+	}})
+	m := f.traffic(t, 1)[0]
+	key := f.key("replayed")
+	table = f.env["IDEMPOTENCY_TABLE"]
+	wantCode(t, "POST", f.post(t, key, m.Body), http.StatusAccepted)
+	wantCode(t, "a retry", f.post(t, key, m.Body), http.StatusServiceUnavailable)
+	wantCode(t, "GET", f.get(t, key), http.StatusServiceUnavailable)
+}
+
+// TestConsumerCannotKeyTheMessage: with the consumer keying messages by a body field
+// the example's bodies do not have, the ingress refuses each POST with 400 and sends
+// nothing: the consumer would dead-letter it.
+func TestConsumerCannotKeyTheMessage(t *testing.T) {
+	f := newFixture(t, options{env: map[string]string{"KEY_SOURCE": "field", "KEY_FIELD": "no_such_field"}})
+	m := f.traffic(t, 1)[0]
+	wantProblem(t, "POST", f.post(t, f.key("unkeyed"), m.Body), http.StatusBadRequest, "the consumer could not key this message")
+	if n := f.sends(); n != 0 {
+		t.Errorf("%d sends, want none", n)
 	}
 }

@@ -26,10 +26,15 @@ func TestValidKey(t *testing.T) {
 		"8e03978e-40d5-43e8-bc93-6894a57f9324": true, "payment:pay-1": true, "a.b_c~d@e+f=g": true,
 		strings.Repeat("k", MaxKeyLength): true, strings.Repeat("k", MaxKeyLength+1): false,
 		"": false, "a b": false, "a,b": false, "a/b": false, "a%20b": false, `"a"`: false, "é": false, "a?b": false, "a#b": false,
+		// The bounds of each range, and the characters just past them.
+		"azAZ09": true, "`": false, "{": false, "[": false, "/": false, ";": false,
 	} {
 		if err := ValidKey(key); (err == nil) != ok {
 			t.Errorf("%q: %v, want ok=%v", key, err, ok)
 		}
+	}
+	if err := ValidKey("ab/c"); err == nil || !strings.HasSuffix(err.Error(), "at position 3") {
+		t.Errorf("ab/c: %v, want the position of / (3)", err)
 	}
 }
 
