@@ -255,6 +255,16 @@ func TestModesPermanentCommitErrorIsAPermanentError(t *testing.T) {
 		if e.ddb != nil && e.bizCount(t, "many-0") != 0 {
 			t.Fatal("a write of the refused commit landed")
 		}
+		// MaxWrites exactly: with the record, DynamoDB's 100 actions, committed.
+		if _, err := c.Do(context.Background(), req("most", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			writes := make([]types.TransactWriteItem, idem.MaxWrites)
+			for i := range writes {
+				writes[i] = e.bizWrite(fmt.Sprint("most-", i))
+			}
+			return idem.Result{Writes: writes}, nil
+		}); err != nil {
+			t.Fatalf("%d writes: %v, want them committed", idem.MaxWrites, err)
+		}
 	})
 }
 
