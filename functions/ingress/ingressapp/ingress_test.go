@@ -402,14 +402,16 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for what, c := range map[string]struct {
-		body string
-		code int
-		part string
+		body   string
+		base64 bool
+		code   int
+		part   string
 	}{
-		"at the limit":      {base64.StdEncoding.EncodeToString([]byte(m.Body)), http.StatusAccepted, ""},
-		"that is no base64": {"!!not base64!!", http.StatusBadRequest, "does not decode"},
+		"at the limit":       {base64.StdEncoding.EncodeToString([]byte(m.Body)), true, http.StatusAccepted, ""},
+		"that is no base64":  {"!!not base64!!", true, http.StatusBadRequest, "does not decode"},
+		"plain at the limit": {m.Body, false, http.StatusAccepted, ""},
 	} {
-		resp := exact.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: c.body, IsBase64Encoded: true,
+		resp := exact.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: c.body, IsBase64Encoded: c.base64,
 			Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): f.key("b64-" + strings.ReplaceAll(what, " ", "-"))}, RequestContext: events.LambdaFunctionURLRequestContext{
 				HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
 				Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
@@ -814,6 +816,9 @@ func TestReplayWithTheConsumersTableDown(t *testing.T) {
 	wantCode(t, "POST", f.post(t, key, m.Body), http.StatusAccepted)
 	wantCode(t, "a retry", f.post(t, key, m.Body), http.StatusServiceUnavailable)
 	wantCode(t, "GET", f.get(t, key), http.StatusServiceUnavailable)
+	// The ingress's own table down: a GET is answered 503, not 404.
+	table = f.env["INGRESS_TABLE"]
+	wantCode(t, "GET with the ingress's table down", f.get(t, key), http.StatusServiceUnavailable)
 }
 
 // TestConsumerCannotKeyTheMessage: with the consumer keying messages by a body field
