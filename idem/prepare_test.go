@@ -102,3 +102,88 @@ func TestCommitWithEverythingCompressed(t *testing.T) {
 		}
 	})
 }
+
+// takeoverFails is a store whose takeovers fail with err.
+type takeoverFails struct {
+	idem.Store
+	err error
+}
+
+func (s takeoverFails) Takeover(context.Context, *idem.Record, idem.Lease, time.Time, time.Time) (*idem.Record, error) {
+	return nil, s.err
+}
+
+// TestTakeoverOutcomes: a takeover another holder won first is ErrInProgress (retry
+// later, see their outcome); another failure of the takeover is the store's error; a
+// record of a status the middleware does not know is refused; in none does the handler
+// run. A takeover that wins keeps the lease end the store holds, to the millisecond.
+func TestTakeoverOutcomes(t *testing.T) {
+	ctx := context.Background()
+	failing := func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{}, errors.New("transient")
+	}
+	for name, c := range map[string]struct {
+		status idem.Status
+		store  func(idem.Store) idem.Store
+		want   func(error) bool
+	}{
+		"lost the race": {idem.StatusFailed, func(s idem.Store) idem.Store { return takeoverFails{s, fmt.Errorf("injected: %w", idem.ErrLeaseLost)} },
+			func(err error) bool { return errors.Is(err, idem.ErrInProgress) }},
+		"the store down": {idem.StatusFailed, func(s idem.Store) idem.Store { return takeoverFails{s, errors.New("injected: store down")} },
+			func(err error) bool {
+				return err != nil && !errors.Is(err, idem.ErrInProgress) && strings.Contains(err.Error(), "store down")
+			}},
+		"an unknown status": {"BOGUS", func(s idem.Store) idem.Store { return s },
+			func(err error) bool { return err != nil && strings.Contains(err.Error(), "unknown status") }},
+	} {
+		mem := idem.NewMemoryStore()
+		first, err := idem.New(idem.Config{Store: mem, Scope: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, failing); err == nil {
+			t.Fatal("the first attempt: no error")
+		}
+		if c.status != idem.StatusFailed { // rewrite the record's status
+			rec, _ := mem.Get(ctx, "s#k", time.Now())
+			rec.Status = c.status
+			mem.Forget("s#k")
+			if _, _, err := mem.Create(ctx, rec, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		second, err := idem.New(idem.Config{Store: c.store(mem), Scope: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := false
+		_, err = second.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
+			ran = true
+			return idem.Result{}, nil
+		})
+		if !c.want(err) || ran {
+			t.Errorf("%s: %v, handler ran %v", name, err, ran)
+		}
+	}
+
+	mem := idem.NewMemoryStore()
+	c, err := idem.New(idem.Config{Store: mem, Scope: "s"}) // the real clock: nanoseconds
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, failing); err == nil {
+		t.Fatal("the first attempt: no error")
+	}
+	if _, err := c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+		rec, err := mem.Get(ctx, r.Attempt.RecordKey(), time.Now())
+		if err != nil {
+			return idem.Result{}, err
+		}
+		if r.Attempt.Number() != 2 || !r.Attempt.LeaseUntil().Equal(rec.LeaseUntil) {
+			t.Errorf("attempt %d holds its lease until %v, the store until %v", r.Attempt.Number(), r.Attempt.LeaseUntil(), rec.LeaseUntil)
+		}
+		return idem.Result{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

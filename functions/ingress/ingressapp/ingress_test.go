@@ -392,6 +392,19 @@ func TestBadInput(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "a character SQS does not take") || f.sends() != sends {
 		t.Errorf("a body with U+FFFF: %d %s, want 400 and nothing sent", resp.StatusCode, resp.Body)
 	}
+	// The same with a byte that is not UTF-8 (Go's JSON decoder takes it).
+	resp = free.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: withNote(t, m.Body, "\xff"),
+		Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): f.key("xff")}, RequestContext: events.LambdaFunctionURLRequestContext{
+			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
+			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
+		}})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "not valid UTF-8") || f.sends() != sends {
+		t.Errorf("a body with the byte 0xff: %d %s, want 400 and nothing sent", resp.StatusCode, resp.Body)
+	}
+	// An event that is not a function URL's JSON is the invocation's error.
+	if _, err := free.Invoke(context.Background(), []byte("not an event")); err == nil {
+		t.Error("Invoke of a payload that is not JSON: no error")
+	}
 	// A body the function URL hands over base64-encoded: taken at the size limit exactly
 	// (its encoded length overstates it by up to 2 bytes), refused when it does not
 	// decode.
