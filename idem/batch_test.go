@@ -751,3 +751,28 @@ func TestBatchOnADoneContextRunsNothing(t *testing.T) {
 type canceledNotDone struct{ context.Context }
 
 func (canceledNotDone) Err() error { return context.Canceled }
+
+// TestBatchReportsAMessageIDOnce: SQS may hand a batch the same message twice; when both
+// fail, its id is reported once.
+func TestBatchReportsAMessageIDOnce(t *testing.T) {
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{}, errors.New("transient")
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := keyedFIFORecord("m-1", "", "k-1", `{}`)
+	delete(rec.Attributes, "MessageGroupId")
+	resp, err := bp.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec, rec}})
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m-1" {
+		t.Fatalf("a message twice in a failed batch: %+v, %v; want its id once", resp, err)
+	}
+}

@@ -207,6 +207,18 @@ func TestOversizeMessageAloneIsNotSentTwice(t *testing.T) {
 			t.Errorf("%d send requests, want 1", n)
 		}
 		checkDeadOutbound(t, client, dlq, out, big)
+		// Without a dead-letter queue for outbound messages, the message stays pending,
+		// and the error says why.
+		bare := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = client })
+		_, err := bare.Do(ctx, req("big-no-dlq", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{{QueueURL: out, Body: big, GroupID: "g"}}}, nil
+		})
+		if err == nil || !strings.Contains(err.Error(), "no dead-letter queue for outbound messages") {
+			t.Errorf("an oversize message without an outbound dead-letter queue: %v", err)
+		}
+		if rec := e.record(t, bare, "big-no-dlq"); len(rec.Outbox) != 1 {
+			t.Errorf("its record holds %d pending messages, want 1", len(rec.Outbox))
+		}
 	})
 }
 

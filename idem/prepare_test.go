@@ -171,19 +171,40 @@ func TestTakeoverOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sameLease := func(want int) idem.HandlerFunc {
+		return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			rec, err := mem.Get(ctx, r.Attempt.RecordKey(), time.Now())
+			if err != nil {
+				return idem.Result{}, err
+			}
+			if r.Attempt.Number() != want || !r.Attempt.LeaseUntil().Equal(rec.LeaseUntil) {
+				t.Errorf("attempt %d holds its lease until %v, the store until %v", r.Attempt.Number(), r.Attempt.LeaseUntil(), rec.LeaseUntil)
+			}
+			return idem.Result{}, nil
+		}
+	}
+	if _, err := c.Do(ctx, &idem.Request{Key: "first", Payload: []byte(`{}`)}, sameLease(1)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, failing); err == nil {
 		t.Fatal("the first attempt: no error")
 	}
-	if _, err := c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, func(ctx context.Context, r *idem.Request) (idem.Result, error) {
-		rec, err := mem.Get(ctx, r.Attempt.RecordKey(), time.Now())
-		if err != nil {
-			return idem.Result{}, err
-		}
-		if r.Attempt.Number() != 2 || !r.Attempt.LeaseUntil().Equal(rec.LeaseUntil) {
-			t.Errorf("attempt %d holds its lease until %v, the store until %v", r.Attempt.Number(), r.Attempt.LeaseUntil(), rec.LeaseUntil)
-		}
-		return idem.Result{}, nil
-	}); err != nil {
+	if _, err := c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, sameLease(2)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHomeGuardOnAnotherTable: a HomeGuard whose guard Put goes to another table than
+// the record's cannot be folded into the record: DynamoStore refuses it for good, and
+// nothing is committed.
+func TestHomeGuardOnAnotherTable(t *testing.T) {
+	e := newDynamoEnv(t)
+	c := e.client(t)
+	guard := types.TransactWriteItem{Put: &types.Put{TableName: aws.String(e.bizTable), Item: e.bizItem("elsewhere", nil)}}
+	_, err := c.Do(context.Background(), req("elsewhere", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{HomeGuard: true, HomeKey: "elsewhere", Guards: []int{0}, Writes: []types.TransactWriteItem{guard}}, nil
+	})
+	if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || e.bizCount(t, "elsewhere") != 0 {
+		t.Fatalf("a home guard on the business table: %v; want a permanent ErrInvalidRequest and nothing written", err)
 	}
 }

@@ -359,6 +359,11 @@ func TestBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantProblem(t, c.name, r, c.code, c.part)
+			if c.code == http.StatusMethodNotAllowed {
+				if allow, want := r.header.Get("Allow"), strings.TrimPrefix(c.part, "this path takes "); allow != want {
+					t.Errorf("%s: Allow %q, want %q", c.name, allow, want)
+				}
+			}
 		})
 	}
 	// A path that does not unescape, as a function URL may hand it over (Go's HTTP client
@@ -843,5 +848,37 @@ func TestConsumerCannotKeyTheMessage(t *testing.T) {
 	wantProblem(t, "POST", f.post(t, f.key("unkeyed"), m.Body), http.StatusBadRequest, "the consumer could not key this message")
 	if n := f.sends(); n != 0 {
 		t.Errorf("%d sends, want none", n)
+	}
+}
+
+// lostCreate applies the first conditional put of the ingress's records and loses its
+// answer.
+type lostCreate struct {
+	ingressapp.DynamoDBAPI
+	once sync.Once
+}
+
+func (l *lostCreate) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := l.DynamoDBAPI.PutItem(ctx, in, o...)
+	lost := false
+	l.once.Do(func() { lost = err == nil })
+	if lost {
+		return nil, errors.New("injected: the answer was lost")
+	}
+	return out, err
+}
+
+// TestCreateWhoseAnswerWasLost: a first request whose record was written but whose answer
+// was lost is answered 503; it releases the record at once, so a retry sends the message
+// now rather than after the acceptance window.
+func TestCreateWhoseAnswerWasLost(t *testing.T) {
+	f := newFixture(t, options{env: map[string]string{"ACCEPT_WINDOW": "30s"},
+		wrapDDB: func(api ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI { return &lostCreate{DynamoDBAPI: api} }})
+	m := f.traffic(t, 1)[0]
+	key := f.key("lost-create")
+	wantCode(t, "POST whose record's answer is lost", f.post(t, key, m.Body), http.StatusServiceUnavailable)
+	wantCode(t, "the retry", f.post(t, key, m.Body), http.StatusAccepted)
+	if n := f.sends(); n != 1 {
+		t.Errorf("%d sends, want 1", n)
 	}
 }
