@@ -487,3 +487,31 @@ func TestCachedDuplicateSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordSpanWithoutAnOutbox: a traced batch whose processor has no outbox (its
+// handler sends nothing) still ends each record's span, with the record's outcome.
+func TestRecordSpanWithoutAnOutbox(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte(`"ok"`)}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "g", "k-1", `{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := spanAttr(one(t, exp.GetSpans(), idem.SpanProcess), "idem.batch_outcome"); got != "ok" {
+		t.Errorf("the record's span: batch outcome %q, want ok", got)
+	}
+}

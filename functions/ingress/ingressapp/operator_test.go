@@ -205,7 +205,7 @@ func wantAttrs(t *testing.T, what string, span tracetest.SpanStub, want map[stri
 	t.Helper()
 	got := map[string]string{}
 	for _, kv := range span.Attributes {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range want {
 		if got[k] != v {
