@@ -119,6 +119,19 @@ func (u *unreadable) Get(ctx context.Context, key string, now time.Time) (*idem.
 	return u.Store.Get(ctx, key, now)
 }
 
+// pendingOutbox writes a COMPLETED record of key, committed ago before now (its lease
+// ended a minute later), still in the in-flight index with one outbound message pending:
+// what a crash between the commit and the send leaves.
+func pendingOutbox(t *testing.T, mem *idem.MemoryStore, key string, now time.Time, ago time.Duration) {
+	t.Helper()
+	rec := &idem.Record{Key: key, Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
+		LeaseUntil: now.Add(-ago + time.Minute), UpdatedAt: now.Add(-ago), CreatedAt: now.Add(-ago - time.Minute), ExpiresAt: now.Add(time.Hour),
+		Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt of " + key}}}
+	if _, created, err := mem.Create(context.Background(), rec, now); err != nil || !created {
+		t.Fatalf("create %s: created=%v err=%v", key, created, err)
+	}
+}
+
 // TestReaperCutBeforeAnUnreadRecord: a listed record the sweep could not read may have
 // been committed before any record committed after its lease end less MaxLease: those
 // records' outboxes wait for a later sweep (FIFO order), though their commits are past
@@ -128,12 +141,7 @@ func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 	mem := idem.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	for key, ago := range map[string]time.Duration{"s#earliest": 40 * time.Minute, "s#unread": 18 * time.Minute, "s#later": 17 * time.Minute, "s#latest": 16 * time.Minute} {
-		rec := &idem.Record{Key: key, Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
-			LeaseUntil: now.Add(-ago + time.Minute), UpdatedAt: now.Add(-ago), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
-			Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt of " + key}}}
-		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
-			t.Fatalf("create %s: %v %v", key, created, err)
-		}
+		pendingOutbox(t, mem, key, now, ago)
 	}
 	// Listed, not reapable, with nothing to send: its lease was lost to a commit.
 	done := &idem.Record{Key: "s#done", Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-done", Attempt: 1,
@@ -179,12 +187,7 @@ func TestIncompleteSweepSendsNothing(t *testing.T) {
 	ctx := context.Background()
 	mem := idem.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	rec := &idem.Record{Key: "s#old", Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok", Attempt: 1,
-		LeaseUntil: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour), CreatedAt: now.Add(-3 * time.Hour), ExpiresAt: now.Add(time.Hour),
-		Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt"}}}
-	if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
-		t.Fatalf("create: %v %v", created, err)
-	}
+	pendingOutbox(t, mem, "s#old", now, 2*time.Hour)
 	sender := &okSender{}
 	r := &idem.Reaper{Store: &staleFails{Store: mem, shard: "1"}, Shards: 2, Clock: func() time.Time { return now }, Sender: sender}
 	res, err := r.Sweep(ctx)
@@ -199,12 +202,7 @@ func TestSweepCountsAFailedSend(t *testing.T) {
 	ctx := context.Background()
 	mem := idem.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	rec := &idem.Record{Key: "s#old", Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok", Attempt: 1,
-		LeaseUntil: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour), CreatedAt: now.Add(-3 * time.Hour), ExpiresAt: now.Add(time.Hour),
-		Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt"}}}
-	if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
-		t.Fatalf("create: %v %v", created, err)
-	}
+	pendingOutbox(t, mem, "s#old", now, 2*time.Hour)
 	sender := &failingSender{}
 	res, err := (&idem.Reaper{Store: mem, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
 	if err != nil || res.Sent != 0 || res.Unsent != 1 || sender.calls.Load() != 1 {
@@ -268,12 +266,7 @@ func TestSweepRecordDeletedAfterItsListing(t *testing.T) {
 	mem := idem.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	for key, ago := range map[string]time.Duration{"s#deleted": 50 * time.Minute, "s#pending": 40 * time.Minute} {
-		rec := &idem.Record{Key: key, Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
-			LeaseUntil: now.Add(-ago + time.Minute), UpdatedAt: now.Add(-ago), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
-			Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt of " + key}}}
-		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
-			t.Fatalf("create %s: %v %v", key, created, err)
-		}
+		pendingOutbox(t, mem, key, now, ago)
 	}
 	sender := &okSender{}
 	res, err := (&idem.Reaper{Store: &gone{Store: mem, key: "s#deleted"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)

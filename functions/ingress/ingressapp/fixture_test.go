@@ -441,3 +441,17 @@ func (b *beforeCommit) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemIn
 	}
 	return b.DynamoDBAPI.UpdateItem(ctx, in, o...)
 }
+
+// event is a function URL event of the fixture's default caller: method on path, with
+// headers (nil: none) and body.
+func event(method, path string, headers map[string]string, body string) ingressapp.LambdaFunctionURLRequest {
+	return ingressapp.LambdaFunctionURLRequest{RawPath: path, Body: body, Headers: headers, RequestContext: events.LambdaFunctionURLRequestContext{
+		HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: method, Path: path},
+		Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
+	}}
+}
+
+// postEvent is the event of a POST /requests of body under key.
+func postEvent(key, body string) ingressapp.LambdaFunctionURLRequest {
+	return event(http.MethodPost, ingressapp.RequestsPath, map[string]string{strings.ToLower(ingressapp.KeyHeader): key}, body)
+}

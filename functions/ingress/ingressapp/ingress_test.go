@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -29,7 +28,6 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
-	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 )
 
 // TestAcceptedRequestIsConsumedOnce carries a request from POST to its completed status
@@ -372,10 +370,7 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := app.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: "/requests/%zz", RequestContext: events.LambdaFunctionURLRequestContext{
-		HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodGet, Path: "/requests/%zz"},
-		Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
-	}})
+	resp := app.Handle(context.Background(), event(http.MethodGet, "/requests/%zz", nil, ""))
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(resp.Body, `"detail":"no such path"`) {
 		t.Errorf("GET /requests/%%zz: %d %s, want 404, no such path", resp.StatusCode, resp.Body)
 	}
@@ -389,20 +384,12 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	sends := f.sends()
-	resp = free.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: withNote(t, m.Body, "\uffff"),
-		Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): f.key("uffff")}, RequestContext: events.LambdaFunctionURLRequestContext{
-			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
-			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
-		}})
+	resp = free.Handle(context.Background(), postEvent(f.key("uffff"), withNote(t, m.Body, "\uffff")))
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "a character SQS does not take") || f.sends() != sends {
 		t.Errorf("a body with U+FFFF: %d %s, want 400 and nothing sent", resp.StatusCode, resp.Body)
 	}
 	// The same with a byte that is not UTF-8 (Go's JSON decoder takes it).
-	resp = free.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: withNote(t, m.Body, "\xff"),
-		Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): f.key("xff")}, RequestContext: events.LambdaFunctionURLRequestContext{
-			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
-			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
-		}})
+	resp = free.Handle(context.Background(), postEvent(f.key("xff"), withNote(t, m.Body, "\xff")))
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "not valid UTF-8") || f.sends() != sends {
 		t.Errorf("a body with the byte 0xff: %d %s, want 400 and nothing sent", resp.StatusCode, resp.Body)
 	}
@@ -429,11 +416,9 @@ func TestBadInput(t *testing.T) {
 		"that is no base64":  {"!!not base64!!", true, http.StatusBadRequest, "does not decode"},
 		"plain at the limit": {m.Body, false, http.StatusAccepted, ""},
 	} {
-		resp := exact.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: c.body, IsBase64Encoded: c.base64,
-			Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): f.key("b64-" + strings.ReplaceAll(what, " ", "-"))}, RequestContext: events.LambdaFunctionURLRequestContext{
-				HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
-				Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
-			}})
+		ev := postEvent(f.key("b64-"+strings.ReplaceAll(what, " ", "-")), c.body)
+		ev.IsBase64Encoded = c.base64
+		resp := exact.Handle(context.Background(), ev)
 		if resp.StatusCode != c.code || !strings.Contains(resp.Body, c.part) {
 			t.Errorf("a base64 body %s: %d %s, want %d %q", what, resp.StatusCode, resp.Body, c.code, c.part)
 		}
@@ -447,11 +432,7 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New with the layout's table left to IdempotencyTable: %v", err)
 	}
-	resp = byHand.Handle(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: m.Body,
-		Headers: map[string]string{"Idempotency-Key": "  " + f.key("by-hand") + " "}, RequestContext: events.LambdaFunctionURLRequestContext{
-			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
-			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
-		}})
+	resp = byHand.Handle(context.Background(), event(http.MethodPost, ingressapp.RequestsPath, map[string]string{"Idempotency-Key": "  " + f.key("by-hand") + " "}, m.Body))
 	if resp.StatusCode != http.StatusAccepted || resp.Headers["Location"] != ingressapp.RequestsPath+"/"+f.key("by-hand") {
 		t.Errorf("a hand-built event with Idempotency-Key in another case and spaces: %d %v %s, want 202 for the key", resp.StatusCode, resp.Headers, resp.Body)
 	}

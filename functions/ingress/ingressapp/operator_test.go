@@ -24,7 +24,6 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
-	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 )
 
 // TestReadRecord reads the ingress's record of a key as `idemctl inspect` shows it: a
@@ -273,10 +272,7 @@ func TestConcurrentRequestsWriteWholeLines(t *testing.T) {
 	h := app.Handler()
 	// No route: answered without a call to AWS, logged and counted.
 	call := func() {
-		_, _ = h(context.Background(), ingressapp.LambdaFunctionURLRequest{RawPath: "/nowhere", RequestContext: events.LambdaFunctionURLRequestContext{
-			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodGet, Path: "/nowhere"},
-			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
-		}})
+		_, _ = h(context.Background(), event(http.MethodGet, "/nowhere", nil, ""))
 	}
 	var wg sync.WaitGroup
 	wg.Go(call)
@@ -305,11 +301,7 @@ func TestSendingWindowEndsAtTheDeadline(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Second)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	resp := app.Handle(ctx, ingressapp.LambdaFunctionURLRequest{RawPath: ingressapp.RequestsPath, Body: m.Body,
-		Headers: map[string]string{strings.ToLower(ingressapp.KeyHeader): key}, RequestContext: events.LambdaFunctionURLRequestContext{
-			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: ingressapp.RequestsPath},
-			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: funcurl.LocalCaller("test")},
-		}})
+	resp := app.Handle(ctx, postEvent(key, m.Body))
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("POST whose mark fails: %d %s", resp.StatusCode, resp.Body)
 	}
