@@ -26,14 +26,16 @@ const RandomKill = "random moment"
 
 // ChaosConfig configures Chaos.
 type ChaosConfig struct {
-	Exe       string   // the consumer program (idemctl)
-	Args      []string // its arguments (`run ...`)
-	Env       []string // added to the environment
-	Kills     int      // stop after this many kills
-	MinUp     time.Duration
-	MaxUp     time.Duration // a random kill comes after a random time in [MinUp, MaxUp]
-	Phases    []string      // crash phases to cycle through (see CrashAt); empty: random kills only
-	PhaseWait time.Duration // how long a child may take to reach its phase before it is killed from outside (default 30s)
+	Exe    string   // the consumer program (idemctl)
+	Args   []string // its arguments (`run ...`)
+	Env    []string // added to the environment
+	Kills  int      // stop after this many kills
+	MinUp  time.Duration
+	MaxUp  time.Duration // a random kill comes after a random time in [MinUp, MaxUp]
+	Phases []string      // crash phases to cycle through (see CrashAt); empty: random kills only
+	// PhaseWait is how long a child may take to reach its phase before it is killed from
+	// outside (default 30s); the phase then gets up to 2 more children (maxPhaseRetries).
+	PhaseWait time.Duration
 	Out       io.Writer
 	Logs      ChildLog
 	Rand      *rand.Rand
@@ -50,7 +52,8 @@ type ChaosResult struct {
 // Children take turns: one is sent SIGKILL from outside after a random time (it dies
 // wherever it is: in a long poll, after an acquire, between a commit and the SQS delete,
 // in a sweep), and the next one is started with `--crash-at PHASE --crash-after N` and
-// sends SIGKILL to itself at that exact point (see CrashAt), cycling through c.Phases.
+// sends SIGKILL to itself at that exact point (see CrashAt), cycling through c.Phases (a
+// phase no child reached in time is tried again, at most maxPhaseRetries times).
 func Chaos(ctx context.Context, c ChaosConfig) (ChaosResult, error) {
 	res := ChaosResult{ByPhase: map[string]int{RandomKill: 0}}
 	for _, p := range c.Phases {
@@ -60,6 +63,7 @@ func Chaos(ctx context.Context, c ChaosConfig) (ChaosResult, error) {
 		c.PhaseWait = 30 * time.Second
 	}
 	slots := append(append([]string(nil), c.Phases...), RandomKill)
+	retried := 0 // tries again of the current phase slot
 	for i := 0; res.Killed < c.Kills && ctx.Err() == nil; i++ {
 		slot := slots[i%len(slots)]
 		args := c.Args
@@ -89,11 +93,21 @@ func Chaos(ctx context.Context, c ChaosConfig) (ChaosResult, error) {
 				return res, fmt.Errorf("demo: consumer child exited cleanly instead of being killed")
 			}
 			res.ByPhase[RandomKill]++
+			// A child that never reached its phase (it found no record to take there: the
+			// others had them, or they were duplicates) gives the phase up to
+			// maxPhaseRetries more children before the cycle moves on.
+			if slot != RandomKill && retried < maxPhaseRetries {
+				retried++
+				i--
+			} else {
+				retried = 0
+			}
 		case err := <-exited:
 			if slot == RandomKill || !killedBySIGKILL(err) {
 				return res, fmt.Errorf("demo: consumer child exited by itself (crash slot %q): %w", slot, err)
 			}
 			res.ByPhase[slot]++
+			retried = 0
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			<-exited //nolint:errcheck // killed on purpose at the end of the run: its exit status says nothing
@@ -106,6 +120,10 @@ func Chaos(ctx context.Context, c ChaosConfig) (ChaosResult, error) {
 	}
 	return res, nil
 }
+
+// maxPhaseRetries is how many more children a phase of the cycle gets when one did not
+// reach it before PhaseWait.
+const maxPhaseRetries = 2
 
 // killedBySIGKILL reports whether a child's Wait error says SIGKILL ended it.
 func killedBySIGKILL(err error) bool {
