@@ -108,12 +108,18 @@ func TestTraceOfATakeover(t *testing.T) {
 	}
 	// The reaper (every second) and the redelivery race for the dead lease: the reaper
 	// fails it first and the trace says so on the first holder's line, or the redelivery
-	// takes it over first and the reaper's sweep finds it moved on. Either way the reaper's
-	// sweep names the first holder.
+	// takes it over first and a sweep may still find it moved on. On a loaded machine the
+	// redelivery can take it over and commit before any sweep lists it (the reaper lists
+	// a lease only past its grace), and then no sweep is in the trace: logged, not failed.
+	// A sweep that is in the trace names the first holder.
 	reaped := strings.Contains(first, "reaped at ") && strings.Contains(out, "failed the lease of "+holders[0][2])
 	movedOn := strings.Contains(out, "the lease of "+holders[0][2]+" had moved on")
-	if !reaped && !movedOn {
-		t.Errorf("the reaper's sweep of the first holder's lease is not in the trace (neither reaped nor found moved on)")
+	switch {
+	case reaped || movedOn:
+	case strings.Contains(out, "idem.sweep") || strings.Contains(out, "reaper"):
+		t.Errorf("the trace shows the reaper, but neither its reap of the first holder's lease nor finding it moved on")
+	default:
+		t.Logf("no sweep met the first holder's lease: the redelivery took it over and committed first")
 	}
 	data := readFile(t, traceFile)
 	for _, secret := range []string{m.Key, m.Body} {
