@@ -455,3 +455,14 @@ func event(method, path string, headers map[string]string, body string) ingressa
 func postEvent(key, body string) ingressapp.LambdaFunctionURLRequest {
 	return event(http.MethodPost, ingressapp.RequestsPath, map[string]string{strings.ToLower(ingressapp.KeyHeader): key}, body)
 }
+
+// direct is an ingress on the fixture's resources with configuration cfg, called without
+// HTTP (its Handle or Invoke), its logs and metrics discarded.
+func (f *fixture) direct(t *testing.T, cfg ingressapp.Config) *ingressapp.App {
+	t.Helper()
+	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}

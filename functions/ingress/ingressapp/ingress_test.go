@@ -366,10 +366,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// A path that does not unescape, as a function URL may hand it over (Go's HTTP client
 	// and server refuse to carry it), is no route: told to the handler directly.
-	app, err := ingressapp.New(f.cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := f.direct(t, f.cfg)
 	resp := app.Handle(context.Background(), event(http.MethodGet, "/requests/%zz", nil, ""))
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(resp.Body, `"detail":"no such path"`) {
 		t.Errorf("GET /requests/%%zz: %d %s, want 404, no such path", resp.StatusCode, resp.Body)
@@ -379,10 +376,7 @@ func TestBadInput(t *testing.T) {
 	// here keeps free text, so one that takes a "note" member stands in.
 	cfg := f.cfg
 	cfg.Example = withFreeText{f.ex}
-	free, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	free := f.direct(t, cfg)
 	sends := f.sends()
 	resp = free.Handle(context.Background(), postEvent(f.key("uffff"), withNote(t, m.Body, "\uffff")))
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "a character SQS does not take") || f.sends() != sends {
@@ -402,10 +396,7 @@ func TestBadInput(t *testing.T) {
 	// decode.
 	cfg = f.cfg
 	cfg.MaxBodyBytes = len(m.Body)
-	exact, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS, Logs: io.Discard, Metrics: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	exact := f.direct(t, cfg)
 	for what, c := range map[string]struct {
 		body   string
 		base64 bool
