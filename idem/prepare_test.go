@@ -195,16 +195,25 @@ func TestTakeoverOutcomes(t *testing.T) {
 }
 
 // TestHomeGuardOnAnotherTable: a HomeGuard whose guard Put goes to another table than
-// the record's cannot be folded into the record: DynamoStore refuses it for good, and
-// nothing is committed.
+// the record's, or sets an attribute of the record, cannot be folded into the record:
+// DynamoStore refuses it for good in both modes, and nothing is committed.
 func TestHomeGuardOnAnotherTable(t *testing.T) {
-	e := newDynamoEnv(t)
-	c := e.client(t)
-	guard := types.TransactWriteItem{Put: &types.Put{TableName: aws.String(e.bizTable), Item: e.bizItem("elsewhere", nil)}}
-	_, err := c.Do(context.Background(), req("elsewhere", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
-		return idem.Result{HomeGuard: true, HomeKey: "elsewhere", Guards: []int{0}, Writes: []types.TransactWriteItem{guard}}, nil
-	})
-	if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || e.bizCount(t, "elsewhere") != 0 {
-		t.Fatalf("a home guard on the business table: %v; want a permanent ErrInvalidRequest and nothing written", err)
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		e := newDynamoEnv(t)
+		c := e.client(t, withMode(mode))
+		pk, _ := c.RecordKey("elsewhere")
+		entry := e.store.(*idem.DynamoStore).Key(pk)
+		entry["status"] = &types.AttributeValueMemberS{Value: "HACKED"}
+		for what, guard := range map[string]types.TransactWriteItem{
+			"on the business table":               {Put: &types.Put{TableName: aws.String(e.bizTable), Item: e.bizItem("elsewhere", nil)}},
+			"setting the record's own attributes": {Put: &types.Put{TableName: aws.String(e.table), Item: entry}},
+		} {
+			_, err := c.Do(context.Background(), req("elsewhere", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+				return idem.Result{HomeGuard: true, HomeKey: "elsewhere", Guards: []int{0}, Writes: []types.TransactWriteItem{guard, e.bizWrite("credit")}}, nil
+			})
+			if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || e.bizCount(t, "credit") != 0 {
+				t.Fatalf("%s: a home guard %s: %v; want a permanent ErrInvalidRequest and nothing written", mode, what, err)
+			}
+		}
 	}
 }

@@ -1,8 +1,12 @@
 package ingressapp_test
 
 import (
+	"context"
 	"errors"
+	"io"
 	"maps"
+	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +75,14 @@ func TestFromEnv(t *testing.T) {
 		"no acceptance window":  func(c *ingressapp.Config) { c.AcceptWindow = 0 },
 		"no body":               func(c *ingressapp.Config) { c.MaxBodyBytes = 0 },
 		"a body past the limit": func(c *ingressapp.Config) { c.MaxBodyBytes = idem.MaxSQSMessageBytes - 8*1024 + 1 },
+		"no example":            func(c *ingressapp.Config) { c.Example = nil },
+		"no IAM caller required in the caller scope": func(c *ingressapp.Config) {
+			c.RequireIAMCaller, c.KeyScope = false, ingressapp.ScopeCaller
+		},
+		"no IAM caller required in the account scope": func(c *ingressapp.Config) {
+			c.RequireIAMCaller, c.KeyScope = false, ingressapp.ScopeAccount
+		},
+		"a key scope that does not exist": func(c *ingressapp.Config) { c.KeyScope = "everyone" },
 		"a static partition key without a sort key": func(c *ingressapp.Config) {
 			c.Layout.Table, c.Layout.SortKey, c.Layout.StaticPartitionKey = c.IdempotencyTable, "", "idempotency"
 		},
@@ -117,5 +129,37 @@ func TestFromEnv(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %s", err, want)
 		}
+	}
+}
+
+// TestLogsAndMetricsGoToStandardOutputByDefault: an ingress built without Deps.Logs and
+// Deps.Metrics writes its request log line and its metrics to standard output, where
+// Lambda collects both. (Not parallel: it swaps os.Stdout while New runs.)
+func TestLogsAndMetricsGoToStandardOutputByDefault(t *testing.T) {
+	f := newFixture(t, options{})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	app, err := ingressapp.New(f.cfg, ingressapp.Deps{DynamoDB: f.st.DynamoDB, SQS: f.st.SQS})
+	os.Stdout = stdout
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := app.Handler()(context.Background(), event(http.MethodGet, "/nowhere", nil, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(out), `"msg":"ingress request"`) || !strings.Contains(string(out), `"_aws"`) {
+		t.Errorf("a request to no route: %d; standard output %q; want 404, its log line and its metrics", resp.StatusCode, out)
 	}
 }

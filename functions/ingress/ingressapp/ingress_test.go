@@ -51,6 +51,9 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 	if st := r.status(t); st.Status != ingressapp.StatusAccepted || st.Key != key || st.Location != "/requests/"+key {
 		t.Errorf("first POST: %+v", st)
 	}
+	if ra, ok := r.header["Retry-After"]; ok {
+		t.Errorf("first POST: Retry-After %v on a 202", ra)
+	}
 	first := f.calls.Ops()
 	f.calls.Reset()
 
@@ -656,8 +659,12 @@ func TestStatusWhenKeyedByTheBusinessID(t *testing.T) {
 	if first.Status != ingressapp.StatusCompleted || first.Response == nil {
 		t.Fatalf("the first request: %+v, want completed", first)
 	}
+	f.calls.Reset()
 	if st := f.get(t, k2).status(t); st.Status != ingressapp.StatusCompleted || !bytes.Equal(st.Response, first.Response) {
 		t.Errorf("the same operation under a fresh key: %+v, want completed with the first response", st)
+	}
+	if n := f.calls.Ops()["GetItem"]; n != 2 {
+		t.Errorf("a status read %d items, want 2: the ingress's record, then the consumer's at the key it names", n)
 	}
 	if st := f.get(t, k3).status(t); st.Status != ingressapp.StatusFailed || !strings.Contains(st.Reason, "payload mismatch") {
 		t.Errorf("the operation with another body: %+v, want failed (payload mismatch)", st)

@@ -1,0 +1,272 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+)
+
+// The DynamoStore tests of this file call the store directly, on moto, where a call's
+// request fails or DynamoDB answers in a way the client's flows rarely meet.
+
+// held is an in-progress record of key in shard "0" whose lease ended a minute before now.
+func held(key string, now time.Time) *idem.Record {
+	return &idem.Record{Key: key, Status: idem.StatusInProgress, LeaseToken: "tok-" + key, LeaseUntil: now.Add(-time.Minute),
+		Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Inflight: "0"}
+}
+
+func create(t *testing.T, s idem.Store, rec *idem.Record, now time.Time) {
+	t.Helper()
+	if _, created, err := s.Create(context.Background(), rec, now); err != nil || !created {
+		t.Fatalf("create %s: %v %v", rec.Key, created, err)
+	}
+}
+
+// garble writes an item at the record key pk whose status is a number: a record no
+// decoder takes. extra attributes are added.
+func (e *env) garble(t *testing.T, pk string, extra map[string]types.AttributeValue) {
+	t.Helper()
+	item := e.store.(*idem.DynamoStore).Key(pk)
+	item["status"] = &types.AttributeValueMemberN{Value: "1"}
+	item["expires_at"] = &types.AttributeValueMemberN{Value: fmt.Sprint(e.clock.Now().Add(time.Hour).Unix())}
+	for k, v := range extra {
+		item[k] = v
+	}
+	if _, err := e.ddb.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDynamoStoreRequestsThatFail: a request DynamoDB refuses (here: a table that does not
+// exist) is the call's error, never a success or a panic; a record it cannot decode is an
+// error too.
+func TestDynamoStoreRequestsThatFail(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	now := e.clock.Now()
+	missing, err := idem.NewDynamoStoreLayout(e.ddb, idem.Layout{Table: awstest.Name(t, "missing")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &idem.Record{Key: "s#put", Status: idem.StatusCompleted, LeaseToken: "tok", Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if got, err := missing.Put(ctx, rec, nil, nil, now); err == nil {
+		t.Errorf("Put to a table that does not exist: %+v, no error", got)
+	}
+	if got, err := missing.Get(ctx, "s#get", now); err == nil || errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Get from a table that does not exist: %+v, %v; want the request's error", got, err)
+	}
+	store := e.store.(*idem.DynamoStore)
+	if item, err := store.ReadGuard(ctx, awstest.Name(t, "missing"), map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "x"}}); err == nil {
+		t.Errorf("ReadGuard of a table that does not exist: %v, no error", item)
+	}
+	// A put whose condition fails on a record no decoder takes.
+	e.garble(t, "s#garbled", nil)
+	rec.Key = "s#garbled"
+	if got, err := store.Put(ctx, rec, nil, nil, now); err == nil || !strings.Contains(err.Error(), "want S") {
+		t.Errorf("Put over an unreadable record: %+v, %v; want the decoder's error", got, err)
+	}
+	if got, err := store.Get(ctx, "s#garbled", now); err == nil || !strings.Contains(err.Error(), "want S") {
+		t.Errorf("Get of an unreadable record: %+v, %v; want the decoder's error", got, err)
+	}
+}
+
+// noOldItem is DynamoDB as an emulator that returns no item with a failed condition.
+type noOldItem struct{ idem.DynamoDBAPI }
+
+func (n noOldItem) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := n.DynamoDBAPI.PutItem(ctx, in, o...)
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+		ccf.Item = nil
+	}
+	return out, err
+}
+
+// TestPutWhenTheFailureHasNoItem: when a failed condition comes back without the item
+// (an emulator, or a service that returned none), the single-transaction put reads the
+// record and answers with it.
+func TestPutWhenTheFailureHasNoItem(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	now := e.clock.Now()
+	first := held("s#taken", now)
+	first.LeaseUntil = now.Add(time.Minute)
+	create(t, e.store, first, now)
+	store, err := idem.NewDynamoStoreLayout(noOldItem{e.ddb}, idem.Layout{Table: e.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &idem.Record{Key: "s#taken", Status: idem.StatusCompleted, LeaseToken: "tok-second", Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	old, err := store.Put(ctx, second, nil, nil, now)
+	if err != nil || old == nil || old.LeaseToken != first.LeaseToken || old.Status != idem.StatusInProgress {
+		t.Fatalf("Put over a live record, the failure without its item: %+v, %v; want the record read back", old, err)
+	}
+}
+
+// TestStaleListing: the in-flight index's listing in pages of the limit asked (none for
+// 0), from a cursor it gave; a cursor it did not give, a record it cannot decode and a
+// layout without the index are errors.
+func TestStaleListing(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	now := e.clock.Now()
+	for _, k := range []string{"s#a", "s#b", "s#c"} {
+		create(t, e.store, held(k, now), now)
+	}
+	all, next, err := e.store.Stale(ctx, "0", now, 0, "")
+	if err != nil || len(all) != 3 || next != "" {
+		t.Fatalf("listing without a limit: %d leases, cursor %q, %v; want 3 and no cursor", len(all), next, err)
+	}
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 1; ; page++ {
+		got, next, err := e.store.Stale(ctx, "0", now, 1, cursor)
+		if err != nil || len(got) > 1 || page > 4 {
+			t.Fatalf("page %d of 1: %d leases, %v", page, len(got), err)
+		}
+		for _, l := range got {
+			seen[l.Key] = true
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != 3 {
+		t.Fatalf("pages of 1 listed %v, want the 3 leases", seen)
+	}
+	if got, _, err := e.store.Stale(ctx, "0", now, 1, "not a cursor"); err == nil || !strings.Contains(err.Error(), "bad cursor") {
+		t.Errorf("a cursor the listing did not give: %d leases, %v; want it refused", len(got), err)
+	}
+	e.garble(t, "s#garbled", map[string]types.AttributeValue{
+		"inflight":    &types.AttributeValueMemberS{Value: "1"},
+		"lease_until": &types.AttributeValueMemberN{Value: fmt.Sprint(now.Add(-time.Minute).UnixMilli())},
+		"lease_token": &types.AttributeValueMemberN{Value: "1"}, // the index projects the token
+	})
+	if got, _, err := e.store.Stale(ctx, "1", now, 0, ""); err == nil || !strings.Contains(err.Error(), "want S") {
+		t.Errorf("a listed record no decoder takes: %d leases, %v; want the decoder's error", len(got), err)
+	}
+	noIndex, err := idem.NewDynamoStoreLayout(e.ddb, idem.Layout{Table: e.table, InflightIndex: idem.NoIndex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := noIndex.Stale(ctx, "0", now, 0, ""); !errors.Is(err, idem.ErrNoIndex) {
+		t.Errorf("Stale on a layout without the index: %v, want ErrNoIndex", err)
+	}
+}
+
+// refusedWrite is DynamoDB canceling every transaction for its second action with
+// reason, as TransactWriteItems reports an action it refuses as invalid
+// (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html:
+// ValidationError, ItemCollectionSizeLimitExceeded). Nothing is applied.
+type refusedWrite struct {
+	idem.DynamoDBAPI
+	reason string
+}
+
+func (r refusedWrite) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	reasons := make([]types.CancellationReason, len(in.TransactItems))
+	for i := range reasons {
+		reasons[i].Code = aws.String("None")
+	}
+	reasons[1] = types.CancellationReason{Code: aws.String(r.reason), Message: aws.String("Item size has exceeded the maximum allowed size")}
+	return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+}
+
+// TestCommitOfAWriteDynamoDBRefuses: a business write DynamoDB cancels the transaction
+// for as invalid makes the commit a permanent ErrInvalidRequest that names the write.
+func TestCommitOfAWriteDynamoDBRefuses(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	now := e.clock.Now()
+	for _, reason := range []string{"ValidationError", "ItemCollectionSizeLimitExceeded"} {
+		rec := held("s#"+reason, now)
+		rec.LeaseUntil = now.Add(time.Minute)
+		create(t, e.store, rec, now)
+		store, err := idem.NewDynamoStoreLayout(refusedWrite{e.ddb, reason}, idem.Layout{Table: e.table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
+		err = store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Writes: []types.TransactWriteItem{e.bizWrite(reason)}}, now)
+		if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || !strings.Contains(err.Error(), "write 0: "+reason) {
+			t.Errorf("a write canceled for %s: %v; want a permanent ErrInvalidRequest naming write 0", reason, err)
+		}
+	}
+}
+
+// TestStoredFieldsOfACompletion: the FIFO group of the delivery that committed an
+// outbox is stored with it; a failure without a reason stores "unspecified"; MarkSent
+// of messages none of which died stores no list of dead messages; a response and an
+// outbox over the limit together are refused with their stored size.
+func TestStoredFieldsOfACompletion(t *testing.T) {
+	e := newDynamoEnv(t)
+	ctx := context.Background()
+	now := e.clock.Now()
+	out := "https://sqs.us-east-1.amazonaws.com/123456789012/out.fifo"
+	rec := held("s#grouped", now)
+	rec.LeaseUntil = now.Add(time.Minute)
+	create(t, e.store, rec, now)
+	l := idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
+	msgs := []idem.Message{{QueueURL: out, Body: "b", GroupID: "g-out"}}
+	if err := e.store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Outbox: msgs, Group: "g-in"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.store.Get(ctx, rec.Key, now); err != nil || got.OutboxGroup != "g-in" || len(got.Outbox) != 1 {
+		t.Fatalf("record after a FIFO commit: %+v, %v; want its outbox and the group g-in", got, err)
+	}
+	if err := e.store.MarkSent(ctx, rec.Key, rec.LeaseToken, 1, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := e.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), Key: e.store.(*idem.DynamoStore).Key(rec.Key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"outbox", "outbox_group", "inflight", "outbox_dead"} {
+		if v, ok := raw.Item[gone]; ok {
+			t.Errorf("after MarkSent with no dead message the record holds %s = %v", gone, v)
+		}
+	}
+
+	failed := held("s#no-reason", now)
+	failed.LeaseUntil = now.Add(time.Minute)
+	create(t, e.store, failed, now)
+	if err := e.store.FailWith(ctx, idem.Lease{Key: failed.Key, Token: failed.LeaseToken}, idem.Failure{}, now.Add(time.Hour), now); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.store.Get(ctx, failed.Key, now); err != nil || got.Status != idem.StatusFailed || got.Error != "unspecified" {
+		t.Errorf("a failure without a reason: %+v, %v; want FAILED, unspecified", got, err)
+	}
+
+	big := held("s#too-large", now)
+	big.LeaseUntil = now.Add(time.Minute)
+	create(t, e.store, big, now)
+	noise := make([]byte, 200*1024)
+	r := rand.New(rand.NewChaCha8([32]byte{7}))
+	for i := range noise {
+		noise[i] = byte(r.Uint32())
+	}
+	text := base64.StdEncoding.EncodeToString(noise[:180*1024])
+	err = e.store.Complete(ctx, idem.Lease{Key: big.Key, Token: big.LeaseToken}, idem.Completion{ExpiresAt: now.Add(time.Hour), Response: noise,
+		Outbox: []idem.Message{{QueueURL: out, Body: text, GroupID: "g"}}}, now)
+	m := regexp.MustCompile(`are (-?\d+) bytes stored`).FindStringSubmatch(fmt.Sprint(err))
+	if !errors.Is(err, idem.ErrResponseTooLarge) || m == nil {
+		t.Fatalf("a response and an outbox over the limit together: %v", err)
+	}
+	if n, _ := strconv.Atoi(m[1]); n <= idem.MaxStoredResponse || n < len(noise) {
+		t.Errorf("the refusal says %d bytes stored; the response alone is %d, the limit %d", n, len(noise), idem.MaxStoredResponse)
+	}
+}
