@@ -515,3 +515,17 @@ func TestRecordSpanWithoutAnOutbox(t *testing.T) {
 		t.Errorf("the record's span: batch outcome %q, want ok", got)
 	}
 }
+
+// TestTracedDeliverOfAMessageWithoutAttributes: Deliver of a Pending built by hand, whose
+// message carries no attribute (not even the key's), sends it with the traceparent alone.
+func TestTracedDeliverOfAMessageWithoutAttributes(t *testing.T) {
+	tr := newTraced(t, true, 0)
+	p := &idem.Pending{Key: "payments#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
+	tr.client.Deliver(context.Background(), []*idem.Pending{p})
+	if len(tr.out.entries) != 1 {
+		t.Fatalf("%d entries sent, want 1", len(tr.out.entries))
+	}
+	if attrs := tr.out.entries[0].MessageAttributes; len(attrs) != 1 || aws.ToString(attrs[idem.TraceParentAttribute].StringValue) == "" {
+		t.Errorf("attributes %v, want the traceparent alone", attrs)
+	}
+}
