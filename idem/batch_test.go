@@ -529,6 +529,17 @@ func TestBatchProcessorMissingMessageID(t *testing.T) {
 	if got, want := rec.ran(), []string{"A1", "B1", "B2", "s1"}; !slices.Equal(got, want) {
 		t.Errorf("ran = %v, want %v", got, want)
 	}
+	// A record without a messageId that the deadline skips is not reported under the
+	// empty id either: the whole batch is retried.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // within the default 2s margin
+	defer cancel()
+	resp, err = newProcessor(t, idem.BatchConfig{Handle: rec.handle}).Process(ctx, events.SQSEvent{Records: []events.SQSMessage{stdMsg(""), stdMsg("s2")}})
+	if err == nil || !strings.Contains(err.Error(), "without a messageId") {
+		t.Errorf("past the deadline: Process error = %v, want one about records without a messageId", err)
+	}
+	if got, want := failureIDs(resp), []string{"s2"}; !slices.Equal(got, want) {
+		t.Errorf("past the deadline: failures = %v, want %v", got, want)
+	}
 }
 
 func TestBatchProcessorLogsAndMetrics(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
@@ -213,5 +214,44 @@ func TestUnconfirmedMessageIsNotSent(t *testing.T) {
 	}
 	if rec := e.record(t, c, "k"); len(rec.Outbox) != 2 {
 		t.Fatalf("record after the unconfirmed send: %d messages pending, want 2", len(rec.Outbox))
+	}
+}
+
+// oddAnswer is an SQS sender whose answer names entries the request did not hold: ids
+// that are no number, or past the request's entries. It sends nothing.
+type oddAnswer struct{ successful, failed []string }
+
+func (a oddAnswer) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out := &sqs.SendMessageBatchOutput{}
+	for _, id := range a.successful {
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: aws.String(id), MessageId: aws.String("m-" + id)})
+	}
+	for _, id := range a.failed {
+		out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: aws.String(id), Code: aws.String("InvalidParameterValue"), SenderFault: true, Message: aws.String("refused")})
+	}
+	return out, nil
+}
+
+// TestAnswersThatNameNoEntry: an answer whose entries are not the request's (an id that
+// is no number, or past the request's entries) confirms nothing and refuses nothing: the
+// one message is not confirmed, so the delivery is retried and the message stays pending.
+func TestAnswersThatNameNoEntry(t *testing.T) {
+	for name, a := range map[string]oddAnswer{
+		"successful, not a number": {successful: []string{"x"}},
+		"successful, past the end": {successful: []string{"1"}},
+		"failed, not a number":     {failed: []string{"x"}},
+		"failed, past the end":     {failed: []string{"1"}},
+	} {
+		e := newMemoryEnv(t)
+		c := e.client(t, func(cfg *idem.Config) { cfg.Sender = a })
+		_, err := c.Do(context.Background(), req("k", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}}}, nil
+		})
+		if err == nil || idem.IsPermanent(err) || !strings.Contains(err.Error(), "not confirmed") {
+			t.Errorf("%s: %v; want the message not confirmed, retried", name, err)
+		}
+		if rec := e.record(t, c, "k"); len(rec.Outbox) != 1 {
+			t.Errorf("%s: %d messages pending, want 1", name, len(rec.Outbox))
+		}
 	}
 }

@@ -82,6 +82,17 @@ func TestDynamoStoreRequestsThatFail(t *testing.T) {
 	if got, err := store.Get(ctx, "s#garbled", now); err == nil || !strings.Contains(err.Error(), "want S") {
 		t.Errorf("Get of an unreadable record: %+v, %v; want the decoder's error", got, err)
 	}
+	// A takeover whose condition holds on a record with an attribute of the wrong type:
+	// the record it wrote does not decode, and that is the takeover's error.
+	until := now.Add(-time.Minute).Truncate(time.Millisecond)
+	e.garble(t, "s#takeover", map[string]types.AttributeValue{
+		"status": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)}, "lease_token": &types.AttributeValueMemberS{Value: "t1"},
+		"lease_until": &types.AttributeValueMemberN{Value: fmt.Sprint(until.UnixMilli())}, "payload_hash": &types.AttributeValueMemberN{Value: "1"},
+	})
+	seen := &idem.Record{Key: "s#takeover", Status: idem.StatusInProgress, LeaseToken: "t1", LeaseUntil: until}
+	if got, err := store.Takeover(ctx, seen, idem.Lease{Key: seen.Key, Token: "t2", Until: now.Add(time.Minute), Shard: "0"}, now.Add(time.Hour), now); err == nil || !strings.Contains(err.Error(), "want S") {
+		t.Errorf("Takeover of a record that does not decode: %+v, %v; want the decoder's error", got, err)
+	}
 }
 
 // noOldItem is DynamoDB as an emulator that returns no item with a failed condition.
@@ -268,5 +279,22 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(m[1]); n <= idem.MaxStoredResponse || n < len(noise) {
 		t.Errorf("the refusal says %d bytes stored; the response alone is %d, the limit %d", n, len(noise), idem.MaxStoredResponse)
+	}
+
+	// An outbox over the limit alone, with no response: refused, nothing committed.
+	alone := held("s#outbox-too-large", now)
+	alone.LeaseUntil = now.Add(time.Minute)
+	create(t, e.store, alone, now)
+	var three []idem.Message
+	for i := range 3 {
+		r.Shuffle(len(noise), func(i, j int) { noise[i], noise[j] = noise[j], noise[i] })
+		three = append(three, idem.Message{QueueURL: out, Body: base64.StdEncoding.EncodeToString(noise[:150*1024]), GroupID: fmt.Sprint("g", i)})
+	}
+	err = e.store.Complete(ctx, idem.Lease{Key: alone.Key, Token: alone.LeaseToken}, idem.Completion{ExpiresAt: now.Add(time.Hour), Outbox: three}, now)
+	if !errors.Is(err, idem.ErrResponseTooLarge) {
+		t.Errorf("an outbox of three 200 KiB messages: %v, want ErrResponseTooLarge", err)
+	}
+	if got, err := e.store.Get(ctx, alone.Key, now); err != nil || got.Status != idem.StatusInProgress {
+		t.Errorf("record after the refused commit: %+v, %v; want it still in progress", got, err)
 	}
 }

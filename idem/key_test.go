@@ -384,3 +384,27 @@ func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalJSONRefusesCutAndNestedAmbiguousDocuments: a document cut before an
+// object or an array closes is refused, not closed for it; two members of one name are
+// refused at any depth, inside an object or an array; an escape cut at the very end of
+// a slice whose capacity ends there is refused without reading past it.
+func TestCanonicalJSONRefusesCutAndNestedAmbiguousDocuments(t *testing.T) {
+	for _, doc := range []string{`{"a":1`, `[1`, `{"a":[1,2]`, `[{"a":1}`} {
+		if got, err := idem.CanonicalJSON([]byte(doc)); err == nil {
+			t.Errorf("CanonicalJSON(%s) = %s, want an error (the document is cut)", doc, got)
+		}
+	}
+	for _, doc := range []string{`{"a":{"b":1,"b":"c"}}`, `[{"b":1,"b":"c"}]`, `[{"b":1,"b":"c"}`, `{"x":[{"b":1,"b":2}]}`} {
+		if got, err := idem.CanonicalJSON([]byte(doc)); !errors.Is(err, idem.ErrAmbiguousJSON) {
+			t.Errorf("CanonicalJSON(%s) = %s, %v; want ErrAmbiguousJSON", doc, got, err)
+		}
+	}
+	for n := range 4 { // "\u and 0 to 3 digits, at the end of the slice's capacity
+		doc := append(make([]byte, 0, 3+n), `"\u`...)
+		doc = append(doc, "123"[:n]...)
+		if got, err := idem.CanonicalJSON(doc); err == nil {
+			t.Errorf("CanonicalJSON(%q) = %s, want an error", doc, got)
+		}
+	}
+}

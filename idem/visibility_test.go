@@ -298,6 +298,31 @@ func TestExtendMovesVisibility(t *testing.T) {
 	if len(api.calls) != 1 {
 		t.Errorf("%d ChangeMessageVisibility calls after a message without a receipt handle, want still 1", len(api.calls))
 	}
+	// A handler run by a RecordFunc without Visibility inside one with it (a message that
+	// carries others): its extension keeps the outer message, still in flight, hidden.
+	inner, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(ctx context.Context, req *idem.Request) (idem.Result, error) {
+		return idem.Result{}, req.Attempt.Extend(ctx, 10*time.Minute)
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := func(id, key string) events.SQSMessage {
+		return events.SQSMessage{MessageId: id, ReceiptHandle: "rh-" + id, Body: `{}`, EventSourceARN: msg.EventSourceARN,
+			MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)}}}
+	}
+	outer, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Visibility: &idem.Visibility{API: api, Clock: clock},
+		Handler: idem.HandlerFunc(func(ctx context.Context, _ *idem.Request) (idem.Result, error) {
+			return idem.Result{}, inner(ctx, keyed("inner", "k-inner"))
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outer(context.Background(), keyed("outer", "k-outer")); err != nil {
+		t.Fatal(err)
+	}
+	if len(api.calls) != 2 || aws.ToString(api.calls[1].ReceiptHandle) != "rh-outer" {
+		t.Errorf("after a nested extension: %d calls, the last %+v; want the outer message moved", len(api.calls), api.calls[len(api.calls)-1])
+	}
 }
 
 func TestQueueURLFromARN(t *testing.T) {

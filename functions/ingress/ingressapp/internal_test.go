@@ -89,3 +89,32 @@ func TestStatusOf(t *testing.T) {
 		}
 	}
 }
+
+// TestBase64BodyTitles: a body marked base64 is refused as too large on its decoded
+// length's estimate only when the estimate passes the limit by more than base64's
+// padding (3 bytes); within that, it is decoded, and one that does not decode is
+// refused as such.
+func TestBase64BodyTitles(t *testing.T) {
+	a := &App{cfg: Config{MaxBodyBytes: 3000}} // divisible by 3: the estimate can be limit+3 exactly
+	for n, title := range map[int]string{
+		(3000 + 3) / 3 * 4: titleInvalidBody,  // estimate 3003: decoded, and it does not decode
+		(3000 + 6) / 3 * 4: titleBodyTooLarge, // estimate 3006: refused before the decode
+	} {
+		_, ans, ok := a.body(LambdaFunctionURLRequest{Body: strings.Repeat("!", n), IsBase64Encoded: true})
+		if ok || ans.problem == nil || ans.problem.Title != title {
+			t.Errorf("%d characters that are no base64: %+v, want %q", n, ans.problem, title)
+		}
+	}
+}
+
+// TestHeaderPrefersTheLowerCaseName: of two entries that name one header in different
+// cases (an event built by hand; function URLs give names in lower case), the lower-case
+// one is read, every time.
+func TestHeaderPrefersTheLowerCaseName(t *testing.T) {
+	h := map[string]string{"idempotency-key": "k1", "Idempotency-Key": "k2", "IDEMPOTENCY-KEY": "k3"}
+	for range 64 {
+		if v, ok := header(h, KeyHeader); !ok || v != "k1" {
+			t.Fatalf("header = %q, %v; want k1, the lower-case entry", v, ok)
+		}
+	}
+}

@@ -88,8 +88,8 @@ func TestReadRecord(t *testing.T) {
 	if _, err := ingressapp.ReadRecord(ctx, f.st.DynamoDB, table, scope, f.scoped(f.key("never-sent"))); !errors.Is(err, ingressapp.ErrNoRecord) || !strings.Contains(err.Error(), table) {
 		t.Errorf("a key never sent: %v, want ErrNoRecord naming the table", err)
 	}
-	if _, err := ingressapp.ReadRecord(ctx, f.st.DynamoDB, table, scope, ""); err == nil || errors.Is(err, ingressapp.ErrNoRecord) {
-		t.Errorf("the empty key: %v, want a key error", err)
+	if _, err := ingressapp.ReadRecord(ctx, f.st.DynamoDB, table, scope, ""); !errors.Is(err, idem.ErrInvalidKey) {
+		t.Errorf("the empty key: %v, want ErrInvalidKey, before any request", err)
 	}
 	dead := dynamodb.NewFromConfig(awstest.ConfigFor(t, deadEndpoint(t)), func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
 	if _, err := ingressapp.ReadRecord(ctx, dead, table, scope, f.scoped(key)); err == nil || errors.Is(err, ingressapp.ErrNoRecord) {
