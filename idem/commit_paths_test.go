@@ -157,10 +157,7 @@ func TestPendingOutboxOfAGroupSentByADeliveryWithoutOne(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: crashed})
-		if err != nil {
-			t.Fatal(err)
-		}
+		bp := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: crashed})
 		resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "g-in", "grouped", `{}`)}})
 		if err != nil || len(resp.BatchItemFailures) != 1 {
 			t.Fatalf("batch whose send fails: %+v, %v; want its record retried", resp, err)

@@ -89,10 +89,7 @@ func TestCommitWithEverythingCompressed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c})
-		if err != nil {
-			t.Fatal(err)
-		}
+		bp := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: c})
 		resp, err := bp.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "compressed", `{}`)}})
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want the record applied", resp, err)
