@@ -1,0 +1,489 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+)
+
+// spanRecorder is a TracerProvider whose spans go to an in-memory exporter.
+func spanRecorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp, exp
+}
+
+// wantAttr fails unless span s carries key with the value want.
+func wantAttr(t *testing.T, s tracetest.SpanStub, key, want string) {
+	t.Helper()
+	v, ok := spanAttrValue(s, key)
+	if !ok || v.String() != want {
+		t.Errorf("span %s: %s = %q (set: %v), want %q", s.Name, key, v.String(), ok, want)
+	}
+}
+
+// noAttr fails when span s carries key.
+func noAttr(t *testing.T, s tracetest.SpanStub, key string) {
+	t.Helper()
+	if v, ok := spanAttrValue(s, key); ok {
+		t.Errorf("span %s: %s = %q, want it unset", s.Name, key, v.String())
+	}
+}
+
+// wantStatus fails unless span s ends with the status code, and (for an error) a
+// description that holds text.
+func wantStatus(t *testing.T, s tracetest.SpanStub, code codes.Code, text string) {
+	t.Helper()
+	if s.Status.Code != code || !strings.Contains(s.Status.Description, text) {
+		t.Errorf("span %s: status %v %q, want %v with %q", s.Name, s.Status.Code, s.Status.Description, code, text)
+	}
+}
+
+// createFails is a store whose acquisitions fail with err.
+type createFails struct {
+	idem.Store
+	err error
+}
+
+func (s createFails) Create(context.Context, *idem.Record, time.Time) (*idem.Record, bool, error) {
+	return nil, false, s.err
+}
+
+// TestRequestSpansOfEachDecision: Client.Do called with no span in its context is a
+// trace of its own (SpanRequest), whose acquire span says what was decided, with whom,
+// and whose handler, commit and release spans say what ran and how it ended.
+func TestRequestSpansOfEachDecision(t *testing.T) {
+	ctx := context.Background()
+	ok := func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte(`"ok"`)}, nil
+	}
+	newClient := func(t *testing.T, store idem.Store, owner string) (*idem.Client, *tracetest.InMemoryExporter) {
+		t.Helper()
+		tp, exp := spanRecorder(t)
+		c, err := idem.New(idem.Config{Store: store, Scope: "payments", Owner: owner, Tracer: tp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, exp
+	}
+
+	t.Run("applied then replayed", func(t *testing.T) {
+		c, exp := newClient(t, idem.NewMemoryStore(), "worker-1")
+		if _, err := c.Do(ctx, req(secretKey, secretBody), ok); err != nil {
+			t.Fatal(err)
+		}
+		spans := exp.GetSpans()
+		pk, _ := c.RecordKey(secretKey)
+		request := one(t, spans, idem.SpanRequest)
+		wantAttr(t, request, idem.AttrRecord, idem.RecordTraceID(pk))
+		wantAttr(t, request, idem.AttrKeyHash, idem.HashKey(secretKey))
+		wantAttr(t, request, "idem.replayed", "false")
+		wantAttr(t, request, idem.AttrAttempt, "1")
+		wantStatus(t, request, codes.Unset, "")
+		acquire := one(t, spans, idem.SpanAcquire)
+		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionAcquired)
+		wantAttr(t, acquire, idem.AttrAttempt, "1")
+		wantAttr(t, acquire, idem.AttrOwner, "worker-1")
+		if tok := spanAttr(acquire, idem.AttrLeaseToken); len(tok) != 8 {
+			t.Errorf("lease token on the span %q, want its first 8 characters", tok)
+		}
+		handler := one(t, spans, idem.SpanHandler)
+		wantAttr(t, handler, idem.AttrAttempt, "1")
+		wantStatus(t, handler, codes.Unset, "")
+		commit := one(t, spans, idem.SpanCommit)
+		wantAttr(t, commit, "idem.writes", "0")
+		wantAttr(t, commit, idem.AttrMessages, "0")
+		wantAttr(t, commit, "idem.guarded", "false")
+		wantAttr(t, commit, idem.AttrAttempt, "1")
+		noSecrets(t, spans)
+
+		exp.Reset()
+		if res, err := c.Do(ctx, req(secretKey, secretBody), ok); err != nil || !res.Replayed {
+			t.Fatalf("the duplicate: %+v %v", res, err)
+		}
+		request = one(t, exp.GetSpans(), idem.SpanRequest)
+		wantAttr(t, request, "idem.replayed", "true")
+		noAttr(t, request, idem.AttrAttempt) // no acquisition ran the handler
+		wantAttr(t, one(t, exp.GetSpans(), idem.SpanAcquire), idem.AttrDecision, idem.DecisionReplayed)
+
+		exp.Reset()
+		if _, err := c.Do(ctx, req(secretKey, `{"iban":"other"}`), ok); !errors.Is(err, idem.ErrPayloadMismatch) {
+			t.Fatalf("another payload: %v", err)
+		}
+		spans = exp.GetSpans()
+		wantAttr(t, one(t, spans, idem.SpanAcquire), idem.AttrDecision, idem.DecisionMismatch)
+		request = one(t, spans, idem.SpanRequest)
+		noAttr(t, request, idem.AttrAttempt)
+		wantStatus(t, request, codes.Error, "payload")
+	})
+
+	t.Run("failed retryably, then for good", func(t *testing.T) {
+		c, exp := newClient(t, idem.NewMemoryStore(), "worker-1")
+		if _, err := c.Do(ctx, req("k-retry", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{}, errors.New("the bank timed out")
+		}); err == nil {
+			t.Fatal("the handler's error was not returned")
+		}
+		spans := exp.GetSpans()
+		wantStatus(t, one(t, spans, idem.SpanHandler), codes.Error, "the bank timed out")
+		release := one(t, spans, idem.SpanRelease)
+		wantAttr(t, release, idem.AttrRetryable, "true")
+		wantStatus(t, release, codes.Unset, "") // the release itself was written
+
+		exp.Reset()
+		if _, err := c.Do(ctx, req("k-retry", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{}, idem.Permanent(errors.New("account closed"))
+		}); !idem.IsPermanent(err) {
+			t.Fatalf("the refusal: %v", err)
+		}
+		spans = exp.GetSpans()
+		wantAttr(t, one(t, spans, idem.SpanAcquire), idem.AttrDecision, idem.DecisionTakenOver)
+		wantAttr(t, one(t, spans, idem.SpanHandler), idem.AttrAttempt, "2")
+		wantAttr(t, one(t, spans, idem.SpanRelease), idem.AttrRetryable, "false")
+
+		exp.Reset()
+		var stored *idem.StoredError
+		if _, err := c.Do(ctx, req("k-retry", `{}`), ok); !errors.As(err, &stored) {
+			t.Fatalf("after the refusal: %v", err)
+		}
+		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
+		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionStored)
+		wantStatus(t, acquire, codes.Unset, "") // the store answered: a decision, not its failure
+	})
+
+	t.Run("held by a live lease", func(t *testing.T) {
+		store := idem.NewMemoryStore()
+		first, _ := newClient(t, store, "worker-1")
+		second, exp := newClient(t, store, "worker-2")
+		var inner error
+		if _, err := first.Do(ctx, req("k-held", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			_, inner = second.Do(ctx, req("k-held", `{}`), ok)
+			return idem.Result{Response: []byte("1")}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var held *idem.LeaseHeldError
+		if !errors.As(inner, &held) {
+			t.Fatalf("the second delivery: %v, want a LeaseHeldError", inner)
+		}
+		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
+		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionInProgress)
+		wantAttr(t, acquire, idem.AttrOwner, "worker-1")
+		wantAttr(t, acquire, idem.AttrLeaseUntil, held.Until.UTC().Format(time.RFC3339Nano))
+	})
+
+	t.Run("a takeover lost to another holder", func(t *testing.T) {
+		store := idem.NewMemoryStore()
+		c, _ := newClient(t, store, "worker-1")
+		if _, err := c.Do(ctx, req("k-race", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{}, errors.New("transient")
+		}); err == nil {
+			t.Fatal("no error")
+		}
+		racer, exp := newClient(t, takeoverFails{store, fmt.Errorf("injected: %w", idem.ErrLeaseLost)}, "worker-2")
+		if _, err := racer.Do(ctx, req("k-race", `{}`), ok); !errors.Is(err, idem.ErrInProgress) {
+			t.Fatalf("the lost takeover: %v", err)
+		}
+		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
+		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionInProgress)
+		noAttr(t, acquire, idem.AttrOwner) // the winner is not known
+	})
+
+	t.Run("the store down", func(t *testing.T) {
+		c, exp := newClient(t, createFails{idem.NewMemoryStore(), errors.New("injected: store down")}, "worker-1")
+		if _, err := c.Do(ctx, req("k-down", `{}`), ok); err == nil {
+			t.Fatal("no error")
+		}
+		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
+		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionError)
+		wantStatus(t, acquire, codes.Error, "store down")
+	})
+
+	t.Run("a commit that fails", func(t *testing.T) {
+		c, exp := newClient(t, &commitFaults{Store: idem.NewMemoryStore(), complete: errors.New("injected: commit refused")}, "worker-1")
+		if _, err := c.Do(ctx, req("k-commit", `{}`), ok); err == nil {
+			t.Fatal("no error")
+		}
+		commit := one(t, exp.GetSpans(), idem.SpanCommit)
+		wantStatus(t, commit, codes.Error, "commit refused")
+		noAttr(t, commit, idem.AttrAttempt) // nothing was committed by any attempt
+	})
+
+	t.Run("a record written without an attempt count, taken over", func(t *testing.T) {
+		// A record another writer left (a Powertools record has no attempt attribute):
+		// its lease ended, so the next delivery takes it over from that holder.
+		store := idem.NewMemoryStore()
+		now := time.Now()
+		pk, err := idem.RecordKey("payments", "k-old", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, created, err := store.Create(ctx, &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "old-token",
+			LeaseUntil: now.Add(-time.Minute).Truncate(time.Millisecond), Inflight: "0", ExpiresAt: now.Add(time.Hour), Owner: "elsewhere",
+			CreatedAt: now, UpdatedAt: now}, now); err != nil || !created {
+			t.Fatalf("create: %v %v", created, err)
+		}
+		c, exp := newClient(t, store, "worker-1")
+		if _, err := c.Do(ctx, req("k-old", `{}`), ok); err != nil {
+			t.Fatal(err)
+		}
+		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
+		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionTakenOver)
+		wantAttr(t, acquire, idem.AttrPreviousOwner, "elsewhere")
+		wantAttr(t, acquire, idem.AttrAttempt, "1")
+	})
+}
+
+// TestInjectTrace: a producer's message gets its span's context as the traceparent
+// attribute and the AWSTraceHeader system attribute, keeping the producer's own
+// attributes; with SQS's 10 attributes already, or its own traceparent, only the
+// header; without a span, nothing.
+func TestInjectTrace(t *testing.T) {
+	tp, _ := spanRecorder(t)
+	ctx, span := tp.Tracer("test").Start(context.Background(), "producer", trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
+	sc := span.SpanContext()
+	wantTP := fmt.Sprintf("00-%s-%s-01", sc.TraceID(), sc.SpanID())
+	tid := sc.TraceID().String()
+	wantHeader := fmt.Sprintf("Root=1-%s-%s;Parent=%s;Sampled=1", tid[:8], tid[8:], sc.SpanID())
+	attrs := func(n int) map[string]sqstypes.MessageAttributeValue {
+		m := map[string]sqstypes.MessageAttributeValue{}
+		for i := range n {
+			m[fmt.Sprintf("a%d", i)] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
+		}
+		return m
+	}
+	for name, c := range map[string]struct {
+		attrs  map[string]sqstypes.MessageAttributeValue
+		wantTP string // "": none added
+		n      int    // attributes after
+	}{
+		"no attributes":       {nil, wantTP, 1},
+		"one of its own":      {attrs(1), wantTP, 2},
+		"nine of its own":     {attrs(9), wantTP, 10},
+		"ten already":         {attrs(10), "", 10},
+		"its own traceparent": {map[string]sqstypes.MessageAttributeValue{idem.TraceParentAttribute: {DataType: aws.String("String"), StringValue: aws.String("mine")}}, "mine", 1},
+	} {
+		in := &sqs.SendMessageInput{MessageAttributes: c.attrs}
+		idem.InjectTrace(ctx, in)
+		got := in.MessageAttributes[idem.TraceParentAttribute]
+		if aws.ToString(got.StringValue) != c.wantTP || len(in.MessageAttributes) != c.n {
+			t.Errorf("%s: traceparent %q of %d attributes, want %q of %d", name, aws.ToString(got.StringValue), len(in.MessageAttributes), c.wantTP, c.n)
+		}
+		if c.wantTP == wantTP && aws.ToString(got.DataType) != "String" {
+			t.Errorf("%s: traceparent's type %q", name, aws.ToString(got.DataType))
+		}
+		for k := range c.attrs {
+			if _, ok := in.MessageAttributes[k]; !ok {
+				t.Errorf("%s: the producer's attribute %s was lost", name, k)
+			}
+		}
+		h := in.MessageSystemAttributes[idem.AWSTraceHeader]
+		if aws.ToString(h.StringValue) != wantHeader || aws.ToString(h.DataType) != "String" {
+			t.Errorf("%s: AWSTraceHeader %q (%q), want %q", name, aws.ToString(h.StringValue), aws.ToString(h.DataType), wantHeader)
+		}
+	}
+	in := &sqs.SendMessageInput{}
+	idem.InjectTrace(context.Background(), in)
+	if in.MessageAttributes != nil || in.MessageSystemAttributes != nil {
+		t.Errorf("without a span: %v %v", in.MessageAttributes, in.MessageSystemAttributes)
+	}
+}
+
+// TestRecordSpanContexts: what the record's span takes from the message. A message that
+// carries both contexts of one trace (as InjectTrace puts them) has the W3C one as its
+// parent and links only the invocation; one whose X-Ray context is of another trace
+// links it too, even sampled; a traceparent attribute that is not a string is ignored.
+// The span carries the receive count.
+func TestRecordSpanContexts(t *testing.T) {
+	tr := newTraced(t, true, 0)
+	ctx, producer := tr.tp.Tracer("test").Start(context.Background(), "producer", trace.WithSpanKind(trace.SpanKindProducer))
+	producer.End()
+	in := &sqs.SendMessageInput{}
+	idem.InjectTrace(ctx, in)
+	msg := func(id, key string) events.SQSMessage {
+		return events.SQSMessage{
+			MessageId: id, Body: `{}`, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input",
+			Attributes: map[string]string{"ApproximateReceiveCount": "3", idem.AWSTraceHeader: aws.ToString(in.MessageSystemAttributes[idem.AWSTraceHeader].StringValue)},
+			MessageAttributes: map[string]events.SQSMessageAttribute{
+				idem.KeyAttribute:         {DataType: "String", StringValue: aws.String(key)},
+				idem.TraceParentAttribute: {DataType: "String", StringValue: in.MessageAttributes[idem.TraceParentAttribute].StringValue},
+			},
+		}
+	}
+
+	inv := tr.deliver(t, msg("m-both", "k-both"))
+	process := one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	if process.Parent.SpanID() != producer.SpanContext().SpanID() || len(process.Links) != 1 || process.Links[0].SpanContext.SpanID() != inv.SpanID() {
+		t.Errorf("both contexts of one trace: parent %v, links %v; want the producer, and the invocation linked", process.Parent.SpanID(), process.Links)
+	}
+	wantAttr(t, process, idem.AttrReceiveCount, "3")
+
+	tr.rec.Reset()
+	other := msg("m-other", "k-other")
+	other.Attributes[idem.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	tr.deliver(t, other)
+	process = one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	if process.Parent.SpanID() != producer.SpanContext().SpanID() || len(process.Links) != 2 || process.Links[1].SpanContext.SpanID().String() != "53995c3f42cd8ad8" {
+		t.Errorf("an X-Ray context of another trace: parent %v, links %v; want the producer, the X-Ray context linked", process.Parent.SpanID(), process.Links)
+	}
+
+	tr.rec.Reset()
+	binary := msg("m-binary", "k-binary")
+	binary.MessageAttributes[idem.TraceParentAttribute] = events.SQSMessageAttribute{DataType: "Binary", BinaryValue: []byte("00-x")}
+	delete(binary.Attributes, idem.AWSTraceHeader)
+	tr.deliver(t, binary)
+	if process = one(t, tr.rec.GetSpans(), idem.SpanProcess); process.Parent.IsValid() {
+		t.Errorf("a binary traceparent: parent %v, want a root", process.Parent)
+	}
+}
+
+// TestRecordSpanOutcomes: a record's span ends in error when the record failed or was
+// dead-lettered (a message without a key, here), with the error; an applied record's
+// and a duplicate's end well, and a duplicate's names no attempt. The send span says how
+// many of its messages were dead-lettered.
+func TestRecordSpanOutcomes(t *testing.T) {
+	tp, exp := spanRecorder(t)
+	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: &capture{}, Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
+		if string(r.Payload) == `"fail"` {
+			return idem.Result{}, errors.New("downstream unavailable")
+		}
+		return idem.Result{Response: []byte(`"ok"`), Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/out", Body: "x"}}}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := &fakeDL{}
+	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Outbox: client, DeadLetter: dl, Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyless := events.SQSMessage{MessageId: "m-keyless", Body: `{}`, ReceiptHandle: "rh-keyless"} // no key attribute, not FIFO
+	for _, c := range []struct {
+		msg     events.SQSMessage
+		outcome string
+		code    codes.Code
+		text    string
+	}{
+		{keyedFIFORecord("m-ok", "g-1", "k-ok", `{}`), "ok", codes.Unset, ""},
+		{keyedFIFORecord("m-dup", "g-1", "k-ok", `{}`), "ok", codes.Unset, ""},
+		{keyedFIFORecord("m-fail", "g-3", "k-fail", `"fail"`), "retry", codes.Error, "downstream unavailable"},
+		{keyless, "dead_lettered", codes.Error, idem.KeyAttribute},
+	} {
+		exp.Reset()
+		if _, err := batch.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{c.msg}}); err != nil {
+			t.Fatal(err)
+		}
+		spans := exp.GetSpans()
+		process := one(t, spans, idem.SpanProcess)
+		wantAttr(t, process, "idem.batch_outcome", c.outcome)
+		wantStatus(t, process, c.code, c.text)
+		switch c.msg.MessageId {
+		case "m-ok":
+			wantAttr(t, process, idem.AttrAttempt, "1")
+			wantAttr(t, one(t, spans, idem.SpanSend), idem.AttrDeadLettered, "0")
+		case "m-dup":
+			wantAttr(t, process, idem.AttrOutcome, "duplicate")
+			noAttr(t, process, idem.AttrAttempt)
+		}
+	}
+	if len(dl.ids) != 1 || dl.ids[0] != "m-keyless" {
+		t.Errorf("dead-lettered %v, want the message without a key", dl.ids)
+	}
+}
+
+// TestOutboundTraceparentWithinTheSizeLimit: an outbound message takes the traceparent
+// attribute only when it still fits MaxOutboundMessageBytes, as SQS counts its size
+// (body, and each attribute's name, type and value), to the byte; a message that sets a
+// traceparent of its own keeps it.
+func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
+	const traceparent = len(idem.TraceParentAttribute) + len("String") + len("00-") + 32 + len("-") + 16 + len("-01")
+	for _, c := range []struct {
+		name  string
+		msg   idem.Message
+		room  bool
+		value string
+	}{
+		{"fits to the byte", idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent)}, true, ""},
+		{"one byte over", idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent+1)}, false, ""},
+		{"its own traceparent", idem.Message{Body: "x", Attributes: map[string]string{idem.TraceParentAttribute: "mine"}}, true, "mine"},
+	} {
+		tr := newTraced(t, true, 0)
+		c.msg.QueueURL = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
+		errs := tr.client.Deliver(context.Background(), []*idem.Pending{{Key: "payments#k", Token: "t", Messages: []idem.Message{c.msg}}})
+		if errs[0] != nil || len(tr.out.entries) != 1 {
+			t.Fatalf("%s: %v, %d entries sent", c.name, errs[0], len(tr.out.entries))
+		}
+		got, has := tr.out.entries[0].MessageAttributes[idem.TraceParentAttribute]
+		if has != c.room || c.value != "" && aws.ToString(got.StringValue) != c.value {
+			t.Errorf("%s: traceparent %v %q, want %v %q", c.name, has, aws.ToString(got.StringValue), c.room, c.value)
+		}
+	}
+}
+
+// movedOn is a store on which every listed lease has moved on before its reap.
+type movedOn struct{ idem.Store }
+
+func (movedOn) Reap(context.Context, idem.StaleLease, string, time.Time) error {
+	return fmt.Errorf("injected: %w", idem.ErrLeaseLost)
+}
+
+// TestReapSpanOfALeaseThatMovedOn: a listed lease that moved on before its reap (its
+// holder committed, or a redelivery took it over) is no failure of the sweep: its span
+// says not reaped, without an error or a lateness. A reaped lease's span says how late
+// past its end and the grace it was reaped.
+func TestReapSpanOfALeaseThatMovedOn(t *testing.T) {
+	now := time.Now()
+	later := now.Add(2 * time.Minute)
+	for _, moved := range []bool{false, true} {
+		tp, exp := spanRecorder(t)
+		var store idem.Store = idem.NewMemoryStore()
+		pk, err := idem.RecordKey("payments", "k-stale", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, created, err := store.Create(context.Background(), &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef",
+			LeaseUntil: now.Truncate(time.Millisecond), Inflight: "0", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "crashed", CreatedAt: now, UpdatedAt: now}, now); err != nil || !created {
+			t.Fatalf("create: %v %v", created, err)
+		}
+		if moved {
+			store = movedOn{store}
+		}
+		r := &idem.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
+		if _, err := r.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		spans := exp.GetSpans()
+		reap := one(t, spans, idem.SpanReap)
+		wantAttr(t, reap, idem.AttrLeaseToken, "01234567")
+		wantStatus(t, reap, codes.Unset, "")
+		wantStatus(t, one(t, spans, idem.SpanSweep), codes.Unset, "")
+		if moved {
+			wantAttr(t, reap, idem.AttrReaped, "false")
+			noAttr(t, reap, idem.AttrLate)
+		} else {
+			wantAttr(t, reap, idem.AttrReaped, "true")
+			wantAttr(t, reap, idem.AttrLate, fmt.Sprint(later.Sub(now.Truncate(time.Millisecond).Add(time.Second)).Milliseconds()))
+		}
+	}
+}
