@@ -12,10 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
@@ -484,6 +486,42 @@ func TestReapSpanOfALeaseThatMovedOn(t *testing.T) {
 		} else {
 			wantAttr(t, reap, idem.AttrReaped, "true")
 			wantAttr(t, reap, idem.AttrLate, fmt.Sprint(later.Sub(now.Truncate(time.Millisecond).Add(time.Second)).Milliseconds()))
+		}
+	}
+}
+
+// quietSpan is a caller's span that is not recording yet keeps what it is given.
+type quietSpan struct {
+	noop.Span
+	attrs []attribute.KeyValue
+}
+
+func (*quietSpan) IsRecording() bool                        { return false }
+func (s *quietSpan) SetAttributes(kv ...attribute.KeyValue) { s.attrs = append(s.attrs, kv...) }
+
+// TestRecordNotesNothingOnASpanThatIsNotRecording: the SQS handler writes what it learned
+// of a record only to a span that records; a span of the caller's that says it does not
+// is given nothing, whatever its SetAttributes would do.
+func TestRecordNotesNothingOnASpanThatIsNotRecording(t *testing.T) {
+	tp, _ := spanRecorder(t)
+	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte(`"ok"`)}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []events.SQSMessage{
+		{MessageId: "m-keyless", Body: `{}`},
+		keyedFIFORecord("m-keyed", "g", "k-1", `{}`),
+	} {
+		span := &quietSpan{}
+		_ = record(trace.ContextWithSpan(context.Background(), span), msg)
+		if len(span.attrs) != 0 {
+			t.Errorf("%s: a span that is not recording was given %v", msg.MessageId, span.attrs)
 		}
 	}
 }
