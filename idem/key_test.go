@@ -408,3 +408,15 @@ func TestCanonicalJSONRefusesCutAndNestedAmbiguousDocuments(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalJSONBadEscapeIsNotAmbiguous: a \u escape whose digits are not all hex is
+// not read as a character: the document is refused by the decoder as invalid, not as
+// ambiguous, even when the digits before the bad one would begin a surrogate.
+func TestCanonicalJSONBadEscapeIsNotAmbiguous(t *testing.T) {
+	for _, doc := range []string{`{"a":"\uDC0g"}`, `["\uDBFz"]`, `"\uD8x0"`} {
+		_, err := idem.CanonicalJSON([]byte(doc))
+		if err == nil || errors.Is(err, idem.ErrAmbiguousJSON) {
+			t.Errorf("%s: %v, want the decoder's refusal, not ErrAmbiguousJSON", doc, err)
+		}
+	}
+}
