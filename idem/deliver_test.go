@@ -364,3 +364,20 @@ func TestDeliverWithoutASender(t *testing.T) {
 		t.Fatalf("errors %v, want one naming Config.Sender", errs)
 	}
 }
+
+// TestDeliverOfAMessageWithoutAttributesSendsNone: an outbound message without attributes
+// reaches the sender with none (nil), not with an empty map, when tracing is off.
+func TestDeliverOfAMessageWithoutAttributesSendsNone(t *testing.T) {
+	out := &capture{}
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s", Sender: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := c.Deliver(context.Background(), []*idem.Pending{{Key: "s#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}}}})
+	if errs[0] != nil || len(out.entries) != 1 {
+		t.Fatalf("%v, %d entries sent", errs[0], len(out.entries))
+	}
+	if attrs := out.entries[0].MessageAttributes; attrs != nil {
+		t.Errorf("attributes %#v, want none", attrs)
+	}
+}

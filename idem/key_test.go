@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -418,5 +419,18 @@ func TestCanonicalJSONBadEscapeIsNotAmbiguous(t *testing.T) {
 		if err == nil || errors.Is(err, idem.ErrAmbiguousJSON) {
 			t.Errorf("%s: %v, want the decoder's refusal, not ErrAmbiguousJSON", doc, err)
 		}
+	}
+}
+
+// TestCanonicalJSONErrorsNameTheirCause: a lone surrogate whose four digits end the
+// document is found (ErrAmbiguousJSON), though the document is cut after it; a member
+// name that is not a string is the decoder's syntax error, with its offset.
+func TestCanonicalJSONErrorsNameTheirCause(t *testing.T) {
+	if _, err := idem.CanonicalJSON([]byte(`"\udc00`)); !errors.Is(err, idem.ErrAmbiguousJSON) {
+		t.Errorf("a lone surrogate at the end: %v, want ErrAmbiguousJSON", err)
+	}
+	var syntax *json.SyntaxError
+	if _, err := idem.CanonicalJSON([]byte(`{1:2}`)); !errors.As(err, &syntax) {
+		t.Errorf("a member name that is a number: %v, want the decoder's *json.SyntaxError", err)
 	}
 }

@@ -536,3 +536,26 @@ func TestModesStoreATruncatedError(t *testing.T) {
 		}
 	})
 }
+
+// putRefusedForGood is a store whose single-transaction writes are refused for good.
+type putRefusedForGood struct{ *idem.MemoryStore }
+
+func (putRefusedForGood) Put(context.Context, *idem.Record, []types.TransactWriteItem, *idem.Record, time.Time) (*idem.Record, error) {
+	return nil, idem.Permanent(errors.New("injected: the put is refused for good"))
+}
+
+// TestSinglePutRefusedForGoodStaysPermanent: in the single-transaction mode, a refusal
+// whose record the store refuses for good is permanent (dead-lettered, not retried for
+// ever): the store's permanent error is returned as it is.
+func TestSinglePutRefusedForGoodStaysPermanent(t *testing.T) {
+	c, err := idem.New(idem.Config{Store: putRefusedForGood{idem.NewMemoryStore()}, Scope: "s", Mode: idem.ModeSingleTransaction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Do(context.Background(), req("k", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{}, idem.Permanent(errors.New("the handler refuses"))
+	})
+	if !idem.IsPermanent(err) || !strings.Contains(err.Error(), "refused for good") {
+		t.Errorf("%v (permanent: %v), want the store's permanent error", err, idem.IsPermanent(err))
+	}
+}
