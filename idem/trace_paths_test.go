@@ -57,6 +57,23 @@ func wantStatus(t *testing.T, s tracetest.SpanStub, code codes.Code, text string
 	}
 }
 
+// tracedOKRecord is the SQS handler of a traced client on a MemoryStore whose handler
+// answers "ok".
+func tracedOKRecord(t *testing.T, tp trace.TracerProvider) idem.RecordFunc {
+	t.Helper()
+	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte(`"ok"`)}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return record
+}
+
 // createFails is a store whose acquisitions fail with err.
 type createFails struct {
 	idem.Store
@@ -504,16 +521,7 @@ func (s *quietSpan) SetAttributes(kv ...attribute.KeyValue) { s.attrs = append(s
 // is given nothing, whatever its SetAttributes would do.
 func TestRecordNotesNothingOnASpanThatIsNotRecording(t *testing.T) {
 	tp, _ := spanRecorder(t)
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
-		return idem.Result{Response: []byte(`"ok"`)}, nil
-	})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	record := tracedOKRecord(t, tp)
 	for _, msg := range []events.SQSMessage{
 		{MessageId: "m-keyless", Body: `{}`},
 		keyedFIFORecord("m-keyed", "g", "k-1", `{}`),

@@ -491,20 +491,8 @@ func TestCachedDuplicateSpans(t *testing.T) {
 // TestRecordSpanWithoutAnOutbox: a traced batch whose processor has no outbox (its
 // handler sends nothing) still ends each record's span, with the record's outcome.
 func TestRecordSpanWithoutAnOutbox(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
-		return idem.Result{Response: []byte(`"ok"`)}, nil
-	})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Tracer: tp})
+	tp, exp := spanRecorder(t)
+	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: tracedOKRecord(t, tp), Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
