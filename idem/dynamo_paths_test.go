@@ -29,6 +29,16 @@ func held(key string, now time.Time) *idem.Record {
 		Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Inflight: "0"}
 }
 
+// live creates in s an in-progress record of key whose lease ends a minute after now,
+// and returns it with its lease.
+func live(t *testing.T, s idem.Store, key string, now time.Time) (*idem.Record, idem.Lease) {
+	t.Helper()
+	rec := held(key, now)
+	rec.LeaseUntil = now.Add(time.Minute)
+	create(t, s, rec, now)
+	return rec, idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
+}
+
 func create(t *testing.T, s idem.Store, rec *idem.Record, now time.Time) {
 	t.Helper()
 	if _, created, err := s.Create(context.Background(), rec, now); err != nil || !created {
@@ -113,9 +123,7 @@ func TestPutWhenTheFailureHasNoItem(t *testing.T) {
 	e := newDynamoEnv(t)
 	ctx := context.Background()
 	now := e.clock.Now()
-	first := held("s#taken", now)
-	first.LeaseUntil = now.Add(time.Minute)
-	create(t, e.store, first, now)
+	first, _ := live(t, e.store, "s#taken", now)
 	store, err := idem.NewDynamoStoreLayout(noOldItem{e.ddb}, idem.Layout{Table: e.table})
 	if err != nil {
 		t.Fatal(err)
@@ -204,14 +212,11 @@ func TestCommitOfAWriteDynamoDBRefuses(t *testing.T) {
 	ctx := context.Background()
 	now := e.clock.Now()
 	for _, reason := range []string{"ValidationError", "ItemCollectionSizeLimitExceeded"} {
-		rec := held("s#"+reason, now)
-		rec.LeaseUntil = now.Add(time.Minute)
-		create(t, e.store, rec, now)
+		_, l := live(t, e.store, "s#"+reason, now)
 		store, err := idem.NewDynamoStoreLayout(refusedWrite{e.ddb, reason}, idem.Layout{Table: e.table})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
 		err = store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Writes: []types.TransactWriteItem{e.bizWrite(reason)}}, now)
 		if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || !strings.Contains(err.Error(), "write 0: "+reason) {
 			t.Errorf("a write canceled for %s: %v; want a permanent ErrInvalidRequest naming write 0", reason, err)
@@ -228,10 +233,7 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 	ctx := context.Background()
 	now := e.clock.Now()
 	out := "https://sqs.us-east-1.amazonaws.com/123456789012/out.fifo"
-	rec := held("s#grouped", now)
-	rec.LeaseUntil = now.Add(time.Minute)
-	create(t, e.store, rec, now)
-	l := idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
+	rec, l := live(t, e.store, "s#grouped", now)
 	msgs := []idem.Message{{QueueURL: out, Body: "b", GroupID: "g-out"}}
 	if err := e.store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Outbox: msgs, Group: "g-in"}, now); err != nil {
 		t.Fatal(err)
@@ -252,9 +254,7 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 		}
 	}
 
-	failed := held("s#no-reason", now)
-	failed.LeaseUntil = now.Add(time.Minute)
-	create(t, e.store, failed, now)
+	failed, _ := live(t, e.store, "s#no-reason", now)
 	if err := e.store.FailWith(ctx, idem.Lease{Key: failed.Key, Token: failed.LeaseToken}, idem.Failure{}, now.Add(time.Hour), now); err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +262,7 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 		t.Errorf("a failure without a reason: %+v, %v; want FAILED, unspecified", got, err)
 	}
 
-	big := held("s#too-large", now)
-	big.LeaseUntil = now.Add(time.Minute)
-	create(t, e.store, big, now)
+	big, _ := live(t, e.store, "s#too-large", now)
 	noise := make([]byte, 200*1024)
 	r := rand.New(rand.NewChaCha8([32]byte{7}))
 	for i := range noise {
@@ -282,9 +280,7 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 	}
 
 	// An outbox over the limit alone, with no response: refused, nothing committed.
-	alone := held("s#outbox-too-large", now)
-	alone.LeaseUntil = now.Add(time.Minute)
-	create(t, e.store, alone, now)
+	alone, _ := live(t, e.store, "s#outbox-too-large", now)
 	var three []idem.Message
 	for i := range 3 {
 		r.Shuffle(len(noise), func(i, j int) { noise[i], noise[j] = noise[j], noise[i] })

@@ -20,6 +20,12 @@ import (
 // emulator, a wrapper) that DynamoDB itself would not give: each is an error, never a
 // panic or a success.
 
+// completed is the record of key completed at now, for a single-transaction Put.
+func completed(key string, now time.Time) *idem.Record {
+	return &idem.Record{Key: key, Status: idem.StatusCompleted, LeaseToken: "t", Attempt: 1, Response: []byte("r"),
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+}
+
 // canceledWithoutReasons is DynamoDB canceling every transaction without saying why.
 type canceledWithoutReasons struct{ idem.DynamoDBAPI }
 
@@ -37,17 +43,12 @@ func TestTransactionCanceledWithoutReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := held("s#no-reason", now)
-	rec.LeaseUntil = now.Add(time.Minute)
-	create(t, e.store, rec, now)
-	l := idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
+	_, l := live(t, e.store, "s#no-reason", now)
 	err = store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Writes: []types.TransactWriteItem{e.bizWrite("no-reason")}}, now)
 	if err == nil || idem.IsPermanent(err) || !strings.Contains(err.Error(), "Transaction cancelled") {
 		t.Errorf("Complete: %v, want the transaction's retryable error", err)
 	}
-	done := &idem.Record{Key: "s#no-reason-single", Status: idem.StatusCompleted, LeaseToken: "t", Attempt: 1, Response: []byte("r"),
-		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
-	_, err = store.Put(ctx, done, []types.TransactWriteItem{e.bizWrite("no-reason-single")}, nil, now)
+	_, err = store.Put(ctx, completed("s#no-reason-single", now), []types.TransactWriteItem{e.bizWrite("no-reason-single")}, nil, now)
 	if err == nil || idem.IsPermanent(err) || !strings.Contains(err.Error(), "Transaction cancelled") {
 		t.Errorf("Put: %v, want the transaction's retryable error", err)
 	}
@@ -64,18 +65,13 @@ func TestTooManyWritesAreRefusedBeforeAnyRequest(t *testing.T) {
 	for i := range writes {
 		writes[i] = e.bizWrite("many-" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
 	}
-	rec := held("s#many", now)
-	rec.LeaseUntil = now.Add(time.Minute)
-	create(t, e.store, rec, now)
+	_, l := live(t, e.store, "s#many", now)
 	e.calls.Reset()
-	l := idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
 	err := e.store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Writes: writes}, now)
 	if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || e.calls.Total() != 0 {
 		t.Errorf("Complete: %v after %v; want a permanent ErrInvalidRequest and no request", err, e.calls.Ops())
 	}
-	done := &idem.Record{Key: "s#many-single", Status: idem.StatusCompleted, LeaseToken: "t", Attempt: 1, Response: []byte("r"),
-		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
-	_, err = e.store.Put(ctx, done, writes, nil, now)
+	_, err = e.store.Put(ctx, completed("s#many-single", now), writes, nil, now)
 	if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || e.calls.Total() != 0 {
 		t.Errorf("Put: %v after %v; want a permanent ErrInvalidRequest and no request", err, e.calls.Ops())
 	}
@@ -104,10 +100,7 @@ func TestCorruptStoredOutboxIsRefused(t *testing.T) {
 	e := newDynamoEnv(t)
 	ctx := context.Background()
 	now := e.clock.Now()
-	rec := held("s#corrupt", now)
-	rec.LeaseUntil = now.Add(time.Minute)
-	create(t, e.store, rec, now)
-	l := idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
+	rec, l := live(t, e.store, "s#corrupt", now)
 	msg := idem.Message{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}
 	if err := e.store.Complete(ctx, l, idem.Completion{Response: []byte("r"), ExpiresAt: now.Add(time.Hour), Outbox: []idem.Message{msg}}, now); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,15 @@ func (c *capture) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 	return out, nil
 }
 
+// spanRecorder is a TracerProvider whose spans go to an in-memory exporter.
+func spanRecorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp, exp
+}
+
 // traced is a consumer on a MemoryStore whose spans go to an in-memory exporter.
 type traced struct {
 	rec    *tracetest.InMemoryExporter
@@ -59,9 +68,7 @@ const (
 
 func newTraced(t *testing.T, tracing bool, attrs int) *traced {
 	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, exp := spanRecorder(t)
 	out := &capture{}
 	var provider trace.TracerProvider
 	if tracing {
@@ -344,9 +351,7 @@ func TestTracingOff(t *testing.T) {
 // one; its span says so (idem.step_done), under the handler's, so a trace of the retry
 // shows the step as skipped rather than missing.
 func TestStepDoneSpan(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, exp := spanRecorder(t)
 	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
@@ -382,8 +387,7 @@ func TestStepDoneSpan(t *testing.T) {
 // holder and the attempt; the next delivery's decision is a takeover that names the
 // previous holder, under the request's own span (Client.Do called outside a record).
 func TestReaperSpans(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tp, exp := spanRecorder(t)
 	store := idem.NewMemoryStore()
 	now := time.Now()
 	pk, err := idem.RecordKey("payments", secretKey, false)
@@ -463,9 +467,7 @@ func TestRecordSpanWithoutAKey(t *testing.T) {
 // TestCachedDuplicateSpans: a duplicate answered from the in-process cache still has its
 // acquire span, with the decision cached, or mismatch for another payload.
 func TestCachedDuplicateSpans(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, exp := spanRecorder(t)
 	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", CacheSize: 10, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
