@@ -76,6 +76,9 @@ type Failure struct {
 	Retryable bool
 	Category  Category
 	Public    string
+	// RefusedBy is the delivery a business rule's refusal came in (Record.RefusedBy);
+	// zero for other failures, and outside an SQS batch.
+	RefusedBy Delivery
 }
 
 // failureOf is the Failure a handler's or a commit's error err records.

@@ -30,14 +30,16 @@ const (
 	// (Record.Category, Record.Public).
 	attrErrorCategory = "error_category"
 	attrErrorPublic   = "error_public"
-	attrAttempt       = "attempt"
-	attrSteps         = "steps"
-	attrOwner         = "owner"
-	attrOutbox        = "outbox"
-	attrOutboxEnc     = "outbox_enc"
-	attrSent          = "sent"
-	attrOutboxDead    = "outbox_dead"
-	attrOutboxGroup   = "outbox_group"
+	// attrRefusedBy is the delivery a business rule refused (Record.RefusedBy).
+	attrRefusedBy   = "refused_by"
+	attrAttempt     = "attempt"
+	attrSteps       = "steps"
+	attrOwner       = "owner"
+	attrOutbox      = "outbox"
+	attrOutboxEnc   = "outbox_enc"
+	attrSent        = "sent"
+	attrOutboxDead  = "outbox_dead"
+	attrOutboxGroup = "outbox_group"
 	// attrGuardHash is the payload fingerprint the middleware adds to guard Puts.
 	attrGuardHash = "idem_payload_hash"
 	attrCreatedAt = "created_at"
@@ -174,6 +176,9 @@ func (s *schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 		if r.Public != "" {
 			set(attrErrorPublic, avS(r.Public))
 		}
+		if by := r.RefusedBy.String(); by != "" {
+			set(attrRefusedBy, avS(by))
+		}
 	}
 	if len(r.Steps) > 0 {
 		set(attrSteps, &types.AttributeValueMemberSS{Value: r.Steps})
@@ -254,6 +259,7 @@ func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error
 	r.Error = str(attrError)
 	r.Category = Category(str(attrErrorCategory))
 	r.Public = str(attrErrorPublic)
+	refusedBy := str(attrRefusedBy)
 	r.Attempt = int(num(attrAttempt))
 	r.Owner = str(attrOwner)
 	r.CreatedAt = fromMillis(num(attrCreatedAt))
@@ -265,6 +271,9 @@ func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error
 	dead := str(attrOutboxDead)
 	if err != nil {
 		return nil, err
+	}
+	if r.RefusedBy, err = parseDelivery(refusedBy); err != nil {
+		return nil, fmt.Errorf("idem: attribute %s: %w", s.n(attrRefusedBy), err)
 	}
 	if dead != "" {
 		if err := json.Unmarshal([]byte(dead), &r.Dead); err != nil {

@@ -96,21 +96,9 @@ func (e *expr) v(name string, v types.AttributeValue) string {
 	return p
 }
 
-// fence is the condition of every write a lease holder makes after its acquire.
-func (e *expr) fence(token string) string {
-	return fmt.Sprintf("%s = %s AND %s = %s", e.a(attrLeaseToken), e.v("tok", avS(token)), e.a(attrStatus), e.v("inprogress", avS(string(StatusInProgress))))
-}
-
-// absent is the condition of a write that creates a record: none, or an expired one.
-func (e *expr) absent(now time.Time) string {
-	return fmt.Sprintf("attribute_not_exists(%s) OR %s < %s", e.key(), e.a(attrExpiresAt), e.v("now_s", avN(now.Unix())))
-}
-
-// asSeen is the condition of a write that replaces the record as it was seen.
-func (e *expr) asSeen(seen *Record) string {
-	return fmt.Sprintf("%s = %s AND %s = %s AND %s = %s", e.a(attrLeaseToken), e.v("oldtok", avS(seen.LeaseToken)),
-		e.a(attrStatus), e.v("oldstatus", avS(string(seen.Status))), e.a(attrLeaseUntil), e.v("oldlu", avN(epochMillis(seen.LeaseUntil))))
-}
+// cond is the condition of a write of event ev (its row of the transitions table) with
+// the values a.
+func (e *expr) cond(ev Event, a condArgs) string { return transitionOf(ev).expr(e, a) }
 
 func (e *expr) namesOrNil() map[string]string {
 	if len(e.names) == 0 {
@@ -137,7 +125,7 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.s.table),
 		Item:                                item,
-		ConditionExpression:                 aws.String(e.absent(now)),
+		ConditionExpression:                 aws.String(e.cond(EventAcquire, condArgs{now: now})),
 		ExpressionAttributeNames:            e.names,
 		ExpressionAttributeValues:           e.vals,
 		ReturnValues:                        types.ReturnValueAllOld,
@@ -188,8 +176,8 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 		set = append(set, e.a(attrInflight)+" = "+e.v("shard", avS(next.Shard)))
 	}
 	update := "SET " + strings.Join(set, ", ") + " ADD " + e.a(attrAttempt) + " " + e.v("one", avN(1)) +
-		" REMOVE " + e.a(attrError) + ", " + e.a(attrRetryable) + ", " + e.a(attrErrorCategory) + ", " + e.a(attrErrorPublic)
-	cond := e.asSeen(seen)
+		" REMOVE " + e.a(attrError) + ", " + e.a(attrRetryable) + ", " + e.a(attrErrorCategory) + ", " + e.a(attrErrorPublic) + ", " + e.a(attrRefusedBy)
+	cond := e.cond(EventTakeover, seenArgs(seen))
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.s.table),
 		Key:                       s.s.key(seen.Key),
@@ -289,7 +277,7 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	if len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")
 	}
-	cond := e.fence(l.Token)
+	cond := e.cond(EventCommit, condArgs{token: l.Token})
 	upd := &types.Update{
 		TableName:                 aws.String(s.s.table),
 		Key:                       s.s.key(l.Key),
@@ -436,10 +424,10 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
 	}
 	e := s.expr()
-	cond := e.absent(now)
+	cond := e.cond(EventPut, condArgs{now: now})
 	if seen != nil {
 		e = s.expr()
-		cond = e.asSeen(seen)
+		cond = e.cond(EventPutOver, seenArgs(seen))
 	}
 	// existing decides a failed condition on the record: the record as it is, or nil
 	// when it holds our own token (a try applied earlier whose answer was lost).
@@ -528,8 +516,7 @@ func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int,
 		set = append(set, e.a(attrOutboxDead)+" = "+e.v("dead", avS(string(raw))))
 	}
 	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join([]string{e.a(attrOutbox), e.a(attrOutboxEnc), e.a(attrOutboxGroup), e.a(attrInflight)}, ", ")
-	cond := fmt.Sprintf("%s = %s AND %s = %s AND attribute_exists(%s)", e.a(attrLeaseToken), e.v("tok", avS(token)),
-		e.a(attrStatus), e.v("completed", avS(string(StatusCompleted))), e.a(attrOutbox))
+	cond := e.cond(EventMarkSent, condArgs{token: token})
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.s.table), Key: s.s.key(key),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
@@ -550,8 +537,7 @@ func (s *DynamoStore) Retry(ctx context.Context, key, token, reason string, now 
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s", e.a(attrRetryable), e.v("true", avBool(true)),
 		e.a(attrError), e.v("reason", avS(nonEmpty(reason))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
-	cond := fmt.Sprintf("%s = %s AND %s = %s AND %s = %s", e.a(attrLeaseToken), e.v("tok", avS(token)),
-		e.a(attrStatus), e.v("failed", avS(string(StatusFailed))), e.a(attrRetryable), e.v("false", avBool(false)))
+	cond := e.cond(EventClear, condArgs{token: token})
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.s.table), Key: s.s.key(key),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
@@ -579,12 +565,9 @@ func (s *DynamoStore) completedBy(ctx context.Context, l Lease, item map[string]
 	return err == nil && rec.Status == StatusCompleted && rec.LeaseToken == l.Token
 }
 
-// fenced is one UpdateItem conditioned on the lease of token (and more when extra is set).
-func (s *DynamoStore) fenced(ctx context.Context, op, key, token string, e *expr, update, extra string) error {
-	cond := e.fence(token)
-	if extra != "" {
-		cond += " AND " + extra
-	}
+// fenced is one UpdateItem of key conditioned as ev's row says, with the values a.
+func (s *DynamoStore) fenced(ctx context.Context, ev Event, op, key string, a condArgs, e *expr, update string) error {
+	cond := e.cond(ev, a)
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.s.table), Key: s.s.key(key),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
@@ -614,8 +597,13 @@ func (s *DynamoStore) FailWith(ctx context.Context, l Lease, f Failure, expiresA
 	} else {
 		remove = append(remove, e.a(attrErrorPublic))
 	}
+	if by := f.RefusedBy.String(); by != "" {
+		set = append(set, e.a(attrRefusedBy)+" = "+e.v("refusedby", avS(by)))
+	} else {
+		remove = append(remove, e.a(attrRefusedBy))
+	}
 	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")
-	return s.fenced(ctx, "fail", l.Key, l.Token, e, update, "")
+	return s.fenced(ctx, failEvent(f), "fail", l.Key, condArgs{token: l.Token}, e, update)
 }
 
 // AddStep is one fenced UpdateItem adding to the steps set.
@@ -623,7 +611,7 @@ func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, now tim
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s ADD %s %s", e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))),
 		e.a(attrSteps), e.v("step", &types.AttributeValueMemberSS{Value: []string{step}}))
-	return s.fenced(ctx, "step "+step, l.Key, l.Token, e, update, "")
+	return s.fenced(ctx, EventStep, "step "+step, l.Key, condArgs{token: l.Token}, e, update)
 }
 
 // Extend is one fenced UpdateItem of lease_until (which also moves the record in the
@@ -631,7 +619,7 @@ func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, now tim
 func (s *DynamoStore) Extend(ctx context.Context, l Lease, until, now time.Time) error {
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s, %s = %s", e.a(attrLeaseUntil), e.v("lu", avN(epochMillis(until))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
-	return s.fenced(ctx, "extend", l.Key, l.Token, e, update, "")
+	return s.fenced(ctx, EventExtend, "extend", l.Key, condArgs{token: l.Token}, e, update)
 }
 
 // Get is a strongly consistent GetItem.
@@ -737,8 +725,7 @@ func (s *DynamoStore) Reap(ctx context.Context, sl StaleLease, reason string, no
 	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s, %s = %s REMOVE %s",
 		e.a(attrStatus), e.v("failed", avS(string(StatusFailed))), e.a(attrError), e.v("reason", avS(nonEmpty(reason))),
 		e.a(attrRetryable), e.v("true", avBool(true)), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))), e.a(attrInflight))
-	extra := e.a(attrLeaseUntil) + " = " + e.v("lu", avN(epochMillis(sl.LeaseUntil)))
-	return s.fenced(ctx, "reap", sl.Key, sl.Token, e, update, extra)
+	return s.fenced(ctx, EventReap, "reap", sl.Key, condArgs{token: sl.Token, leaseUntil: sl.LeaseUntil}, e, update)
 }
 
 // fenceErr turns a failed fencing condition into ErrLeaseLost and wraps other errors.

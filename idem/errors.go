@@ -130,6 +130,21 @@ func (e *RefusedError) Error() string { return "idem: refused by a business rule
 // Is makes a RefusedError a business refusal (ErrRefused).
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
+// refusedCopyError is a late copy of a delivery that a business rule refused: the record
+// keeps the refusal, and the copy is dead-lettered like the delivery it copies.
+type refusedCopyError struct {
+	key, stored string
+	by          Delivery
+}
+
+func (e *refusedCopyError) Error() string {
+	return fmt.Sprintf("idem: %s: a copy of message %s (receive %d) that was refused and dead-lettered: %s",
+		redact(e.key), e.by.MessageID, e.by.ReceiveCount, e.stored)
+}
+
+// Is makes the copy a business refusal (ErrRefused), as its original was.
+func (e *refusedCopyError) Is(target error) bool { return target == ErrRefused }
+
 func (e *WriteConditionError) Error() string {
 	if e.Explained {
 		return "idem: refused by a business rule: " + e.Reason

@@ -446,6 +446,13 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 		return nil, false, &LeaseHeldError{Key: redact(pk), Owner: old.Owner, Until: old.LeaseUntil}
 	case old.Status == StatusFailed && !old.Retryable:
 		return nil, false, &StoredError{Key: pk, Message: old.Error}
+	case StateOf(old, now) == StateRefused && deliveryOf(ctx).copyOf(old.RefusedBy):
+		// A copy of the message a business rule refused, handed out before that
+		// delivery (its visibility ran out) and running late: the message was
+		// dead-lettered. Taking the record over would clear the refusal, and nothing
+		// would be left to retry it. This copy is dead-lettered again; the record keeps
+		// its refusal.
+		return nil, false, &refusedCopyError{key: pk, stored: old.Error, by: old.RefusedBy}
 	case old.Status == StatusInProgress, old.Status == StatusFailed:
 		return nil, true, nil
 	default:
@@ -612,6 +619,9 @@ func (c *Client) fail(ctx context.Context, att *Attempt, f Failure) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
 	defer cancel()
 	ctx, span := c.startSpan(ctx, SpanRelease, att.lease.Key)
+	if failEvent(f) == EventRefuse {
+		f.RefusedBy = deliveryOf(ctx)
+	}
 	now := c.cfg.Clock()
 	err := c.cfg.Store.FailWith(ctx, att.lease, f, now.Add(c.cfg.TTL), now)
 	endRelease(span, f.Retryable, err)

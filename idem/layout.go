@@ -68,6 +68,7 @@ type Attributes struct {
 	// Record.Public).
 	ErrorCategory string
 	ErrorPublic   string
+	RefusedBy     string // "refused_by" (Record.RefusedBy)
 	Attempt       string // "attempt"
 	Steps         string // "steps"
 	Owner         string // "owner"
@@ -132,7 +133,7 @@ func (a *Attributes) canonical() []struct {
 		{attrStatus, &a.Status}, {attrLeaseToken, &a.LeaseToken}, {attrLeaseUntil, &a.LeaseUntil}, {attrInflight, &a.Inflight},
 		{attrExpiresAt, &a.ExpiresAt}, {attrPayloadHash, &a.PayloadHash}, {attrResponse, &a.Response}, {attrResponseEnc, &a.ResponseEnc},
 		{attrError, &a.Error}, {attrRetryable, &a.Retryable}, {attrErrorCategory, &a.ErrorCategory}, {attrErrorPublic, &a.ErrorPublic},
-		{attrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrOwner, &a.Owner},
+		{attrRefusedBy, &a.RefusedBy}, {attrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrOwner, &a.Owner},
 		{attrOutbox, &a.Outbox}, {attrOutboxEnc, &a.OutboxEnc}, {attrOutboxGroup, &a.OutboxGroup}, {attrOutboxDead, &a.OutboxDead},
 		{attrSent, &a.Sent}, {attrCreatedAt, &a.CreatedAt}, {attrUpdatedAt, &a.UpdatedAt},
 	}

@@ -67,7 +67,7 @@ func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.recs[rec.Key]
-	if ok && !old.expired(now) {
+	if !transitionOf(EventAcquire).holds(old, condArgs{now: now}) {
 		return old.clone(), false, nil
 	}
 	m.recs[rec.Key] = rec.clone()
@@ -77,11 +77,12 @@ func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	return nil, true, nil
 }
 
-// held returns the record if l still holds it (the fence), else ErrLeaseLost.
-func (m *MemoryStore) held(op string, l Lease) (*Record, error) {
-	r, ok := m.recs[l.Key]
-	if !ok || r.LeaseToken != l.Token || r.Status != StatusInProgress {
-		return nil, fmt.Errorf("idem: %s %s: %w", op, redact(l.Key), ErrLeaseLost)
+// held returns the record of key if it meets the conditions of ev's row (the
+// transitions table) with a, else ErrLeaseLost.
+func (m *MemoryStore) held(ev Event, op, key string, a condArgs) (*Record, error) {
+	r := m.recs[key]
+	if !transitionOf(ev).holds(r, a) {
+		return nil, fmt.Errorf("idem: %s %s: %w", op, redact(key), ErrLeaseLost)
 	}
 	return r, nil
 }
@@ -93,15 +94,15 @@ func (m *MemoryStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.recs[seen.Key]
-	if !ok || r.LeaseToken != seen.LeaseToken || r.Status != seen.Status || !r.LeaseUntil.Equal(seen.LeaseUntil) {
-		return nil, fmt.Errorf("idem: takeover %s: %w", redact(seen.Key), ErrLeaseLost)
+	r, err := m.held(EventTakeover, "takeover", seen.Key, seenArgs(seen))
+	if err != nil {
+		return nil, err
 	}
 	r.LeaseToken, r.LeaseUntil, r.Status = next.Token, next.Until.Truncate(time.Millisecond), StatusInProgress
 	r.Inflight, r.Owner, r.UpdatedAt = next.Shard, next.Owner, now.Truncate(time.Millisecond)
 	r.ExpiresAt = expiresAt.Truncate(time.Second)
 	r.Attempt++
-	r.Error, r.Retryable, r.Category, r.Public = "", false, "", ""
+	r.Error, r.Retryable, r.Category, r.Public, r.RefusedBy = "", false, "", "", Delivery{}
 	return r.clone(), nil
 }
 
@@ -128,7 +129,7 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held("complete", l)
+	r, err := m.held(EventCommit, "complete", l.Key, condArgs{token: l.Token})
 	if err != nil {
 		return err
 	}
@@ -194,13 +195,11 @@ func (m *MemoryStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.recs[rec.Key]
-	var pass bool
-	if seen == nil {
-		pass = !ok || old.expired(now)
-	} else {
-		pass = ok && old.LeaseToken == seen.LeaseToken && old.Status == seen.Status && old.LeaseUntil.Equal(seen.LeaseUntil)
+	row, a := transitionOf(EventPut), condArgs{now: now}
+	if seen != nil {
+		row, a = transitionOf(EventPutOver), seenArgs(seen)
 	}
-	if !pass {
+	if !row.holds(old, a) {
 		if ok && old.LeaseToken == rec.LeaseToken {
 			return nil, nil
 		}
@@ -248,9 +247,9 @@ func (m *MemoryStore) MarkSent(ctx context.Context, key, token string, sent int,
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.recs[key]
-	if !ok || r.LeaseToken != token || r.Status != StatusCompleted || len(r.Outbox) == 0 {
-		return nil
+	r, err := m.held(EventMarkSent, "mark sent", key, condArgs{token: token})
+	if err != nil {
+		return nil //nolint:nilerr // sent and marked by another delivery or the reaper, or gone
 	}
 	r.Outbox, r.Sent, r.Inflight, r.OutboxGroup, r.UpdatedAt = nil, sent, "", "", now.Truncate(time.Millisecond)
 	r.Dead = append([]DeadMessage(nil), dead...)
@@ -264,9 +263,9 @@ func (m *MemoryStore) Retry(ctx context.Context, key, token, reason string, now 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.recs[key]
-	if !ok || r.LeaseToken != token || r.Status != StatusFailed || r.Retryable {
-		return fmt.Errorf("idem: retry %s: %w", redact(key), ErrLeaseLost)
+	r, err := m.held(EventClear, "retry", key, condArgs{token: token})
+	if err != nil {
+		return err
 	}
 	r.Retryable, r.Error, r.UpdatedAt = true, nonEmpty(reason), now.Truncate(time.Millisecond)
 	return nil
@@ -299,12 +298,12 @@ func (m *MemoryStore) FailWith(ctx context.Context, l Lease, f Failure, expiresA
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held("fail", l)
+	r, err := m.held(failEvent(f), "fail", l.Key, condArgs{token: l.Token})
 	if err != nil {
 		return err
 	}
 	r.Status, r.Error, r.Retryable, r.Inflight = StatusFailed, nonEmpty(f.Reason), f.Retryable, ""
-	r.Category, r.Public = f.Category, f.Public
+	r.Category, r.Public, r.RefusedBy = f.Category, f.Public, f.RefusedBy
 	r.ExpiresAt, r.UpdatedAt = expiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
 	return nil
 }
@@ -316,7 +315,7 @@ func (m *MemoryStore) AddStep(ctx context.Context, l Lease, step string, now tim
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held("step "+step, l)
+	r, err := m.held(EventStep, "step "+step, l.Key, condArgs{token: l.Token})
 	if err != nil {
 		return err
 	}
@@ -334,7 +333,7 @@ func (m *MemoryStore) Extend(ctx context.Context, l Lease, until, now time.Time)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held("extend", l)
+	r, err := m.held(EventExtend, "extend", l.Key, condArgs{token: l.Token})
 	if err != nil {
 		return err
 	}
@@ -403,12 +402,9 @@ func (m *MemoryStore) Reap(ctx context.Context, sl StaleLease, reason string, no
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held("reap", Lease{Key: sl.Key, Token: sl.Token})
+	r, err := m.held(EventReap, "reap", sl.Key, condArgs{token: sl.Token, leaseUntil: sl.LeaseUntil})
 	if err != nil {
 		return err
-	}
-	if !r.LeaseUntil.Equal(sl.LeaseUntil) {
-		return fmt.Errorf("idem: reap %s: %w", redact(sl.Key), ErrLeaseLost)
 	}
 	r.Status, r.Error, r.Retryable, r.Inflight = StatusFailed, nonEmpty(reason), true, ""
 	r.UpdatedAt = now.Truncate(time.Millisecond)

@@ -1,6 +1,10 @@
 package idem
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -35,9 +39,13 @@ type Record struct {
 	// (retrying).
 	Category Category
 	Public   string
-	Attempt  int // acquisitions so far, takeovers included
-	Steps    []string
-	Outbox   []Message // COMPLETED: outbound messages committed but not yet known to be sent
+	// RefusedBy is the delivery whose business rule refused the key (Category refused),
+	// kept until a takeover: a copy of that message no newer than it is dead-lettered
+	// again instead of taking the record over (EventTakeover).
+	RefusedBy Delivery
+	Attempt   int // acquisitions so far, takeovers included
+	Steps     []string
+	Outbox    []Message // COMPLETED: outbound messages committed but not yet known to be sent
 	// OutboxGroup is the FIFO message group of the delivery that committed the outbox,
 	// kept while it is pending: a later delivery of the key in that group sends it;
 	// one in another group leaves it to that group (or the reaper), so messages never
@@ -53,9 +61,58 @@ type Record struct {
 }
 
 // expired reports whether the record's TTL has passed: DynamoDB deletes such items late,
-// so every read and condition treats them as absent.
+// so every read and condition treats them as absent. Like DynamoDB's condition
+// (CondAbsent), it compares whole seconds.
 func (r *Record) expired(now time.Time) bool {
-	return !r.ExpiresAt.IsZero() && r.ExpiresAt.Before(now)
+	return !r.ExpiresAt.IsZero() && r.ExpiresAt.Unix() < now.Unix()
+}
+
+// Delivery is one receive of an SQS message: its id, and its receive count then.
+type Delivery struct {
+	MessageID    string
+	ReceiveCount int
+}
+
+// String is the delivery as the record stores it: "<receive count>/<message id>".
+func (d Delivery) String() string {
+	if d.MessageID == "" {
+		return ""
+	}
+	return strconv.Itoa(d.ReceiveCount) + "/" + d.MessageID
+}
+
+// parseDelivery reads a Delivery as String writes it.
+func parseDelivery(s string) (Delivery, error) {
+	if s == "" {
+		return Delivery{}, nil
+	}
+	n, id, ok := strings.Cut(s, "/")
+	count, err := strconv.Atoi(n)
+	if !ok || err != nil || id == "" || count < 0 {
+		return Delivery{}, fmt.Errorf("idem: delivery %q is not <receive count>/<message id>", s)
+	}
+	return Delivery{MessageID: id, ReceiveCount: count}, nil
+}
+
+// deliveryOf is the delivery of the SQS record ctx runs for; zero outside a
+// BatchProcessor, or when the record carries no receive count.
+func deliveryOf(ctx context.Context) Delivery {
+	m, ok := MessageFromContext(ctx)
+	if !ok || m.MessageId == "" {
+		return Delivery{}
+	}
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	if err != nil {
+		return Delivery{}
+	}
+	return Delivery{MessageID: m.MessageId, ReceiveCount: n}
+}
+
+// copyOf reports whether d is a copy of the delivery by that is no newer: the same
+// message, received no later. Such a copy was handed out before the visibility timeout
+// of its receive ran out, and runs late.
+func (d Delivery) copyOf(by Delivery) bool {
+	return d.MessageID != "" && d.MessageID == by.MessageID && d.ReceiveCount <= by.ReceiveCount
 }
 
 // hasStep reports whether step was recorded as completed.

@@ -190,6 +190,7 @@ type recordView struct {
 	Error         string     `json:"error,omitempty"`
 	Category      string     `json:"error_category,omitempty"` // what the ingress tells HTTP callers
 	Public        string     `json:"error_public,omitempty"`
+	RefusedBy     string     `json:"refused_by,omitempty"` // the delivery a business rule refused: <receive count>/<message id>
 	Retryable     *bool      `json:"retryable,omitempty"`
 	ResponseBytes int        `json:"response_bytes"`
 	// OutboxPending lists the queues of outbound messages committed but not yet sent;
@@ -224,7 +225,7 @@ func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView 
 		LeaseExpired: !rec.LeaseUntil.IsZero() && !now.Before(rec.LeaseUntil),
 		Inflight:     rec.Inflight, Steps: append([]string{}, rec.Steps...),
 		ExpiresAt: opt(rec.ExpiresAt), Expired: !rec.ExpiresAt.IsZero() && rec.ExpiresAt.Before(now),
-		Error: rec.Error, Category: string(rec.Category), Public: rec.Public, ResponseBytes: len(rec.Response), PayloadHash: rec.PayloadHash,
+		Error: rec.Error, Category: string(rec.Category), Public: rec.Public, RefusedBy: rec.RefusedBy.String(), ResponseBytes: len(rec.Response), PayloadHash: rec.PayloadHash,
 		CreatedAt: opt(rec.CreatedAt), UpdatedAt: opt(rec.UpdatedAt), now: now,
 	}
 	if rec.Status == idem.StatusFailed {

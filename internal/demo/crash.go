@@ -160,7 +160,7 @@ func PhaseOf(op, update, condition string) string {
 		return PhaseStepRecorded
 	case op == "UpdateItem" && strings.HasPrefix(update, "SET ") && strings.Contains(update, " = :sent,"):
 		return PhaseSent
-	case op == "UpdateItem" && strings.Contains(update, " = :failed,") && strings.Contains(condition, " = :lu"):
+	case op == "UpdateItem" && strings.Contains(update, " = :failed,") && strings.Contains(condition, " = :cond_lu"):
 		return PhaseReap
 	case op == "UpdateItem" && strings.HasPrefix(update, "SET ") && strings.Contains(update, " = :completed,"):
 		return PhaseCommit
