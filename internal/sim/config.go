@@ -45,6 +45,14 @@ type config struct {
 	// keyScope is the ingress's INGRESS_KEY_SCOPE: whose Idempotency-Keys two callers
 	// share (ingressapp.ScopeCaller, ScopeAccount, ScopeShared).
 	keyScope string
+	// beat: the stepping handler keeps a short lease and extends it before each step and
+	// its commit (idem.Attempt.Extend), so its lease can end while it runs and be listed by
+	// the reaper just before it is extended (the reap race: the extension must win).
+	beat bool
+	// slowReaper: the reaper's DynamoDB requests take up to a second each (a reaper far
+	// from the table, or throttled), so that between its listing and its reaps the
+	// leases it listed move on.
+	slowReaper bool
 }
 
 // configRand is the seed's source for its configuration.
@@ -59,6 +67,8 @@ func drawConfig(r *rand.Rand, sc *scenario) config {
 	c.drift = r.IntN(2) == 0
 	c.steps = sc.mode == idem.ModeLease && r.IntN(2) == 0
 	c.keyScope = pick(r, ingressapp.ScopeCaller, ingressapp.ScopeCaller, ingressapp.ScopeAccount, ingressapp.ScopeShared)
+	c.beat = c.steps && r.IntN(2) == 0
+	c.slowReaper = r.IntN(3) == 0
 	return c
 }
 
@@ -70,6 +80,12 @@ func (c config) String() string {
 	}
 	if c.ingress {
 		s += "+ingress"
+	}
+	if c.beat {
+		s += "+beat"
+	}
+	if c.slowReaper {
+		s += "+slowreaper"
 	}
 	return s
 }

@@ -100,6 +100,21 @@ func runOf(ctx context.Context) string {
 	return fmt.Sprintf("%s.%s", inv, m.MessageId)
 }
 
+// beatLease is the lease a beating handler (config.beat) keeps: shorter than its
+// invocation, so that a slow call to the outside service outlasts it.
+const beatLease = time.Second
+
+// beat extends the lease of a beating handler to beatLease from now.
+func (h *handler) beat(ctx context.Context, a *idem.Attempt) error {
+	if !h.w.sc.cfg.beat {
+		return nil
+	}
+	if err := a.Extend(ctx, beatLease); err != nil {
+		return fmt.Errorf("extend the lease: %w", err)
+	}
+	return nil
+}
+
 // gatewaySteps are the outside service's calls an operation with Call makes.
 var gatewaySteps = []string{"reserve", "charge"}
 
@@ -126,12 +141,18 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	}
 	if b.Call {
 		for _, step := range gatewaySteps {
+			if err := h.beat(ctx, req.Attempt); err != nil {
+				return idem.Result{}, err
+			}
 			err := req.Attempt.Step(ctx, step, func(ctx context.Context) error {
 				return h.w.callGateway(ctx, h.c, req.Attempt.RecordKey(), step, holder, run)
 			})
 			if err != nil {
 				return idem.Result{}, fmt.Errorf("step %s: %w", step, err)
 			}
+		}
+		if err := h.beat(ctx, req.Attempt); err != nil {
+			return idem.Result{}, err
 		}
 	}
 	stamp := map[string]types.AttributeValue{":op": avS(id), ":run": avS(run), ":holder": avS(holder), ":at": avN(at), ":amt": avN(b.Amt), ":one": avN(1)}

@@ -381,19 +381,18 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 		switch {
 		case !applied && !dead && !twin:
 			w.obs.violation("status", "%s was answered 202 by the ingress, but it was neither applied nor dead-lettered (its status: %s)", o.name, got)
+		case renewed && code == http.StatusNotFound && rec == nil:
+			// Taken again within the consumer's record's life, the ingress answered from
+			// it and made its own record live as long (docs/ingress.md): both are gone.
 		case code != http.StatusOK || st == nil:
 			w.obs.violation("status", "the last GET of %s answered %s once the world had settled", o.name, got)
 		case renewed && (st.Status == ingressapp.StatusCompleted || st.Status == ingressapp.StatusFailed):
-		case renewed && st.Status == ingressapp.StatusAccepted && rec == nil:
-			w.known(knownRetention, o)
 		case applied && st.Status != ingressapp.StatusCompleted:
 			w.obs.violation("status", "%s was applied, but its status says %s", o.name, got)
 		case !applied && w.sc.mode == idem.ModeSingleTransaction && st.Status == ingressapp.StatusAccepted:
 			// docs/ingress.md: in the single-transaction mode a business rule's refusal
 			// stores nothing, and the request stays accepted while its message is in the
 			// DLQ.
-		case !applied && st.Status == ingressapp.StatusInProgress && rec != nil && rec.Status == idem.StatusFailed && rec.Retryable:
-			w.known(knownRefusalReaped, o)
 		case !applied && st.Status != ingressapp.StatusFailed:
 			w.obs.violation("status", "%s was dead-lettered, but its status says %s", o.name, got)
 		}

@@ -82,7 +82,6 @@ type Stats struct {
 	Conflicts                                       int // requests DynamoDB refused for a transaction conflict (conflict.go)
 	GatewayCalls                                    int // calls the outside service received
 	HTTPRequests                                    int // requests to the ingress
-	KnownRetention, KnownRefusalReaped              int // known issues met (oracle.go)
 	// What the producers were drawn to do wrong (producers.go).
 	TwoKeys, TwoDoors, FreshTwins, LongKeys, Lookalikes int
 	OtherCallers, Forged                                int // a second HTTP caller's request under a used key; a forged caller's key
@@ -467,35 +466,6 @@ func (w *world) checkRecords() {
 				w.obs.violation("stuck", "record %s of %s still has outbound messages pending", rk, c.name)
 			}
 		}
-	}
-}
-
-// Known issues: what the oracle sees break and tolerates, counted apart, because it is
-// reported and not fixed yet (RELIABILITY.md says what each is, and the seed that shows
-// it). The summary prints how often each was met.
-const (
-	// knownRetention: the ingress takes a key again once its own record expired, while
-	// the consumer's record of the key (written later, so expiring later) still lives:
-	// the consumer answers the message from that record, and once it expires the status
-	// reads accepted for good.
-	knownRetention = "ingress-retention"
-	// knownRefusalReaped: a business rule's refusal in the lease mode, dead-lettered and
-	// recorded, whose record a late copy of the same message (an invocation that started
-	// long after its receive, past the visibility timeout) takes over and then dies in (the
-	// reaper fails the record as a lease that expired) or fails retryably in (a throttled
-	// read): the record is FAILED retryable, no copy is left to retry it, and the status
-	// reads in_progress for good. (Its other cause, a refusal whose release failed, is retried since: idem's
-	// unrecordedError.)
-	knownRefusalReaped = "refusal-reaped"
-)
-
-func (w *world) known(issue string, o *op) {
-	w.tracef("known issue %s: %s", issue, o.name)
-	switch issue {
-	case knownRetention:
-		w.obs.stats.KnownRetention++
-	case knownRefusalReaped:
-		w.obs.stats.KnownRefusalReaped++
 	}
 }
 

@@ -18,6 +18,7 @@ type recordNames struct {
 	pk, sk, static, prefix              string
 	status, inflight, outbox, exp       string
 	token, until, response, responseEnc string
+	category, refusedBy                 string
 	keyPrefix                           string // the start of every record key of the scope in the key attribute
 }
 
@@ -35,6 +36,7 @@ func namesOf(l idem.Layout, scope string) recordNames {
 		status: or(a.Status, "status"), inflight: or(a.Inflight, "inflight"), outbox: or(a.Outbox, "outbox"),
 		exp: or(a.ExpiresAt, "expires_at"), token: or(a.LeaseToken, "lease_token"), until: or(a.LeaseUntil, "lease_until"),
 		response: or(a.Response, "response"), responseEnc: or(a.ResponseEnc, "response_enc"),
+		category: or(a.ErrorCategory, "error_category"), refusedBy: or(a.RefusedBy, "refused_by"),
 	}
 	if n.sk != "" {
 		n.static = or(l.StaticPartitionKey, "idempotency")

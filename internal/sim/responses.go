@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -69,6 +71,7 @@ func (w *world) watchRecords(wr simdb.Write) {
 			w.obs.holds[k] = append(hs, h)
 		}
 		w.responseKept(c, rk, wr)
+		w.refusalKept(c, rk, wr)
 		return
 	}
 }
@@ -84,7 +87,17 @@ func (w *world) leaseKept(c *consumer, rk string, prev, next hold) {
 		return
 	}
 	taken := next.status == string(idem.StatusInProgress) && next.token != prev.token || next.inv.kind == "reaper" && next.status == string(idem.StatusFailed)
-	if !taken || !w.live[prev.inv] || prev.inv.isDead() || w.obs.done[prev.inv] {
+	if taken && next.inv.kind == "reaper" && !prev.until.Before(next.at) {
+		// The reaper fails only leases it listed as ended more than its grace before: a
+		// lease that is live as it lands (its holder extended it since) must win.
+		w.obs.violation("reap", "record %s of %s: %s failed a live lease at %s (it ends at %s by the true clock): an extension after the listing lost",
+			rk, c.name, next.inv, w.since(next.at), w.since(prev.until))
+		return
+	}
+	// A lease that ended by the true clock may be taken: a holder that keeps a lease
+	// shorter than its invocation (config.beat) let it lapse. Any other holder's lease
+	// outlives its invocation.
+	if !taken || prev.until.Before(next.at) || !w.live[prev.inv] || prev.inv.isDead() || w.obs.done[prev.inv] {
 		return
 	}
 	w.obs.violation("lease", "record %s of %s taken by %s at %s while its holder %s still ran (its lease ended at %s by the true clock, its deadline is %s)",
@@ -160,4 +173,31 @@ func (w *world) holderName(token string) string {
 		return token[:8]
 	}
 	return token
+}
+
+// refusalKept: a business rule's refusal stands against late copies of the message it
+// refused (docs/records.md). A takeover of a record that delivery (message m, receive n)
+// refused, by a request for m of a receive no later than n, clears the refusal while the
+// message sits in the dead-letter queue: if that copy then dies or fails retryably, the
+// record reads retrying, and no copy is left to retry it.
+func (w *world) refusalKept(c *consumer, rk string, wr simdb.Write) {
+	if wr.Old == nil || wr.New == nil || w.cur == nil || w.cur.inv == nil {
+		return
+	}
+	old, next := wr.Old, wr.New
+	if strAttr(old, c.names.status) != string(idem.StatusFailed) || strAttr(old, c.names.category) != string(idem.CategoryRefused) ||
+		strAttr(next, c.names.status) != string(idem.StatusInProgress) || strAttr(next, c.names.token) == strAttr(old, c.names.token) {
+		return
+	}
+	n, id, ok := strings.Cut(strAttr(old, c.names.refusedBy), "/")
+	by, err := strconv.Atoi(n)
+	if !ok || err != nil || id != w.cur.msgID {
+		return
+	}
+	for _, m := range w.cur.inv.msgs {
+		if m.ID == id && m.ReceiveCount <= by {
+			w.obs.violation("refusal", "record %s of %s: %s took it over for receive %d of message %s, which receive %d of the same message had refused and dead-lettered",
+				rk, c.name, w.cur.inv, m.ReceiveCount, id, by)
+		}
+	}
 }

@@ -143,12 +143,12 @@ func TestSim(t *testing.T) {
 	close(stopProgress)
 	el := time.Since(start)
 	d := done.Load()
-	summary := fmt.Sprintf("sim: %d schedules (seeds %d to %d) in %s (%.0f schedules/s, %.0f a minute) on %d workers, %d failed; %d operations, %d sends, %d invocations (%d killed), %d requests, %d outbound deliveries (and %d duplicates that a receiver keyed on the message's own key drops), %d dead letters, %d messages parked by SQS and redriven, %d commits folded into their journal entry, %d transaction conflicts, %d calls to the outside service, %d HTTP requests to the ingress; producers: %d operations under a second key, %d through both doors, %d other bodies under a used business id, %d keys at or past a length limit, %d keys that look hashed, %d requests of a second HTTP caller under a key in use, %d keys of an HTTP caller forged straight to SQS; known issues met: %d %s, %d %s; %.0f hours of virtual time",
+	summary := fmt.Sprintf("sim: %d schedules (seeds %d to %d) in %s (%.0f schedules/s, %.0f a minute) on %d workers, %d failed; %d operations, %d sends, %d invocations (%d killed), %d requests, %d outbound deliveries (and %d duplicates that a receiver keyed on the message's own key drops), %d dead letters, %d messages parked by SQS and redriven, %d commits folded into their journal entry, %d transaction conflicts, %d calls to the outside service, %d HTTP requests to the ingress; producers: %d operations under a second key, %d through both doors, %d other bodies under a used business id, %d keys at or past a length limit, %d keys that look hashed, %d requests of a second HTTP caller under a key in use, %d keys of an HTTP caller forged straight to SQS; %.0f hours of virtual time",
 		d, *flagFirst, *flagFirst+uint64(d)-1, el.Round(time.Millisecond), float64(d)/el.Seconds(), float64(d)/el.Minutes(), workers, nFailed.Load(),
 		total.Ops, total.Sends, total.Invocations, total.Killed,
 		total.Calls, total.OutboundDelivered, total.OutboundDuplicates, total.DeadLettered, total.Parked, total.Folded, total.Conflicts, total.GatewayCalls, total.HTTPRequests,
 		total.TwoKeys, total.TwoDoors, total.FreshTwins, total.LongKeys, total.Lookalikes, total.OtherCallers, total.Forged,
-		total.KnownRetention, knownRetention, total.KnownRefusalReaped, knownRefusalReaped, total.VirtualHours)
+		total.VirtualHours)
 	fmt.Fprintln(os.Stderr, summary)
 	fmt.Fprintln(os.Stderr, configTable(byConfig, failedByConfig))
 	if len(byCheck) > 0 {
@@ -205,8 +205,6 @@ func (s *Stats) add(o Stats) {
 	s.Conflicts += o.Conflicts
 	s.GatewayCalls += o.GatewayCalls
 	s.HTTPRequests += o.HTTPRequests
-	s.KnownRetention += o.KnownRetention
-	s.KnownRefusalReaped += o.KnownRefusalReaped
 	s.TwoKeys += o.TwoKeys
 	s.TwoDoors += o.TwoDoors
 	s.FreshTwins += o.FreshTwins

@@ -207,7 +207,13 @@ func (sc *scenario) duplicates(r *rand.Rand, o *op, at time.Duration) {
 			if !o.guard || o.key == "" {
 				continue
 			}
-			s.at, s.dedupID, s.why = at+sc.ttl+dur(r, time.Minute, 2*time.Hour), sc.dedupID(o, o.key, 7), "after TTL"
+			// Half the time within minutes of the TTL's end, while the record a late
+			// consumer wrote may still live (one draw, as before).
+			late := dur(r, time.Minute, 2*time.Hour)
+			if late < time.Hour {
+				late = time.Second + (late-time.Minute)/20
+			}
+			s.at, s.dedupID, s.why = at+sc.ttl+late, sc.dedupID(o, o.key, 7), "after TTL"
 		default: // a redelivery a minute later
 			s.at, s.dedupID, s.why = at+dur(r, 30*time.Second, 3*time.Minute), sc.dedupID(o, o.key, 9), "retry a minute later"
 		}

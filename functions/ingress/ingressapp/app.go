@@ -157,7 +157,29 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 		Key: pk, PayloadHash: hash, ConsumerKey: consumerKey, State: stateSending, Token: newToken(), SendingUntil: a.window(ctx, now),
 		Group: group, Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(a.cfg.TTL),
 	}
+	// The consumer's record of the key is read beside the put: a new record of the
+	// ingress's may stand in for one that expired while the consumer's, written later,
+	// still lives (live), and a retry is answered from it.
+	cpk, err := idem.RecordKey(a.cfg.Scope, consumerKey, false)
+	if err != nil {
+		return invalid(titleInvalidBody, "the consumer could not key this message: "+err.Error())
+	}
+	var (
+		wg      sync.WaitGroup
+		live    *idem.Record
+		liveErr error
+	)
+	wg.Go(func() {
+		live, liveErr = a.consumer.Get(ctx, cpk, now)
+		if errors.Is(liveErr, idem.ErrNotFound) {
+			live, liveErr = nil, nil
+		}
+	})
 	old, err := a.store.create(ctx, rec, now)
+	wg.Wait()
+	if err == nil && old == nil && liveErr != nil {
+		err = liveErr // the key is ours, but whether the consumer knows it is not known
+	}
 	if err != nil {
 		// The put may have been applied with its answer lost: release what would hold
 		// the key for the whole window (nothing, if it was not applied).
@@ -167,6 +189,9 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 			err = errors.Join(err, rerr)
 		}
 		return unavailable(err, 1)
+	}
+	if old == nil && live != nil {
+		return a.adopt(ctx, key, rec, live)
 	}
 	if old == nil {
 		return a.send(ctx, key, scoped, rec, body)
@@ -178,6 +203,8 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 		}}
 	}
 	switch {
+	case old.State == stateQueued && liveErr == nil && a.consumerRecordKey(old, scoped) == cpk:
+		return answerFrom(key, old.PayloadHash, live) // read beside the put
 	case old.State == stateQueued:
 		return a.replay(ctx, key, scoped, old, now)
 	case old.State == stateSending && now.Before(old.SendingUntil):
@@ -307,12 +334,41 @@ func (a *App) replay(ctx context.Context, key, scoped string, own *record, now t
 	if err != nil && !errors.Is(err, idem.ErrNotFound) {
 		return unavailable(err, 1)
 	}
-	st := statusOf(key, own.PayloadHash, rec)
+	return answerFrom(key, own.PayloadHash, rec)
+}
+
+// answerFrom is the answer to a request with the fingerprint hash whose message was sent:
+// what the consumer's record rec (nil: none yet) says, 202 until it is final, then 200.
+func answerFrom(key, hash string, rec *idem.Record) answer {
+	st := statusOf(key, hash, rec)
 	code := http.StatusAccepted
 	if st.Final() {
 		code = http.StatusOK
 	}
 	return answer{code: code, status: &st, location: st.Location, outcome: MetricReplayed}
+}
+
+// adopt answers a request whose record the ingress just wrote (its own had expired, or
+// was never written) while the consumer's record of the key, live, still lives: the
+// request was taken before, and its message consumed. Nothing is sent again. The record
+// is marked sent (with no message id) and made to end with the consumer's, so that the
+// status never says accepted for a request the consumer handled, and a retry meets the
+// record again. (A consumer record that never expires, one folded into its guard,
+// leaves the ingress's its own TTL: the next retry meets the consumer's again.)
+func (a *App) adopt(ctx context.Context, key string, rec *record, live *idem.Record) answer {
+	exp := rec.ExpiresAt
+	if !live.ExpiresAt.IsZero() {
+		exp = live.ExpiresAt
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.store.adopted(wctx, rec.Key, rec.Token, exp, a.clock()); err != nil {
+		if rerr := a.store.unsent(wctx, rec.Key, rec.Token, a.clock()); rerr != nil && !errors.Is(rerr, ErrChanged) {
+			err = errors.Join(err, rerr)
+		}
+		return unavailable(err, 1)
+	}
+	return answerFrom(key, rec.PayloadHash, live)
 }
 
 // get answers GET /requests/{key} for a validated key, kept under scoped: the status the
@@ -340,6 +396,12 @@ func (a *App) get(ctx context.Context, key, scoped string) answer {
 	if err != nil {
 		return unavailable(err, 1)
 	}
+	if own == nil && rec != nil && consumerErr == nil {
+		// The ingress's record expired, the consumer's (written later) lives on: its
+		// outcome is the request's.
+		st := statusOf(key, rec.PayloadHash, rec)
+		return answer{code: http.StatusOK, status: &st, location: st.Location, outcome: MetricStatusRead}
+	}
 	if own == nil {
 		return notFound("no request was accepted under this Idempotency-Key (or its record expired)")
 	}
@@ -348,6 +410,11 @@ func (a *App) get(ctx context.Context, key, scoped string) answer {
 	}
 	if consumerErr != nil && !errors.Is(consumerErr, idem.ErrNotFound) {
 		return unavailable(consumerErr, 1)
+	}
+	if rec == nil && own.State == stateQueued && own.MessageID == "" {
+		// Adopted from a consumer's record that has ended since: nothing of the
+		// request is left.
+		return notFound("no request was accepted under this Idempotency-Key (or its record expired)")
 	}
 	if rec == nil && own.State != stateQueued {
 		// Not sent as far as anyone knows: its POST failed (503) or is still running.

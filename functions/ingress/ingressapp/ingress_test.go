@@ -73,7 +73,7 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 		got  map[string]int
 		want map[string]int
 	}{
-		"accepted request": {first, map[string]int{"PutItem": 1, "SendMessage": 1, "UpdateItem": 1}},
+		"accepted request": {first, map[string]int{"GetItem": 1, "PutItem": 1, "SendMessage": 1, "UpdateItem": 1}},
 		"retry":            {retry, map[string]int{"PutItem": 1, "GetItem": 1}},
 		"status":           {status, map[string]int{"GetItem": 2}},
 	} {
@@ -539,7 +539,7 @@ func TestStatusOfEachOutcome(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "POST of a key the consumer knows", f.post(t, taken, ms[3].Body), http.StatusAccepted)
+	wantCode(t, "POST of a key the consumer knows", f.post(t, taken, ms[3].Body), http.StatusOK) // answered from its record
 	if st := statusOf(taken); st.Status != ingressapp.StatusFailed || !strings.Contains(st.Reason, "payload mismatch") || st.Category != string(idem.CategoryInvalid) || st.Response != nil {
 		t.Errorf("a key the consumer completed for another body: %+v", st)
 	}
@@ -611,7 +611,12 @@ func TestStatusInEveryLayout(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			wantCode(t, "POST of a key another body took", f.post(t, taken, ms[2].Body), http.StatusAccepted)
+			// The ingress reads the consumer's record beside its own: the request is
+			// answered from it at once, and nothing is sent.
+			r := f.post(t, taken, ms[2].Body)
+			if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed || !strings.Contains(st.Reason, "payload mismatch") {
+				t.Fatalf("POST of a key another body took: %s, want 200 failed (payload mismatch)", r)
+			}
 			f.consume(t)
 			want := f.consumerRecord(t, f.scoped(done))
 			if want.Status != idem.StatusCompleted || len(want.Response) == 0 {
@@ -623,7 +628,7 @@ func TestStatusInEveryLayout(t *testing.T) {
 					t.Errorf("the applied request: %s; want 200 completed with the stored response %s", r, want.Response)
 				}
 			}
-			r := f.get(t, taken)
+			r = f.get(t, taken)
 			if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed || !strings.Contains(st.Reason, "payload mismatch") || st.Response != nil {
 				t.Errorf("the request the consumer refused as a payload mismatch: %s", r)
 			}
@@ -801,17 +806,23 @@ func (f *failConsumerReads) GetItem(ctx context.Context, in *dynamodb.GetItemInp
 }
 
 // TestReplayWithTheConsumersTableDown: a retry of a queued request whose consumer record
-// cannot be read is answered 503, not a status read from nothing.
+// cannot be read is answered 503, not a status read from nothing; so is a first request,
+// which sends nothing: whether the consumer still knows its key is not known.
 func TestReplayWithTheConsumersTableDown(t *testing.T) {
 	var table string
 	f := newFixture(t, options{wrapDDB: func(api ingressapp.DynamoDBAPI) ingressapp.DynamoDBAPI {
 		return &failConsumerReads{DynamoDBAPI: api, table: &table}
 	}})
-	m := f.traffic(t, 1)[0]
+	ms := f.traffic(t, 2)
 	key := f.key("replayed")
+	wantCode(t, "POST", f.post(t, key, ms[0].Body), http.StatusAccepted)
 	table = f.env["IDEMPOTENCY_TABLE"]
-	wantCode(t, "POST", f.post(t, key, m.Body), http.StatusAccepted)
-	wantCode(t, "a retry", f.post(t, key, m.Body), http.StatusServiceUnavailable)
+	f.calls.Reset()
+	wantCode(t, "a first POST", f.post(t, f.key("unread"), ms[1].Body), http.StatusServiceUnavailable)
+	if n := f.sends(); n != 0 {
+		t.Fatalf("a first POST with the consumer's table down sent %d messages, want none", n)
+	}
+	wantCode(t, "a retry", f.post(t, key, ms[0].Body), http.StatusServiceUnavailable)
 	wantCode(t, "GET", f.get(t, key), http.StatusServiceUnavailable)
 	// The ingress's own table down: a GET is answered 503, not 404.
 	table = f.env["INGRESS_TABLE"]
@@ -859,5 +870,58 @@ func TestCreateWhoseAnswerWasLost(t *testing.T) {
 	wantCode(t, "the retry", f.post(t, key, m.Body), http.StatusAccepted)
 	if n := f.sends(); n != 1 {
 		t.Errorf("%d sends, want 1", n)
+	}
+}
+
+// TestRetentionFollowsTheConsumersRecord is the hole the simulator counted apart as
+// ingress-retention. The ingress's record expires at accept time + TTL, the consumer's at
+// its commit + TTL, later. A retry in between must not be taken as a new request (a 202,
+// and a message sent again whose status reads accepted once the consumer's record is
+// gone): it is answered from the consumer's record, nothing is sent, and the ingress's
+// record is made to live as long as the consumer's. A status read in between, with the
+// ingress's record gone, also answers from the consumer's record.
+func TestRetentionFollowsTheConsumersRecord(t *testing.T) {
+	f := newFixture(t, options{})
+	m := f.traffic(t, 1)[0]
+	key := f.key("retained")
+	wantCode(t, "first POST", f.post(t, key, m.Body), http.StatusAccepted)
+	f.consumeWith(t, nil)
+	scoped := f.scoped(key)
+	rec := f.consumerRecord(t, scoped)
+	if rec.Status != idem.StatusCompleted {
+		t.Fatalf("the consumer's record: %+v, want COMPLETED", rec)
+	}
+	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], scoped, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingressKey := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: pk}}
+	// The ingress's record expired (DynamoDB has not deleted it yet), the consumer's lives.
+	if _, err := f.st.DynamoDB.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(f.env["INGRESS_TABLE"]), Key: ingressKey, UpdateExpression: aws.String("SET expires_at = :past"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":past": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(-time.Minute).Unix())}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.calls.Reset()
+	r := f.post(t, key, m.Body)
+	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusCompleted || !bytes.Equal(st.Response, rec.Response) {
+		t.Fatalf("a retry after the ingress's record expired: %s, want 200 completed from the consumer's record", r)
+	}
+	if n := f.sends(); n != 0 {
+		t.Fatalf("the retry sent %d messages, want none", n)
+	}
+	item := f.ingressItem(t, key)
+	if exp, ok := item["expires_at"].(*ddbtypes.AttributeValueMemberN); !ok || exp.Value != fmt.Sprint(rec.ExpiresAt.Unix()) ||
+		item["state"].(*ddbtypes.AttributeValueMemberS).Value != "QUEUED" {
+		t.Fatalf("the ingress's record after the retry: %v %v, want QUEUED until the consumer's record ends (%d), not a TTL from now", item["expires_at"], item["state"], rec.ExpiresAt.Unix())
+	}
+	// Gone altogether (TTL deleted it): the status still comes from the consumer's record.
+	if _, err := f.st.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(f.env["INGRESS_TABLE"]), Key: ingressKey}); err != nil {
+		t.Fatal(err)
+	}
+	r = f.get(t, key)
+	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusCompleted {
+		t.Fatalf("GET with the ingress's record deleted: %s, want 200 completed from the consumer's record", r)
 	}
 }

@@ -268,6 +268,24 @@ func (st *store) queued(ctx context.Context, key, token, messageID string, now t
 	return fenced("mark queued", err)
 }
 
+// adopted marks the record of a request that the consumer already knows sent, with
+// nothing sent, and makes it live until exp (the consumer's record's end), fenced on the
+// holder's token.
+func (st *store) adopted(ctx context.Context, key, token string, exp, now time.Time) error {
+	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(st.table),
+		Key:                 map[string]types.AttributeValue{attrPK: s(key)},
+		UpdateExpression:    aws.String("SET #state = :queued, #exp = :exp, #upd = :now REMOVE #until"),
+		ConditionExpression: aws.String("#tok = :mine AND #state = :sending"),
+		ExpressionAttributeNames: map[string]string{"#state": attrState, "#exp": attrExpiresAt, "#upd": attrUpdatedAt,
+			"#until": attrSendingUntil, "#tok": attrToken},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":queued": s(stateQueued), ":sending": s(stateSending), ":exp": n(exp.Unix()), ":now": n(now.UnixMilli()), ":mine": s(token),
+		},
+	})
+	return fenced("adopt", err)
+}
+
 // unsent releases the sender's hold after a failed send, fenced on its token, so the
 // next request of the key sends at once instead of after the window.
 func (st *store) unsent(ctx context.Context, key, token string, now time.Time) error {
