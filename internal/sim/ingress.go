@@ -286,7 +286,7 @@ func (w *world) ingressDone(inv *invocation) {
 		retry, _ := strconv.Atoi(hc.resp.Headers["Retry-After"])
 		w.clientRetry(hc, time.Duration(max(retry, 1))*time.Second)
 	case code == http.StatusUnprocessableEntity:
-		if len(w.ingress.keyBodies[w.sc.callerKey(hc.o, hc.s.key)]) < 2 {
+		if len(w.ingress.keyBodies[w.sc.callerKey(hc.o, hc.s.key)]) < 2 && !w.consumerHoldsOther(hc.o, hc.s.key) {
 			w.obs.violation("status", "POST of %s under key %s answered 422 (the key used with another body), though it never was", hc.o.name, shortID(hc.s.key))
 		}
 		w.ingress.waiting--
@@ -332,6 +332,10 @@ func (w *world) statusAnswer(o *op, key string, st *ingressapp.Status) {
 	at := time.Now()
 	if l, ok := w.obs.runs[r.Run]; ok {
 		at = l.at
+	} else if r.At > 0 {
+		// A run that committed no effect (a guarded completion): the response's own
+		// time, when its handler made it.
+		at = time.UnixMilli(r.At)
 	}
 	in.firstResp[key], in.firstAt[key] = append([]byte(nil), st.Response...), at
 }
@@ -377,13 +381,14 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 		// Taken a retention after the operation was first sent: a new execution by
 		// contract, which may be refused where the first was applied.
 		renewed := w.ingress.taken[o].Sub(w.start.Add(o.sends[0].at)) > w.sc.ttl-10*time.Minute
-		rec := w.consumerRecordOf(o)
 		switch {
 		case !applied && !dead && !twin:
 			w.obs.violation("status", "%s was answered 202 by the ingress, but it was neither applied nor dead-lettered (its status: %s)", o.name, got)
-		case renewed && code == http.StatusNotFound && rec == nil:
-			// Taken again within the consumer's record's life, the ingress answered from
-			// it and made its own record live as long (docs/ingress.md): both are gone.
+		case code == http.StatusNotFound && (applied || dead) && !w.ingressRecordLive(o):
+			// The ingress's record ended (docs/ingress.md: 404 once it expired), after its
+			// request was applied or dead-lettered: taken again past the retention, a
+			// request may have been answered from the consumer's record, whose end its
+			// own record then took.
 		case code != http.StatusOK || st == nil:
 			w.obs.violation("status", "the last GET of %s answered %s once the world had settled", o.name, got)
 		case renewed && (st.Status == ingressapp.StatusCompleted || st.Status == ingressapp.StatusFailed):
@@ -399,11 +404,39 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 	}
 }
 
-// consumerRecordOf is the first consumer's record of the key under which the ingress
-// took o, nil when there is none or it expired.
-func (w *world) consumerRecordOf(o *op) *idem.Record {
+// ingressRecordLive reports whether the ingress's table holds a live record of the key
+// under which it took o.
+func (w *world) ingressRecordLive(o *op) bool {
+	pk, err := idem.RecordKey(w.sc.consumers[0].scope, w.sc.callerKey(o, w.ingress.takenKey[o]), false)
+	if err != nil {
+		return false
+	}
+	items, _ := w.db.Items(ingressTable)
+	for _, it := range items {
+		if strAttr(it, "pk") == pk {
+			return numAttr(it, "expires_at") >= time.Now().Unix()
+		}
+	}
+	return false
+}
+
+// consumerHoldsOther reports whether the first consumer's live record of the key o's
+// request under the client's key is consumed by holds another body: the ingress refuses
+// such a request (422) instead of sending it (docs/ingress.md).
+func (w *world) consumerHoldsOther(o *op, key string) bool {
+	rec := w.consumerRecordUnder(o, key)
+	if rec == nil || rec.PayloadHash == "" {
+		return false
+	}
+	hash, err := idem.HashPayload([]byte(o.body))
+	return err == nil && rec.PayloadHash != hash
+}
+
+// consumerRecordUnder is the first consumer's record of o's request under the client's
+// key, nil when there is none or it expired.
+func (w *world) consumerRecordUnder(o *op, clientKey string) *idem.Record {
 	a := w.sc.consumers[0]
-	key := w.sc.callerKey(o, w.ingress.takenKey[o])
+	key := w.sc.callerKey(o, clientKey)
 	if w.sc.keySource == idem.KeyFromField {
 		key = o.id
 	}

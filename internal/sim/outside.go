@@ -61,7 +61,7 @@ func (w *world) gatewayReceived(g gatewayCall) {
 	case cur.token != g.token && cur.status == "IN_PROGRESS":
 		w.obs.violation("step", "run %s called %s for record %s of %s at %s, while %s held the record (since %s): a step in two holders at once",
 			g.run, g.step, g.rk, g.c.name, w.since(g.issued), w.holderName(cur.token), w.since(cur.at))
-	case g.issued.After(own.until):
+	case g.issued.After(own.until.Add(w.stepSlack())):
 		w.obs.violation("step", "run %s called %s for record %s of %s at %s, after its lease ended at %s by the true clock",
 			g.run, g.step, g.rk, g.c.name, w.since(g.issued), w.since(own.until))
 	}
@@ -69,3 +69,14 @@ func (w *world) gatewayReceived(g gatewayCall) {
 
 // since is a moment as the trace writes it: the time since the start.
 func (w *world) since(t time.Time) time.Duration { return t.Sub(w.start).Round(time.Millisecond) }
+
+// stepSlack is how long after its lease's end by the true clock a holder may still start
+// a step: none when its lease outlives its invocation (it is stopped before); with a
+// lease it lets lapse while it runs (config.beat), the drift of its own clock, since
+// idem.Attempt.Step checks the lease end by that clock.
+func (w *world) stepSlack() time.Duration {
+	if w.sc.cfg.beat && w.sc.cfg.drift {
+		return maxDrift
+	}
+	return 0
+}

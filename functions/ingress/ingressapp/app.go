@@ -190,6 +190,9 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 		}
 		return unavailable(err, 1)
 	}
+	if old == nil && live != nil && live.PayloadHash != "" && live.PayloadHash != hash {
+		return a.taken(ctx, rec)
+	}
 	if old == nil && live != nil {
 		return a.adopt(ctx, key, rec, live)
 	}
@@ -348,9 +351,26 @@ func answerFrom(key, hash string, rec *idem.Record) answer {
 	return answer{code: code, status: &st, location: st.Location, outcome: MetricReplayed}
 }
 
+// taken refuses a request whose record the ingress just wrote while the consumer's record
+// of its key (or of the business id the consumer keys it by) lives for another body: the
+// consumer would refuse it as a payload mismatch. Nothing is sent, and the ingress's
+// record is released, so that the body the consumer holds is not refused here.
+func (a *App) taken(ctx context.Context, rec *record) answer {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.store.unsent(wctx, rec.Key, rec.Token, a.clock()); err != nil && !errors.Is(err, ErrChanged) {
+		return unavailable(err, 1)
+	}
+	return answer{code: http.StatusUnprocessableEntity, outcome: MetricMismatch, problem: &problem{
+		Title: "Idempotency-Key is already used",
+		Detail: "the consumer's record of this request's key (or of the business id in its body) holds another body: " +
+			"a retry must send the same body, a new request a new key (or a new business id)",
+	}}
+}
+
 // adopt answers a request whose record the ingress just wrote (its own had expired, or
-// was never written) while the consumer's record of the key, live, still lives: the
-// request was taken before, and its message consumed. Nothing is sent again. The record
+// was never written) while the consumer's record of the key, live, still lives for the
+// same body: the request was taken before, and its message consumed. Nothing is sent again. The record
 // is marked sent (with no message id) and made to end with the consumer's, so that the
 // status never says accepted for a request the consumer handled, and a retry meets the
 // record again. (A consumer record that never expires, one folded into its guard,
