@@ -297,7 +297,7 @@ type failMark struct {
 
 func (f *failMark) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	fail := false
-	if strings.Contains(aws.ToString(in.UpdateExpression), "#mid") {
+	if strings.Contains(aws.ToString(in.UpdateExpression), "#message_id") {
 		f.once.Do(func() { fail = true })
 	}
 	if fail {

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -254,53 +256,44 @@ func (st *store) takeover(ctx context.Context, seen *record, token string, until
 
 // queued marks the record sent, fenced on the sender's token.
 func (st *store) queued(ctx context.Context, key, token, messageID string, now time.Time) error {
-	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(st.table),
-		Key:                 map[string]types.AttributeValue{attrPK: s(key)},
-		UpdateExpression:    aws.String("SET #state = :queued, #mid = :mid, #upd = :now REMOVE #until"),
-		ConditionExpression: aws.String("#tok = :mine AND #state IN (:sending, :queued)"),
-		ExpressionAttributeNames: map[string]string{"#state": attrState, "#mid": attrMessageID, "#upd": attrUpdatedAt,
-			"#until": attrSendingUntil, "#tok": attrToken},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":queued": s(stateQueued), ":sending": s(stateSending), ":mid": s(messageID), ":now": n(now.UnixMilli()), ":mine": s(token),
-		},
-	})
-	return fenced("mark queued", err)
+	return st.holderWrite(ctx, "mark queued", key, token, now, stateQueued, true, map[string]types.AttributeValue{attrMessageID: s(messageID)})
 }
 
 // adopted marks the record of a request that the consumer already knows sent, with
 // nothing sent, and makes it live until exp (the consumer's record's end), fenced on the
 // holder's token.
 func (st *store) adopted(ctx context.Context, key, token string, exp, now time.Time) error {
-	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(st.table),
-		Key:                 map[string]types.AttributeValue{attrPK: s(key)},
-		UpdateExpression:    aws.String("SET #state = :queued, #exp = :exp, #upd = :now REMOVE #until"),
-		ConditionExpression: aws.String("#tok = :mine AND #state = :sending"),
-		ExpressionAttributeNames: map[string]string{"#state": attrState, "#exp": attrExpiresAt, "#upd": attrUpdatedAt,
-			"#until": attrSendingUntil, "#tok": attrToken},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":queued": s(stateQueued), ":sending": s(stateSending), ":exp": n(exp.Unix()), ":now": n(now.UnixMilli()), ":mine": s(token),
-		},
-	})
-	return fenced("adopt", err)
+	return st.holderWrite(ctx, "adopt", key, token, now, stateQueued, false, map[string]types.AttributeValue{attrExpiresAt: n(exp.Unix())})
 }
 
 // unsent releases the sender's hold after a failed send, fenced on its token, so the
 // next request of the key sends at once instead of after the window.
 func (st *store) unsent(ctx context.Context, key, token string, now time.Time) error {
+	return st.holderWrite(ctx, "release", key, token, now, stateUnsent, false, nil)
+}
+
+// holderWrite ends the sending attempt of token: one UpdateItem that sets the state to
+// state and the attributes of set, and removes the window, on the condition that the
+// record still holds token and is SENDING (or already QUEUED, when again is set: a
+// repeated mark).
+func (st *store) holderWrite(ctx context.Context, op, key, token string, now time.Time, state string, again bool, set map[string]types.AttributeValue) error {
+	names := map[string]string{"#state": attrState, "#upd": attrUpdatedAt, "#until": attrSendingUntil, "#tok": attrToken}
+	vals := map[string]types.AttributeValue{":state": s(state), ":sending": s(stateSending), ":now": n(now.UnixMilli()), ":mine": s(token)}
+	update := "SET #state = :state, #upd = :now"
+	for _, attr := range slices.Sorted(maps.Keys(set)) {
+		names["#"+attr], vals[":"+attr] = attr, set[attr]
+		update += ", #" + attr + " = :" + attr
+	}
+	cond := "#tok = :mine AND #state = :sending"
+	if again {
+		cond = "#tok = :mine AND #state IN (:sending, :state)"
+	}
 	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(st.table),
-		Key:                 map[string]types.AttributeValue{attrPK: s(key)},
-		UpdateExpression:    aws.String("SET #state = :unsent, #upd = :now REMOVE #until"),
-		ConditionExpression: aws.String("#tok = :mine AND #state = :sending"),
-		ExpressionAttributeNames: map[string]string{"#state": attrState, "#upd": attrUpdatedAt, "#until": attrSendingUntil,
-			"#tok": attrToken},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":unsent": s(stateUnsent), ":sending": s(stateSending), ":now": n(now.UnixMilli()), ":mine": s(token),
-		},
+		TableName: aws.String(st.table), Key: map[string]types.AttributeValue{attrPK: s(key)},
+		UpdateExpression: aws.String(update + " REMOVE #until"), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 	})
-	return fenced("release", err)
+	return fenced(op, err)
 }
 
 func fenced(op string, err error) error {
