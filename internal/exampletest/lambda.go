@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +13,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
 // FIFORecord is a record as Lambda's event source mapping delivers it from a FIFO queue:
@@ -180,4 +185,48 @@ func received(m sqstypes.Message, queueARN, region string) events.SQSMessage {
 		}
 	}
 	return rec
+}
+
+// Redeliver plays SQS for one message: deliver runs it, and a delivery that fails with
+// a retryable error (the key in progress elsewhere, a transaction conflict) comes back
+// a little later, up to 100 times while ctx lasts. retried counts the deliveries that
+// came back (nil: not counted).
+func Redeliver(ctx context.Context, retried *atomic.Int64, deliver func() error) error {
+	for try := 1; ; try++ {
+		err := deliver()
+		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
+			return err
+		}
+		if retried != nil {
+			retried.Add(1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Forget deletes key's idempotency record from store's table, as DynamoDB's TTL does
+// within days of its expiry (moto never deletes expired items, so the tests do it). A
+// record that is not there fails the test.
+func Forget(ctx context.Context, t testing.TB, api *dynamodb.Client, c *idem.Client, store *idem.DynamoStore, key string) {
+	t.Helper()
+	pk, err := c.RecordKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(store.Table()), Key: store.Key(pk), ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil || len(out.Attributes) == 0 {
+		t.Fatalf("delete the record of %s: %v (found: %v)", key, err, len(out.Attributes) > 0)
+	}
+}
+
+// JSON is v as JSON; v that does not marshal fails the test.
+func JSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

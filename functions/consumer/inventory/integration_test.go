@@ -22,60 +22,38 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 // stack is the inventory handler on real AWS APIs (moto): its own stock table,
 // idempotency table and confirmations queue.
 type stack struct {
-	ddb       *dynamodb.Client
-	sqs       *sqs.Client
-	table     string
-	queueURL  string
-	idemTable string
-	client    *idem.Client
-	handler   idem.Handler // the inventory handler under the idem middleware
-	retries   atomic.Int64 // deliveries that came back, for the log
+	ddb      *dynamodb.Client
+	sqs      *sqs.Client
+	table    string
+	queueURL string
+	client   *idem.Client
+	store    *idem.DynamoStore
+	handler  idem.Handler // the inventory handler under the idem middleware
+	retries  atomic.Int64 // deliveries that came back, for the log
 }
 
 func newStack(ctx context.Context, t *testing.T) *stack {
 	t.Helper()
-	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t), table: awstest.Name(t, "stock"), idemTable: awstest.Name(t, "idem")}
-	err := awstest.CreateTable(ctx, st.ddb, &dynamodb.CreateTableInput{
-		TableName:            aws.String(st.table),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("sku"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("sku"), KeyType: types.KeyTypeHash}},
-	})
-	if err != nil {
-		t.Fatalf("create stock table: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(st.table)})
-	})
-	if err := idem.WaitActive(ctx, st.ddb, st.table); err != nil {
+	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t)}
+	st.table = awstest.HashTable(ctx, t, st.ddb, "stock", "sku")
+	idemTable := awstest.Name(t, "idem")
+	if err := idem.CreateTable(ctx, st.ddb, idemTable); err != nil {
 		t.Fatal(err)
 	}
-	if err := idem.CreateTable(ctx, st.ddb, st.idemTable); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(st.idemTable)})
-	})
-	q, err := st.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, "confirmations") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
-	})
-	if err != nil {
-		t.Fatalf("create confirmations queue: %v", err)
-	}
-	st.queueURL = aws.ToString(q.QueueUrl)
-	t.Cleanup(func() { _, _ = st.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	awstest.DeleteTableAtEnd(t, st.ddb, idemTable)
+	st.queueURL = awstest.FIFOQueue(ctx, t, st.sqs, "confirmations", nil)
 
-	store, err := idem.NewDynamoStore(st.ddb, st.idemTable)
-	if err != nil {
+	var err error
+	if st.store, err = idem.NewDynamoStore(st.ddb, idemTable); err != nil {
 		t.Fatal(err)
 	}
-	st.client, err = idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.sqs})
+	st.client, err = idem.New(idem.Config{Store: st.store, Scope: "test", TTL: time.Hour, Sender: st.sqs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,22 +70,18 @@ func (st *stack) env() example.Lookup {
 	return env(map[string]string{inventory.TableVar: st.table, inventory.ConfirmationsVar: st.queueURL})
 }
 
-// deliver plays SQS: a delivery that fails with a retryable error (the key is in
-// progress elsewhere, a transaction conflict) comes back a little later.
-func (st *stack) deliver(ctx context.Context, key, body string) (idem.Result, error) {
-	for try := 1; ; try++ {
-		res, err := st.handler.Handle(ctx, &idem.Request{Key: key, Payload: []byte(body)})
-		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
-			return res, err
-		}
-		st.retries.Add(1)
-		time.Sleep(20 * time.Millisecond)
-	}
+// deliver plays SQS (exampletest.Redeliver).
+func (st *stack) deliver(ctx context.Context, key, body string) (res idem.Result, err error) {
+	err = exampletest.Redeliver(ctx, &st.retries, func() error {
+		res, err = st.handler.Handle(ctx, &idem.Request{Key: key, Payload: []byte(body)})
+		return err
+	})
+	return res, err
 }
 
 func (st *stack) reserve(ctx context.Context, t *testing.T, r inventory.Reservation) (idem.Result, error) {
 	t.Helper()
-	return st.deliver(ctx, inventory.Key(r), mustJSON(t, r))
+	return st.deliver(ctx, inventory.Key(r), exampletest.JSON(t, r))
 }
 
 func (st *stack) addStock(ctx context.Context, t *testing.T, sku string, n int64) {
@@ -139,21 +113,9 @@ func (st *stack) entry(ctx context.Context, t *testing.T, orderID string) map[st
 	return out.Item
 }
 
-// forget deletes the key's idempotency record, as DynamoDB's TTL does within days of
-// its expiry (moto never deletes expired items, so the tests do it).
+// forget deletes the key's idempotency record (exampletest.Forget).
 func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
-	t.Helper()
-	pk, err := st.client.RecordKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := st.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(st.idemTable), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
-		ReturnValues: types.ReturnValueAllOld,
-	})
-	if err != nil || len(out.Attributes) == 0 {
-		t.Fatalf("delete the record of %s: %v (found: %v)", key, err, len(out.Attributes) > 0)
-	}
+	exampletest.Forget(ctx, t, st.ddb, st.client, st.store, key)
 }
 
 // sent is one confirmation as received from the queue.
@@ -182,15 +144,6 @@ func (st *stack) confirmations(ctx context.Context, t *testing.T) []sent {
 		all = append(all, s)
 	}
 	return all
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestIntegrationReserveOnce: an order is applied once and confirmed once; a duplicate
@@ -248,7 +201,7 @@ func TestIntegrationConcurrentDeliveries(t *testing.T) {
 	r := inventory.Reservation{OrderID: "ord-c", SKU: "sku-c", Quantity: 2}
 	st.addStock(ctx, t, r.SKU, 100)
 
-	body := mustJSON(t, r)
+	body := exampletest.JSON(t, r)
 	var ran atomic.Int64
 	errs := make(chan error, 16)
 	var wg sync.WaitGroup
@@ -355,7 +308,7 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	st.forget(ctx, t, inventory.Key(r))
 	changed := r
 	changed.Quantity = 9
-	if _, err := st.deliver(ctx, inventory.Key(r), mustJSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+	if _, err := st.deliver(ctx, inventory.Key(r), exampletest.JSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
 		t.Fatalf("changed payload after deletion: %v, want a permanent ErrPayloadMismatch", err)
 	}
 	// The record now says the key was applied for the first payload: its duplicates are
@@ -363,7 +316,7 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	if res, err := st.reserve(ctx, t, r); err != nil || !res.Replayed {
 		t.Fatalf("original payload after the mismatch: %+v, %v; want a replay", res, err)
 	}
-	if _, err := st.deliver(ctx, inventory.Key(r), mustJSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) {
+	if _, err := st.deliver(ctx, inventory.Key(r), exampletest.JSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) {
 		t.Fatalf("changed payload again: %v, want ErrPayloadMismatch", err)
 	}
 	if got, want := st.stocks(ctx, t)[r.SKU], (inventory.Stock{Available: 16, Reserved: 4, Reservations: 1}); got != want {
@@ -432,7 +385,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 
 	count := map[string]int{}
 	for _, c := range st.confirmations(ctx, t) {
-		id, ok := ex.Confirms(mustJSON(t, c.Confirmation))
+		id, ok := ex.Confirms(exampletest.JSON(t, c.Confirmation))
 		if !ok {
 			t.Fatalf("Confirms(%+v) refused", c.Confirmation)
 		}

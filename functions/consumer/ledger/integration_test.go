@@ -36,8 +36,6 @@ type stack struct {
 	skew     atomic.Int64 // nanoseconds added to the middleware's clock
 	client   *idem.Client
 	store    *idem.DynamoStore
-	// idemTable is the idempotency table (the ledger table when the records live there).
-	idemTable string
 	// rule is how the consumer keys a message in this layout (ledger.RecordsKeyRule with
 	// the records in the ledger), and record the consumer's handler of one SQS message
 	// under it: what a deployed consumer runs per record.
@@ -45,21 +43,9 @@ type stack struct {
 	record idem.RecordFunc
 }
 
-// forget deletes the key's idempotency record, as DynamoDB's TTL does within days of
-// its expiry (moto never deletes expired items, so the tests do it).
+// forget deletes the key's idempotency record (exampletest.Forget).
 func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
-	t.Helper()
-	pk, err := st.client.RecordKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := st.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(st.idemTable), Key: st.store.Key(pk),
-		ReturnValues: types.ReturnValueAllOld,
-	})
-	if err != nil || len(out.Attributes) == 0 {
-		t.Fatalf("delete the record of %s: %v (found: %v)", key, err, len(out.Attributes) > 0)
-	}
+	exampletest.Forget(ctx, t, st.ddb, st.client, st.store, key)
 }
 
 func newStack(ctx context.Context, t *testing.T) *stack { return newStackIn(ctx, t, false) }
@@ -76,49 +62,26 @@ func layouts(t *testing.T, f func(t *testing.T, inLedger bool)) {
 // idempotency table of their own.
 func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
 	t.Helper()
-	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t), table: awstest.Name(t, "ledger")}
-	layout := ledger.RecordsLayout(st.table)
-	if !inLedger {
-		err := awstest.CreateTable(ctx, st.ddb, &dynamodb.CreateTableInput{
-			TableName:            aws.String(st.table),
-			BillingMode:          types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("account_id"), AttributeType: types.ScalarAttributeTypeS}},
-			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("account_id"), KeyType: types.KeyTypeHash}},
-		})
-		if err != nil {
-			t.Fatalf("create ledger table: %v", err)
-		}
-		if err := idem.WaitActive(ctx, st.ddb, st.table); err != nil {
-			t.Fatal(err)
-		}
-		layout = idem.Layout{Table: awstest.Name(t, "idem")}
-		t.Cleanup(func() {
-			_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(layout.Table)})
-		})
+	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t)}
+	layout := idem.Layout{Table: awstest.Name(t, "idem")}
+	if inLedger {
+		layout = ledger.RecordsLayout(awstest.Name(t, "ledger"))
+		st.table = layout.Table
+		awstest.DeleteTableAtEnd(t, st.ddb, st.table)
+	} else {
+		st.table = awstest.HashTable(ctx, t, st.ddb, "ledger", "account_id")
+		awstest.DeleteTableAtEnd(t, st.ddb, layout.Table)
 	}
-	t.Cleanup(func() {
-		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(st.table)})
-	})
 	if err := idem.CreateTableFor(ctx, st.ddb, layout); err != nil {
 		t.Fatal(err)
 	}
-	idemTable := layout.Table
-
-	q, err := st.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, "receipts") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
-	})
-	if err != nil {
-		t.Fatalf("create receipts queue: %v", err)
-	}
-	st.queueURL = aws.ToString(q.QueueUrl)
-	t.Cleanup(func() { _, _ = st.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	st.queueURL = awstest.FIFOQueue(ctx, t, st.sqs, "receipts", nil)
 
 	store, err := idem.NewDynamoStoreLayout(st.ddb, layout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.idemTable, st.store = idemTable, store
+	st.store = store
 	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.sqs,
 		Clock: func() time.Time { return time.Now().Add(time.Duration(st.skew.Load())) }})
 	if err != nil {
@@ -144,34 +107,24 @@ func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
 // consumer's handler of a record, and returns its outcome.
 func (st *stack) send(ctx context.Context, t *testing.T, key string, p ledger.Payment) error {
 	t.Helper()
-	msg := exampletest.FIFORecord("m-"+key, p.AccountID, mustJSON(t, p), map[string]events.SQSMessageAttribute{
+	msg := exampletest.FIFORecord("m-"+key, p.AccountID, exampletest.JSON(t, p), map[string]events.SQSMessageAttribute{
 		idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)},
 	})
 	msg.Attributes["MessageDeduplicationId"] = "d-" + key
-	for try := 1; ; try++ {
-		err := st.record(ctx, msg)
-		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return exampletest.Redeliver(ctx, nil, func() error { return st.record(ctx, msg) })
 }
 
-// deliver plays SQS: a delivery that fails with a retryable error (the key is in
-// progress elsewhere, a transaction conflict) comes back a little later.
-func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (idem.Result, error) {
+// deliver plays SQS (exampletest.Redeliver).
+func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (res idem.Result, err error) {
 	body, err := json.Marshal(p)
 	if err != nil {
 		return idem.Result{}, err
 	}
-	for try := 1; ; try++ {
-		res, err := st.handler.Handle(ctx, &idem.Request{Key: key, Payload: body})
-		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
-			return res, err
-		}
-		st.retries.Add(1)
-		time.Sleep(20 * time.Millisecond)
-	}
+	err = exampletest.Redeliver(ctx, &st.retries, func() error {
+		res, err = st.handler.Handle(ctx, &idem.Request{Key: key, Payload: body})
+		return err
+	})
+	return res, err
 }
 
 // receipts receives and deletes every message of the receipts queue (awstest.Drain)
@@ -303,11 +256,11 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 	st := newStackIn(ctx, t, inLedger)
 
 	eur := ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 500, Currency: "EUR"}
-	if _, err := st.handler.Handle(ctx, request("p-1", mustJSON(t, eur))); err != nil {
+	if _, err := st.handler.Handle(ctx, request("p-1", exampletest.JSON(t, eur))); err != nil {
 		t.Fatalf("first payment: %v", err)
 	}
 	usd := ledger.Payment{PaymentID: "p-2", AccountID: "acct-1", AmountCents: 700, Currency: "USD"}
-	_, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd)))
+	_, err := st.handler.Handle(ctx, request("p-2", exampletest.JSON(t, usd)))
 	var wce *idem.WriteConditionError
 	if !errors.As(err, &wce) || wce.Index != 1 || !idem.IsPermanent(err) {
 		t.Fatalf("payment in another currency: error %v, want a permanent *idem.WriteConditionError on write 1 (the credit)", err)
@@ -318,7 +271,7 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 
 	// A payment to another account in another currency is fine.
 	gbp := ledger.Payment{PaymentID: "p-3", AccountID: "acct-2", AmountCents: 9, Currency: "GBP"}
-	if _, err := st.handler.Handle(ctx, request("p-3", mustJSON(t, gbp))); err != nil {
+	if _, err := st.handler.Handle(ctx, request("p-3", exampletest.JSON(t, gbp))); err != nil {
 		t.Fatalf("payment to another account: %v", err)
 	}
 	if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"p-1": 1, "p-3": 1}) {
@@ -338,7 +291,7 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		res, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd)))
+		res, err := st.handler.Handle(ctx, request("p-2", exampletest.JSON(t, usd)))
 		if err != nil || res.Replayed != (i == 1) {
 			t.Fatalf("redrive %d after the fix: %+v, %v; want applied, then replayed", i, res, err)
 		}
@@ -404,15 +357,6 @@ func receiptIDs(rs []ledger.Receipt) map[string]int {
 		n[r.PaymentID]++
 	}
 	return n
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestIntegrationRedeliveryAfterTheTTL: a payment redelivered after its idempotency
@@ -552,7 +496,7 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	// takes it over and applies the payment once.
 	q := ledger.Payment{PaymentID: "pay-f-2", AccountID: "acct-f", AmountCents: 5, Currency: "EUR"}
 	qk, _ := st.client.RecordKey(q.PaymentID)
-	body := mustJSON(t, q)
+	body := exampletest.JSON(t, q)
 	hash, _ := idem.HashPayload([]byte(body))
 	past := time.Now().Add(time.Duration(st.skew.Load())).Add(-time.Minute)
 	if _, created, err := st.store.Create(ctx, &idem.Record{Key: qk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
