@@ -204,17 +204,37 @@ func Redeliver(ctx context.Context, retried *atomic.Int64, deliver func() error)
 	}
 }
 
-// Forget deletes key's idempotency record from store's table, as DynamoDB's TTL does
-// within days of its expiry (moto never deletes expired items, so the tests do it). A
-// record that is not there fails the test.
-func Forget(ctx context.Context, t testing.TB, api *dynamodb.Client, c *idem.Client, store *idem.DynamoStore, key string) {
+// Middleware is a handler under the idem middleware on moto, for an example's own
+// integration tests: the clients, the middleware's client and store, and the handler.
+type Middleware struct {
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	Client   *idem.Client
+	Store    *idem.DynamoStore
+	Handler  idem.Handler // the example's handler under the middleware
+	Retried  atomic.Int64 // deliveries that came back (Deliver), for the log
+}
+
+// Deliver plays SQS for one delivery of body under key (Redeliver).
+func (m *Middleware) Deliver(ctx context.Context, key, body string) (res idem.Result, err error) {
+	err = Redeliver(ctx, &m.Retried, func() error {
+		res, err = m.Handler.Handle(ctx, &idem.Request{Key: key, Payload: []byte(body)})
+		return err
+	})
+	return res, err
+}
+
+// Forget deletes key's idempotency record, as DynamoDB's TTL does within days of its
+// expiry (moto never deletes expired items, so the tests do it). A record that is not
+// there fails the test.
+func (m *Middleware) Forget(ctx context.Context, t testing.TB, key string) {
 	t.Helper()
-	pk, err := c.RecordKey(key)
+	pk, err := m.Client.RecordKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(store.Table()), Key: store.Key(pk), ReturnValues: types.ReturnValueAllOld,
+	out, err := m.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(m.Store.Table()), Key: m.Store.Key(pk), ReturnValues: types.ReturnValueAllOld,
 	})
 	if err != nil || len(out.Attributes) == 0 {
 		t.Fatalf("delete the record of %s: %v (found: %v)", key, err, len(out.Attributes) > 0)

@@ -15,13 +15,10 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 const confirmationsURL = "https://sqs.us-east-1.amazonaws.com/123456789012/confirmations.fifo"
-
-func env(vars map[string]string) example.Lookup {
-	return func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
-}
 
 func TestNewHandlerConfig(t *testing.T) {
 	tests := []struct {
@@ -54,14 +51,14 @@ func TestNewHandlerConfig(t *testing.T) {
 
 func TestExampleNewHandler(t *testing.T) {
 	ex := inventory.Example{}
-	if _, err := ex.NewHandler(example.Deps{Env: env(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: confirmationsURL})}); err != nil {
+	if _, err := ex.NewHandler(example.Deps{Env: exampletest.LookupIn(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: confirmationsURL})}); err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
-	_, err := ex.NewHandler(example.Deps{Env: env(nil)})
+	_, err := ex.NewHandler(example.Deps{Env: exampletest.LookupIn(nil)})
 	if err == nil || !strings.Contains(err.Error(), inventory.TableVar) || !strings.Contains(err.Error(), inventory.ConfirmationsVar) {
 		t.Fatalf("NewHandler without variables: %v, want both variables named", err)
 	}
-	_, err = ex.NewHandler(example.Deps{Env: env(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: "https://sqs.example/q"})})
+	_, err = ex.NewHandler(example.Deps{Env: exampletest.LookupIn(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: "https://sqs.example/q"})})
 	if err == nil || !strings.Contains(err.Error(), "not a FIFO queue") {
 		t.Fatalf("NewHandler with a standard queue: %v", err)
 	}
@@ -224,10 +221,10 @@ func TestConfirms(t *testing.T) {
 func TestReadUnset(t *testing.T) {
 	ex := inventory.Example{}
 	var db *dynamodb.Client // never called
-	if _, err := ex.Read(context.Background(), db, env(nil)); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
+	if _, err := ex.Read(context.Background(), db, exampletest.LookupIn(nil)); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
 		t.Fatalf("Read without %s: %v", inventory.TableVar, err)
 	}
-	if err := ex.Prepare(context.Background(), db, env(nil), nil); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
+	if err := ex.Prepare(context.Background(), db, exampletest.LookupIn(nil), nil); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
 		t.Fatalf("Prepare without %s: %v", inventory.TableVar, err)
 	}
 }

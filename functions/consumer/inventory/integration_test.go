@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
@@ -28,32 +27,27 @@ import (
 // stack is the inventory handler on real AWS APIs (moto): its own stock table,
 // idempotency table and confirmations queue.
 type stack struct {
-	ddb      *dynamodb.Client
-	sqs      *sqs.Client
-	table    string
-	queueURL string
-	client   *idem.Client
-	store    *idem.DynamoStore
-	handler  idem.Handler // the inventory handler under the idem middleware
-	retries  atomic.Int64 // deliveries that came back, for the log
+	exampletest.Middleware // the inventory handler under the idem middleware
+	table                  string
+	queueURL               string
 }
 
 func newStack(ctx context.Context, t *testing.T) *stack {
 	t.Helper()
-	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t)}
-	st.table = awstest.HashTable(ctx, t, st.ddb, "stock", "sku")
+	st := &stack{Middleware: exampletest.Middleware{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}}
+	st.table = awstest.HashTable(ctx, t, st.DynamoDB, "stock", "sku")
 	idemTable := awstest.Name(t, "idem")
-	if err := idem.CreateTable(ctx, st.ddb, idemTable); err != nil {
+	if err := idem.CreateTable(ctx, st.DynamoDB, idemTable); err != nil {
 		t.Fatal(err)
 	}
-	awstest.DeleteTableAtEnd(t, st.ddb, idemTable)
-	st.queueURL = awstest.FIFOQueue(ctx, t, st.sqs, "confirmations", nil)
+	awstest.DeleteTableAtEnd(t, st.DynamoDB, idemTable)
+	st.queueURL = awstest.FIFOQueue(ctx, t, st.SQS, "confirmations", nil)
 
 	var err error
-	if st.store, err = idem.NewDynamoStore(st.ddb, idemTable); err != nil {
+	if st.Store, err = idem.NewDynamoStore(st.DynamoDB, idemTable); err != nil {
 		t.Fatal(err)
 	}
-	st.client, err = idem.New(idem.Config{Store: st.store, Scope: "test", TTL: time.Hour, Sender: st.sqs})
+	st.Client, err = idem.New(idem.Config{Store: st.Store, Scope: "test", TTL: time.Hour, Sender: st.SQS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,39 +55,30 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.handler = st.client.Middleware(h)
+	st.Handler = st.Client.Middleware(h)
 	return st
 }
 
 // env is the consumer's environment for this stack.
 func (st *stack) env() example.Lookup {
-	return env(map[string]string{inventory.TableVar: st.table, inventory.ConfirmationsVar: st.queueURL})
-}
-
-// deliver plays SQS (exampletest.Redeliver).
-func (st *stack) deliver(ctx context.Context, key, body string) (res idem.Result, err error) {
-	err = exampletest.Redeliver(ctx, &st.retries, func() error {
-		res, err = st.handler.Handle(ctx, &idem.Request{Key: key, Payload: []byte(body)})
-		return err
-	})
-	return res, err
+	return exampletest.LookupIn(map[string]string{inventory.TableVar: st.table, inventory.ConfirmationsVar: st.queueURL})
 }
 
 func (st *stack) reserve(ctx context.Context, t *testing.T, r inventory.Reservation) (idem.Result, error) {
 	t.Helper()
-	return st.deliver(ctx, inventory.Key(r), exampletest.JSON(t, r))
+	return st.Deliver(ctx, inventory.Key(r), exampletest.JSON(t, r))
 }
 
 func (st *stack) addStock(ctx context.Context, t *testing.T, sku string, n int64) {
 	t.Helper()
-	if err := inventory.AddStock(ctx, st.ddb, st.table, sku, n); err != nil {
+	if err := inventory.AddStock(ctx, st.DynamoDB, st.table, sku, n); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (st *stack) stocks(ctx context.Context, t *testing.T) map[string]inventory.Stock {
 	t.Helper()
-	s, err := inventory.Stocks(ctx, st.ddb, st.table)
+	s, err := inventory.Stocks(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +88,7 @@ func (st *stack) stocks(ctx context.Context, t *testing.T) map[string]inventory.
 // entry returns the order's journal entry, nil when there is none.
 func (st *stack) entry(ctx context.Context, t *testing.T, orderID string) map[string]types.AttributeValue {
 	t.Helper()
-	out, err := st.ddb.GetItem(ctx, &dynamodb.GetItemInput{
+	out, err := st.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(st.table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: inventory.EntryPrefix + orderID}},
 	})
@@ -111,11 +96,6 @@ func (st *stack) entry(ctx context.Context, t *testing.T, orderID string) map[st
 		t.Fatal(err)
 	}
 	return out.Item
-}
-
-// forget deletes the key's idempotency record (exampletest.Forget).
-func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
-	exampletest.Forget(ctx, t, st.ddb, st.client, st.store, key)
 }
 
 // sent is one confirmation as received from the queue.
@@ -128,7 +108,7 @@ type sent struct {
 // (awstest.Drain).
 func (st *stack) confirmations(ctx context.Context, t *testing.T) []sent {
 	t.Helper()
-	msgs, err := awstest.Drain(ctx, st.sqs, st.queueURL)
+	msgs, err := awstest.Drain(ctx, st.SQS, st.queueURL)
 	if err != nil {
 		t.Fatalf("confirmations: %v", err)
 	}
@@ -183,7 +163,7 @@ func TestIntegrationReserveOnce(t *testing.T) {
 		t.Fatalf("confirmations %+v, want exactly %+v", cs, want)
 	}
 	c := cs[0]
-	pk, err := st.client.RecordKey(inventory.Key(r))
+	pk, err := st.Client.RecordKey(inventory.Key(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +187,7 @@ func TestIntegrationConcurrentDeliveries(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
-			res, err := st.deliver(ctx, inventory.Key(r), body)
+			res, err := st.Deliver(ctx, inventory.Key(r), body)
 			if err != nil {
 				errs <- err
 				return
@@ -222,7 +202,7 @@ func TestIntegrationConcurrentDeliveries(t *testing.T) {
 	for err := range errs {
 		t.Errorf("delivery failed: %v", err)
 	}
-	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.retries.Load())
+	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.Retried.Load())
 	if ran.Load() != 1 {
 		t.Errorf("handler completed %d times, want 1", ran.Load())
 	}
@@ -300,15 +280,15 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	if res, err := st.reserve(ctx, t, r); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
-	st.forget(ctx, t, inventory.Key(r))
+	st.Forget(ctx, t, inventory.Key(r))
 	res, err := st.reserve(ctx, t, r)
 	if err != nil || !res.Guarded {
 		t.Fatalf("redelivery after deletion: %+v, %v; want a guarded duplicate", res, err)
 	}
-	st.forget(ctx, t, inventory.Key(r))
+	st.Forget(ctx, t, inventory.Key(r))
 	changed := r
 	changed.Quantity = 9
-	if _, err := st.deliver(ctx, inventory.Key(r), exampletest.JSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+	if _, err := st.Deliver(ctx, inventory.Key(r), exampletest.JSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
 		t.Fatalf("changed payload after deletion: %v, want a permanent ErrPayloadMismatch", err)
 	}
 	// The record now says the key was applied for the first payload: its duplicates are
@@ -316,7 +296,7 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	if res, err := st.reserve(ctx, t, r); err != nil || !res.Replayed {
 		t.Fatalf("original payload after the mismatch: %+v, %v; want a replay", res, err)
 	}
-	if _, err := st.deliver(ctx, inventory.Key(r), exampletest.JSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) {
+	if _, err := st.Deliver(ctx, inventory.Key(r), exampletest.JSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) {
 		t.Fatalf("changed payload again: %v, want ErrPayloadMismatch", err)
 	}
 	if got, want := st.stocks(ctx, t)[r.SKU], (inventory.Stock{Available: 16, Reserved: 4, Reservations: 1}); got != want {
@@ -336,7 +316,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 	st := newStack(ctx, t)
 	ex := inventory.Example{}
 	valid := ex.Traffic(rand.New(rand.NewPCG(5, 6)), "t1", 24, 4)
-	if err := ex.Prepare(ctx, st.ddb, st.env(), valid); err != nil {
+	if err := ex.Prepare(ctx, st.DynamoDB, st.env(), valid); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
 	check := func(applied []example.Message) {
@@ -345,7 +325,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := ex.Read(ctx, st.ddb, st.env())
+		got, err := ex.Read(ctx, st.DynamoDB, st.env())
 		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}
@@ -362,7 +342,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 
 	half := len(valid) / 2
 	for _, m := range valid[:half] {
-		if _, err := st.deliver(ctx, m.Key, m.Body); err != nil {
+		if _, err := st.Deliver(ctx, m.Key, m.Body); err != nil {
 			t.Fatalf("order %s: %v", m.ID, err)
 		}
 	}
@@ -371,13 +351,13 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 		if b.Key == "" {
 			continue // the consumer refuses it before the handler: no key
 		}
-		_, err := st.deliver(ctx, b.Key, b.Body)
+		_, err := st.Deliver(ctx, b.Key, b.Body)
 		if err == nil || !idem.IsPermanent(err) || !strings.Contains(err.Error(), b.Reason) {
 			t.Errorf("bad message %s: %v, want a permanent error containing %q", b.ID, err, b.Reason)
 		}
 	}
 	for _, m := range append(valid[half:], valid[0]) { // valid[0] again: a duplicate
-		if _, err := st.deliver(ctx, m.Key, m.Body); err != nil {
+		if _, err := st.Deliver(ctx, m.Key, m.Body); err != nil {
 			t.Fatalf("order %s: %v", m.ID, err)
 		}
 	}
@@ -414,11 +394,11 @@ func TestIntegrationPrepareAdditive(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := ex.Prepare(ctx, st.ddb, st.env(), valid); err != nil {
+		if err := ex.Prepare(ctx, st.DynamoDB, st.env(), valid); err != nil {
 			t.Fatalf("Prepare: %v", err)
 		}
 	}
-	got, err := ex.Read(ctx, st.ddb, st.env())
+	got, err := ex.Read(ctx, st.DynamoDB, st.env())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +414,7 @@ func TestIntegrationPrepareAdditive(t *testing.T) {
 		t.Errorf("Read after Prepare: %v (applied %d), want the names of %v and nothing applied", got.State, got.Applied, once)
 	}
 	bad := []example.Message{{ID: "x", Body: `{"order_id":"x","sku":"order#x","quantity":1}`}}
-	if err := ex.Prepare(ctx, st.ddb, st.env(), bad); !errors.Is(err, inventory.ErrInvalidReservation) {
+	if err := ex.Prepare(ctx, st.DynamoDB, st.env(), bad); !errors.Is(err, inventory.ErrInvalidReservation) {
 		t.Fatalf("Prepare of an invalid message: %v, want ErrInvalidReservation", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 const receiptsURL = "https://sqs.us-east-1.amazonaws.com/123456789012/receipts.fifo"
@@ -405,13 +406,10 @@ func TestNewHandler(t *testing.T) {
 // there, and then the handler's results fold the record into the journal entry; a
 // layout that cannot share the table is refused with what to set.
 func TestExampleRecordsInLedger(t *testing.T) {
-	env := func(vars map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-	}
 	base := map[string]string{ledger.TableVar: "ledger", ledger.ReceiptsVar: receiptsURL}
 	home := func(t *testing.T, vars map[string]string) bool {
 		t.Helper()
-		h, err := ledger.Example{}.NewHandler(example.Deps{Env: env(vars)})
+		h, err := ledger.Example{}.NewHandler(example.Deps{Env: exampletest.LookupIn(vars)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +439,7 @@ func TestExampleRecordsInLedger(t *testing.T) {
 	} {
 		vars := maps.Clone(in)
 		maps.Copy(vars, change)
-		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: env(vars)}); err == nil || !strings.Contains(err.Error(), "KEY_SOURCE=field, KEY_FIELD=payment_id") {
+		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: exampletest.LookupIn(vars)}); err == nil || !strings.Contains(err.Error(), "KEY_SOURCE=field, KEY_FIELD=payment_id") {
 			t.Errorf("%s: %v, want an error saying what to set", name, err)
 		}
 	}
@@ -453,7 +451,7 @@ func TestExampleRecordsInLedger(t *testing.T) {
 	} {
 		vars := maps.Clone(in)
 		maps.Copy(vars, change)
-		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: env(vars)}); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEY_PREFIX="+ledger.EntryPrefix) {
+		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: exampletest.LookupIn(vars)}); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEY_PREFIX="+ledger.EntryPrefix) {
 			t.Errorf("%s: %v, want an error saying what to set", name, err)
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -27,25 +26,15 @@ import (
 // stack is the ledger handler on real AWS APIs (moto): its own ledger table,
 // idempotency table and receipts queue.
 type stack struct {
-	ddb      *dynamodb.Client
-	sqs      *sqs.Client
-	table    string
-	queueURL string
-	handler  idem.Handler // the ledger handler under the idem middleware
-	retries  atomic.Int64 // deliveries that came back, for the log
-	skew     atomic.Int64 // nanoseconds added to the middleware's clock
-	client   *idem.Client
-	store    *idem.DynamoStore
+	exampletest.Middleware // the ledger handler under the idem middleware
+	table                  string
+	queueURL               string
+	skew                   atomic.Int64 // nanoseconds added to the middleware's clock
 	// rule is how the consumer keys a message in this layout (ledger.RecordsKeyRule with
 	// the records in the ledger), and record the consumer's handler of one SQS message
 	// under it: what a deployed consumer runs per record.
 	rule   idem.KeyRule
 	record idem.RecordFunc
-}
-
-// forget deletes the key's idempotency record (exampletest.Forget).
-func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
-	exampletest.Forget(ctx, t, st.ddb, st.client, st.store, key)
 }
 
 func newStack(ctx context.Context, t *testing.T) *stack { return newStackIn(ctx, t, false) }
@@ -62,37 +51,37 @@ func layouts(t *testing.T, f func(t *testing.T, inLedger bool)) {
 // idempotency table of their own.
 func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
 	t.Helper()
-	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t)}
+	st := &stack{Middleware: exampletest.Middleware{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}}
 	layout := idem.Layout{Table: awstest.Name(t, "idem")}
 	if inLedger {
 		layout = ledger.RecordsLayout(awstest.Name(t, "ledger"))
 		st.table = layout.Table
-		awstest.DeleteTableAtEnd(t, st.ddb, st.table)
+		awstest.DeleteTableAtEnd(t, st.DynamoDB, st.table)
 	} else {
-		st.table = awstest.HashTable(ctx, t, st.ddb, "ledger", "account_id")
-		awstest.DeleteTableAtEnd(t, st.ddb, layout.Table)
+		st.table = awstest.HashTable(ctx, t, st.DynamoDB, "ledger", "account_id")
+		awstest.DeleteTableAtEnd(t, st.DynamoDB, layout.Table)
 	}
-	if err := idem.CreateTableFor(ctx, st.ddb, layout); err != nil {
+	if err := idem.CreateTableFor(ctx, st.DynamoDB, layout); err != nil {
 		t.Fatal(err)
 	}
-	st.queueURL = awstest.FIFOQueue(ctx, t, st.sqs, "receipts", nil)
+	st.queueURL = awstest.FIFOQueue(ctx, t, st.SQS, "receipts", nil)
 
-	store, err := idem.NewDynamoStoreLayout(st.ddb, layout)
+	store, err := idem.NewDynamoStoreLayout(st.DynamoDB, layout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.store = store
-	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.sqs,
+	st.Store = store
+	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.SQS,
 		Clock: func() time.Time { return time.Now().Add(time.Duration(st.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.client = client
+	st.Client = client
 	h, err := ledger.NewHandler(ledger.Config{LedgerTable: st.table, ReceiptsQueueURL: st.queueURL, RecordsInLedger: inLedger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.handler = client.Middleware(h)
+	st.Handler = client.Middleware(h)
 	st.rule = idem.KeyRule{Field: "payment_id"}
 	if inLedger {
 		st.rule = ledger.RecordsKeyRule()
@@ -114,24 +103,20 @@ func (st *stack) send(ctx context.Context, t *testing.T, key string, p ledger.Pa
 	return exampletest.Redeliver(ctx, nil, func() error { return st.record(ctx, msg) })
 }
 
-// deliver plays SQS (exampletest.Redeliver).
-func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (res idem.Result, err error) {
+// deliver plays SQS for p under key (exampletest.Middleware.Deliver).
+func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (idem.Result, error) {
 	body, err := json.Marshal(p)
 	if err != nil {
 		return idem.Result{}, err
 	}
-	err = exampletest.Redeliver(ctx, &st.retries, func() error {
-		res, err = st.handler.Handle(ctx, &idem.Request{Key: key, Payload: body})
-		return err
-	})
-	return res, err
+	return st.Deliver(ctx, key, string(body))
 }
 
 // receipts receives and deletes every message of the receipts queue (awstest.Drain)
 // and returns the receipts.
 func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 	t.Helper()
-	msgs, err := awstest.Drain(ctx, st.sqs, st.queueURL)
+	msgs, err := awstest.Drain(ctx, st.SQS, st.queueURL)
 	if err != nil {
 		t.Fatalf("receipts: %v", err)
 	}
@@ -142,7 +127,7 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 			t.Fatalf("receipt body %q: %v", aws.ToString(m.Body), err)
 		}
 		// The receipt's own key: the payment's record key and its position (one receipt).
-		pk, err := st.client.RecordKey(r.IdempotencyKey)
+		pk, err := st.Client.RecordKey(r.IdempotencyKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,9 +205,9 @@ func exactlyOnce(t *testing.T, inLedger bool) {
 		}
 	}
 
-	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.retries.Load())
+	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.Retried.Load())
 
-	got, err := ledger.Balances(ctx, st.ddb, st.table)
+	got, err := ledger.Balances(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,11 +241,11 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 	st := newStackIn(ctx, t, inLedger)
 
 	eur := ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 500, Currency: "EUR"}
-	if _, err := st.handler.Handle(ctx, request("p-1", exampletest.JSON(t, eur))); err != nil {
+	if _, err := st.Handler.Handle(ctx, request("p-1", exampletest.JSON(t, eur))); err != nil {
 		t.Fatalf("first payment: %v", err)
 	}
 	usd := ledger.Payment{PaymentID: "p-2", AccountID: "acct-1", AmountCents: 700, Currency: "USD"}
-	_, err := st.handler.Handle(ctx, request("p-2", exampletest.JSON(t, usd)))
+	_, err := st.Handler.Handle(ctx, request("p-2", exampletest.JSON(t, usd)))
 	var wce *idem.WriteConditionError
 	if !errors.As(err, &wce) || wce.Index != 1 || !idem.IsPermanent(err) {
 		t.Fatalf("payment in another currency: error %v, want a permanent *idem.WriteConditionError on write 1 (the credit)", err)
@@ -271,7 +256,7 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 
 	// A payment to another account in another currency is fine.
 	gbp := ledger.Payment{PaymentID: "p-3", AccountID: "acct-2", AmountCents: 9, Currency: "GBP"}
-	if _, err := st.handler.Handle(ctx, request("p-3", exampletest.JSON(t, gbp))); err != nil {
+	if _, err := st.Handler.Handle(ctx, request("p-3", exampletest.JSON(t, gbp))); err != nil {
 		t.Fatalf("payment to another account: %v", err)
 	}
 	if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"p-1": 1, "p-3": 1}) {
@@ -281,7 +266,7 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 	// The operator fixes the cause (acct-1 was opened in the wrong currency and is empty
 	// once p-1 is refunded elsewhere; here: its currency is corrected), then redrives p-2:
 	// it runs again and is applied once, with one receipt.
-	_, err = st.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = st.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(st.table),
 		Key:                       map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: "acct-1"}},
 		UpdateExpression:          aws.String("SET currency = :usd, balance_cents = :zero"),
@@ -291,12 +276,12 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		res, err := st.handler.Handle(ctx, request("p-2", exampletest.JSON(t, usd)))
+		res, err := st.Handler.Handle(ctx, request("p-2", exampletest.JSON(t, usd)))
 		if err != nil || res.Replayed != (i == 1) {
 			t.Fatalf("redrive %d after the fix: %+v, %v; want applied, then replayed", i, res, err)
 		}
 	}
-	got, err := ledger.Balances(ctx, st.ddb, st.table)
+	got, err := ledger.Balances(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,12 +304,12 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
-	st.forget(ctx, t, ledger.Key(p))
+	st.Forget(ctx, t, ledger.Key(p))
 	res, err := st.deliver(ctx, ledger.Key(p), p)
 	if err != nil || !res.Guarded {
 		t.Fatalf("redelivery after deletion: %+v, %v; want a guarded duplicate", res, err)
 	}
-	st.forget(ctx, t, ledger.Key(p))
+	st.Forget(ctx, t, ledger.Key(p))
 	changed := p
 	changed.AmountCents = 999
 	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
@@ -338,7 +323,7 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) {
 		t.Fatalf("changed payload again: %v, want ErrPayloadMismatch", err)
 	}
-	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +360,7 @@ func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
 	if err != nil || res.Replayed || !res.Guarded {
 		t.Fatalf("after the TTL: res=%+v err=%v; want a run stopped by the journal", res, err)
 	}
-	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +401,7 @@ func TestIntegrationOnePaymentUnderTwoKeys(t *testing.T) {
 		if err := st.send(ctx, t, "client-key-3", changed); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
 			t.Fatalf("the payment id with another amount under a third key: %v, want a permanent ErrPayloadMismatch", err)
 		}
-		accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+		accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +426,7 @@ func TestIntegrationRecordsInLedgerRefusesAnotherKey(t *testing.T) {
 	if _, err := st.deliver(ctx, ledger.Key(p), p); !errors.Is(err, idem.ErrHomeKey) || !idem.IsPermanent(err) {
 		t.Fatalf("a payment keyed %q: %v, want a permanent ErrHomeKey", ledger.Key(p), err)
 	}
-	if accts, err := ledger.Accounts(ctx, st.ddb, st.table); err != nil || len(accts) != 0 {
+	if accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table); err != nil || len(accts) != 0 {
 		t.Fatalf("accounts %v (%v), want none credited", accts, err)
 	}
 }
@@ -459,11 +444,11 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	if res, err := st.deliver(ctx, p.PaymentID, p); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
-	pk, err := st.client.RecordKey(p.PaymentID)
+	pk, err := st.Client.RecordKey(p.PaymentID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := st.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.table), Key: st.store.Key(pk), ConsistentRead: aws.Bool(true)})
+	out, err := st.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.table), Key: st.Store.Key(pk), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +459,7 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	if _, ok := out.Item["expires_at"]; ok {
 		t.Fatalf("the journal entry expires: %v", out.Item["expires_at"])
 	}
-	scan, err := st.ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(st.table), ConsistentRead: aws.Bool(true)})
+	scan, err := st.DynamoDB.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(st.table), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,18 +480,18 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	// A crashed attempt: the record in progress with an ended lease. The next delivery
 	// takes it over and applies the payment once.
 	q := ledger.Payment{PaymentID: "pay-f-2", AccountID: "acct-f", AmountCents: 5, Currency: "EUR"}
-	qk, _ := st.client.RecordKey(q.PaymentID)
+	qk, _ := st.Client.RecordKey(q.PaymentID)
 	body := exampletest.JSON(t, q)
 	hash, _ := idem.HashPayload([]byte(body))
 	past := time.Now().Add(time.Duration(st.skew.Load())).Add(-time.Minute)
-	if _, created, err := st.store.Create(ctx, &idem.Record{Key: qk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
+	if _, created, err := st.Store.Create(ctx, &idem.Record{Key: qk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
 		Inflight: "0", ExpiresAt: past.Add(time.Hour), PayloadHash: hash, Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil || !created {
 		t.Fatalf("crashed attempt: %v, %v", created, err)
 	}
 	if res, err := st.deliver(ctx, q.PaymentID, q); err != nil || res.Replayed || res.Attempt != 2 {
 		t.Fatalf("takeover: %+v, %v; want attempt 2 applied", res, err)
 	}
-	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
