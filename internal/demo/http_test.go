@@ -64,7 +64,7 @@ func TestHTTPPhase(t *testing.T) {
 	defer cancel()
 	const requests = 15
 	s, err := demo.Run(ctx, demo.Options{
-		Env: vars, SQS: w, DynamoDB: st.DynamoDB, Messages: 45, Groups: 4, Consumers: 2, Seed: 9, Out: &out, Logs: &lockedBuffer{},
+		Env: vars, SQS: w, DynamoDB: st.DynamoDB, Messages: 45, Groups: 4, Consumers: 2, Seed: 9, Out: &out, Logs: &exampletest.Buffer{},
 		HTTP: &demo.HTTPOptions{URL: url, Requests: requests, Sent: metrics.Sent, ConsumerKey: func(key string) string { return idem.CallerKey(ns, key) }},
 	})
 	if err != nil {

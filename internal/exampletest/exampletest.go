@@ -13,6 +13,7 @@
 package exampletest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -199,4 +201,24 @@ func CheckTruncated[M any](t *testing.T, decode func([]byte) (M, error), invalid
 			t.Errorf("Decode(%q) = %v, want %q", body, err, want)
 		}
 	}
+}
+
+// Buffer collects what several goroutines write (a function's log lines in a test); it
+// is safe for concurrent Write and String.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -47,7 +47,7 @@ type fixture struct {
 	url     string // the ingress's base URL
 	http    *http.Client
 	calls   *awstest.Calls // every AWS call the ingress made (SDK retries aside)
-	logs    syncBuffer
+	logs    exampletest.Buffer
 	queue   string // the input queue
 	rng     *rand.Rand
 	run     string
@@ -55,23 +55,6 @@ type fixture struct {
 }
 
 var runs atomic.Int64
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // options changes one fixture.
 type options struct {
@@ -348,7 +331,7 @@ func (f *fixture) consumeWith(t *testing.T, wrap func(idem.DynamoDBAPI) idem.Dyn
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs exampletest.Buffer
 	h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: ddb, SQS: f.st.SQS, Logs: &logs, Metrics: io.Discard, Owner: t.Name()})
 	if err != nil {
 		t.Fatal(err)
