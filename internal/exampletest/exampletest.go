@@ -30,6 +30,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -200,6 +201,33 @@ func CheckTruncated[M any](t *testing.T, decode func([]byte) (M, error), invalid
 		if _, err := decode([]byte(body)); !errors.Is(err, invalid) || err.Error() != want {
 			t.Errorf("Decode(%q) = %v, want %q", body, err, want)
 		}
+	}
+}
+
+// ConfigCase is a configuration for an example's NewHandler: valid (WantErr empty), or
+// refused with an error containing WantErr.
+type ConfigCase[C any] struct {
+	Name    string
+	Config  C
+	WantErr string
+}
+
+// CheckConfigs runs each case through newHandler, one subtest a case: a valid
+// configuration gives a handler, a refused one an error containing WantErr.
+func CheckConfigs[C any](t *testing.T, newHandler func(C) (idem.Handler, error), cases []ConfigCase[C]) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			h, err := newHandler(c.Config)
+			if c.WantErr == "" {
+				if err != nil || h == nil {
+					t.Fatalf("NewHandler = %v, %v; want a handler", h, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.WantErr) {
+				t.Fatalf("NewHandler error = %v, want one containing %q", err, c.WantErr)
+			}
+		})
 	}
 }
 

@@ -21,32 +21,14 @@ import (
 const confirmationsURL = "https://sqs.us-east-1.amazonaws.com/123456789012/confirmations.fifo"
 
 func TestNewHandlerConfig(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     inventory.Config
-		wantErr string
-	}{
-		{name: "valid", cfg: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: confirmationsURL}},
-		{name: "http endpoint", cfg: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "http://127.0.0.1:4566/000000000000/c.fifo"}},
-		{name: "no table", cfg: inventory.Config{ConfirmationsQueueURL: confirmationsURL}, wantErr: "StockTable is empty"},
-		{name: "no queue", cfg: inventory.Config{StockTable: "stock"}, wantErr: "not an http(s) queue URL"},
-		{name: "not a URL", cfg: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "confirmations.fifo"}, wantErr: "not an http(s) queue URL"},
-		{name: "standard queue", cfg: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/confirmations"}, wantErr: "not a FIFO queue"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h, err := inventory.NewHandler(tt.cfg)
-			if tt.wantErr == "" {
-				if err != nil || h == nil {
-					t.Fatalf("NewHandler = %v, %v", h, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("NewHandler error = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	exampletest.CheckConfigs(t, inventory.NewHandler, []exampletest.ConfigCase[inventory.Config]{
+		{Name: "valid", Config: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: confirmationsURL}},
+		{Name: "http endpoint", Config: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "http://127.0.0.1:4566/000000000000/c.fifo"}},
+		{Name: "no table", Config: inventory.Config{ConfirmationsQueueURL: confirmationsURL}, WantErr: "StockTable is empty"},
+		{Name: "no queue", Config: inventory.Config{StockTable: "stock"}, WantErr: "not an http(s) queue URL"},
+		{Name: "not a URL", Config: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "confirmations.fifo"}, WantErr: "not an http(s) queue URL"},
+		{Name: "standard queue", Config: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/confirmations"}, WantErr: "not a FIFO queue"},
+	})
 }
 
 func TestExampleNewHandler(t *testing.T) {

@@ -374,32 +374,14 @@ func sha256ID(s string) string {
 }
 
 func TestNewHandler(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     ledger.Config
-		wantErr string
-	}{
-		{name: "valid", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL}},
-		{name: "local endpoint", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "http://127.0.0.1:4566/000000000000/r.fifo"}},
-		{name: "no table", cfg: ledger.Config{ReceiptsQueueURL: receiptsURL}, wantErr: "LedgerTable"},
-		{name: "no queue", cfg: ledger.Config{LedgerTable: "ledger"}, wantErr: "ReceiptsQueueURL"},
-		{name: "queue name instead of URL", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "receipts.fifo"}, wantErr: "ReceiptsQueueURL"},
-		{name: "standard queue", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: strings.TrimSuffix(receiptsURL, ".fifo")}, wantErr: "not a FIFO queue"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h, err := ledger.NewHandler(tt.cfg)
-			if tt.wantErr == "" {
-				if err != nil || h == nil {
-					t.Fatalf("NewHandler = %v, %v; want a handler", h, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("NewHandler error = %v, want one naming %q", err, tt.wantErr)
-			}
-		})
-	}
+	exampletest.CheckConfigs(t, ledger.NewHandler, []exampletest.ConfigCase[ledger.Config]{
+		{Name: "valid", Config: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL}},
+		{Name: "local endpoint", Config: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "http://127.0.0.1:4566/000000000000/r.fifo"}},
+		{Name: "no table", Config: ledger.Config{ReceiptsQueueURL: receiptsURL}, WantErr: "LedgerTable"},
+		{Name: "no queue", Config: ledger.Config{LedgerTable: "ledger"}, WantErr: "ReceiptsQueueURL"},
+		{Name: "queue name instead of URL", Config: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "receipts.fifo"}, WantErr: "ReceiptsQueueURL"},
+		{Name: "standard queue", Config: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: strings.TrimSuffix(receiptsURL, ".fifo")}, WantErr: "not a FIFO queue"},
+	})
 }
 
 // TestExampleRecordsInLedger: IDEMPOTENCY_TABLE naming the ledger table puts the records
