@@ -30,11 +30,8 @@ func TestHTTPPhase(t *testing.T) {
 	exampletest.Traffic(t, ex)
 	exampletest.Checker(t, ex)
 	st := exampletest.Up(t, ex)
-	vars := map[string]string{}
-	for _, v := range st.Env.Vars {
-		vars[v.Name] = v.Value
-	}
-	cfg, err := ingressapp.FromEnv(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	vars := st.Vars()
+	cfg, err := ingressapp.FromEnv(exampletest.LookupIn(vars))
 	if err != nil {
 		t.Fatal(err)
 	}

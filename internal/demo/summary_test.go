@@ -79,10 +79,7 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 	exampletest.Checker(t, ex) // the tables' line and the check's verdict
 	st := exampletest.Up(t, ex)
 	sqsAPI, ddb := st.SQS, st.DynamoDB
-	vars := map[string]string{}
-	for _, v := range st.Env.Vars {
-		vars[v.Name] = v.Value
-	}
+	vars := st.Vars()
 	w := &watched{SQSAPI: sqsAPI, url: vars["QUEUE_URL"], received: map[string]bool{}}
 	logs := &exampletest.Buffer{}
 	var out bytes.Buffer

@@ -91,11 +91,8 @@ func newFixture(t *testing.T, o options) *fixture {
 		t.Fatal(err)
 	}
 	st := exampletest.UpTemplate(t, ex, tpl)
-	f := &fixture{ex: ex, st: st, env: map[string]string{}, calls: awstest.NewOperations(),
+	f := &fixture{ex: ex, st: st, env: st.Vars(), calls: awstest.NewOperations(),
 		rng: rand.New(rand.NewPCG(7, uint64(runs.Add(1)))), run: fmt.Sprintf("i%s%d", awstest.RunID(), runs.Load())}
-	for _, v := range st.Env.Vars {
-		f.env[v.Name] = v.Value
-	}
 	maps.Copy(f.env, map[string]string{"IDEMPOTENCY_TTL": "1h", "METRICS_NAMESPACE": "Test", "LEASE_GRACE": "2s",
 		"DEADLINE_MARGIN": "1s", "CACHE_SIZE": "0"})
 	maps.Copy(f.env, o.env)
