@@ -86,6 +86,9 @@ func authorised(service, op string, params any) []string {
 			}
 		}
 	}
+	if q, ok := params.(*dynamodb.QueryInput); ok && q.IndexName != nil {
+		resource += "/index/" + aws.ToString(q.IndexName) // an index is a resource of its own
+	}
 	return []string{service + ":" + op + " " + resource}
 }
 
@@ -155,7 +158,11 @@ func (s *Stack) CheckGrants(t testing.TB, function string, used []string) string
 	}
 	for _, call := range used {
 		action, resource, _ := strings.Cut(call, " ")
-		id, ok := logical[resource]
+		name, index, onIndex := strings.Cut(resource, "/index/")
+		id, ok := logical[name]
+		if onIndex {
+			id += "/index/" + index
+		}
 		if !ok {
 			t.Errorf("%s on %s: not a resource of the template", action, resource)
 			continue
