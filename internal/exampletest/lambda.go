@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,4 +250,31 @@ func JSON(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Pages is a DynamoDB Scan for the unit tests of an example's table reader
+// (example.ScanAPI): it serves Pages in order, page i+1 for the start key of i+1 x's in
+// the string attribute Key, and refuses a scan that is not strongly consistent (a
+// check must read consistently). Calls counts the scans.
+type Pages struct {
+	Key   string
+	Pages [][]map[string]types.AttributeValue
+	Calls int
+}
+
+// Scan serves the next page.
+func (p *Pages) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	p.Calls++
+	if !aws.ToBool(in.ConsistentRead) {
+		return nil, context.Canceled
+	}
+	i := 0
+	if k, ok := in.ExclusiveStartKey[p.Key].(*types.AttributeValueMemberS); ok {
+		i = len(k.Value)
+	}
+	out := &dynamodb.ScanOutput{Items: p.Pages[i]}
+	if i+1 < len(p.Pages) {
+		out.LastEvaluatedKey = map[string]types.AttributeValue{p.Key: &types.AttributeValueMemberS{Value: strings.Repeat("x", i+1)}}
+	}
+	return out, nil
 }
