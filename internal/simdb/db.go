@@ -387,8 +387,21 @@ func ccf(r *request) error {
 	return e
 }
 
-// write applies one item action alone: PutItem, UpdateItem, DeleteItem.
-func (db *DB) write(a itemAction) (*request, error) {
+// write applies one item action alone (PutItem, UpdateItem, DeleteItem) and returns
+// the item as rv asks: ALL_OLD (as it was), ALL_NEW (as it is), or nothing. PutItem and
+// DeleteItem recognize NONE and ALL_OLD only
+// (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html#DDB-PutItem-request-ReturnValues);
+// a value outside the subset is refused before anything is written.
+func (db *DB) write(a itemAction, rv types.ReturnValue) (Item, error) {
+	switch rv {
+	case types.ReturnValueAllOld, types.ReturnValueNone, "":
+	case types.ReturnValueAllNew:
+		if a.kind != "update" {
+			return nil, validation("ReturnValues %s is only for UpdateItem", rv)
+		}
+	default:
+		return nil, validation("ReturnValues %s is outside the simulator's subset", rv)
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	r, err := db.prepare(a)
@@ -404,55 +417,43 @@ func (db *DB) write(a itemAction) (*request, error) {
 	if r.kind != "delete" || r.oldItem != nil {
 		db.apply([]*request{r})
 	}
-	return r, nil
+	switch rv {
+	case types.ReturnValueAllNew:
+		return r.newItem, nil
+	case types.ReturnValueAllOld:
+		return r.oldItem, nil
+	}
+	return nil, nil
 }
 
 // PutItem is a conditional put.
 func (db *DB) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	r, err := db.write(itemAction{kind: "put", table: in.TableName, put: in.Item, condition: in.ConditionExpression,
-		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure})
+	old, err := db.write(itemAction{kind: "put", table: in.TableName, put: in.Item, condition: in.ConditionExpression,
+		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure}, in.ReturnValues)
 	if err != nil {
 		return nil, err
 	}
-	out := &dynamodb.PutItemOutput{}
-	if in.ReturnValues == types.ReturnValueAllOld {
-		out.Attributes = r.oldItem
-	}
-	return out, nil
+	return &dynamodb.PutItemOutput{Attributes: old}, nil
 }
 
 // UpdateItem is a conditional update (an upsert, as DynamoDB's).
 func (db *DB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	r, err := db.write(itemAction{kind: "update", table: in.TableName, key: in.Key, update: in.UpdateExpression, condition: in.ConditionExpression,
-		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure})
+	item, err := db.write(itemAction{kind: "update", table: in.TableName, key: in.Key, update: in.UpdateExpression, condition: in.ConditionExpression,
+		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure}, in.ReturnValues)
 	if err != nil {
 		return nil, err
 	}
-	out := &dynamodb.UpdateItemOutput{}
-	switch in.ReturnValues {
-	case types.ReturnValueAllNew:
-		out.Attributes = r.newItem
-	case types.ReturnValueAllOld:
-		out.Attributes = r.oldItem
-	case types.ReturnValueNone, "":
-	default:
-		return nil, validation("ReturnValues %s is outside the simulator's subset", in.ReturnValues)
-	}
-	return out, nil
+	return &dynamodb.UpdateItemOutput{Attributes: item}, nil
 }
 
 // DeleteItem is a conditional delete.
 func (db *DB) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	r, err := db.write(itemAction{kind: "delete", table: in.TableName, key: in.Key, condition: in.ConditionExpression,
-		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure})
+	old, err := db.write(itemAction{kind: "delete", table: in.TableName, key: in.Key, condition: in.ConditionExpression,
+		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure}, in.ReturnValues)
 	if err != nil {
 		return nil, err
 	}
-	out := &dynamodb.DeleteItemOutput{}
-	if in.ReturnValues == types.ReturnValueAllOld {
-		out.Attributes = r.oldItem
-	}
-	return out, nil
+	return &dynamodb.DeleteItemOutput{Attributes: old}, nil
 }
 
 // GetItem reads one item (every read is consistent here).
