@@ -32,8 +32,11 @@ type stack struct {
 	queueURL               string
 }
 
-func newStack(ctx context.Context, t *testing.T) *stack {
+// newStack builds the stack, and a context that ends after timeout or with the test.
+func newStack(t *testing.T, timeout time.Duration) (context.Context, *stack) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
 	st := &stack{Middleware: exampletest.Middleware{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}}
 	st.table = awstest.HashTable(ctx, t, st.DynamoDB, "stock", "sku")
 	idemTable := awstest.Name(t, "idem")
@@ -56,7 +59,7 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	st.Handler = st.Client.Middleware(h)
-	return st
+	return ctx, st
 }
 
 // env is the consumer's environment for this stack.
@@ -129,9 +132,7 @@ func (st *stack) confirmations(ctx context.Context, t *testing.T) []sent {
 // TestIntegrationReserveOnce: an order is applied once and confirmed once; a duplicate
 // delivery replays the response and applies nothing.
 func TestIntegrationReserveOnce(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	// A sku outside SQS's id alphabet, so the hashed group id meets real SQS.
 	r := inventory.Reservation{OrderID: "ord-1", SKU: "Artikel 7/ü", Quantity: 3}
 	st.addStock(ctx, t, r.SKU, 10)
@@ -175,9 +176,7 @@ func TestIntegrationReserveOnce(t *testing.T) {
 // TestIntegrationConcurrentDeliveries: 16 deliveries of the same order at once reserve
 // once and confirm once.
 func TestIntegrationConcurrentDeliveries(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 60*time.Second)
 	r := inventory.Reservation{OrderID: "ord-c", SKU: "sku-c", Quantity: 2}
 	st.addStock(ctx, t, r.SKU, 100)
 
@@ -219,9 +218,7 @@ func TestIntegrationConcurrentDeliveries(t *testing.T) {
 // stock is refused too; once the stock is replenished, the same message, redriven, is
 // applied once.
 func TestIntegrationInsufficientStock(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	st.addStock(ctx, t, "sku-x", 3)
 
 	big := inventory.Reservation{OrderID: "ord-big", SKU: "sku-x", Quantity: 5}
@@ -272,9 +269,7 @@ func TestIntegrationInsufficientStock(t *testing.T) {
 // journal entry stops it; and the same order id with another payload is refused as a
 // payload mismatch instead of being acknowledged.
 func TestIntegrationAfterDeletion(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	r := inventory.Reservation{OrderID: "ord-del", SKU: "sku-del", Quantity: 4}
 	st.addStock(ctx, t, r.SKU, 20)
 	if res, err := st.reserve(ctx, t, r); err != nil || res.Replayed || res.Guarded {
@@ -311,9 +306,7 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 // as Expect says, with one confirmation per order; its bad messages that reach the
 // handler are refused as Bad says.
 func TestIntegrationExampleTraffic(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 60*time.Second)
 	ex := inventory.Example{}
 	valid := ex.Traffic(rand.New(rand.NewPCG(5, 6)), "t1", 24, 4)
 	if err := ex.Prepare(ctx, st.DynamoDB, st.env(), valid); err != nil {
@@ -384,9 +377,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 // TestIntegrationPrepareAdditive: Prepare adds to what is there, so two runs against
 // the same table do not undo each other.
 func TestIntegrationPrepareAdditive(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	ex := inventory.Example{}
 	valid := ex.Traffic(rand.New(rand.NewPCG(7, 8)), "t2", 10, 3)
 	once, err := ex.Expect(valid, nil)

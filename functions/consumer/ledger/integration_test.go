@@ -37,7 +37,7 @@ type stack struct {
 	record idem.RecordFunc
 }
 
-func newStack(ctx context.Context, t *testing.T) *stack { return newStackIn(ctx, t, false) }
+func newStack(t *testing.T) (context.Context, *stack) { return newStackIn(t, false) }
 
 // layouts runs f with the records in a table of their own, then in the ledger table
 // (Config.RecordsInLedger: each journal entry is its payment's record).
@@ -48,9 +48,11 @@ func layouts(t *testing.T, f func(t *testing.T, inLedger bool)) {
 }
 
 // newStackIn builds the stack with the records in the ledger table (inLedger) or in an
-// idempotency table of their own.
-func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
+// idempotency table of their own, and a context that ends after 30s or with the test.
+func newStackIn(t *testing.T, inLedger bool) (context.Context, *stack) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
 	st := &stack{Middleware: exampletest.Middleware{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}}
 	layout := idem.Layout{Table: awstest.Name(t, "idem")}
 	if inLedger {
@@ -89,7 +91,7 @@ func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
 	if st.record, err = idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, KeyField: st.rule.Field, KeySource: st.rule.Source}); err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return ctx, st
 }
 
 // send plays one SQS delivery of p with the idempotency-key attribute key, through the
@@ -142,9 +144,7 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 func TestIntegrationExactlyOnce(t *testing.T) { layouts(t, exactlyOnce) }
 
 func exactlyOnce(t *testing.T, inLedger bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStackIn(ctx, t, inLedger)
+	ctx, st := newStackIn(t, inLedger)
 
 	// 20 payments over 3 single-currency accounts. One account ID and one payment ID are
 	// outside SQS's ID alphabet, so the hashed group and deduplication IDs meet real SQS.
@@ -236,9 +236,7 @@ func exactlyOnce(t *testing.T, inLedger bool) {
 func TestIntegrationCurrencyMismatch(t *testing.T) { layouts(t, currencyMismatch) }
 
 func currencyMismatch(t *testing.T, inLedger bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStackIn(ctx, t, inLedger)
+	ctx, st := newStackIn(t, inLedger)
 
 	eur := ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 500, Currency: "EUR"}
 	if _, err := st.Handler.Handle(ctx, request("p-1", exampletest.JSON(t, eur))); err != nil {
@@ -297,9 +295,7 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 // redelivery repeats nothing (no credit, no receipt), and the same payment id with
 // another amount is refused as a payload mismatch instead of being acknowledged.
 func TestIntegrationAfterDeletion(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t)
 	p := ledger.Payment{PaymentID: "pay-1", AccountID: "acct-del", AmountCents: 700, Currency: "EUR"}
 	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
@@ -348,9 +344,7 @@ func receiptIDs(rs []ledger.Receipt) map[string]int {
 // record expired (and before DynamoDB deleted it) runs again by contract; its journal
 // entry stops the second credit, and with it the second receipt.
 func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t)
 	p := ledger.Payment{PaymentID: "pay-ttl-1", AccountID: "acct-ttl", AmountCents: 1234, Currency: "EUR"}
 	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Guarded {
 		t.Fatalf("first delivery: res=%+v err=%v", res, err)
@@ -387,9 +381,7 @@ func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
 // hole 1: keyed by the producer's key, the fold credited the payment twice).
 func TestIntegrationOnePaymentUnderTwoKeys(t *testing.T) {
 	layouts(t, func(t *testing.T, inLedger bool) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		st := newStackIn(ctx, t, inLedger)
+		ctx, st := newStackIn(t, inLedger)
 		p := ledger.Payment{PaymentID: "pay-2k", AccountID: "acct-2k", AmountCents: 1000, Currency: "EUR"}
 		for _, key := range []string{"client-key-1", "client-key-2", ledger.Key(p)} {
 			if err := st.send(ctx, t, key, p); err != nil {
@@ -419,9 +411,7 @@ func TestIntegrationOnePaymentUnderTwoKeys(t *testing.T) {
 // ledger.RecordsKeyRule) is refused before anything is written: its journal entry would
 // sit at that key and guard nothing else.
 func TestIntegrationRecordsInLedgerRefusesAnotherKey(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStackIn(ctx, t, true)
+	ctx, st := newStackIn(t, true)
 	p := ledger.Payment{PaymentID: "pay-k", AccountID: "acct-k", AmountCents: 5, Currency: "EUR"}
 	if _, err := st.deliver(ctx, ledger.Key(p), p); !errors.Is(err, idem.ErrHomeKey) || !idem.IsPermanent(err) {
 		t.Fatalf("a payment keyed %q: %v, want a permanent ErrHomeKey", ledger.Key(p), err)
@@ -437,9 +427,7 @@ func TestIntegrationRecordsInLedgerRefusesAnotherKey(t *testing.T) {
 // run, the same payment id with another amount is still refused, and a payment that
 // takes over a crashed attempt is applied once with one receipt.
 func TestIntegrationRecordsInLedger(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStackIn(ctx, t, true)
+	ctx, st := newStackIn(t, true)
 	p := ledger.Payment{PaymentID: "pay-f-1", AccountID: "acct-f", AmountCents: 321, Currency: "EUR"}
 	if res, err := st.deliver(ctx, p.PaymentID, p); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
