@@ -20,7 +20,7 @@ func TestDrainWaitsForWhatALostReceiveHid(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	api := awstest.SQS(t)
-	url := fifo(t, api)
+	url := awstest.FIFOQueue(context.Background(), t, api, "q", nil)
 	for i := range 6 {
 		group := fmt.Sprint("g", i%2)
 		if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(fmt.Sprint(group, "-", i/2)),
@@ -89,7 +89,7 @@ func TestDrainReturnsAMessageOnceWhenItsDeleteWasLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	api := awstest.SQS(t)
-	url := fifo(t, api)
+	url := awstest.FIFOQueue(context.Background(), t, api, "q", nil)
 	if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String("only"),
 		MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String("d")}); err != nil {
 		t.Fatal(err)

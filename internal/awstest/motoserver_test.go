@@ -21,17 +21,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
-func fifo(t *testing.T, api *sqs.Client) string {
-	t.Helper()
-	out, err := api.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-		QueueName: aws.String(awstest.Name(t, "q") + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return aws.ToString(out.QueueUrl)
-}
-
 // receiveAll drains the queue and returns the bodies.
 func receiveAll(t *testing.T, api *sqs.Client, url string) []string {
 	t.Helper()
@@ -51,7 +40,7 @@ func receiveAll(t *testing.T, api *sqs.Client, url string) []string {
 // through; motoserver.py restores SQS's behaviour).
 func TestFIFODedupOutlivesDelete(t *testing.T) {
 	api := awstest.SQS(t)
-	url := fifo(t, api)
+	url := awstest.FIFOQueue(context.Background(), t, api, "q", nil)
 	send := func(body string) {
 		if _, err := api.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body),
 			MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String("same")}); err != nil {
@@ -72,7 +61,7 @@ func TestFIFODedupOutlivesDelete(t *testing.T) {
 // deleting at once must neither lose a message nor leave a group blocked.
 func TestFIFOGroupsSurviveConcurrentReceivesAndDeletes(t *testing.T) {
 	api := awstest.SQS(t)
-	url := fifo(t, api)
+	url := awstest.FIFOQueue(context.Background(), t, api, "q", nil)
 	const n = 300
 	for i := 0; i < n; i += 10 {
 		var entries []sqstypes.SendMessageBatchRequestEntry
@@ -126,7 +115,7 @@ func TestFIFOGroupsSurviveConcurrentReceivesAndDeletes(t *testing.T) {
 func TestFIFOGroupOrderWhenVisibilityRunsOutUnevenly(t *testing.T) {
 	ctx := context.Background()
 	api := awstest.SQS(t)
-	url := fifo(t, api)
+	url := awstest.FIFOQueue(context.Background(), t, api, "q", nil)
 	for _, b := range []string{"first", "second"} {
 		if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(b),
 			MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String(b)}); err != nil {
@@ -167,14 +156,7 @@ func TestFIFOGroupOrderWhenVisibilityRunsOutUnevenly(t *testing.T) {
 func TestConditionalPutsAreAtomic(t *testing.T) {
 	ctx := context.Background()
 	api := awstest.DynamoDB(t)
-	table := awstest.Name(t, "atomic")
-	if _, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(table), BillingMode: dynamotypes.BillingModePayPerRequest,
-		AttributeDefinitions: []dynamotypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dynamotypes.ScalarAttributeTypeS}},
-		KeySchema:            []dynamotypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dynamotypes.KeyTypeHash}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	table := awstest.HashTable(ctx, t, api, "atomic", "pk")
 	const racers, keys, attributes = 4, 20, 200
 	won := make([]atomic.Int32, keys)
 	var wg sync.WaitGroup

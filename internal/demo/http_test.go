@@ -30,11 +30,8 @@ func TestHTTPPhase(t *testing.T) {
 	exampletest.Traffic(t, ex)
 	exampletest.Checker(t, ex)
 	st := exampletest.Up(t, ex)
-	vars := map[string]string{}
-	for _, v := range st.Env.Vars {
-		vars[v.Name] = v.Value
-	}
-	cfg, err := ingressapp.FromEnv(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	vars := st.Vars()
+	cfg, err := ingressapp.FromEnv(exampletest.LookupIn(vars))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +61,7 @@ func TestHTTPPhase(t *testing.T) {
 	defer cancel()
 	const requests = 15
 	s, err := demo.Run(ctx, demo.Options{
-		Env: vars, SQS: w, DynamoDB: st.DynamoDB, Messages: 45, Groups: 4, Consumers: 2, Seed: 9, Out: &out, Logs: &lockedBuffer{},
+		Env: vars, SQS: w, DynamoDB: st.DynamoDB, Messages: 45, Groups: 4, Consumers: 2, Seed: 9, Out: &out, Logs: &exampletest.Buffer{},
 		HTTP: &demo.HTTPOptions{URL: url, Requests: requests, Sent: metrics.Sent, ConsumerKey: func(key string) string { return idem.CallerKey(ns, key) }},
 	})
 	if err != nil {

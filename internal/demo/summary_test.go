@@ -53,25 +53,11 @@ func (w *watched) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInpu
 	return out, err
 }
 
-// lockedBuffer takes the consumers' log lines from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// outcomes counts the consumers' record lines by outcome.
-func (l *lockedBuffer) outcomes(t *testing.T) map[string]int {
+// outcomes counts the consumers' record lines in logs by outcome.
+func outcomes(t *testing.T, logs *exampletest.Buffer) map[string]int {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := map[string]int{}
-	for line := range strings.Lines(l.b.String()) {
+	for line := range strings.Lines(logs.String()) {
 		var rec struct{ Msg, Outcome string }
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("consumer log line %q: %v", line, err)
@@ -93,12 +79,9 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 	exampletest.Checker(t, ex) // the tables' line and the check's verdict
 	st := exampletest.Up(t, ex)
 	sqsAPI, ddb := st.SQS, st.DynamoDB
-	vars := map[string]string{}
-	for _, v := range st.Env.Vars {
-		vars[v.Name] = v.Value
-	}
+	vars := st.Vars()
 	w := &watched{SQSAPI: sqsAPI, url: vars["QUEUE_URL"], received: map[string]bool{}}
-	logs := &lockedBuffer{}
+	logs := &exampletest.Buffer{}
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -111,7 +94,7 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 	var printed bytes.Buffer
 	s.Print(&printed)
 	t.Log(printed.String())
-	lines := logs.outcomes(t)
+	lines := outcomes(t, logs)
 	dlq := 0
 	for _, n := range s.DeadLettered {
 		dlq += n

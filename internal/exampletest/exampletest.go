@@ -13,11 +13,15 @@
 package exampletest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -26,6 +30,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -145,4 +150,103 @@ func (s *Stack) Must(t testing.TB, name string) string {
 		t.Fatalf("the template sets no %s", name)
 	}
 	return v
+}
+
+// DecodeCase is a body for an example's Decode: valid (WantErr empty) with the message
+// it decodes to, or invalid with a part of its error (the field named).
+type DecodeCase[M comparable] struct {
+	Name, Body string
+	Want       M
+	WantErr    string
+}
+
+// CheckDecode runs each case through decode, one subtest a case: a valid body gives
+// Want; an invalid one the zero M and an error that wraps invalid (the example's
+// sentinel) and example.ErrInvalid and contains WantErr.
+func CheckDecode[M comparable](t *testing.T, decode func([]byte) (M, error), invalid error, cases []DecodeCase[M]) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			got, err := decode([]byte(c.Body))
+			if c.WantErr == "" {
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
+				}
+				if got != c.Want {
+					t.Fatalf("Decode = %+v, want %+v", got, c.Want)
+				}
+				return
+			}
+			if !errors.Is(err, invalid) || !errors.Is(err, example.ErrInvalid) {
+				t.Fatalf("Decode error = %v, want one wrapping %q and example.ErrInvalid", err, invalid)
+			}
+			if !strings.Contains(err.Error(), c.WantErr) {
+				t.Fatalf("Decode error = %q, want it to contain %q", err, c.WantErr)
+			}
+			var zero M
+			if got != zero {
+				t.Fatalf("Decode returned %+v with an error, want the zero value", got)
+			}
+		})
+	}
+}
+
+// CheckTruncated checks that the valid body full, cut off anywhere (inside a value
+// included), is refused as not valid JSON, without naming the field where the cut
+// happened: the error is invalid's text and ": body is not valid JSON".
+func CheckTruncated[M any](t *testing.T, decode func([]byte) (M, error), invalid error, full string) {
+	t.Helper()
+	want := invalid.Error() + ": body is not valid JSON"
+	for cut := 2; cut < len(full); cut++ {
+		body := full[:cut]
+		if _, err := decode([]byte(body)); !errors.Is(err, invalid) || err.Error() != want {
+			t.Errorf("Decode(%q) = %v, want %q", body, err, want)
+		}
+	}
+}
+
+// ConfigCase is a configuration for an example's NewHandler: valid (WantErr empty), or
+// refused with an error containing WantErr.
+type ConfigCase[C any] struct {
+	Name    string
+	Config  C
+	WantErr string
+}
+
+// CheckConfigs runs each case through newHandler, one subtest a case: a valid
+// configuration gives a handler, a refused one an error containing WantErr.
+func CheckConfigs[C any](t *testing.T, newHandler func(C) (idem.Handler, error), cases []ConfigCase[C]) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			h, err := newHandler(c.Config)
+			if c.WantErr == "" {
+				if err != nil || h == nil {
+					t.Fatalf("NewHandler = %v, %v; want a handler", h, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.WantErr) {
+				t.Fatalf("NewHandler error = %v, want one containing %q", err, c.WantErr)
+			}
+		})
+	}
+}
+
+// Buffer collects what several goroutines write (a function's log lines in a test); it
+// is safe for concurrent Write and String.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

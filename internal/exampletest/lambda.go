@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +14,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
 // FIFORecord is a record as Lambda's event source mapping delivers it from a FIFO queue:
@@ -180,4 +186,95 @@ func received(m sqstypes.Message, queueARN, region string) events.SQSMessage {
 		}
 	}
 	return rec
+}
+
+// Redeliver plays SQS for one message: deliver runs it, and a delivery that fails with
+// a retryable error (the key in progress elsewhere, a transaction conflict) comes back
+// a little later, up to 100 times while ctx lasts. retried counts the deliveries that
+// came back (nil: not counted).
+func Redeliver(ctx context.Context, retried *atomic.Int64, deliver func() error) error {
+	for try := 1; ; try++ {
+		err := deliver()
+		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
+			return err
+		}
+		if retried != nil {
+			retried.Add(1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Middleware is a handler under the idem middleware on moto, for an example's own
+// integration tests: the clients, the middleware's client and store, and the handler.
+type Middleware struct {
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	Client   *idem.Client
+	Store    *idem.DynamoStore
+	Handler  idem.Handler // the example's handler under the middleware
+	Retried  atomic.Int64 // deliveries that came back (Deliver), for the log
+}
+
+// Deliver plays SQS for one delivery of body under key (Redeliver).
+func (m *Middleware) Deliver(ctx context.Context, key, body string) (res idem.Result, err error) {
+	err = Redeliver(ctx, &m.Retried, func() error {
+		res, err = m.Handler.Handle(ctx, &idem.Request{Key: key, Payload: []byte(body)})
+		return err
+	})
+	return res, err
+}
+
+// Forget deletes key's idempotency record, as DynamoDB's TTL does within days of its
+// expiry (moto never deletes expired items, so the tests do it). A record that is not
+// there fails the test.
+func (m *Middleware) Forget(ctx context.Context, t testing.TB, key string) {
+	t.Helper()
+	pk, err := m.Client.RecordKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(m.Store.Table()), Key: m.Store.Key(pk), ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil || len(out.Attributes) == 0 {
+		t.Fatalf("delete the record of %s: %v (found: %v)", key, err, len(out.Attributes) > 0)
+	}
+}
+
+// JSON is v as JSON; v that does not marshal fails the test.
+func JSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Pages is a DynamoDB Scan for the unit tests of an example's table reader
+// (example.ScanAPI): it serves Pages in order, page i+1 for the start key of i+1 x's in
+// the string attribute Key, and refuses a scan that is not strongly consistent (a
+// check must read consistently). Calls counts the scans.
+type Pages struct {
+	Key   string
+	Pages [][]map[string]types.AttributeValue
+	Calls int
+}
+
+// Scan serves the next page.
+func (p *Pages) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	p.Calls++
+	if !aws.ToBool(in.ConsistentRead) {
+		return nil, context.Canceled
+	}
+	i := 0
+	if k, ok := in.ExclusiveStartKey[p.Key].(*types.AttributeValueMemberS); ok {
+		i = len(k.Value)
+	}
+	out := &dynamodb.ScanOutput{Items: p.Pages[i]}
+	if i+1 < len(p.Pages) {
+		out.LastEvaluatedKey = map[string]types.AttributeValue{p.Key: &types.AttributeValueMemberS{Value: strings.Repeat("x", i+1)}}
+	}
+	return out, nil
 }

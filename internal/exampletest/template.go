@@ -20,7 +20,8 @@ const (
 
 // Template is what tests read of a template's YAML, so that they expect what it says
 // instead of naming its resources: its resources (in template order) and its
-// parameters' defaults.
+// parameters' defaults. It reads the YAML on its own, not through internal/stack, so that
+// the stack's tests check the stack against an independent reading.
 type Template struct {
 	Resources []Resource
 	Defaults  map[string]string // parameter -> its Default, as text

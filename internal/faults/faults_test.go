@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -52,18 +51,7 @@ func sqsVia(t *testing.T, ep string, maxAttempts int) (*sqs.Client, *awstest.Cal
 
 // table creates a table with a string partition key pk, directly on the emulator.
 func table(t *testing.T) string {
-	t.Helper()
-	name := awstest.Name(t, "faults")
-	err := awstest.CreateTable(context.Background(), awstest.DynamoDB(t), &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return name
+	return awstest.HashTable(context.Background(), t, awstest.DynamoDB(t), "faults", "pk")
 }
 
 func key(pk string) map[string]types.AttributeValue {

@@ -38,15 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func fifoQueue(t *testing.T, api *sqs.Client) string {
-	t.Helper()
-	out, err := api.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, "in") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true", "VisibilityTimeout": "30"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return aws.ToString(out.QueueUrl)
+	return awstest.FIFOQueue(context.Background(), t, api, "in", map[string]string{"VisibilityTimeout": "30"})
 }
 
 func send(t *testing.T, api *sqs.Client, url string, n int) {

@@ -185,36 +185,36 @@ func (db *DB) table(name string) (*table, error) {
 	return t, nil
 }
 
+// keyAttrs names the table's key attributes: the hash key, then the range key if any.
+func (t *table) keyAttrs() []string {
+	if t.rng == "" {
+		return []string{t.hash}
+	}
+	return []string{t.hash, t.rng}
+}
+
 // keyOf returns the primary key string of an item or key map, checking its types.
 func (t *table) keyOf(item Item, exact bool) (string, error) {
-	h, ok := item[t.hash]
-	if !ok {
-		return "", validation("One of the required keys was not given a value: %s", t.hash)
-	}
-	if err := t.checkType(t.hash, h); err != nil {
-		return "", err
-	}
-	k, err := keyString(h)
-	if err != nil {
-		return "", validation("%s: %v", t.hash, err)
-	}
-	n := 1
-	if t.rng != "" {
-		r, ok := item[t.rng]
+	attrs := t.keyAttrs()
+	var k string
+	for i, a := range attrs {
+		v, ok := item[a]
 		if !ok {
-			return "", validation("One of the required keys was not given a value: %s", t.rng)
+			return "", validation("One of the required keys was not given a value: %s", a)
 		}
-		if err := t.checkType(t.rng, r); err != nil {
+		if err := t.checkType(a, v); err != nil {
 			return "", err
 		}
-		rs, err := keyString(r)
+		s, err := keyString(v)
 		if err != nil {
-			return "", validation("%s: %v", t.rng, err)
+			return "", validation("%s: %v", a, err)
 		}
-		k += "\x00" + rs
-		n++
+		if i > 0 {
+			k += "\x00"
+		}
+		k += s
 	}
-	if exact && len(item) != n {
+	if exact && len(item) != len(attrs) {
 		return "", validation("The provided key element does not match the schema")
 	}
 	return k, nil
@@ -268,36 +268,48 @@ type request struct {
 	condFail bool
 }
 
-func (db *DB) prepare(kind, tableName string, key, put Item, updateExpr, condExpr *string, names map[string]string, values map[string]types.AttributeValue) (*request, error) {
-	t, err := db.table(tableName)
+// itemAction is one item action as the SDK's inputs of every kind spell it.
+type itemAction struct {
+	kind              string // put, update, delete, check
+	table             *string
+	key, put          Item
+	update, condition *string
+	names             map[string]string
+	values            map[string]types.AttributeValue
+	onFail            types.ReturnValuesOnConditionCheckFailure
+}
+
+func (db *DB) prepare(a itemAction) (*request, error) {
+	t, err := db.table(aws.ToString(a.table))
 	if err != nil {
 		return nil, err
 	}
-	r := &request{t: t, kind: kind, env: &exprEnv{names: names, values: values}}
-	r.env.markRefs(updateExpr, condExpr)
-	if kind == "put" {
-		if err := t.checkItem(put); err != nil {
+	r := &request{t: t, kind: a.kind, env: &exprEnv{names: a.names, values: a.values}}
+	r.allOld = a.onFail == types.ReturnValuesOnConditionCheckFailureAllOld
+	r.env.markRefs(a.update, a.condition)
+	if a.kind == "put" {
+		if err := t.checkItem(a.put); err != nil {
 			return nil, err
 		}
-		r.put = put
-		if r.key, err = t.keyOf(put, false); err != nil {
+		r.put = a.put
+		if r.key, err = t.keyOf(a.put, false); err != nil {
 			return nil, err
 		}
 	} else {
-		if r.key, err = t.keyOf(key, true); err != nil {
+		if r.key, err = t.keyOf(a.key, true); err != nil {
 			return nil, err
 		}
-		r.keyItem = key
+		r.keyItem = a.key
 	}
-	if updateExpr != nil {
-		if r.upd, err = parseUpdateCached(*updateExpr); err != nil {
+	if a.update != nil {
+		if r.upd, err = parseUpdateCached(*a.update); err != nil {
 			return nil, validation("Invalid UpdateExpression: %v", err)
 		}
-	} else if kind == "update" {
+	} else if a.kind == "update" {
 		return nil, validation("UpdateExpression is required")
 	}
-	if condExpr != nil {
-		if r.cond, err = parseCond(*condExpr); err != nil {
+	if a.condition != nil {
+		if r.cond, err = parseCond(*a.condition); err != nil {
 			return nil, validation("Invalid ConditionExpression: %v", err)
 		}
 	}
@@ -330,10 +342,7 @@ func (r *request) evaluate() error {
 		if err != nil {
 			return validation("Invalid UpdateExpression: %v", err)
 		}
-		for _, k := range []string{r.t.hash, r.t.rng} {
-			if k == "" {
-				continue
-			}
+		for _, k := range r.t.keyAttrs() {
 			if !equal(n[k], base[k]) {
 				return validation("One or more parameter values were invalid: Cannot update attribute %s. This attribute is part of the key", k)
 			}
@@ -378,81 +387,73 @@ func ccf(r *request) error {
 	return e
 }
 
-// PutItem is a conditional put.
-func (db *DB) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+// write applies one item action alone (PutItem, UpdateItem, DeleteItem) and returns
+// the item as rv asks: ALL_OLD (as it was), ALL_NEW (as it is), or nothing. PutItem and
+// DeleteItem recognize NONE and ALL_OLD only
+// (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html#DDB-PutItem-request-ReturnValues);
+// a value outside the subset is refused before anything is written.
+func (db *DB) write(a itemAction, rv types.ReturnValue) (Item, error) {
+	switch rv {
+	case types.ReturnValueAllOld, types.ReturnValueNone, "":
+	case types.ReturnValueAllNew:
+		if a.kind != "update" {
+			return nil, validation("ReturnValues %s is only for UpdateItem", rv)
+		}
+	default:
+		return nil, validation("ReturnValues %s is outside the simulator's subset", rv)
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	r, err := db.prepare("put", aws.ToString(in.TableName), nil, in.Item, nil, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	r, err := db.prepare(a)
 	if err != nil {
 		return nil, err
 	}
-	r.allOld = in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld
 	if err := r.evaluate(); err != nil {
 		return nil, err
 	}
 	if r.condFail {
 		return nil, ccf(r)
 	}
-	db.apply([]*request{r})
-	out := &dynamodb.PutItemOutput{}
-	if in.ReturnValues == types.ReturnValueAllOld {
-		out.Attributes = r.oldItem
+	if r.kind != "delete" || r.oldItem != nil {
+		db.apply([]*request{r})
 	}
-	return out, nil
+	switch rv {
+	case types.ReturnValueAllNew:
+		return r.newItem, nil
+	case types.ReturnValueAllOld:
+		return r.oldItem, nil
+	}
+	return nil, nil
+}
+
+// PutItem is a conditional put.
+func (db *DB) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	old, err := db.write(itemAction{kind: "put", table: in.TableName, put: in.Item, condition: in.ConditionExpression,
+		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure}, in.ReturnValues)
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.PutItemOutput{Attributes: old}, nil
 }
 
 // UpdateItem is a conditional update (an upsert, as DynamoDB's).
 func (db *DB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	r, err := db.prepare("update", aws.ToString(in.TableName), in.Key, nil, in.UpdateExpression, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	item, err := db.write(itemAction{kind: "update", table: in.TableName, key: in.Key, update: in.UpdateExpression, condition: in.ConditionExpression,
+		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure}, in.ReturnValues)
 	if err != nil {
 		return nil, err
 	}
-	r.allOld = in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld
-	if err := r.evaluate(); err != nil {
-		return nil, err
-	}
-	if r.condFail {
-		return nil, ccf(r)
-	}
-	db.apply([]*request{r})
-	out := &dynamodb.UpdateItemOutput{}
-	switch in.ReturnValues {
-	case types.ReturnValueAllNew:
-		out.Attributes = r.newItem
-	case types.ReturnValueAllOld:
-		out.Attributes = r.oldItem
-	case types.ReturnValueNone, "":
-	default:
-		return nil, validation("ReturnValues %s is outside the simulator's subset", in.ReturnValues)
-	}
-	return out, nil
+	return &dynamodb.UpdateItemOutput{Attributes: item}, nil
 }
 
 // DeleteItem is a conditional delete.
 func (db *DB) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	r, err := db.prepare("delete", aws.ToString(in.TableName), in.Key, nil, nil, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	old, err := db.write(itemAction{kind: "delete", table: in.TableName, key: in.Key, condition: in.ConditionExpression,
+		names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, onFail: in.ReturnValuesOnConditionCheckFailure}, in.ReturnValues)
 	if err != nil {
 		return nil, err
 	}
-	r.allOld = in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld
-	if err := r.evaluate(); err != nil {
-		return nil, err
-	}
-	if r.condFail {
-		return nil, ccf(r)
-	}
-	if r.oldItem != nil {
-		db.apply([]*request{r})
-	}
-	out := &dynamodb.DeleteItemOutput{}
-	if in.ReturnValues == types.ReturnValueAllOld {
-		out.Attributes = r.oldItem
-	}
-	return out, nil
+	return &dynamodb.DeleteItemOutput{Attributes: old}, nil
 }
 
 // GetItem reads one item (every read is consistent here).
@@ -482,32 +483,31 @@ func (db *DB) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteIt
 	reqs := make([]*request, len(in.TransactItems))
 	seen := map[string]bool{}
 	for i, ti := range in.TransactItems {
-		var r *request
-		var err error
-		var rv types.ReturnValuesOnConditionCheckFailure
+		var a itemAction
 		switch {
 		case ti.Put != nil:
 			p := ti.Put
-			r, err = db.prepare("put", aws.ToString(p.TableName), nil, p.Item, nil, p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues)
-			rv = p.ReturnValuesOnConditionCheckFailure
+			a = itemAction{kind: "put", table: p.TableName, put: p.Item, condition: p.ConditionExpression,
+				names: p.ExpressionAttributeNames, values: p.ExpressionAttributeValues, onFail: p.ReturnValuesOnConditionCheckFailure}
 		case ti.Update != nil:
 			u := ti.Update
-			r, err = db.prepare("update", aws.ToString(u.TableName), u.Key, nil, u.UpdateExpression, u.ConditionExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues)
-			rv = u.ReturnValuesOnConditionCheckFailure
+			a = itemAction{kind: "update", table: u.TableName, key: u.Key, update: u.UpdateExpression, condition: u.ConditionExpression,
+				names: u.ExpressionAttributeNames, values: u.ExpressionAttributeValues, onFail: u.ReturnValuesOnConditionCheckFailure}
 		case ti.Delete != nil:
 			d := ti.Delete
-			r, err = db.prepare("delete", aws.ToString(d.TableName), d.Key, nil, nil, d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues)
-			rv = d.ReturnValuesOnConditionCheckFailure
+			a = itemAction{kind: "delete", table: d.TableName, key: d.Key, condition: d.ConditionExpression,
+				names: d.ExpressionAttributeNames, values: d.ExpressionAttributeValues, onFail: d.ReturnValuesOnConditionCheckFailure}
 		case ti.ConditionCheck != nil:
 			c := ti.ConditionCheck
 			if c.ConditionExpression == nil {
 				return nil, validation("ConditionCheck needs a ConditionExpression")
 			}
-			r, err = db.prepare("check", aws.ToString(c.TableName), c.Key, nil, nil, c.ConditionExpression, c.ExpressionAttributeNames, c.ExpressionAttributeValues)
-			rv = c.ReturnValuesOnConditionCheckFailure
+			a = itemAction{kind: "check", table: c.TableName, key: c.Key, condition: c.ConditionExpression,
+				names: c.ExpressionAttributeNames, values: c.ExpressionAttributeValues, onFail: c.ReturnValuesOnConditionCheckFailure}
 		default:
 			return nil, validation("a TransactWriteItem needs one action")
 		}
+		r, err := db.prepare(a)
 		if err != nil {
 			return nil, err
 		}
@@ -516,7 +516,6 @@ func (db *DB) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteIt
 			return nil, validation("Transaction request cannot include multiple operations on one item")
 		}
 		seen[id] = true
-		r.allOld = rv == types.ReturnValuesOnConditionCheckFailureAllOld
 		reqs[i] = r
 	}
 	failed := false
@@ -640,18 +639,7 @@ func (db *DB) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynam
 	limit := int(aws.ToInt32(in.Limit))
 	for i, m := range matches {
 		if limit > 0 && i == limit {
-			last := matches[i-1]
-			lek := Item{t.hash: last[t.hash]}
-			if t.rng != "" {
-				lek[t.rng] = last[t.rng]
-			}
-			if idx != nil {
-				lek[idx.hash] = last[idx.hash]
-				if idx.rng != "" {
-					lek[idx.rng] = last[idx.rng]
-				}
-			}
-			out.LastEvaluatedKey = lek
+			out.LastEvaluatedKey = t.keys(idx, matches[i-1])
 			break
 		}
 		out.ScannedCount++
@@ -673,17 +661,27 @@ func (db *DB) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynam
 	return out, nil
 }
 
+// keys returns an item's table keys and, with idx, the index's keys.
+func (t *table) keys(idx *gsi, item Item) Item {
+	names := t.keyAttrs()
+	if idx != nil {
+		names = append(names, idx.hash, idx.rng)
+	}
+	out := Item{}
+	for _, k := range names {
+		if v, ok := item[k]; k != "" && ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // project returns what an index holds of an item.
 func (t *table) project(idx *gsi, item Item) Item {
 	if idx == nil || idx.proj == types.ProjectionTypeAll {
 		return item
 	}
-	out := Item{}
-	for _, k := range []string{t.hash, t.rng, idx.hash, idx.rng} {
-		if v, ok := item[k]; k != "" && ok {
-			out[k] = v
-		}
-	}
+	out := t.keys(idx, item)
 	if idx.proj == types.ProjectionTypeInclude {
 		for _, k := range idx.include {
 			if v, ok := item[k]; ok {
@@ -770,9 +768,5 @@ func (db *DB) Key(name string, item Item) Item {
 	if !ok {
 		return nil
 	}
-	k := Item{t.hash: item[t.hash]}
-	if t.rng != "" {
-		k[t.rng] = item[t.rng]
-	}
-	return k
+	return t.keys(nil, item)
 }

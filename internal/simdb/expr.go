@@ -130,32 +130,21 @@ func (p *parser) expect(o string) error {
 	return nil
 }
 
-func (p *parser) orExpr() (*cond, error) {
-	l, err := p.andExpr()
-	if err != nil {
-		return nil, err
-	}
-	for p.keyword("OR") {
-		r, err := p.andExpr()
-		if err != nil {
-			return nil, err
-		}
-		l = &cond{op: "or", kids: []*cond{l, r}}
-	}
-	return l, nil
-}
+func (p *parser) orExpr() (*cond, error)  { return p.chain("OR", p.andExpr) }
+func (p *parser) andExpr() (*cond, error) { return p.chain("AND", p.notExpr) }
 
-func (p *parser) andExpr() (*cond, error) {
-	l, err := p.notExpr()
+// chain parses operands joined by word (AND or OR), left to right.
+func (p *parser) chain(word string, operand func() (*cond, error)) (*cond, error) {
+	l, err := operand()
 	if err != nil {
 		return nil, err
 	}
-	for p.keyword("AND") {
-		r, err := p.notExpr()
+	for p.keyword(word) {
+		r, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		l = &cond{op: "and", kids: []*cond{l, r}}
+		l = &cond{op: strings.ToLower(word), kids: []*cond{l, r}}
 	}
 	return l, nil
 }
@@ -288,27 +277,23 @@ func (p *parser) operand() (operand, error) {
 	return operand{}, fmt.Errorf("invalid expression: expected an operand, got %q", t.text)
 }
 
-// update is a parsed update expression.
+// update is a parsed update expression: its actions in the order written.
 type update struct {
-	sets    []setAction
-	removes []string
-	adds    []pathValue
-	deletes []pathValue
+	actions []action
 }
 
-type setAction struct {
-	path string
-	val  valueExpr
+// action is one SET, REMOVE, ADD or DELETE of one attribute.
+type action struct {
+	clause string // SET, REMOVE, ADD, DELETE
+	path   string
+	val    valueExpr // SET's right-hand side
+	value  string    // ADD's and DELETE's :value
 }
 
 type valueExpr struct {
 	kind string // operand, plus, minus, ifnotexists, listappend
 	op   operand
 	a, b *valueExpr
-}
-
-type pathValue struct {
-	path, value string
 }
 
 func parseUpdate(s string) (*update, error) {
@@ -325,51 +310,47 @@ func parseUpdate(s string) (*update, error) {
 		if t.kind != tName || seen[clause] {
 			return nil, fmt.Errorf("invalid update expression: unexpected %q", t.text)
 		}
+		if clause != "SET" && clause != "REMOVE" && clause != "ADD" && clause != "DELETE" {
+			return nil, fmt.Errorf("invalid update expression: unknown clause %q", t.text)
+		}
 		seen[clause] = true
 		for {
-			switch clause {
-			case "SET":
-				path, err := p.path()
-				if err != nil {
-					return nil, err
-				}
-				if err := p.expect("="); err != nil {
-					return nil, err
-				}
-				v, err := p.valueExpr()
-				if err != nil {
-					return nil, err
-				}
-				u.sets = append(u.sets, setAction{path: path, val: v})
-			case "REMOVE":
-				path, err := p.path()
-				if err != nil {
-					return nil, err
-				}
-				u.removes = append(u.removes, path)
-			case "ADD", "DELETE":
-				path, err := p.path()
-				if err != nil {
-					return nil, err
-				}
-				v := p.next()
-				if v.kind != tValue {
-					return nil, fmt.Errorf("invalid update expression: %s %s needs a :value", clause, path)
-				}
-				if clause == "ADD" {
-					u.adds = append(u.adds, pathValue{path, v.text})
-				} else {
-					u.deletes = append(u.deletes, pathValue{path, v.text})
-				}
-			default:
-				return nil, fmt.Errorf("invalid update expression: unknown clause %q", t.text)
+			a, err := p.action(clause)
+			if err != nil {
+				return nil, err
 			}
+			u.actions = append(u.actions, a)
 			if !p.opIs(",") {
 				break
 			}
 		}
 	}
 	return u, nil
+}
+
+// action parses one action of clause: "path = value" (SET), "path" (REMOVE) or
+// "path :value" (ADD, DELETE).
+func (p *parser) action(clause string) (action, error) {
+	path, err := p.path()
+	if err != nil {
+		return action{}, err
+	}
+	a := action{clause: clause, path: path}
+	switch clause {
+	case "SET":
+		if err := p.expect("="); err != nil {
+			return action{}, err
+		}
+		a.val, err = p.valueExpr()
+		return a, err
+	case "ADD", "DELETE":
+		v := p.next()
+		if v.kind != tValue {
+			return action{}, fmt.Errorf("invalid update expression: %s %s needs a :value", clause, path)
+		}
+		a.value = v.text
+	}
+	return a, nil
 }
 
 func (p *parser) path() (string, error) {
@@ -385,21 +366,20 @@ func (p *parser) valueExpr() (valueExpr, error) {
 	if err != nil {
 		return valueExpr{}, err
 	}
+	var kind string
 	switch {
 	case p.opIs("+"):
-		r, err := p.valueTerm()
-		if err != nil {
-			return valueExpr{}, err
-		}
-		return valueExpr{kind: "plus", a: &l, b: &r}, nil
+		kind = "plus"
 	case p.opIs("-"):
-		r, err := p.valueTerm()
-		if err != nil {
-			return valueExpr{}, err
-		}
-		return valueExpr{kind: "minus", a: &l, b: &r}, nil
+		kind = "minus"
+	default:
+		return l, nil
 	}
-	return l, nil
+	r, err := p.valueTerm()
+	if err != nil {
+		return valueExpr{}, err
+	}
+	return valueExpr{kind: kind, a: &l, b: &r}, nil
 }
 
 func (p *parser) valueTerm() (valueExpr, error) {
@@ -648,93 +628,51 @@ func (e *exprEnv) resolve(o operand, item map[string]types.AttributeValue) (type
 
 // apply runs u on item (a copy), returning the new item.
 func (u *update) apply(e *exprEnv, old map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	item := make(map[string]types.AttributeValue, len(old)+len(u.sets))
-	for k, v := range old {
-		item[k] = v
-	}
-	touched := map[string]bool{}
-	touch := func(n string) error {
-		if touched[n] {
-			return fmt.Errorf("two document paths overlap with each other; must remove or rewrite one of these paths; path one: [%s], path two: [%s]", n, n)
-		}
-		touched[n] = true
-		return nil
-	}
-	// Every right-hand side is evaluated against the item as it was, as DynamoDB does.
-	type pending struct {
-		name string
-		v    types.AttributeValue
-		del  bool
-	}
-	var out []pending
-	for _, s := range u.sets {
-		n, err := e.name(s.path)
-		if err != nil {
-			return nil, err
-		}
-		if err := touch(n); err != nil {
-			return nil, err
-		}
-		v, err := s.val.eval(e, old)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pending{name: n, v: v})
-	}
-	for _, r := range u.removes {
-		n, err := e.name(r)
-		if err != nil {
-			return nil, err
-		}
-		if err := touch(n); err != nil {
-			return nil, err
-		}
-		out = append(out, pending{name: n, del: true})
-	}
-	for _, a := range u.adds {
+	// Every right-hand side is evaluated against the item as it was, as DynamoDB does;
+	// a nil value removes the attribute.
+	next := make(map[string]types.AttributeValue, len(u.actions))
+	for _, a := range u.actions {
 		n, err := e.name(a.path)
 		if err != nil {
 			return nil, err
 		}
-		if err := touch(n); err != nil {
+		if _, dup := next[n]; dup {
+			return nil, fmt.Errorf("two document paths overlap with each other; must remove or rewrite one of these paths; path one: [%s], path two: [%s]", n, n)
+		}
+		if next[n], err = a.eval(e, old, old[n]); err != nil {
 			return nil, err
 		}
-		v, err := e.value(a.value)
-		if err != nil {
-			return nil, err
-		}
-		sum, err := add(old[n], v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pending{name: n, v: sum})
 	}
-	for _, d := range u.deletes {
-		n, err := e.name(d.path)
-		if err != nil {
-			return nil, err
-		}
-		if err := touch(n); err != nil {
-			return nil, err
-		}
-		v, err := e.value(d.value)
-		if err != nil {
-			return nil, err
-		}
-		rest, err := subtractSet(old[n], v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pending{name: n, v: rest, del: rest == nil})
+	item := make(map[string]types.AttributeValue, len(old)+len(next))
+	for k, v := range old {
+		item[k] = v
 	}
-	for _, p := range out {
-		if p.del {
-			delete(item, p.name)
+	for k, v := range next {
+		if v == nil {
+			delete(item, k)
 		} else {
-			item[p.name] = p.v
+			item[k] = v
 		}
 	}
 	return item, nil
+}
+
+// eval gives the attribute's new value (nil: removed), cur being its value in old.
+func (a *action) eval(e *exprEnv, old map[string]types.AttributeValue, cur types.AttributeValue) (types.AttributeValue, error) {
+	switch a.clause {
+	case "SET":
+		return a.val.eval(e, old)
+	case "REMOVE":
+		return nil, nil
+	}
+	v, err := e.value(a.value)
+	if err != nil {
+		return nil, err
+	}
+	if a.clause == "ADD" {
+		return add(cur, v)
+	}
+	return subtractSet(cur, v)
 }
 
 func (v *valueExpr) eval(e *exprEnv, item map[string]types.AttributeValue) (types.AttributeValue, error) {
@@ -748,16 +686,6 @@ func (v *valueExpr) eval(e *exprEnv, item map[string]types.AttributeValue) (type
 			return nil, fmt.Errorf("the provided expression refers to an attribute that does not exist in the item")
 		}
 		return av, nil
-	case "plus", "minus":
-		a, err := v.a.eval(e, item)
-		if err != nil {
-			return nil, err
-		}
-		b, err := v.b.eval(e, item)
-		if err != nil {
-			return nil, err
-		}
-		return arith(a, b, v.kind == "minus")
 	case "ifnotexists":
 		if v.a.kind != "operand" || v.a.op.path == "" {
 			return nil, fmt.Errorf("invalid update expression: if_not_exists needs an attribute first")
@@ -770,7 +698,7 @@ func (v *valueExpr) eval(e *exprEnv, item map[string]types.AttributeValue) (type
 			return cur, nil
 		}
 		return v.b.eval(e, item)
-	case "listappend":
+	case "plus", "minus", "listappend":
 		a, err := v.a.eval(e, item)
 		if err != nil {
 			return nil, err
@@ -778,6 +706,9 @@ func (v *valueExpr) eval(e *exprEnv, item map[string]types.AttributeValue) (type
 		b, err := v.b.eval(e, item)
 		if err != nil {
 			return nil, err
+		}
+		if v.kind != "listappend" {
+			return arith(a, b, v.kind == "minus")
 		}
 		la, ok1 := a.(*types.AttributeValueMemberL)
 		lb, ok2 := b.(*types.AttributeValueMemberL)

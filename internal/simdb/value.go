@@ -210,36 +210,34 @@ func contains(a, b types.AttributeValue) bool {
 // add is the ADD action: a number is added to, a set gets the new elements, a missing
 // attribute becomes the value.
 func add(cur, v types.AttributeValue) (types.AttributeValue, error) {
+	if cur != nil && typeOf(cur) != typeOf(v) {
+		return nil, fmt.Errorf("an operand in the update expression has an incorrect data type")
+	}
 	switch x := v.(type) {
 	case *types.AttributeValueMemberN:
 		if cur == nil {
 			return v, nil
 		}
-		c, ok := cur.(*types.AttributeValueMemberN)
-		if !ok {
-			return nil, fmt.Errorf("an operand in the update expression has an incorrect data type")
-		}
-		return arith(c, x, false)
+		return arith(cur, x, false)
 	case *types.AttributeValueMemberSS:
-		if cur == nil {
-			return &types.AttributeValueMemberSS{Value: dedup(x.Value)}, nil
-		}
-		c, ok := cur.(*types.AttributeValueMemberSS)
-		if !ok {
-			return nil, fmt.Errorf("an operand in the update expression has an incorrect data type")
-		}
-		return &types.AttributeValueMemberSS{Value: dedup(append(append([]string{}, c.Value...), x.Value...))}, nil
+		return &types.AttributeValueMemberSS{Value: union(cur, x.Value)}, nil
 	case *types.AttributeValueMemberNS:
-		if cur == nil {
-			return &types.AttributeValueMemberNS{Value: dedup(x.Value)}, nil
-		}
-		c, ok := cur.(*types.AttributeValueMemberNS)
-		if !ok {
-			return nil, fmt.Errorf("an operand in the update expression has an incorrect data type")
-		}
-		return &types.AttributeValueMemberNS{Value: dedup(append(append([]string{}, c.Value...), x.Value...))}, nil
+		return &types.AttributeValueMemberNS{Value: union(cur, x.Value)}, nil
 	}
 	return nil, fmt.Errorf("incorrect operand type for operator or function; operator: ADD, operand type: %s", typeOf(v))
+}
+
+// union gives the elements of the string or number set cur (nil: none) and then of add,
+// each once.
+func union(cur types.AttributeValue, add []string) []string {
+	var all []string
+	switch c := cur.(type) {
+	case *types.AttributeValueMemberSS:
+		all = append(all, c.Value...)
+	case *types.AttributeValueMemberNS:
+		all = append(all, c.Value...)
+	}
+	return dedup(append(all, add...))
 }
 
 func dedup(s []string) []string {

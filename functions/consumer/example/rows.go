@@ -50,20 +50,49 @@ func Rows(ctx context.Context, api ScanAPI, in *dynamodb.ScanInput, keyAttr, ent
 	return nil
 }
 
-// Number reads the numeric attribute name of item into dst. An absent attribute leaves
-// dst as it is; one that is not a number, or not an int64, is an error naming it.
-func Number(item map[string]types.AttributeValue, name string, dst *int64) error {
-	if item[name] == nil {
-		return nil
+// Numbers reads the numeric attributes of item named in fields into their destinations.
+// An absent attribute leaves its destination as it is; one that is not a number, or
+// not an int64, is an error naming it.
+func Numbers(item map[string]types.AttributeValue, fields map[string]*int64) error {
+	for name, dst := range fields {
+		if item[name] == nil {
+			continue
+		}
+		v, ok := item[name].(*types.AttributeValueMemberN)
+		if !ok {
+			return fmt.Errorf("%s is not a number", name)
+		}
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		*dst = n
 	}
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return fmt.Errorf("%s is not a number", name)
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	*dst = n
 	return nil
+}
+
+// ReadTable is Checker.Read of a table of rows: the table in the variable tableVar,
+// read by scan (every row by its id); each row's numbers (fields names them by
+// attribute, as Numbers reads them) as "<id> <name>", and as the applied messages the
+// sum of the numbers named count.
+func ReadTable[R any](ctx context.Context, db DynamoDB, env Lookup, tableVar string,
+	scan func(context.Context, ScanAPI, string) (map[string]R, error), fields func(*R) map[string]*int64, count string,
+) (Outcome, error) {
+	table, err := env.Need(tableVar)
+	if err != nil {
+		return Outcome{}, err
+	}
+	rows, err := scan(ctx, db, table)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{State: State{}}
+	for id, r := range rows {
+		numbers := fields(&r)
+		for name, n := range numbers {
+			out.State[id+" "+name] = *n
+		}
+		out.Applied += int(*numbers[count])
+	}
+	return out, nil
 }

@@ -109,9 +109,9 @@ func (Example) Bad(run string, valid []example.Message) []example.Bad {
 			Reason:  "insufficient stock",
 			// The fix: restock the sku with the whole order.
 			Fix: func(ctx context.Context, db example.DynamoDB, env example.Lookup) error {
-				table, ok := env(TableVar)
-				if !ok || table == "" {
-					return fmt.Errorf("inventory: %s is not set", TableVar)
+				table, err := env.Need(TableVar)
+				if err != nil {
+					return fmt.Errorf("inventory: %w", err)
 				}
 				return AddStock(ctx, db, table, first.SKU, MaxQuantity)
 			},
@@ -149,14 +149,12 @@ func prepared(valid []example.Message) map[string]int64 {
 // and PrepareMargin, so every valid order can be served in whatever order they are
 // processed. It adds to what is there: two runs do not undo each other.
 func (Example) Prepare(ctx context.Context, db example.DynamoDB, env example.Lookup, valid []example.Message) error {
-	table, ok := env(TableVar)
-	if !ok || table == "" {
-		return fmt.Errorf("inventory: %s is not set", TableVar)
+	table, err := env.Need(TableVar)
+	if err != nil {
+		return fmt.Errorf("inventory: %w", err)
 	}
-	for _, m := range valid {
-		if _, err := Decode([]byte(m.Body)); err != nil {
-			return fmt.Errorf("inventory: prepare: %s: %w", m.ID, err)
-		}
+	if _, err := example.DecodeAll(valid, Decode); err != nil {
+		return fmt.Errorf("inventory: prepare: %w", err)
 	}
 	add := prepared(valid)
 	skus := make([]string, 0, len(add))
@@ -176,18 +174,12 @@ func (Example) Prepare(ctx context.Context, db example.DynamoDB, env example.Loo
 // quantities of the distinct applied orders), "<sku> reserved" (their sum) and "<sku>
 // reservation_count" (their number).
 func (Example) Expect(valid, applied []example.Message) (example.State, error) {
-	for _, m := range valid {
-		if _, err := Decode([]byte(m.Body)); err != nil {
-			return nil, fmt.Errorf("inventory: expected outcome: %s: %w", m.ID, err)
-		}
+	if _, err := example.DecodeAll(valid, Decode); err != nil {
+		return nil, fmt.Errorf("inventory: expected outcome: %w", err)
 	}
-	rs := make([]Reservation, 0, len(applied))
-	for _, m := range applied {
-		r, err := Decode([]byte(m.Body))
-		if err != nil {
-			return nil, fmt.Errorf("inventory: expected outcome: %s: %w", m.ID, err)
-		}
-		rs = append(rs, r)
+	rs, err := example.DecodeAll(applied, Decode)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: expected outcome: %w", err)
 	}
 	st := example.State{}
 	for sku, n := range prepared(valid) {
@@ -195,12 +187,7 @@ func (Example) Expect(valid, applied []example.Message) (example.State, error) {
 		st[sku+" "+attrReserved] = 0
 		st[sku+" "+attrCount] = 0
 	}
-	seen := map[string]bool{}
-	for _, r := range rs {
-		if seen[r.OrderID] {
-			continue
-		}
-		seen[r.OrderID] = true
+	for _, r := range example.Distinct(rs, func(r Reservation) string { return r.OrderID }) {
 		st[r.SKU+" "+attrAvailable] -= r.Quantity
 		st[r.SKU+" "+attrReserved] += r.Quantity
 		st[r.SKU+" "+attrCount]++
@@ -211,22 +198,7 @@ func (Example) Expect(valid, applied []example.Message) (example.State, error) {
 // Read scans the stock table (Stocks): the same names as Expect, and the reservations
 // counted by reservation_count.
 func (Example) Read(ctx context.Context, db example.DynamoDB, env example.Lookup) (example.Outcome, error) {
-	table, ok := env(TableVar)
-	if !ok || table == "" {
-		return example.Outcome{}, fmt.Errorf("inventory: %s is not set", TableVar)
-	}
-	stocks, err := Stocks(ctx, db, table)
-	if err != nil {
-		return example.Outcome{}, err
-	}
-	out := example.Outcome{State: example.State{}}
-	for sku, s := range stocks {
-		out.State[sku+" "+attrAvailable] = s.Available
-		out.State[sku+" "+attrReserved] = s.Reserved
-		out.State[sku+" "+attrCount] = s.Reservations
-		out.Applied += int(s.Reservations)
-	}
-	return out, nil
+	return example.ReadTable(ctx, db, env, TableVar, Stocks, (*Stock).fields, attrCount)
 }
 
 // OutboundQueue is CONFIRMATIONS_QUEUE_URL.
@@ -234,11 +206,7 @@ func (Example) OutboundQueue() string { return ConfirmationsVar }
 
 // Confirms returns the order id of a confirmation.
 func (Example) Confirms(body string) (string, bool) {
-	var c Confirmation
-	if json.Unmarshal([]byte(body), &c) != nil || c.OrderID == "" {
-		return "", false
-	}
-	return c.OrderID, true
+	return example.Confirmed(body, func(c Confirmation) string { return c.OrderID })
 }
 
 // Template returns the inventory's template block (template.yaml of this package).

@@ -15,53 +15,32 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 const confirmationsURL = "https://sqs.us-east-1.amazonaws.com/123456789012/confirmations.fifo"
 
-func env(vars map[string]string) example.Lookup {
-	return func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
-}
-
 func TestNewHandlerConfig(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     inventory.Config
-		wantErr string
-	}{
-		{name: "valid", cfg: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: confirmationsURL}},
-		{name: "http endpoint", cfg: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "http://127.0.0.1:4566/000000000000/c.fifo"}},
-		{name: "no table", cfg: inventory.Config{ConfirmationsQueueURL: confirmationsURL}, wantErr: "StockTable is empty"},
-		{name: "no queue", cfg: inventory.Config{StockTable: "stock"}, wantErr: "not an http(s) queue URL"},
-		{name: "not a URL", cfg: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "confirmations.fifo"}, wantErr: "not an http(s) queue URL"},
-		{name: "standard queue", cfg: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/confirmations"}, wantErr: "not a FIFO queue"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h, err := inventory.NewHandler(tt.cfg)
-			if tt.wantErr == "" {
-				if err != nil || h == nil {
-					t.Fatalf("NewHandler = %v, %v", h, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("NewHandler error = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	exampletest.CheckConfigs(t, inventory.NewHandler, []exampletest.ConfigCase[inventory.Config]{
+		{Name: "valid", Config: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: confirmationsURL}},
+		{Name: "http endpoint", Config: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "http://127.0.0.1:4566/000000000000/c.fifo"}},
+		{Name: "no table", Config: inventory.Config{ConfirmationsQueueURL: confirmationsURL}, WantErr: "StockTable is empty"},
+		{Name: "no queue", Config: inventory.Config{StockTable: "stock"}, WantErr: "not an http(s) queue URL"},
+		{Name: "not a URL", Config: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "confirmations.fifo"}, WantErr: "not an http(s) queue URL"},
+		{Name: "standard queue", Config: inventory.Config{StockTable: "stock", ConfirmationsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/confirmations"}, WantErr: "not a FIFO queue"},
+	})
 }
 
 func TestExampleNewHandler(t *testing.T) {
 	ex := inventory.Example{}
-	if _, err := ex.NewHandler(example.Deps{Env: env(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: confirmationsURL})}); err != nil {
+	if _, err := ex.NewHandler(example.Deps{Env: exampletest.LookupIn(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: confirmationsURL})}); err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
-	_, err := ex.NewHandler(example.Deps{Env: env(nil)})
+	_, err := ex.NewHandler(example.Deps{Env: exampletest.LookupIn(nil)})
 	if err == nil || !strings.Contains(err.Error(), inventory.TableVar) || !strings.Contains(err.Error(), inventory.ConfirmationsVar) {
 		t.Fatalf("NewHandler without variables: %v, want both variables named", err)
 	}
-	_, err = ex.NewHandler(example.Deps{Env: env(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: "https://sqs.example/q"})})
+	_, err = ex.NewHandler(example.Deps{Env: exampletest.LookupIn(map[string]string{inventory.TableVar: "stock", inventory.ConfirmationsVar: "https://sqs.example/q"})})
 	if err == nil || !strings.Contains(err.Error(), "not a FIFO queue") {
 		t.Fatalf("NewHandler with a standard queue: %v", err)
 	}
@@ -224,10 +203,10 @@ func TestConfirms(t *testing.T) {
 func TestReadUnset(t *testing.T) {
 	ex := inventory.Example{}
 	var db *dynamodb.Client // never called
-	if _, err := ex.Read(context.Background(), db, env(nil)); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
+	if _, err := ex.Read(context.Background(), db, exampletest.LookupIn(nil)); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
 		t.Fatalf("Read without %s: %v", inventory.TableVar, err)
 	}
-	if err := ex.Prepare(context.Background(), db, env(nil), nil); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
+	if err := ex.Prepare(context.Background(), db, exampletest.LookupIn(nil), nil); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
 		t.Fatalf("Prepare without %s: %v", inventory.TableVar, err)
 	}
 }

@@ -110,7 +110,8 @@ func (h *handler) entry(key string, r Reservation) types.TransactWriteItem {
 // one for a sku that has no stock item (available does not exist): the middleware then
 // returns *idem.WriteConditionError with explain's reason and commits nothing; the
 // consumer dead-letters the message, and its record is left retryable, so it is
-// applied when redriven after the stock was replenished.
+// applied when redriven after the stock was replenished. (The payouts' credit looks alike
+// but is its own rule, changed for its own reasons: not merged.)
 func (h *handler) reserve(r Reservation) types.TransactWriteItem {
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:           aws.String(h.cfg.StockTable),

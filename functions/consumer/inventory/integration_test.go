@@ -15,67 +15,42 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 // stack is the inventory handler on real AWS APIs (moto): its own stock table,
 // idempotency table and confirmations queue.
 type stack struct {
-	ddb       *dynamodb.Client
-	sqs       *sqs.Client
-	table     string
-	queueURL  string
-	idemTable string
-	client    *idem.Client
-	handler   idem.Handler // the inventory handler under the idem middleware
-	retries   atomic.Int64 // deliveries that came back, for the log
+	exampletest.Middleware // the inventory handler under the idem middleware
+	table                  string
+	queueURL               string
 }
 
-func newStack(ctx context.Context, t *testing.T) *stack {
+// newStack builds the stack, and a context that ends after timeout or with the test.
+func newStack(t *testing.T, timeout time.Duration) (context.Context, *stack) {
 	t.Helper()
-	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t), table: awstest.Name(t, "stock"), idemTable: awstest.Name(t, "idem")}
-	err := awstest.CreateTable(ctx, st.ddb, &dynamodb.CreateTableInput{
-		TableName:            aws.String(st.table),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("sku"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("sku"), KeyType: types.KeyTypeHash}},
-	})
-	if err != nil {
-		t.Fatalf("create stock table: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(st.table)})
-	})
-	if err := idem.WaitActive(ctx, st.ddb, st.table); err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	st := &stack{Middleware: exampletest.Middleware{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}}
+	st.table = awstest.HashTable(ctx, t, st.DynamoDB, "stock", "sku")
+	idemTable := awstest.Name(t, "idem")
+	if err := idem.CreateTable(ctx, st.DynamoDB, idemTable); err != nil {
 		t.Fatal(err)
 	}
-	if err := idem.CreateTable(ctx, st.ddb, st.idemTable); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(st.idemTable)})
-	})
-	q, err := st.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, "confirmations") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
-	})
-	if err != nil {
-		t.Fatalf("create confirmations queue: %v", err)
-	}
-	st.queueURL = aws.ToString(q.QueueUrl)
-	t.Cleanup(func() { _, _ = st.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	awstest.DeleteTableAtEnd(t, st.DynamoDB, idemTable)
+	st.queueURL = awstest.FIFOQueue(ctx, t, st.SQS, "confirmations", nil)
 
-	store, err := idem.NewDynamoStore(st.ddb, st.idemTable)
-	if err != nil {
+	var err error
+	if st.Store, err = idem.NewDynamoStore(st.DynamoDB, idemTable); err != nil {
 		t.Fatal(err)
 	}
-	st.client, err = idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.sqs})
+	st.Client, err = idem.New(idem.Config{Store: st.Store, Scope: "test", TTL: time.Hour, Sender: st.SQS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,43 +58,30 @@ func newStack(ctx context.Context, t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.handler = st.client.Middleware(h)
-	return st
+	st.Handler = st.Client.Middleware(h)
+	return ctx, st
 }
 
 // env is the consumer's environment for this stack.
 func (st *stack) env() example.Lookup {
-	return env(map[string]string{inventory.TableVar: st.table, inventory.ConfirmationsVar: st.queueURL})
-}
-
-// deliver plays SQS: a delivery that fails with a retryable error (the key is in
-// progress elsewhere, a transaction conflict) comes back a little later.
-func (st *stack) deliver(ctx context.Context, key, body string) (idem.Result, error) {
-	for try := 1; ; try++ {
-		res, err := st.handler.Handle(ctx, &idem.Request{Key: key, Payload: []byte(body)})
-		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
-			return res, err
-		}
-		st.retries.Add(1)
-		time.Sleep(20 * time.Millisecond)
-	}
+	return exampletest.LookupIn(map[string]string{inventory.TableVar: st.table, inventory.ConfirmationsVar: st.queueURL})
 }
 
 func (st *stack) reserve(ctx context.Context, t *testing.T, r inventory.Reservation) (idem.Result, error) {
 	t.Helper()
-	return st.deliver(ctx, inventory.Key(r), mustJSON(t, r))
+	return st.Deliver(ctx, inventory.Key(r), exampletest.JSON(t, r))
 }
 
 func (st *stack) addStock(ctx context.Context, t *testing.T, sku string, n int64) {
 	t.Helper()
-	if err := inventory.AddStock(ctx, st.ddb, st.table, sku, n); err != nil {
+	if err := inventory.AddStock(ctx, st.DynamoDB, st.table, sku, n); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (st *stack) stocks(ctx context.Context, t *testing.T) map[string]inventory.Stock {
 	t.Helper()
-	s, err := inventory.Stocks(ctx, st.ddb, st.table)
+	s, err := inventory.Stocks(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +91,7 @@ func (st *stack) stocks(ctx context.Context, t *testing.T) map[string]inventory.
 // entry returns the order's journal entry, nil when there is none.
 func (st *stack) entry(ctx context.Context, t *testing.T, orderID string) map[string]types.AttributeValue {
 	t.Helper()
-	out, err := st.ddb.GetItem(ctx, &dynamodb.GetItemInput{
+	out, err := st.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(st.table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: inventory.EntryPrefix + orderID}},
 	})
@@ -137,23 +99,6 @@ func (st *stack) entry(ctx context.Context, t *testing.T, orderID string) map[st
 		t.Fatal(err)
 	}
 	return out.Item
-}
-
-// forget deletes the key's idempotency record, as DynamoDB's TTL does within days of
-// its expiry (moto never deletes expired items, so the tests do it).
-func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
-	t.Helper()
-	pk, err := st.client.RecordKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := st.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(st.idemTable), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
-		ReturnValues: types.ReturnValueAllOld,
-	})
-	if err != nil || len(out.Attributes) == 0 {
-		t.Fatalf("delete the record of %s: %v (found: %v)", key, err, len(out.Attributes) > 0)
-	}
 }
 
 // sent is one confirmation as received from the queue.
@@ -166,7 +111,7 @@ type sent struct {
 // (awstest.Drain).
 func (st *stack) confirmations(ctx context.Context, t *testing.T) []sent {
 	t.Helper()
-	msgs, err := awstest.Drain(ctx, st.sqs, st.queueURL)
+	msgs, err := awstest.Drain(ctx, st.SQS, st.queueURL)
 	if err != nil {
 		t.Fatalf("confirmations: %v", err)
 	}
@@ -184,21 +129,10 @@ func (st *stack) confirmations(ctx context.Context, t *testing.T) []sent {
 	return all
 }
 
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // TestIntegrationReserveOnce: an order is applied once and confirmed once; a duplicate
 // delivery replays the response and applies nothing.
 func TestIntegrationReserveOnce(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	// A sku outside SQS's id alphabet, so the hashed group id meets real SQS.
 	r := inventory.Reservation{OrderID: "ord-1", SKU: "Artikel 7/ü", Quantity: 3}
 	st.addStock(ctx, t, r.SKU, 10)
@@ -230,7 +164,7 @@ func TestIntegrationReserveOnce(t *testing.T) {
 		t.Fatalf("confirmations %+v, want exactly %+v", cs, want)
 	}
 	c := cs[0]
-	pk, err := st.client.RecordKey(inventory.Key(r))
+	pk, err := st.Client.RecordKey(inventory.Key(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,19 +176,17 @@ func TestIntegrationReserveOnce(t *testing.T) {
 // TestIntegrationConcurrentDeliveries: 16 deliveries of the same order at once reserve
 // once and confirm once.
 func TestIntegrationConcurrentDeliveries(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 60*time.Second)
 	r := inventory.Reservation{OrderID: "ord-c", SKU: "sku-c", Quantity: 2}
 	st.addStock(ctx, t, r.SKU, 100)
 
-	body := mustJSON(t, r)
+	body := exampletest.JSON(t, r)
 	var ran atomic.Int64
 	errs := make(chan error, 16)
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
-			res, err := st.deliver(ctx, inventory.Key(r), body)
+			res, err := st.Deliver(ctx, inventory.Key(r), body)
 			if err != nil {
 				errs <- err
 				return
@@ -269,7 +201,7 @@ func TestIntegrationConcurrentDeliveries(t *testing.T) {
 	for err := range errs {
 		t.Errorf("delivery failed: %v", err)
 	}
-	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.retries.Load())
+	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.Retried.Load())
 	if ran.Load() != 1 {
 		t.Errorf("handler completed %d times, want 1", ran.Load())
 	}
@@ -286,9 +218,7 @@ func TestIntegrationConcurrentDeliveries(t *testing.T) {
 // stock is refused too; once the stock is replenished, the same message, redriven, is
 // applied once.
 func TestIntegrationInsufficientStock(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	st.addStock(ctx, t, "sku-x", 3)
 
 	big := inventory.Reservation{OrderID: "ord-big", SKU: "sku-x", Quantity: 5}
@@ -339,23 +269,21 @@ func TestIntegrationInsufficientStock(t *testing.T) {
 // journal entry stops it; and the same order id with another payload is refused as a
 // payload mismatch instead of being acknowledged.
 func TestIntegrationAfterDeletion(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	r := inventory.Reservation{OrderID: "ord-del", SKU: "sku-del", Quantity: 4}
 	st.addStock(ctx, t, r.SKU, 20)
 	if res, err := st.reserve(ctx, t, r); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
-	st.forget(ctx, t, inventory.Key(r))
+	st.Forget(ctx, t, inventory.Key(r))
 	res, err := st.reserve(ctx, t, r)
 	if err != nil || !res.Guarded {
 		t.Fatalf("redelivery after deletion: %+v, %v; want a guarded duplicate", res, err)
 	}
-	st.forget(ctx, t, inventory.Key(r))
+	st.Forget(ctx, t, inventory.Key(r))
 	changed := r
 	changed.Quantity = 9
-	if _, err := st.deliver(ctx, inventory.Key(r), mustJSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
+	if _, err := st.Deliver(ctx, inventory.Key(r), exampletest.JSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
 		t.Fatalf("changed payload after deletion: %v, want a permanent ErrPayloadMismatch", err)
 	}
 	// The record now says the key was applied for the first payload: its duplicates are
@@ -363,7 +291,7 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	if res, err := st.reserve(ctx, t, r); err != nil || !res.Replayed {
 		t.Fatalf("original payload after the mismatch: %+v, %v; want a replay", res, err)
 	}
-	if _, err := st.deliver(ctx, inventory.Key(r), mustJSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) {
+	if _, err := st.Deliver(ctx, inventory.Key(r), exampletest.JSON(t, changed)); !errors.Is(err, idem.ErrPayloadMismatch) {
 		t.Fatalf("changed payload again: %v, want ErrPayloadMismatch", err)
 	}
 	if got, want := st.stocks(ctx, t)[r.SKU], (inventory.Stock{Available: 16, Reserved: 4, Reservations: 1}); got != want {
@@ -378,12 +306,10 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 // as Expect says, with one confirmation per order; its bad messages that reach the
 // handler are refused as Bad says.
 func TestIntegrationExampleTraffic(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 60*time.Second)
 	ex := inventory.Example{}
 	valid := ex.Traffic(rand.New(rand.NewPCG(5, 6)), "t1", 24, 4)
-	if err := ex.Prepare(ctx, st.ddb, st.env(), valid); err != nil {
+	if err := ex.Prepare(ctx, st.DynamoDB, st.env(), valid); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
 	check := func(applied []example.Message) {
@@ -392,7 +318,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := ex.Read(ctx, st.ddb, st.env())
+		got, err := ex.Read(ctx, st.DynamoDB, st.env())
 		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}
@@ -409,7 +335,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 
 	half := len(valid) / 2
 	for _, m := range valid[:half] {
-		if _, err := st.deliver(ctx, m.Key, m.Body); err != nil {
+		if _, err := st.Deliver(ctx, m.Key, m.Body); err != nil {
 			t.Fatalf("order %s: %v", m.ID, err)
 		}
 	}
@@ -418,13 +344,13 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 		if b.Key == "" {
 			continue // the consumer refuses it before the handler: no key
 		}
-		_, err := st.deliver(ctx, b.Key, b.Body)
+		_, err := st.Deliver(ctx, b.Key, b.Body)
 		if err == nil || !idem.IsPermanent(err) || !strings.Contains(err.Error(), b.Reason) {
 			t.Errorf("bad message %s: %v, want a permanent error containing %q", b.ID, err, b.Reason)
 		}
 	}
 	for _, m := range append(valid[half:], valid[0]) { // valid[0] again: a duplicate
-		if _, err := st.deliver(ctx, m.Key, m.Body); err != nil {
+		if _, err := st.Deliver(ctx, m.Key, m.Body); err != nil {
 			t.Fatalf("order %s: %v", m.ID, err)
 		}
 	}
@@ -432,7 +358,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 
 	count := map[string]int{}
 	for _, c := range st.confirmations(ctx, t) {
-		id, ok := ex.Confirms(mustJSON(t, c.Confirmation))
+		id, ok := ex.Confirms(exampletest.JSON(t, c.Confirmation))
 		if !ok {
 			t.Fatalf("Confirms(%+v) refused", c.Confirmation)
 		}
@@ -451,9 +377,7 @@ func TestIntegrationExampleTraffic(t *testing.T) {
 // TestIntegrationPrepareAdditive: Prepare adds to what is there, so two runs against
 // the same table do not undo each other.
 func TestIntegrationPrepareAdditive(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	ex := inventory.Example{}
 	valid := ex.Traffic(rand.New(rand.NewPCG(7, 8)), "t2", 10, 3)
 	once, err := ex.Expect(valid, nil)
@@ -461,11 +385,11 @@ func TestIntegrationPrepareAdditive(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := ex.Prepare(ctx, st.ddb, st.env(), valid); err != nil {
+		if err := ex.Prepare(ctx, st.DynamoDB, st.env(), valid); err != nil {
 			t.Fatalf("Prepare: %v", err)
 		}
 	}
-	got, err := ex.Read(ctx, st.ddb, st.env())
+	got, err := ex.Read(ctx, st.DynamoDB, st.env())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +405,7 @@ func TestIntegrationPrepareAdditive(t *testing.T) {
 		t.Errorf("Read after Prepare: %v (applied %d), want the names of %v and nothing applied", got.State, got.Applied, once)
 	}
 	bad := []example.Message{{ID: "x", Body: `{"order_id":"x","sku":"order#x","quantity":1}`}}
-	if err := ex.Prepare(ctx, st.ddb, st.env(), bad); !errors.Is(err, inventory.ErrInvalidReservation) {
+	if err := ex.Prepare(ctx, st.DynamoDB, st.env(), bad); !errors.Is(err, inventory.ErrInvalidReservation) {
 		t.Fatalf("Prepare of an invalid message: %v, want ErrInvalidReservation", err)
 	}
 }

@@ -1,101 +1,72 @@
 package inventory_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
-	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 func TestDecode(t *testing.T) {
 	long := strings.Repeat("x", inventory.MaxIDBytes)
-	tests := []struct {
-		name string
-		body string
-		want inventory.Reservation
-		// wantErr is a part of the error message (the field named); empty for valid bodies.
-		wantErr string
-	}{
-		{name: "valid", body: `{"order_id":"o-1","sku":"sku-1","quantity":3}`,
-			want: inventory.Reservation{OrderID: "o-1", SKU: "sku-1", Quantity: 3}},
-		{name: "any field order and white space", body: " {\n \"quantity\" : 7,\t\"sku\":\"s\",\"order_id\":\"o\"}\n",
-			want: inventory.Reservation{OrderID: "o", SKU: "s", Quantity: 7}},
-		{name: "largest quantity", body: `{"order_id":"o","sku":"s","quantity":1000000}`,
-			want: inventory.Reservation{OrderID: "o", SKU: "s", Quantity: 1_000_000}},
-		{name: "printable unicode and escapes in ids", body: `{"order_id":"bestellung-\u00fc-€","sku":"Artikel 7/ü","quantity":1}`,
-			want: inventory.Reservation{OrderID: "bestellung-ü-€", SKU: "Artikel 7/ü", Quantity: 1}},
-		{name: "id of the maximum length", body: `{"order_id":"` + long + `","sku":"` + long + `","quantity":1}`,
-			want: inventory.Reservation{OrderID: long, SKU: long, Quantity: 1}},
-		{name: "journal prefix inside a sku", body: `{"order_id":"o","sku":"x-order#1","quantity":1}`,
-			want: inventory.Reservation{OrderID: "o", SKU: "x-order#1", Quantity: 1}},
+	tests := []exampletest.DecodeCase[inventory.Reservation]{
+		{Name: "valid", Body: `{"order_id":"o-1","sku":"sku-1","quantity":3}`,
+			Want: inventory.Reservation{OrderID: "o-1", SKU: "sku-1", Quantity: 3}},
+		{Name: "any field order and white space", Body: " {\n \"quantity\" : 7,\t\"sku\":\"s\",\"order_id\":\"o\"}\n",
+			Want: inventory.Reservation{OrderID: "o", SKU: "s", Quantity: 7}},
+		{Name: "largest quantity", Body: `{"order_id":"o","sku":"s","quantity":1000000}`,
+			Want: inventory.Reservation{OrderID: "o", SKU: "s", Quantity: 1_000_000}},
+		{Name: "printable unicode and escapes in ids", Body: `{"order_id":"bestellung-\u00fc-€","sku":"Artikel 7/ü","quantity":1}`,
+			Want: inventory.Reservation{OrderID: "bestellung-ü-€", SKU: "Artikel 7/ü", Quantity: 1}},
+		{Name: "id of the maximum length", Body: `{"order_id":"` + long + `","sku":"` + long + `","quantity":1}`,
+			Want: inventory.Reservation{OrderID: long, SKU: long, Quantity: 1}},
+		{Name: "journal prefix inside a sku", Body: `{"order_id":"o","sku":"x-order#1","quantity":1}`,
+			Want: inventory.Reservation{OrderID: "o", SKU: "x-order#1", Quantity: 1}},
 
-		{name: "not UTF-8", body: "{\"order_id\":\"o\xff\",\"sku\":\"s\",\"quantity\":1}", wantErr: "body is not valid UTF-8"},
-		{name: "empty body", body: ``, wantErr: "body is not a JSON object"},
-		{name: "array", body: `[{"order_id":"o"}]`, wantErr: "body is not a JSON object"},
-		{name: "null", body: `null`, wantErr: "body is not a JSON object"},
-		{name: "string", body: `"o"`, wantErr: "body is not a JSON object"},
-		{name: "broken JSON", body: `{"order_id":"o",}`, wantErr: "body is not valid JSON"},
-		{name: "truncated", body: `{"order_id":"o","sku":`, wantErr: "body is not valid JSON"},
-		{name: "unterminated object", body: `{"order_id":"o","sku":"s","quantity":1`, wantErr: "body is not valid JSON"},
-		{name: "second object after", body: `{"order_id":"o","sku":"s","quantity":1}{}`, wantErr: "data after the JSON object"},
-		{name: "garbage after", body: `{"order_id":"o","sku":"s","quantity":1} x`, wantErr: "data after the JSON object"},
-		{name: "unknown field", body: `{"order_id":"o","sku":"s","quantity":1,"unit_price":250}`, wantErr: `"unit_price": unknown field`},
-		{name: "misspelt field", body: `{"order_id":"o","sku":"s","qty":1}`, wantErr: `"qty": unknown field`},
-		{name: "long unknown field is cut", body: `{"` + strings.Repeat("f", 60) + `":1}`, wantErr: `"` + strings.Repeat("f", 40) + `...": unknown field`},
-		{name: "duplicate field", body: `{"order_id":"o","sku":"s","quantity":1,"quantity":2}`, wantErr: "quantity: duplicate field"},
-		{name: "duplicate order_id", body: `{"order_id":"o","order_id":"p","sku":"s","quantity":1}`, wantErr: "order_id: duplicate field"},
-		{name: "order_id missing", body: `{"sku":"s","quantity":1}`, wantErr: "order_id: missing"},
-		{name: "order_id empty", body: `{"order_id":"","sku":"s","quantity":1}`, wantErr: "order_id: must not be empty"},
-		{name: "order_id number", body: `{"order_id":42,"sku":"s","quantity":1}`, wantErr: "order_id: must be a string"},
-		{name: "order_id null", body: `{"order_id":null,"sku":"s","quantity":1}`, wantErr: "order_id: must be a string"},
-		{name: "order_id too long", body: `{"order_id":"` + long + `y","sku":"s","quantity":1}`, wantErr: "order_id: longer than 128 bytes"},
-		{name: "order_id control character", body: `{"order_id":"o\u0007","sku":"s","quantity":1}`, wantErr: "order_id: must be printable"},
-		{name: "order_id lone surrogate", body: `{"order_id":"o\ud800","sku":"s","quantity":1}`, wantErr: "order_id: must be printable"},
-		{name: "order_id trailing space", body: `{"order_id":"o ","sku":"s","quantity":1}`, wantErr: "order_id: must be printable"},
-		{name: "sku missing", body: `{"order_id":"o","quantity":1}`, wantErr: "sku: missing"},
-		{name: "sku empty", body: `{"order_id":"o","sku":"","quantity":1}`, wantErr: "sku: must not be empty"},
-		{name: "sku array", body: `{"order_id":"o","sku":["s"],"quantity":1}`, wantErr: "sku: must be a string"},
-		{name: "sku too long", body: `{"order_id":"o","sku":"` + long + `y","quantity":1}`, wantErr: "sku: longer than 128 bytes"},
-		{name: "sku leading space", body: `{"order_id":"o","sku":" s","quantity":1}`, wantErr: "sku: must be printable"},
-		{name: "sku journal prefix", body: `{"order_id":"o","sku":"order#o-1","quantity":1}`, wantErr: `sku: must not begin with "order#"`},
-		{name: "quantity missing", body: `{"order_id":"o","sku":"s"}`, wantErr: "quantity: missing"},
-		{name: "quantity zero", body: `{"order_id":"o","sku":"s","quantity":0}`, wantErr: "quantity: must be positive"},
-		{name: "quantity negative", body: `{"order_id":"o","sku":"s","quantity":-3}`, wantErr: "quantity: must be positive"},
-		{name: "quantity negative zero", body: `{"order_id":"o","sku":"s","quantity":-0}`, wantErr: "quantity: must be positive"},
-		{name: "quantity fraction", body: `{"order_id":"o","sku":"s","quantity":2.5}`, wantErr: "quantity: must be an integer"},
-		{name: "quantity whole float", body: `{"order_id":"o","sku":"s","quantity":2.0}`, wantErr: "quantity: must be an integer"},
-		{name: "quantity exponent", body: `{"order_id":"o","sku":"s","quantity":1e1}`, wantErr: "quantity: must be an integer"},
-		{name: "quantity string", body: `{"order_id":"o","sku":"s","quantity":"2"}`, wantErr: "quantity: must be a JSON integer"},
-		{name: "quantity bool", body: `{"order_id":"o","sku":"s","quantity":true}`, wantErr: "quantity: must be a JSON integer"},
-		{name: "quantity null", body: `{"order_id":"o","sku":"s","quantity":null}`, wantErr: "quantity: must be a JSON integer"},
-		{name: "quantity over the limit", body: `{"order_id":"o","sku":"s","quantity":1000001}`, wantErr: "quantity: too large (limit 1000000)"},
-		{name: "quantity over int64", body: `{"order_id":"o","sku":"s","quantity":99999999999999999999}`, wantErr: "quantity: too large"},
+		{Name: "not UTF-8", Body: "{\"order_id\":\"o\xff\",\"sku\":\"s\",\"quantity\":1}", WantErr: "body is not valid UTF-8"},
+		{Name: "empty body", Body: ``, WantErr: "body is not a JSON object"},
+		{Name: "array", Body: `[{"order_id":"o"}]`, WantErr: "body is not a JSON object"},
+		{Name: "null", Body: `null`, WantErr: "body is not a JSON object"},
+		{Name: "string", Body: `"o"`, WantErr: "body is not a JSON object"},
+		{Name: "broken JSON", Body: `{"order_id":"o",}`, WantErr: "body is not valid JSON"},
+		{Name: "truncated", Body: `{"order_id":"o","sku":`, WantErr: "body is not valid JSON"},
+		{Name: "unterminated object", Body: `{"order_id":"o","sku":"s","quantity":1`, WantErr: "body is not valid JSON"},
+		{Name: "second object after", Body: `{"order_id":"o","sku":"s","quantity":1}{}`, WantErr: "data after the JSON object"},
+		{Name: "garbage after", Body: `{"order_id":"o","sku":"s","quantity":1} x`, WantErr: "data after the JSON object"},
+		{Name: "unknown field", Body: `{"order_id":"o","sku":"s","quantity":1,"unit_price":250}`, WantErr: `"unit_price": unknown field`},
+		{Name: "misspelt field", Body: `{"order_id":"o","sku":"s","qty":1}`, WantErr: `"qty": unknown field`},
+		{Name: "long unknown field is cut", Body: `{"` + strings.Repeat("f", 60) + `":1}`, WantErr: `"` + strings.Repeat("f", 40) + `...": unknown field`},
+		{Name: "duplicate field", Body: `{"order_id":"o","sku":"s","quantity":1,"quantity":2}`, WantErr: "quantity: duplicate field"},
+		{Name: "duplicate order_id", Body: `{"order_id":"o","order_id":"p","sku":"s","quantity":1}`, WantErr: "order_id: duplicate field"},
+		{Name: "order_id missing", Body: `{"sku":"s","quantity":1}`, WantErr: "order_id: missing"},
+		{Name: "order_id empty", Body: `{"order_id":"","sku":"s","quantity":1}`, WantErr: "order_id: must not be empty"},
+		{Name: "order_id number", Body: `{"order_id":42,"sku":"s","quantity":1}`, WantErr: "order_id: must be a string"},
+		{Name: "order_id null", Body: `{"order_id":null,"sku":"s","quantity":1}`, WantErr: "order_id: must be a string"},
+		{Name: "order_id too long", Body: `{"order_id":"` + long + `y","sku":"s","quantity":1}`, WantErr: "order_id: longer than 128 bytes"},
+		{Name: "order_id control character", Body: `{"order_id":"o\u0007","sku":"s","quantity":1}`, WantErr: "order_id: must be printable"},
+		{Name: "order_id lone surrogate", Body: `{"order_id":"o\ud800","sku":"s","quantity":1}`, WantErr: "order_id: must be printable"},
+		{Name: "order_id trailing space", Body: `{"order_id":"o ","sku":"s","quantity":1}`, WantErr: "order_id: must be printable"},
+		{Name: "sku missing", Body: `{"order_id":"o","quantity":1}`, WantErr: "sku: missing"},
+		{Name: "sku empty", Body: `{"order_id":"o","sku":"","quantity":1}`, WantErr: "sku: must not be empty"},
+		{Name: "sku array", Body: `{"order_id":"o","sku":["s"],"quantity":1}`, WantErr: "sku: must be a string"},
+		{Name: "sku too long", Body: `{"order_id":"o","sku":"` + long + `y","quantity":1}`, WantErr: "sku: longer than 128 bytes"},
+		{Name: "sku leading space", Body: `{"order_id":"o","sku":" s","quantity":1}`, WantErr: "sku: must be printable"},
+		{Name: "sku journal prefix", Body: `{"order_id":"o","sku":"order#o-1","quantity":1}`, WantErr: `sku: must not begin with "order#"`},
+		{Name: "quantity missing", Body: `{"order_id":"o","sku":"s"}`, WantErr: "quantity: missing"},
+		{Name: "quantity zero", Body: `{"order_id":"o","sku":"s","quantity":0}`, WantErr: "quantity: must be positive"},
+		{Name: "quantity negative", Body: `{"order_id":"o","sku":"s","quantity":-3}`, WantErr: "quantity: must be positive"},
+		{Name: "quantity negative zero", Body: `{"order_id":"o","sku":"s","quantity":-0}`, WantErr: "quantity: must be positive"},
+		{Name: "quantity fraction", Body: `{"order_id":"o","sku":"s","quantity":2.5}`, WantErr: "quantity: must be an integer"},
+		{Name: "quantity whole float", Body: `{"order_id":"o","sku":"s","quantity":2.0}`, WantErr: "quantity: must be an integer"},
+		{Name: "quantity exponent", Body: `{"order_id":"o","sku":"s","quantity":1e1}`, WantErr: "quantity: must be an integer"},
+		{Name: "quantity string", Body: `{"order_id":"o","sku":"s","quantity":"2"}`, WantErr: "quantity: must be a JSON integer"},
+		{Name: "quantity bool", Body: `{"order_id":"o","sku":"s","quantity":true}`, WantErr: "quantity: must be a JSON integer"},
+		{Name: "quantity null", Body: `{"order_id":"o","sku":"s","quantity":null}`, WantErr: "quantity: must be a JSON integer"},
+		{Name: "quantity over the limit", Body: `{"order_id":"o","sku":"s","quantity":1000001}`, WantErr: "quantity: too large (limit 1000000)"},
+		{Name: "quantity over int64", Body: `{"order_id":"o","sku":"s","quantity":99999999999999999999}`, WantErr: "quantity: too large"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := inventory.Decode([]byte(tt.body))
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Decode: %v", err)
-				}
-				if got != tt.want {
-					t.Fatalf("Decode = %+v, want %+v", got, tt.want)
-				}
-				return
-			}
-			if !errors.Is(err, inventory.ErrInvalidReservation) || !errors.Is(err, example.ErrInvalid) {
-				t.Fatalf("Decode error = %v, want one wrapping ErrInvalidReservation and example.ErrInvalid", err)
-			}
-			if !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Decode error = %q, want it to contain %q", err, tt.wantErr)
-			}
-			if got != (inventory.Reservation{}) {
-				t.Fatalf("Decode returned %+v with an error, want the zero Reservation", got)
-			}
-		})
-	}
+	exampletest.CheckDecode(t, inventory.Decode, inventory.ErrInvalidReservation, tests)
 }
 
 // TestDecodeDoesNotEchoValues: an error names the field, never the value that was
@@ -120,15 +91,7 @@ func TestDecodeDoesNotEchoValues(t *testing.T) {
 // TestDecodeTruncatedBody: a body cut off anywhere, inside a value included, is
 // reported as not valid JSON, without naming the field where the cut happened.
 func TestDecodeTruncatedBody(t *testing.T) {
-	full := `{"order_id":"ord-1","sku":"sku-1","quantity":1250}`
-	want := inventory.ErrInvalidReservation.Error() + ": body is not valid JSON"
-	for cut := 2; cut < len(full); cut++ {
-		body := full[:cut]
-		_, err := inventory.Decode([]byte(body))
-		if !errors.Is(err, inventory.ErrInvalidReservation) || err.Error() != want {
-			t.Errorf("Decode(%q) = %v, want %q", body, err, want)
-		}
-	}
+	exampletest.CheckTruncated(t, inventory.Decode, inventory.ErrInvalidReservation, `{"order_id":"ord-1","sku":"sku-1","quantity":1250}`)
 }
 
 func TestKey(t *testing.T) {

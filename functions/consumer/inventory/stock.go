@@ -29,6 +29,11 @@ type Stock struct {
 	Reservations int64 // reservations applied: one per order in a correct run
 }
 
+// fields are a stock item's numeric attributes, by name (example.Numbers).
+func (s *Stock) fields() map[string]*int64 {
+	return map[string]*int64{attrAvailable: &s.Available, attrReserved: &s.Reserved, attrCount: &s.Reservations}
+}
+
 // Stocks reads every sku of the stock table, skipping the journal entries. It scans the
 // whole table (strongly consistent, all pages), so it is for tests and tools, not for
 // production traffic. A missing attribute reads as 0.
@@ -43,10 +48,8 @@ func Stocks(ctx context.Context, api ScanAPI, table string) (map[string]Stock, e
 		},
 	}, attrSKU, EntryPrefix, func(sku string, item map[string]types.AttributeValue) error {
 		var s Stock
-		for name, dst := range map[string]*int64{attrAvailable: &s.Available, attrReserved: &s.Reserved, attrCount: &s.Reservations} {
-			if err := example.Number(item, name, dst); err != nil {
-				return fmt.Errorf("sku %s: %w", sku, err)
-			}
+		if err := example.Numbers(item, s.fields()); err != nil {
+			return fmt.Errorf("sku %s: %w", sku, err)
 		}
 		stocks[sku] = s
 		return nil

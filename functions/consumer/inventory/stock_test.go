@@ -6,34 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
-
-// fakeScan serves pages in order: page i+1 is returned for the start key of i+1 x's.
-type fakeScan struct {
-	pages [][]map[string]types.AttributeValue
-	calls int
-}
-
-func (f *fakeScan) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	f.calls++
-	if !aws.ToBool(in.ConsistentRead) {
-		return nil, context.Canceled // Stocks must read consistently
-	}
-	i := 0
-	if k, ok := in.ExclusiveStartKey["sku"].(*types.AttributeValueMemberS); ok {
-		i = len(k.Value)
-	}
-	out := &dynamodb.ScanOutput{Items: f.pages[i]}
-	if i+1 < len(f.pages) {
-		out.LastEvaluatedKey = map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: strings.Repeat("x", i+1)}}
-	}
-	return out, nil
-}
 
 // row is a stock table item; "" leaves an attribute out.
 func row(sku string, attrs ...string) map[string]types.AttributeValue {
@@ -73,7 +51,7 @@ func TestStocks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			api := &fakeScan{pages: tt.pages}
+			api := &exampletest.Pages{Key: "sku", Pages: tt.pages}
 			got, err := inventory.Stocks(context.Background(), api, "stock")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -87,8 +65,8 @@ func TestStocks(t *testing.T) {
 			if !maps.Equal(got, tt.want) {
 				t.Fatalf("Stocks = %v, want %v", got, tt.want)
 			}
-			if api.calls != len(tt.pages) {
-				t.Fatalf("%d Scan calls, want %d", api.calls, len(tt.pages))
+			if api.Calls != len(tt.pages) {
+				t.Fatalf("%d Scan calls, want %d", api.Calls, len(tt.pages))
 			}
 		})
 	}

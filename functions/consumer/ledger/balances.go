@@ -20,6 +20,11 @@ type Account struct {
 	Payments     int64 // number of credits applied: one per payment in a correct run
 }
 
+// fields are an account's numeric attributes, by name (example.Numbers).
+func (a *Account) fields() map[string]*int64 {
+	return map[string]*int64{attrBalance: &a.BalanceCents, attrCount: &a.Payments}
+}
+
 // Balances reads every account of the ledger table and returns account_id →
 // balance_cents. It scans the whole table (strongly consistent, all pages), so it is
 // for tests and the demo's ledger check, not for production traffic.
@@ -49,10 +54,8 @@ func Accounts(ctx context.Context, api ScanAPI, table string) (map[string]Accoun
 			return fmt.Errorf("account %s has no numeric %s", id, attrBalance)
 		}
 		var a Account // a row without the counter counts no credits
-		for name, dst := range map[string]*int64{attrBalance: &a.BalanceCents, attrCount: &a.Payments} {
-			if err := example.Number(item, name, dst); err != nil {
-				return fmt.Errorf("account %s: %w", id, err)
-			}
+		if err := example.Numbers(item, a.fields()); err != nil {
+			return fmt.Errorf("account %s: %w", id, err)
 		}
 		accts[id] = a
 		return nil

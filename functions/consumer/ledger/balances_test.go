@@ -6,30 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
-
-// fakeScan serves pages in order: page i+1 is returned for the start key "i".
-type fakeScan struct {
-	pages [][]map[string]types.AttributeValue
-	calls int
-}
-
-func (f *fakeScan) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	f.calls++
-	i := 0
-	if k, ok := in.ExclusiveStartKey["account_id"].(*types.AttributeValueMemberS); ok {
-		i = len(k.Value)
-	}
-	out := &dynamodb.ScanOutput{Items: f.pages[i]}
-	if i+1 < len(f.pages) {
-		out.LastEvaluatedKey = map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: strings.Repeat("x", i+1)}}
-	}
-	return out, nil
-}
 
 func item(account, balance string) map[string]types.AttributeValue {
 	it := map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: account}}
@@ -57,7 +38,7 @@ func TestBalances(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			api := &fakeScan{pages: tt.pages}
+			api := &exampletest.Pages{Key: "account_id", Pages: tt.pages}
 			got, err := ledger.Balances(context.Background(), api, "ledger")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -71,8 +52,8 @@ func TestBalances(t *testing.T) {
 			if !maps.Equal(got, tt.want) {
 				t.Fatalf("Balances = %v, want %v", got, tt.want)
 			}
-			if api.calls != len(tt.pages) {
-				t.Fatalf("%d Scan calls, want %d", api.calls, len(tt.pages))
+			if api.Calls != len(tt.pages) {
+				t.Fatalf("%d Scan calls, want %d", api.Calls, len(tt.pages))
 			}
 		})
 	}

@@ -127,11 +127,11 @@ func (Example) Bad(run string, valid []example.Message) []example.Bad {
 	bad = append(bad, example.Bad{Message: message(other), Reason: "does not match the account's " + first.Currency,
 		// The fix: the account was opened in the wrong currency; the operator corrects it.
 		Fix: func(ctx context.Context, db example.DynamoDB, env example.Lookup) error {
-			table, ok := env(TableVar)
-			if !ok || table == "" {
-				return fmt.Errorf("ledger: %s is not set", TableVar)
+			table, err := env.Need(TableVar)
+			if err != nil {
+				return fmt.Errorf("ledger: %w", err)
 			}
-			_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			_, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName:                 aws.String(table),
 				Key:                       map[string]types.AttributeValue{attrAccountID: &types.AttributeValueMemberS{Value: other.AccountID}},
 				UpdateExpression:          aws.String("SET #currency = :currency"),
@@ -158,21 +158,12 @@ func (Example) Prepare(context.Context, example.DynamoDB, example.Lookup, []exam
 // Expect returns, per account of the applied payments, "<account> balance_cents" (the
 // sum of the distinct payments) and "<account> payment_count".
 func (Example) Expect(_, applied []example.Message) (example.State, error) {
-	ps := make([]Payment, 0, len(applied))
-	for _, m := range applied {
-		p, err := Decode([]byte(m.Body))
-		if err != nil {
-			return nil, fmt.Errorf("ledger: expected outcome: %s: %w", m.ID, err)
-		}
-		ps = append(ps, p)
+	ps, err := example.DecodeAll(applied, Decode)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: expected outcome: %w", err)
 	}
 	st := example.State{}
-	seen := map[string]bool{}
-	for _, p := range ps {
-		if seen[p.PaymentID] {
-			continue
-		}
-		seen[p.PaymentID] = true
+	for _, p := range example.Distinct(ps, paymentID) {
 		st[p.AccountID+" "+attrBalance] += p.AmountCents
 		st[p.AccountID+" "+attrCount]++
 	}
@@ -182,21 +173,7 @@ func (Example) Expect(_, applied []example.Message) (example.State, error) {
 // Read scans the ledger table (Accounts): the same names as Expect, and the credits
 // counted by payment_count.
 func (Example) Read(ctx context.Context, db example.DynamoDB, env example.Lookup) (example.Outcome, error) {
-	table, ok := env(TableVar)
-	if !ok || table == "" {
-		return example.Outcome{}, fmt.Errorf("ledger: %s is not set", TableVar)
-	}
-	accts, err := Accounts(ctx, db, table)
-	if err != nil {
-		return example.Outcome{}, err
-	}
-	out := example.Outcome{State: example.State{}}
-	for id, a := range accts {
-		out.State[id+" "+attrBalance] = a.BalanceCents
-		out.State[id+" "+attrCount] = a.Payments
-		out.Applied += int(a.Payments)
-	}
-	return out, nil
+	return example.ReadTable(ctx, db, env, TableVar, Accounts, (*Account).fields, attrCount)
 }
 
 // OutboundQueue is RECEIPTS_QUEUE_URL.
@@ -204,11 +181,7 @@ func (Example) OutboundQueue() string { return ReceiptsVar }
 
 // Confirms returns the payment id of a receipt.
 func (Example) Confirms(body string) (string, bool) {
-	var r Receipt
-	if json.Unmarshal([]byte(body), &r) != nil || r.PaymentID == "" {
-		return "", false
-	}
-	return r.PaymentID, true
+	return example.Confirmed(body, func(r Receipt) string { return r.PaymentID })
 }
 
 // Template returns the ledger's template block (template.yaml of this package).

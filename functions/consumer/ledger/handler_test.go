@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
 const receiptsURL = "https://sqs.us-east-1.amazonaws.com/123456789012/receipts.fifo"
@@ -373,45 +374,24 @@ func sha256ID(s string) string {
 }
 
 func TestNewHandler(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     ledger.Config
-		wantErr string
-	}{
-		{name: "valid", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL}},
-		{name: "local endpoint", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "http://127.0.0.1:4566/000000000000/r.fifo"}},
-		{name: "no table", cfg: ledger.Config{ReceiptsQueueURL: receiptsURL}, wantErr: "LedgerTable"},
-		{name: "no queue", cfg: ledger.Config{LedgerTable: "ledger"}, wantErr: "ReceiptsQueueURL"},
-		{name: "queue name instead of URL", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "receipts.fifo"}, wantErr: "ReceiptsQueueURL"},
-		{name: "standard queue", cfg: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: strings.TrimSuffix(receiptsURL, ".fifo")}, wantErr: "not a FIFO queue"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h, err := ledger.NewHandler(tt.cfg)
-			if tt.wantErr == "" {
-				if err != nil || h == nil {
-					t.Fatalf("NewHandler = %v, %v; want a handler", h, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("NewHandler error = %v, want one naming %q", err, tt.wantErr)
-			}
-		})
-	}
+	exampletest.CheckConfigs(t, ledger.NewHandler, []exampletest.ConfigCase[ledger.Config]{
+		{Name: "valid", Config: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL}},
+		{Name: "local endpoint", Config: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "http://127.0.0.1:4566/000000000000/r.fifo"}},
+		{Name: "no table", Config: ledger.Config{ReceiptsQueueURL: receiptsURL}, WantErr: "LedgerTable"},
+		{Name: "no queue", Config: ledger.Config{LedgerTable: "ledger"}, WantErr: "ReceiptsQueueURL"},
+		{Name: "queue name instead of URL", Config: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: "receipts.fifo"}, WantErr: "ReceiptsQueueURL"},
+		{Name: "standard queue", Config: ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: strings.TrimSuffix(receiptsURL, ".fifo")}, WantErr: "not a FIFO queue"},
+	})
 }
 
 // TestExampleRecordsInLedger: IDEMPOTENCY_TABLE naming the ledger table puts the records
 // there, and then the handler's results fold the record into the journal entry; a
 // layout that cannot share the table is refused with what to set.
 func TestExampleRecordsInLedger(t *testing.T) {
-	env := func(vars map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-	}
 	base := map[string]string{ledger.TableVar: "ledger", ledger.ReceiptsVar: receiptsURL}
 	home := func(t *testing.T, vars map[string]string) bool {
 		t.Helper()
-		h, err := ledger.Example{}.NewHandler(example.Deps{Env: env(vars)})
+		h, err := ledger.Example{}.NewHandler(example.Deps{Env: exampletest.LookupIn(vars)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +421,7 @@ func TestExampleRecordsInLedger(t *testing.T) {
 	} {
 		vars := maps.Clone(in)
 		maps.Copy(vars, change)
-		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: env(vars)}); err == nil || !strings.Contains(err.Error(), "KEY_SOURCE=field, KEY_FIELD=payment_id") {
+		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: exampletest.LookupIn(vars)}); err == nil || !strings.Contains(err.Error(), "KEY_SOURCE=field, KEY_FIELD=payment_id") {
 			t.Errorf("%s: %v, want an error saying what to set", name, err)
 		}
 	}
@@ -453,7 +433,7 @@ func TestExampleRecordsInLedger(t *testing.T) {
 	} {
 		vars := maps.Clone(in)
 		maps.Copy(vars, change)
-		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: env(vars)}); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEY_PREFIX="+ledger.EntryPrefix) {
+		if _, err := (ledger.Example{}).NewHandler(example.Deps{Env: exampletest.LookupIn(vars)}); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEY_PREFIX="+ledger.EntryPrefix) {
 			t.Errorf("%s: %v, want an error saying what to set", name, err)
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -27,17 +26,10 @@ import (
 // stack is the ledger handler on real AWS APIs (moto): its own ledger table,
 // idempotency table and receipts queue.
 type stack struct {
-	ddb      *dynamodb.Client
-	sqs      *sqs.Client
-	table    string
-	queueURL string
-	handler  idem.Handler // the ledger handler under the idem middleware
-	retries  atomic.Int64 // deliveries that came back, for the log
-	skew     atomic.Int64 // nanoseconds added to the middleware's clock
-	client   *idem.Client
-	store    *idem.DynamoStore
-	// idemTable is the idempotency table (the ledger table when the records live there).
-	idemTable string
+	exampletest.Middleware // the ledger handler under the idem middleware
+	table                  string
+	queueURL               string
+	skew                   atomic.Int64 // nanoseconds added to the middleware's clock
 	// rule is how the consumer keys a message in this layout (ledger.RecordsKeyRule with
 	// the records in the ledger), and record the consumer's handler of one SQS message
 	// under it: what a deployed consumer runs per record.
@@ -45,24 +37,7 @@ type stack struct {
 	record idem.RecordFunc
 }
 
-// forget deletes the key's idempotency record, as DynamoDB's TTL does within days of
-// its expiry (moto never deletes expired items, so the tests do it).
-func (st *stack) forget(ctx context.Context, t *testing.T, key string) {
-	t.Helper()
-	pk, err := st.client.RecordKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := st.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(st.idemTable), Key: st.store.Key(pk),
-		ReturnValues: types.ReturnValueAllOld,
-	})
-	if err != nil || len(out.Attributes) == 0 {
-		t.Fatalf("delete the record of %s: %v (found: %v)", key, err, len(out.Attributes) > 0)
-	}
-}
-
-func newStack(ctx context.Context, t *testing.T) *stack { return newStackIn(ctx, t, false) }
+func newStack(t *testing.T) (context.Context, *stack) { return newStackIn(t, false) }
 
 // layouts runs f with the records in a table of their own, then in the ledger table
 // (Config.RecordsInLedger: each journal entry is its payment's record).
@@ -73,63 +48,42 @@ func layouts(t *testing.T, f func(t *testing.T, inLedger bool)) {
 }
 
 // newStackIn builds the stack with the records in the ledger table (inLedger) or in an
-// idempotency table of their own.
-func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
+// idempotency table of their own, and a context that ends after 30s or with the test.
+func newStackIn(t *testing.T, inLedger bool) (context.Context, *stack) {
 	t.Helper()
-	st := &stack{ddb: awstest.DynamoDB(t), sqs: awstest.SQS(t), table: awstest.Name(t, "ledger")}
-	layout := ledger.RecordsLayout(st.table)
-	if !inLedger {
-		err := awstest.CreateTable(ctx, st.ddb, &dynamodb.CreateTableInput{
-			TableName:            aws.String(st.table),
-			BillingMode:          types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("account_id"), AttributeType: types.ScalarAttributeTypeS}},
-			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("account_id"), KeyType: types.KeyTypeHash}},
-		})
-		if err != nil {
-			t.Fatalf("create ledger table: %v", err)
-		}
-		if err := idem.WaitActive(ctx, st.ddb, st.table); err != nil {
-			t.Fatal(err)
-		}
-		layout = idem.Layout{Table: awstest.Name(t, "idem")}
-		t.Cleanup(func() {
-			_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(layout.Table)})
-		})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	st := &stack{Middleware: exampletest.Middleware{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}}
+	layout := idem.Layout{Table: awstest.Name(t, "idem")}
+	if inLedger {
+		layout = ledger.RecordsLayout(awstest.Name(t, "ledger"))
+		st.table = layout.Table
+		awstest.DeleteTableAtEnd(t, st.DynamoDB, st.table)
+	} else {
+		st.table = awstest.HashTable(ctx, t, st.DynamoDB, "ledger", "account_id")
+		awstest.DeleteTableAtEnd(t, st.DynamoDB, layout.Table)
 	}
-	t.Cleanup(func() {
-		_, _ = st.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(st.table)})
-	})
-	if err := idem.CreateTableFor(ctx, st.ddb, layout); err != nil {
+	if err := idem.CreateTableFor(ctx, st.DynamoDB, layout); err != nil {
 		t.Fatal(err)
 	}
-	idemTable := layout.Table
+	st.queueURL = awstest.FIFOQueue(ctx, t, st.SQS, "receipts", nil)
 
-	q, err := st.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, "receipts") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
-	})
-	if err != nil {
-		t.Fatalf("create receipts queue: %v", err)
-	}
-	st.queueURL = aws.ToString(q.QueueUrl)
-	t.Cleanup(func() { _, _ = st.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
-
-	store, err := idem.NewDynamoStoreLayout(st.ddb, layout)
+	store, err := idem.NewDynamoStoreLayout(st.DynamoDB, layout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.idemTable, st.store = idemTable, store
-	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.sqs,
+	st.Store = store
+	client, err := idem.New(idem.Config{Store: store, Scope: "test", TTL: time.Hour, Sender: st.SQS,
 		Clock: func() time.Time { return time.Now().Add(time.Duration(st.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.client = client
+	st.Client = client
 	h, err := ledger.NewHandler(ledger.Config{LedgerTable: st.table, ReceiptsQueueURL: st.queueURL, RecordsInLedger: inLedger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.handler = client.Middleware(h)
+	st.Handler = client.Middleware(h)
 	st.rule = idem.KeyRule{Field: "payment_id"}
 	if inLedger {
 		st.rule = ledger.RecordsKeyRule()
@@ -137,48 +91,34 @@ func newStackIn(ctx context.Context, t *testing.T, inLedger bool) *stack {
 	if st.record, err = idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, KeyField: st.rule.Field, KeySource: st.rule.Source}); err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return ctx, st
 }
 
 // send plays one SQS delivery of p with the idempotency-key attribute key, through the
 // consumer's handler of a record, and returns its outcome.
 func (st *stack) send(ctx context.Context, t *testing.T, key string, p ledger.Payment) error {
 	t.Helper()
-	msg := exampletest.FIFORecord("m-"+key, p.AccountID, mustJSON(t, p), map[string]events.SQSMessageAttribute{
+	msg := exampletest.FIFORecord("m-"+key, p.AccountID, exampletest.JSON(t, p), map[string]events.SQSMessageAttribute{
 		idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)},
 	})
 	msg.Attributes["MessageDeduplicationId"] = "d-" + key
-	for try := 1; ; try++ {
-		err := st.record(ctx, msg)
-		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return exampletest.Redeliver(ctx, nil, func() error { return st.record(ctx, msg) })
 }
 
-// deliver plays SQS: a delivery that fails with a retryable error (the key is in
-// progress elsewhere, a transaction conflict) comes back a little later.
+// deliver plays SQS for p under key (exampletest.Middleware.Deliver).
 func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (idem.Result, error) {
 	body, err := json.Marshal(p)
 	if err != nil {
 		return idem.Result{}, err
 	}
-	for try := 1; ; try++ {
-		res, err := st.handler.Handle(ctx, &idem.Request{Key: key, Payload: body})
-		if err == nil || idem.IsPermanent(err) || try == 100 || ctx.Err() != nil {
-			return res, err
-		}
-		st.retries.Add(1)
-		time.Sleep(20 * time.Millisecond)
-	}
+	return st.Deliver(ctx, key, string(body))
 }
 
 // receipts receives and deletes every message of the receipts queue (awstest.Drain)
 // and returns the receipts.
 func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 	t.Helper()
-	msgs, err := awstest.Drain(ctx, st.sqs, st.queueURL)
+	msgs, err := awstest.Drain(ctx, st.SQS, st.queueURL)
 	if err != nil {
 		t.Fatalf("receipts: %v", err)
 	}
@@ -189,7 +129,7 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 			t.Fatalf("receipt body %q: %v", aws.ToString(m.Body), err)
 		}
 		// The receipt's own key: the payment's record key and its position (one receipt).
-		pk, err := st.client.RecordKey(r.IdempotencyKey)
+		pk, err := st.Client.RecordKey(r.IdempotencyKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,9 +144,7 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 func TestIntegrationExactlyOnce(t *testing.T) { layouts(t, exactlyOnce) }
 
 func exactlyOnce(t *testing.T, inLedger bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStackIn(ctx, t, inLedger)
+	ctx, st := newStackIn(t, inLedger)
 
 	// 20 payments over 3 single-currency accounts. One account ID and one payment ID are
 	// outside SQS's ID alphabet, so the hashed group and deduplication IDs meet real SQS.
@@ -267,9 +205,9 @@ func exactlyOnce(t *testing.T, inLedger bool) {
 		}
 	}
 
-	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.retries.Load())
+	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.Retried.Load())
 
-	got, err := ledger.Balances(ctx, st.ddb, st.table)
+	got, err := ledger.Balances(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,16 +236,14 @@ func exactlyOnce(t *testing.T, inLedger bool) {
 func TestIntegrationCurrencyMismatch(t *testing.T) { layouts(t, currencyMismatch) }
 
 func currencyMismatch(t *testing.T, inLedger bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStackIn(ctx, t, inLedger)
+	ctx, st := newStackIn(t, inLedger)
 
 	eur := ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 500, Currency: "EUR"}
-	if _, err := st.handler.Handle(ctx, request("p-1", mustJSON(t, eur))); err != nil {
+	if _, err := st.Handler.Handle(ctx, request("p-1", exampletest.JSON(t, eur))); err != nil {
 		t.Fatalf("first payment: %v", err)
 	}
 	usd := ledger.Payment{PaymentID: "p-2", AccountID: "acct-1", AmountCents: 700, Currency: "USD"}
-	_, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd)))
+	_, err := st.Handler.Handle(ctx, request("p-2", exampletest.JSON(t, usd)))
 	var wce *idem.WriteConditionError
 	if !errors.As(err, &wce) || wce.Index != 1 || !idem.IsPermanent(err) {
 		t.Fatalf("payment in another currency: error %v, want a permanent *idem.WriteConditionError on write 1 (the credit)", err)
@@ -318,7 +254,7 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 
 	// A payment to another account in another currency is fine.
 	gbp := ledger.Payment{PaymentID: "p-3", AccountID: "acct-2", AmountCents: 9, Currency: "GBP"}
-	if _, err := st.handler.Handle(ctx, request("p-3", mustJSON(t, gbp))); err != nil {
+	if _, err := st.Handler.Handle(ctx, request("p-3", exampletest.JSON(t, gbp))); err != nil {
 		t.Fatalf("payment to another account: %v", err)
 	}
 	if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"p-1": 1, "p-3": 1}) {
@@ -328,7 +264,7 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 	// The operator fixes the cause (acct-1 was opened in the wrong currency and is empty
 	// once p-1 is refunded elsewhere; here: its currency is corrected), then redrives p-2:
 	// it runs again and is applied once, with one receipt.
-	_, err = st.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = st.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(st.table),
 		Key:                       map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: "acct-1"}},
 		UpdateExpression:          aws.String("SET currency = :usd, balance_cents = :zero"),
@@ -338,12 +274,12 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		res, err := st.handler.Handle(ctx, request("p-2", mustJSON(t, usd)))
+		res, err := st.Handler.Handle(ctx, request("p-2", exampletest.JSON(t, usd)))
 		if err != nil || res.Replayed != (i == 1) {
 			t.Fatalf("redrive %d after the fix: %+v, %v; want applied, then replayed", i, res, err)
 		}
 	}
-	got, err := ledger.Balances(ctx, st.ddb, st.table)
+	got, err := ledger.Balances(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,19 +295,17 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 // redelivery repeats nothing (no credit, no receipt), and the same payment id with
 // another amount is refused as a payload mismatch instead of being acknowledged.
 func TestIntegrationAfterDeletion(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t)
 	p := ledger.Payment{PaymentID: "pay-1", AccountID: "acct-del", AmountCents: 700, Currency: "EUR"}
 	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
-	st.forget(ctx, t, ledger.Key(p))
+	st.Forget(ctx, t, ledger.Key(p))
 	res, err := st.deliver(ctx, ledger.Key(p), p)
 	if err != nil || !res.Guarded {
 		t.Fatalf("redelivery after deletion: %+v, %v; want a guarded duplicate", res, err)
 	}
-	st.forget(ctx, t, ledger.Key(p))
+	st.Forget(ctx, t, ledger.Key(p))
 	changed := p
 	changed.AmountCents = 999
 	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
@@ -385,7 +319,7 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) {
 		t.Fatalf("changed payload again: %v, want ErrPayloadMismatch", err)
 	}
-	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,22 +340,11 @@ func receiptIDs(rs []ledger.Receipt) map[string]int {
 	return n
 }
 
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // TestIntegrationRedeliveryAfterTheTTL: a payment redelivered after its idempotency
 // record expired (and before DynamoDB deleted it) runs again by contract; its journal
 // entry stops the second credit, and with it the second receipt.
 func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t)
 	p := ledger.Payment{PaymentID: "pay-ttl-1", AccountID: "acct-ttl", AmountCents: 1234, Currency: "EUR"}
 	if res, err := st.deliver(ctx, ledger.Key(p), p); err != nil || res.Guarded {
 		t.Fatalf("first delivery: res=%+v err=%v", res, err)
@@ -431,7 +354,7 @@ func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
 	if err != nil || res.Replayed || !res.Guarded {
 		t.Fatalf("after the TTL: res=%+v err=%v; want a run stopped by the journal", res, err)
 	}
-	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,9 +381,7 @@ func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
 // hole 1: keyed by the producer's key, the fold credited the payment twice).
 func TestIntegrationOnePaymentUnderTwoKeys(t *testing.T) {
 	layouts(t, func(t *testing.T, inLedger bool) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		st := newStackIn(ctx, t, inLedger)
+		ctx, st := newStackIn(t, inLedger)
 		p := ledger.Payment{PaymentID: "pay-2k", AccountID: "acct-2k", AmountCents: 1000, Currency: "EUR"}
 		for _, key := range []string{"client-key-1", "client-key-2", ledger.Key(p)} {
 			if err := st.send(ctx, t, key, p); err != nil {
@@ -472,7 +393,7 @@ func TestIntegrationOnePaymentUnderTwoKeys(t *testing.T) {
 		if err := st.send(ctx, t, "client-key-3", changed); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
 			t.Fatalf("the payment id with another amount under a third key: %v, want a permanent ErrPayloadMismatch", err)
 		}
-		accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+		accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,14 +411,12 @@ func TestIntegrationOnePaymentUnderTwoKeys(t *testing.T) {
 // ledger.RecordsKeyRule) is refused before anything is written: its journal entry would
 // sit at that key and guard nothing else.
 func TestIntegrationRecordsInLedgerRefusesAnotherKey(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStackIn(ctx, t, true)
+	ctx, st := newStackIn(t, true)
 	p := ledger.Payment{PaymentID: "pay-k", AccountID: "acct-k", AmountCents: 5, Currency: "EUR"}
 	if _, err := st.deliver(ctx, ledger.Key(p), p); !errors.Is(err, idem.ErrHomeKey) || !idem.IsPermanent(err) {
 		t.Fatalf("a payment keyed %q: %v, want a permanent ErrHomeKey", ledger.Key(p), err)
 	}
-	if accts, err := ledger.Accounts(ctx, st.ddb, st.table); err != nil || len(accts) != 0 {
+	if accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table); err != nil || len(accts) != 0 {
 		t.Fatalf("accounts %v (%v), want none credited", accts, err)
 	}
 }
@@ -508,18 +427,16 @@ func TestIntegrationRecordsInLedgerRefusesAnotherKey(t *testing.T) {
 // run, the same payment id with another amount is still refused, and a payment that
 // takes over a crashed attempt is applied once with one receipt.
 func TestIntegrationRecordsInLedger(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStackIn(ctx, t, true)
+	ctx, st := newStackIn(t, true)
 	p := ledger.Payment{PaymentID: "pay-f-1", AccountID: "acct-f", AmountCents: 321, Currency: "EUR"}
 	if res, err := st.deliver(ctx, p.PaymentID, p); err != nil || res.Replayed || res.Guarded {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
-	pk, err := st.client.RecordKey(p.PaymentID)
+	pk, err := st.Client.RecordKey(p.PaymentID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := st.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.table), Key: st.store.Key(pk), ConsistentRead: aws.Bool(true)})
+	out, err := st.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.table), Key: st.Store.Key(pk), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +447,7 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	if _, ok := out.Item["expires_at"]; ok {
 		t.Fatalf("the journal entry expires: %v", out.Item["expires_at"])
 	}
-	scan, err := st.ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(st.table), ConsistentRead: aws.Bool(true)})
+	scan, err := st.DynamoDB.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(st.table), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,18 +468,18 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	// A crashed attempt: the record in progress with an ended lease. The next delivery
 	// takes it over and applies the payment once.
 	q := ledger.Payment{PaymentID: "pay-f-2", AccountID: "acct-f", AmountCents: 5, Currency: "EUR"}
-	qk, _ := st.client.RecordKey(q.PaymentID)
-	body := mustJSON(t, q)
+	qk, _ := st.Client.RecordKey(q.PaymentID)
+	body := exampletest.JSON(t, q)
 	hash, _ := idem.HashPayload([]byte(body))
 	past := time.Now().Add(time.Duration(st.skew.Load())).Add(-time.Minute)
-	if _, created, err := st.store.Create(ctx, &idem.Record{Key: qk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
+	if _, created, err := st.Store.Create(ctx, &idem.Record{Key: qk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
 		Inflight: "0", ExpiresAt: past.Add(time.Hour), PayloadHash: hash, Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil || !created {
 		t.Fatalf("crashed attempt: %v, %v", created, err)
 	}
 	if res, err := st.deliver(ctx, q.PaymentID, q); err != nil || res.Replayed || res.Attempt != 2 {
 		t.Fatalf("takeover: %+v, %v; want attempt 2 applied", res, err)
 	}
-	accts, err := ledger.Accounts(ctx, st.ddb, st.table)
+	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
 	if err != nil {
 		t.Fatal(err)
 	}

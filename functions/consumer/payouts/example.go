@@ -134,22 +134,21 @@ func (Example) Bad(run string, valid []example.Message) []example.Bad {
 }
 
 func tableOf(env example.Lookup) (string, error) {
-	if table, ok := env(TableVar); ok && table != "" {
-		return table, nil
+	table, err := env.Need(TableVar)
+	if err != nil {
+		return "", fmt.Errorf("payouts: %w", err)
 	}
-	return "", fmt.Errorf("payouts: %s is not set", TableVar)
+	return table, nil
 }
 
 // payees returns the payees of valid, sorted; messages that do not decode are an error.
 func payees(valid []example.Message) ([]Payout, []string, error) {
-	var ps []Payout
+	ps, err := example.DecodeAll(valid, Decode)
+	if err != nil {
+		return nil, nil, fmt.Errorf("payouts: %w", err)
+	}
 	var ids []string
-	for _, m := range valid {
-		p, err := Decode([]byte(m.Body))
-		if err != nil {
-			return nil, nil, fmt.Errorf("payouts: %s: %w", m.ID, err)
-		}
-		ps = append(ps, p)
+	for _, p := range ps {
 		if !slices.Contains(ids, p.PayeeID) {
 			ids = append(ids, p.PayeeID)
 		}
@@ -192,12 +191,7 @@ func (Example) Expect(valid, applied []example.Message) (example.State, error) {
 	for _, id := range ids {
 		st[id+" "+attrPaid], st[id+" "+attrCount] = 0, 0
 	}
-	seen := map[string]bool{}
-	for _, p := range ps {
-		if seen[p.PayoutID] {
-			continue
-		}
-		seen[p.PayoutID] = true
+	for _, p := range example.Distinct(ps, func(p Payout) string { return p.PayoutID }) {
 		st[p.PayeeID+" "+attrPaid] += p.AmountCents
 		st[p.PayeeID+" "+attrCount]++
 	}
@@ -207,21 +201,7 @@ func (Example) Expect(valid, applied []example.Message) (example.State, error) {
 // Read scans the payees table (Payees): the same names as Expect, and the payouts
 // counted by payout_count.
 func (Example) Read(ctx context.Context, db example.DynamoDB, env example.Lookup) (example.Outcome, error) {
-	table, err := tableOf(env)
-	if err != nil {
-		return example.Outcome{}, err
-	}
-	all, err := Payees(ctx, db, table)
-	if err != nil {
-		return example.Outcome{}, err
-	}
-	out := example.Outcome{State: example.State{}}
-	for id, p := range all {
-		out.State[id+" "+attrPaid] = p.PaidCents
-		out.State[id+" "+attrCount] = p.Payouts
-		out.Applied += int(p.Payouts)
-	}
-	return out, nil
+	return example.ReadTable(ctx, db, env, TableVar, Payees, (*Payee).fields, attrCount)
 }
 
 // OutboundQueue is PAYOUT_NOTICES_QUEUE_URL.
@@ -229,11 +209,7 @@ func (Example) OutboundQueue() string { return NoticesVar }
 
 // Confirms returns the payout id of a notice.
 func (Example) Confirms(body string) (string, bool) {
-	var n Notice
-	if json.Unmarshal([]byte(body), &n) != nil || n.PayoutID == "" {
-		return "", false
-	}
-	return n.PayoutID, true
+	return example.Confirmed(body, func(n Notice) string { return n.PayoutID })
 }
 
 // Template returns the payouts' template block (template.yaml of this package).

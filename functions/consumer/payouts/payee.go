@@ -34,6 +34,11 @@ type Payee struct {
 	Payouts   int64 // payouts applied: one per payout in a correct run
 }
 
+// fields are a payee's numeric attributes, by name (example.Numbers).
+func (p *Payee) fields() map[string]*int64 {
+	return map[string]*int64{attrPaid: &p.PaidCents, attrCount: &p.Payouts}
+}
+
 // ScanAPI is the part of the DynamoDB client Payees uses; *dynamodb.Client satisfies it.
 type ScanAPI = example.ScanAPI
 
@@ -73,10 +78,8 @@ func Payees(ctx context.Context, api ScanAPI, table string) (map[string]Payee, e
 			if v, ok := item[attrEnabled].(*types.AttributeValueMemberBOOL); ok {
 				p.Enabled = v.Value
 			}
-			for name, dst := range map[string]*int64{attrPaid: &p.PaidCents, attrCount: &p.Payouts} {
-				if err := example.Number(item, name, dst); err != nil {
-					return fmt.Errorf("payee %s: %w", id, err)
-				}
+			if err := example.Numbers(item, p.fields()); err != nil {
+				return fmt.Errorf("payee %s: %w", id, err)
 			}
 			payees[id] = p
 			return nil

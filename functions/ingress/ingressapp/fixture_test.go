@@ -47,7 +47,7 @@ type fixture struct {
 	url     string // the ingress's base URL
 	http    *http.Client
 	calls   *awstest.Calls // every AWS call the ingress made (SDK retries aside)
-	logs    syncBuffer
+	logs    exampletest.Buffer
 	queue   string // the input queue
 	rng     *rand.Rand
 	run     string
@@ -55,23 +55,6 @@ type fixture struct {
 }
 
 var runs atomic.Int64
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // options changes one fixture.
 type options struct {
@@ -108,11 +91,8 @@ func newFixture(t *testing.T, o options) *fixture {
 		t.Fatal(err)
 	}
 	st := exampletest.UpTemplate(t, ex, tpl)
-	f := &fixture{ex: ex, st: st, env: map[string]string{}, calls: awstest.NewOperations(),
+	f := &fixture{ex: ex, st: st, env: st.Vars(), calls: awstest.NewOperations(),
 		rng: rand.New(rand.NewPCG(7, uint64(runs.Add(1)))), run: fmt.Sprintf("i%s%d", awstest.RunID(), runs.Load())}
-	for _, v := range st.Env.Vars {
-		f.env[v.Name] = v.Value
-	}
 	maps.Copy(f.env, map[string]string{"IDEMPOTENCY_TTL": "1h", "METRICS_NAMESPACE": "Test", "LEASE_GRACE": "2s",
 		"DEADLINE_MARGIN": "1s", "CACHE_SIZE": "0"})
 	maps.Copy(f.env, o.env)
@@ -348,7 +328,7 @@ func (f *fixture) consumeWith(t *testing.T, wrap func(idem.DynamoDBAPI) idem.Dyn
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs exampletest.Buffer
 	h, err := consumerapp.New(cfg, consumerapp.Deps{DynamoDB: ddb, SQS: f.st.SQS, Logs: &logs, Metrics: io.Discard, Owner: t.Name()})
 	if err != nil {
 		t.Fatal(err)

@@ -6,21 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
@@ -34,21 +30,8 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 	if err := idem.CreateTable(ctx, awstest.DynamoDB(t), table); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	used := map[string]bool{} // "dynamodb:Query IdempotencyTable/index/inflight"
-	record := middleware.InitializeMiddlewareFunc("iam", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-		res := "IdempotencyTable"
-		if q, ok := in.Parameters.(*dynamodb.QueryInput); ok && q.IndexName != nil {
-			res += "/index/" + aws.ToString(q.IndexName)
-		}
-		mu.Lock()
-		used["dynamodb:"+awsmiddleware.GetOperationName(ctx)+" "+res] = true
-		mu.Unlock()
-		return next.HandleInitialize(ctx, in)
-	})
-	ddb := awstest.DynamoDB(t, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error { return s.Initialize.Add(record, middleware.After) })
-	})
+	rec := &exampletest.IAMCalls{}
+	ddb := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, rec.APIOption) })
 	// A crashed holder's record: IN_PROGRESS, its lease ended an hour ago.
 	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), table)
 	if err != nil {
@@ -79,16 +62,13 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := make([]string, 0, len(used))
-	for c := range used {
-		calls = append(calls, c)
-	}
-	sort.Strings(calls)
+	calls := rec.Used()
 	if len(calls) < 2 {
 		t.Fatalf("calls %v: want at least the index query and the reaping update", calls)
 	}
 	for _, c := range calls {
 		action, res, _ := strings.Cut(c, " ")
+		res = strings.Replace(res, table, "IdempotencyTable", 1) // the template's logical id
 		if !slices.Contains(allowed[res], action) {
 			t.Errorf("template.yaml does not allow %s on %s (ReaperFunction's role allows %v)", action, res, allowed[res])
 		}
