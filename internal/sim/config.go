@@ -49,9 +49,8 @@ type config struct {
 	// its commit (idem.Attempt.Extend), so its lease can end while it runs and be listed by
 	// the reaper just before it is extended (the reap race: the extension must win).
 	beat bool
-	// slowReaper: the reaper's DynamoDB requests take up to a second each (a reaper far
-	// from the table, or throttled), so that between its listing and its reaps the
-	// leases it listed move on.
+	// slowReaper: the reaper's writes take seconds each (a reaper far from the table, or
+	// throttled), so that between its listing and its reaps the leases it listed move on.
 	slowReaper bool
 }
 

@@ -57,6 +57,7 @@ type ingressSide struct {
 	renewed   map[*op]bool        // taken again past the records' retention: a new execution by contract
 	finals    map[*op]*ingressapp.Status
 	finalCode map[*op]int
+	finalGone map[*op]bool // the ingress's record of the key had ended when the last GET was made
 }
 
 type ingressEnv struct {
@@ -141,7 +142,7 @@ func (w *world) newIngress() error {
 		return fmt.Errorf("the ingress's configuration: %w", err)
 	}
 	w.ingress = &ingressSide{cfg: cfg, keyBodies: map[string]map[string]bool{}, firstResp: map[string][]byte{}, firstAt: map[string]time.Time{},
-		taken: map[*op]time.Time{}, posts: map[*op][]time.Time{}, takenKey: map[*op]string{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}}
+		taken: map[*op]time.Time{}, posts: map[*op][]time.Time{}, takenKey: map[*op]string{}, renewed: map[*op]bool{}, finals: map[*op]*ingressapp.Status{}, finalCode: map[*op]int{}, finalGone: map[*op]bool{}}
 	return nil
 }
 
@@ -179,6 +180,9 @@ func (w *world) httpInvoke(hc *httpCall) {
 	hc.tries++
 	if hc.method == http.MethodPost {
 		w.ingress.posts[hc.o] = append(w.ingress.posts[hc.o], time.Now())
+	}
+	if hc.final {
+		w.ingress.finalGone[hc.o] = !w.ingressRecordLive(hc.o)
 	}
 	w.obs.stats.HTTPRequests++
 	w.invSeq++
@@ -384,7 +388,7 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 		switch {
 		case !applied && !dead && !twin:
 			w.obs.violation("status", "%s was answered 202 by the ingress, but it was neither applied nor dead-lettered (its status: %s)", o.name, got)
-		case code == http.StatusNotFound && (applied || dead) && !w.ingressRecordLive(o):
+		case code == http.StatusNotFound && (applied || dead) && w.ingress.finalGone[o]:
 			// The ingress's record ended (docs/ingress.md: 404 once it expired), after its
 			// request was applied or dead-lettered: taken again past the retention, a
 			// request may have been answered from the consumer's record, whose end its

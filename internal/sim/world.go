@@ -274,8 +274,8 @@ func (w *world) schedule(c *call) {
 			lat = time.Duration(10+w.rng.IntN(50)) * time.Second
 		}
 	}
-	if c.inv.kind == "reaper" && c.service == "dynamodb" && w.sc.cfg.slowReaper {
-		lat += time.Duration(100+w.rng.IntN(900)) * time.Millisecond
+	if c.inv.kind == "reaper" && c.op == "UpdateItem" && w.sc.cfg.slowReaper {
+		lat += time.Duration(2000+w.rng.IntN(8000)) * time.Millisecond
 	}
 	now := time.Now()
 	if c.inv.reqs++; c.inv.reqs == c.inv.cutAt {
