@@ -68,6 +68,8 @@ func HashKey(key string) string {
 // CanonicalJSON re-encodes a JSON document with object keys sorted, insignificant white
 // space removed and numbers kept exactly as written, so that two encodings of the same
 // value compare equal. With fields set, only those top-level fields of an object are kept.
+// A document longer than MaxSQSMessageBytes or nested deeper than MaxJSONDepth is refused
+// (ErrJSONTooLarge) before it is decoded.
 //
 // It refuses what would make two different documents one value (ErrAmbiguousJSON): a
 // string escape that is not a character (a lone surrogate such as "\ud800", a high
@@ -76,6 +78,9 @@ func HashKey(key string) string {
 // duplicate members, other decoders keep the first: two bodies that decode differently
 // would share a fingerprint, and the second be answered as a retry of the first.
 func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
+	if err := bounded(doc); err != nil {
+		return nil, fmt.Errorf("idem: canonical JSON: %w", err)
+	}
 	if err := unambiguousText(doc); err != nil {
 		return nil, fmt.Errorf("idem: canonical JSON: %w", err)
 	}
@@ -115,6 +120,43 @@ func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
 // ErrAmbiguousJSON means a JSON document could be read as two different values: see
 // CanonicalJSON.
 var ErrAmbiguousJSON = errors.New("ambiguous JSON")
+
+// MaxJSONDepth is the deepest nesting of arrays and objects CanonicalJSON reads. Go's
+// decoder would follow any depth, and a document read and written back recursively
+// costs memory and stack in proportion: 1 MiB of '[' took 886 MB, 2 MB overflowed the
+// stack (issue 38). No business message needs more.
+const MaxJSONDepth = 128
+
+// ErrJSONTooLarge means a payload is longer than MaxSQSMessageBytes, or nested deeper
+// than MaxJSONDepth: CanonicalJSON and HashPayload refuse it, and Middleware fails its
+// record permanently, so it is dead-lettered at once with this reason.
+var ErrJSONTooLarge = errors.New("payload too large to fingerprint")
+
+// bounded refuses a document longer than MaxSQSMessageBytes, or with arrays and objects
+// nested deeper than MaxJSONDepth (brackets inside strings are text), in one pass that
+// neither recurses nor allocates.
+func bounded(doc []byte) error {
+	if len(doc) > MaxSQSMessageBytes {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrJSONTooLarge, len(doc), MaxSQSMessageBytes)
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; {
+		case inString && c == '\\':
+			i++ // the escaped character, a quote too, is text
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > MaxJSONDepth {
+				return fmt.Errorf("%w: nested deeper than %d at byte %d", ErrJSONTooLarge, MaxJSONDepth, i)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
+}
 
 // unambiguousText refuses a document that is not UTF-8, or with a \u escape in a string
 // that is not a character: a lone surrogate, or a high one not followed by a low one.
@@ -230,11 +272,12 @@ func decodeValue(dec *json.Decoder) (any, error) {
 
 // HashPayload returns the hex SHA-256 of the canonical form of a JSON payload (see
 // CanonicalJSON). A payload that is not JSON is hashed as raw bytes, unless fields are
-// given, which require a JSON object.
+// given, which require a JSON object. A payload past CanonicalJSON's bounds is refused
+// (ErrJSONTooLarge).
 func HashPayload(payload []byte, fields ...string) (string, error) {
 	canon, err := CanonicalJSON(payload, fields...)
 	if err != nil {
-		if len(fields) > 0 {
+		if len(fields) > 0 || errors.Is(err, ErrJSONTooLarge) {
 			return "", err
 		}
 		canon = payload
