@@ -271,12 +271,13 @@ func replacements(v any) int {
 	return 0
 }
 
-// duplicateMembers reports whether an object of doc has two members of one name.
+// duplicateMembers reports whether an object of doc has two members whose names are equal
+// under case folding (two of one name among them).
 func duplicateMembers(doc []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	type frame struct {
-		names map[string]bool // nil for an array
-		name  bool            // the next token of an object is a name
+		names []string // nil for an array
+		name  bool     // the next token of an object is a name
 	}
 	var stack []*frame
 	for {
@@ -294,10 +295,11 @@ func duplicateMembers(doc []byte) bool {
 				continue
 			}
 			name, _ := tok.(string)
-			if top.names[name] {
+			// Go's decoder matches a member to a field regardless of case.
+			if slices.ContainsFunc(top.names, func(n string) bool { return strings.EqualFold(n, name) }) {
 				return true
 			}
-			top.names[name], top.name = true, false
+			top.names, top.name = append(top.names, name), false
 			continue
 		}
 		if top != nil && top.names != nil {
@@ -305,7 +307,7 @@ func duplicateMembers(doc []byte) bool {
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &frame{names: map[string]bool{}, name: true})
+			stack = append(stack, &frame{names: []string{}, name: true})
 		case json.Delim('['):
 			stack = append(stack, &frame{})
 		case json.Delim(']'), json.Delim('}'):

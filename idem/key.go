@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -74,8 +75,9 @@ func HashKey(key string) string {
 // It refuses what would make two different documents one value (ErrAmbiguousJSON): a
 // string escape that is not a character (a lone surrogate such as "\ud800", a high
 // surrogate not followed by a low one), bytes that are not UTF-8, and an object with two
-// members of one name. Go's decoder reads the first two as U+FFFD and keeps the last of
-// duplicate members, other decoders keep the first: two bodies that decode differently
+// members of one name, or of two names that differ only in case. Go's decoder reads the
+// first two as U+FFFD and keeps the last of duplicate members (matching names to fields
+// regardless of case), other decoders keep the first: two bodies that decode differently
 // would share a fingerprint, and the second be answered as a retry of the first.
 func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
 	if err := bounded(doc); err != nil {
@@ -230,6 +232,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 		switch t {
 		case '{':
 			obj := map[string]any{}
+			folded := map[string]string{} // foldName of each member's name -> the name
 			for dec.More() {
 				nt, err := dec.Token()
 				if err != nil {
@@ -242,6 +245,10 @@ func decodeValue(dec *json.Decoder) (any, error) {
 				if _, dup := obj[name]; dup {
 					return nil, fmt.Errorf("%w: two members named %q in one object", ErrAmbiguousJSON, name)
 				}
+				if other, dup := folded[foldName(name)]; dup {
+					return nil, fmt.Errorf("%w: members %q and %q of one object differ only in case", ErrAmbiguousJSON, other, name)
+				}
+				folded[foldName(name)] = name
 				if obj[name], err = decodeValue(dec); err != nil {
 					return nil, err
 				}
@@ -268,6 +275,21 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	default:
 		return t, nil // string, json.Number, bool, nil
 	}
+}
+
+// foldName returns one string for all names equal under Unicode simple case folding
+// (strings.EqualFold): each rune replaced by the smallest of its fold orbit. Go's decoder
+// matches a member to a struct field by this equality, so {"a":1,"A":2} decodes as one
+// field, the last.
+func foldName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			r = min(r, f)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // HashPayload returns the hex SHA-256 of the canonical form of a JSON payload (see
