@@ -248,7 +248,8 @@ func (p *BatchProcessor) send(ctx context.Context, recs []events.SQSMessage, uni
 			case group && outcomes[i] == outcomeOK && recs[i].Attributes["MessageGroupId"] != "":
 				outcomes[i] = outcomeSkippedGroup
 				p.metrics.Add(MetricSkipped, 1)
-				causes[i] = fmt.Errorf("idem: not acknowledged: the outbound messages of an earlier record of group %s were not sent", recs[i].Attributes["MessageGroupId"])
+				// The group is not named: its line carries its keyed hash (group_hash).
+				causes[i] = errors.New("idem: not acknowledged: the outbound messages of an earlier record of its group were not sent")
 			}
 		}
 	}
@@ -297,7 +298,8 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 			outcomes[i] = p.runRecord(rctx, msg)
 		}
 		if outcomes[i].failed() {
-			cause := fmt.Errorf("idem: not run: message %q earlier in group %s failed", msg.MessageId, msg.Attributes["MessageGroupId"])
+			// The group is not named: its line carries its keyed hash (group_hash).
+			cause := fmt.Errorf("idem: not run: message %q earlier in its group failed", msg.MessageId)
 			p.skip(ctx, recs, unit[n+1:], outcomes, outcomeSkippedGroup, cause)
 			return
 		}

@@ -33,6 +33,19 @@ func CallerKey(ns, key string) string {
 	return CallerKeyPrefix + hex.EncodeToString(sum[:])[:callerTagLen] + "~" + key
 }
 
+// CallerScope returns the part of key that names its HTTP caller, CallerKeyPrefix, the
+// caller's tag and "~", when key is a CallerKey; "" for any other key. A handler that
+// guards a business id (a journal entry per payment) scopes the id with it as the key
+// is scoped: one caller's id then never stands for another caller's operation, so no
+// caller can take, block or probe a business id another caller will use.
+func CallerScope(key string) string {
+	n := len(CallerKeyPrefix) + callerTagLen + 1
+	if len(key) < n || !strings.HasPrefix(key, CallerKeyPrefix) || key[n-1] != '~' {
+		return ""
+	}
+	return key[:n]
+}
+
 // ErrForgedKey means a message's key is in the HTTP callers' namespace (CallerKeyPrefix)
 // but the ingress did not sign the message: a producer tried to take a key an HTTP caller
 // would use. It is permanent.

@@ -215,8 +215,9 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 		d.fail(e.pending, err, qn)
 		if fifo {
 			if _, ok := stopped[e.msg.GroupID]; !ok {
-				stopped[e.msg.GroupID] = fmt.Errorf("idem: outbound message of %s to %s not sent: an earlier message of its group %q was not sent",
-					redact(d.pendings[e.pending].Key), queue, e.msg.GroupID)
+				// The group is not named: it is often a business id (the ledger's account).
+				stopped[e.msg.GroupID] = fmt.Errorf("idem: outbound message of %s to %s not sent: an earlier message of its group was not sent",
+					redact(d.pendings[e.pending].Key), queue)
 			}
 		}
 	}

@@ -135,6 +135,12 @@ func FuzzCanonicalJSON(f *testing.F) {
 	f.Add([]byte(`"\\ud800"`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		canon, err := idem.CanonicalJSON(doc)
+		if errors.Is(err, idem.ErrJSONTooLarge) { // past the bounds: refused, not hashed
+			if _, herr := idem.HashPayload(doc); !errors.Is(herr, idem.ErrJSONTooLarge) {
+				t.Fatalf("HashPayload(%q): %v, want ErrJSONTooLarge as CanonicalJSON", doc, herr)
+			}
+			return
+		}
 		if valid := json.Valid(doc) && unambiguous(doc); (err == nil) != valid {
 			t.Fatalf("CanonicalJSON(%q): err %v, but json.Valid and unambiguous is %v", doc, err, valid)
 		}
@@ -192,6 +198,9 @@ func FuzzFingerprint(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		ha, erra := idem.HashPayload(a)
 		hb, errb := idem.HashPayload(b)
+		if errors.Is(erra, idem.ErrJSONTooLarge) || errors.Is(errb, idem.ErrJSONTooLarge) {
+			return // past the bounds: refused, no fingerprint
+		}
 		if erra != nil || errb != nil {
 			t.Fatalf("HashPayload without fields: %v, %v", erra, errb)
 		}
@@ -262,12 +271,13 @@ func replacements(v any) int {
 	return 0
 }
 
-// duplicateMembers reports whether an object of doc has two members of one name.
+// duplicateMembers reports whether an object of doc has two members whose names are equal
+// under case folding (two of one name among them).
 func duplicateMembers(doc []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	type frame struct {
-		names map[string]bool // nil for an array
-		name  bool            // the next token of an object is a name
+		names []string // nil for an array
+		name  bool     // the next token of an object is a name
 	}
 	var stack []*frame
 	for {
@@ -285,10 +295,11 @@ func duplicateMembers(doc []byte) bool {
 				continue
 			}
 			name, _ := tok.(string)
-			if top.names[name] {
+			// Go's decoder matches a member to a field regardless of case.
+			if slices.ContainsFunc(top.names, func(n string) bool { return strings.EqualFold(n, name) }) {
 				return true
 			}
-			top.names[name], top.name = true, false
+			top.names, top.name = append(top.names, name), false
 			continue
 		}
 		if top != nil && top.names != nil {
@@ -296,7 +307,7 @@ func duplicateMembers(doc []byte) bool {
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &frame{names: map[string]bool{}, name: true})
+			stack = append(stack, &frame{names: []string{}, name: true})
 		case json.Delim('['):
 			stack = append(stack, &frame{})
 		case json.Delim(']'), json.Delim('}'):

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -68,14 +69,20 @@ func HashKey(key string) string {
 // CanonicalJSON re-encodes a JSON document with object keys sorted, insignificant white
 // space removed and numbers kept exactly as written, so that two encodings of the same
 // value compare equal. With fields set, only those top-level fields of an object are kept.
+// A document longer than MaxSQSMessageBytes or nested deeper than MaxJSONDepth is refused
+// (ErrJSONTooLarge) before it is decoded.
 //
 // It refuses what would make two different documents one value (ErrAmbiguousJSON): a
 // string escape that is not a character (a lone surrogate such as "\ud800", a high
 // surrogate not followed by a low one), bytes that are not UTF-8, and an object with two
-// members of one name. Go's decoder reads the first two as U+FFFD and keeps the last of
-// duplicate members, other decoders keep the first: two bodies that decode differently
+// members of one name, or of two names that differ only in case. Go's decoder reads the
+// first two as U+FFFD and keeps the last of duplicate members (matching names to fields
+// regardless of case), other decoders keep the first: two bodies that decode differently
 // would share a fingerprint, and the second be answered as a retry of the first.
 func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
+	if err := bounded(doc); err != nil {
+		return nil, fmt.Errorf("idem: canonical JSON: %w", err)
+	}
 	if err := unambiguousText(doc); err != nil {
 		return nil, fmt.Errorf("idem: canonical JSON: %w", err)
 	}
@@ -115,6 +122,43 @@ func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
 // ErrAmbiguousJSON means a JSON document could be read as two different values: see
 // CanonicalJSON.
 var ErrAmbiguousJSON = errors.New("ambiguous JSON")
+
+// MaxJSONDepth is the deepest nesting of arrays and objects CanonicalJSON reads. Go's
+// decoder would follow any depth, and a document read and written back recursively
+// costs memory and stack in proportion: 1 MiB of '[' took 886 MB, 2 MB overflowed the
+// stack (issue 38). No business message needs more.
+const MaxJSONDepth = 128
+
+// ErrJSONTooLarge means a payload is longer than MaxSQSMessageBytes, or nested deeper
+// than MaxJSONDepth: CanonicalJSON and HashPayload refuse it, and Middleware fails its
+// record permanently, so it is dead-lettered at once with this reason.
+var ErrJSONTooLarge = errors.New("payload too large to fingerprint")
+
+// bounded refuses a document longer than MaxSQSMessageBytes, or with arrays and objects
+// nested deeper than MaxJSONDepth (brackets inside strings are text), in one pass that
+// neither recurses nor allocates.
+func bounded(doc []byte) error {
+	if len(doc) > MaxSQSMessageBytes {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrJSONTooLarge, len(doc), MaxSQSMessageBytes)
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; {
+		case inString && c == '\\':
+			i++ // the escaped character, a quote too, is text
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > MaxJSONDepth {
+				return fmt.Errorf("%w: nested deeper than %d at byte %d", ErrJSONTooLarge, MaxJSONDepth, i)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
+}
 
 // unambiguousText refuses a document that is not UTF-8, or with a \u escape in a string
 // that is not a character: a lone surrogate, or a high one not followed by a low one.
@@ -188,6 +232,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 		switch t {
 		case '{':
 			obj := map[string]any{}
+			folded := map[string]string{} // foldName of each member's name -> the name
 			for dec.More() {
 				nt, err := dec.Token()
 				if err != nil {
@@ -200,6 +245,10 @@ func decodeValue(dec *json.Decoder) (any, error) {
 				if _, dup := obj[name]; dup {
 					return nil, fmt.Errorf("%w: two members named %q in one object", ErrAmbiguousJSON, name)
 				}
+				if other, dup := folded[foldName(name)]; dup {
+					return nil, fmt.Errorf("%w: members %q and %q of one object differ only in case", ErrAmbiguousJSON, other, name)
+				}
+				folded[foldName(name)] = name
 				if obj[name], err = decodeValue(dec); err != nil {
 					return nil, err
 				}
@@ -228,13 +277,29 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	}
 }
 
+// foldName returns one string for all names equal under Unicode simple case folding
+// (strings.EqualFold): each rune replaced by the smallest of its fold orbit. Go's decoder
+// matches a member to a struct field by this equality, so {"a":1,"A":2} decodes as one
+// field, the last.
+func foldName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			r = min(r, f)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // HashPayload returns the hex SHA-256 of the canonical form of a JSON payload (see
 // CanonicalJSON). A payload that is not JSON is hashed as raw bytes, unless fields are
-// given, which require a JSON object.
+// given, which require a JSON object. A payload past CanonicalJSON's bounds is refused
+// (ErrJSONTooLarge).
 func HashPayload(payload []byte, fields ...string) (string, error) {
 	canon, err := CanonicalJSON(payload, fields...)
 	if err != nil {
-		if len(fields) > 0 {
+		if len(fields) > 0 || errors.Is(err, ErrJSONTooLarge) {
 			return "", err
 		}
 		canon = payload

@@ -65,7 +65,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		key, err := rule.Key(msg)
 		if err != nil {
 			if client.tr.on() {
-				client.traceRecord(ctx, "", "permanent", nil)
+				client.traceRecord(ctx, "", "", "permanent", nil)
 			}
 			logRecordOutcome(ctx, log, msg, "permanent", slog.LevelWarn, nil, 0, err)
 			return err
@@ -107,7 +107,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 			outcome, level = "retry", slog.LevelWarn
 		}
 		if client.tr.on() {
-			client.traceRecord(ctx, key, outcome, &res)
+			client.traceRecord(ctx, key, cfg.Keys.LogHash(key), outcome, &res)
 		}
 		logRecordOutcome(ctx, log, msg, outcome, level, attrs, d, err)
 		return err

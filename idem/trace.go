@@ -36,9 +36,10 @@ import (
 // for it (SQS's 10 attributes, MaxOutboundMessageBytes), and an AWSTraceHeader system
 // attribute, which counts against neither.
 //
-// No span carries a payload or a raw key: keys appear as AttrRecord (the scope and the
-// key's HashKey, as errors show them) and AttrKeyHash (HashKey of the key, as the logs
-// show it), FIFO groups as AttrGroupHash.
+// No span carries a payload, a raw key or a plain hash of one (which anyone could check a
+// guess against): keys appear as AttrRecord (the scope alone, as errors show them) and
+// AttrKeyHash (Keys.LogHash of the key, as the logs show it), FIFO groups as
+// AttrGroupHash (Keys.LogHash); without Keys the hashes are left out.
 
 // Span names.
 const (
@@ -59,12 +60,12 @@ const (
 // Span attributes.
 const (
 	AttrRecord         = "idem.record"     // scope#h:<HashKey of the key part>: the record, never the key
-	AttrKeyHash        = "idem.key_hash"   // HashKey(key), as the log lines have it
+	AttrKeyHash        = "idem.key_hash"   // Keys.LogHash(key), as the log lines have it
 	AttrScope          = "idem.scope"      // Config.Scope
 	AttrAttempt        = "idem.attempt"    // which acquisition of the key
 	AttrDecision       = "idem.decision"   // SpanAcquire: Decision*
 	AttrOutcome        = "idem.outcome"    // SpanProcess: what became of the record (the log line's outcome)
-	AttrGroupHash      = "idem.group_hash" // HashKey(MessageGroupId)
+	AttrGroupHash      = "idem.group_hash" // Keys.LogHash(MessageGroupId), as the log lines have it
 	AttrOwner          = "idem.owner"      // who holds the lease: the Lambda request id, or Config.Owner
 	AttrLeaseToken     = "idem.lease_token"
 	AttrLeaseUntil     = "idem.lease_until" // RFC 3339, UTC
@@ -202,8 +203,8 @@ func (p *BatchProcessor) startRecord(ctx context.Context, msg events.SQSMessage)
 	if q := queueName(msg.EventSourceARN); q != "" {
 		attrs = append(attrs, attribute.String("messaging.destination.name", q))
 	}
-	if g := msg.Attributes["MessageGroupId"]; g != "" {
-		attrs = append(attrs, attribute.String(AttrGroupHash, HashKey(g)))
+	if h := p.keys.LogHash(msg.Attributes["MessageGroupId"]); h != "" && msg.Attributes["MessageGroupId"] != "" {
+		attrs = append(attrs, attribute.String(AttrGroupHash, h))
 	}
 	if n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"]); err == nil {
 		attrs = append(attrs, attribute.Int(AttrReceiveCount, n))
@@ -238,15 +239,18 @@ func endRecord(span trace.Span, o outcome, err error) {
 	span.End()
 }
 
-// traceRecord puts what the SQS handler learned of its record on the record's span.
-func (c *Client) traceRecord(ctx context.Context, key, outcome string, res *Result) {
+// traceRecord puts what the SQS handler learned of its record on the record's span;
+// keyHash is the key's Keys.LogHash ("": left out).
+func (c *Client) traceRecord(ctx context.Context, key, keyHash, outcome string, res *Result) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(attribute.String(AttrScope, c.cfg.Scope), attribute.String(AttrOutcome, outcome))
+	if keyHash != "" {
+		span.SetAttributes(attribute.String(AttrKeyHash, keyHash))
+	}
 	if key != "" {
-		span.SetAttributes(attribute.String(AttrKeyHash, HashKey(key)))
 		if pk, err := c.RecordKey(key); err == nil {
 			span.SetAttributes(recordAttr(pk))
 		}
@@ -547,7 +551,7 @@ func startMark(ctx context.Context, tr tracer, sends []sendTrace, i int, p *Pend
 func (c *Client) handleRoot(ctx context.Context, req *Request, next Handler) (Result, error) {
 	ctx, span := c.tr.start(ctx, SpanRequest, trace.SpanKindInternal, attribute.String(AttrScope, c.cfg.Scope))
 	if pk, err := c.RecordKey(req.Key); err == nil {
-		span.SetAttributes(recordAttr(pk), attribute.String(AttrKeyHash, HashKey(req.Key)))
+		span.SetAttributes(recordAttr(pk)) // no key hash: a Client has no Keys to key it with
 	}
 	res, err := c.handle(ctx, req, next)
 	span.SetAttributes(attribute.Bool("idem.replayed", res.Replayed))

@@ -66,6 +66,15 @@ const (
 	secretBody = `{"iban":"DE89370400440532013000","amount":12}`
 )
 
+// traceKeys key the hashes the traced consumer's spans carry.
+var traceKeys = func() *idem.Keys {
+	k, err := idem.NewKeys([]byte("the traced consumer's stack secret"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 func newTraced(t *testing.T, tracing bool, attrs int) *traced {
 	t.Helper()
 	tp, exp := spanRecorder(t)
@@ -88,11 +97,11 @@ func newTraced(t *testing.T, tracing bool, attrs int) *traced {
 		}
 		return idem.Result{Response: []byte(`"ok"`), Messages: []idem.Message{m}}, nil
 	})
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h})
+	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, Keys: traceKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Outbox: client, Tracer: provider})
+	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Outbox: client, Tracer: provider, Keys: traceKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +224,8 @@ func TestRecordSpans(t *testing.T) {
 	}
 	pk, _ := tr.client.RecordKey(secretKey)
 	want := map[string]string{
-		idem.AttrRecord: idem.RecordTraceID(pk), idem.AttrKeyHash: idem.HashKey(secretKey), idem.AttrScope: "payments",
-		idem.AttrOutcome: "applied", idem.AttrAttempt: "1", idem.AttrGroupHash: idem.HashKey("account-9"),
+		idem.AttrRecord: idem.RecordTraceID(pk), idem.AttrKeyHash: traceKeys.LogHash(secretKey), idem.AttrScope: "payments",
+		idem.AttrOutcome: "applied", idem.AttrAttempt: "1", idem.AttrGroupHash: traceKeys.LogHash("account-9"),
 		"messaging.destination.name": "input.fifo", "messaging.message.id": "m-1", "idem.batch_outcome": "ok",
 	}
 	for k, v := range want {

@@ -34,7 +34,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	}
 	log := stderr
 	if *logPath != "" {
-		f, err := os.Create(*logPath)
+		f, err := createPrivate(*logPath)
 		if err != nil {
 			return fail(stderr, "gateway", err)
 		}
@@ -101,4 +101,19 @@ func standIns(ex example.Example, env lookupEnv) (lookupEnv, map[string]*gateway
 func init() {
 	commands = append(commands, command{"gateway", "[--addr 127.0.0.1:8090] [--log FILE] [--example NAME]",
 		"serve a stand-in for the example's outside HTTP service (the payouts' payment gateway): it applies each Idempotency-Key once and records every call", runGateway})
+}
+
+// createPrivate creates (or truncates) the file at path readable and writable by its
+// owner alone: the gateway's log holds every call's key and body.
+func createPrivate(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// An existing file keeps its mode through O_TRUNC: make it the owner's too.
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -99,7 +99,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if _, err := isFIFO(ctx, r.api, r.dlq); err != nil {
 		return fail(stderr, "redrive", err)
 	}
-	if r.fifo, err = isFIFO(ctx, r.api, r.queue); err != nil {
+	if r.fifo, r.queueARN, err = queueFacts(ctx, r.api, r.queue); err != nil {
 		return fail(stderr, "redrive", err)
 	}
 	if *dryRun {
@@ -116,8 +116,9 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer, en
 type redriver struct {
 	api            redriveAPI
 	dlq, queue     string
-	fifo           bool // the input queue is FIFO
-	max            int  // 0: all
+	queueARN       string // the input queue's: the one source SQS may move a dead letter from
+	fifo           bool   // the input queue is FIFO
+	max            int    // 0: all
 	stdout, stderr io.Writer
 	keys           *idem.Keys      // verify the dead letters' signatures
 	queues         map[string]bool // the stack's queues an outbound dead letter may go back to
@@ -169,6 +170,20 @@ func (r *redriver) destination(m types.Message) (dest string, outbound bool, ign
 	return claim, true, ""
 }
 
+// foreignSource is the queue SQS moved m from (its DeadLetterQueueSourceArn, which
+// ReceiveMessage returns when asked: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ReceiveMessage.html)
+// when that is not the input queue, or "". A message the consumer or the reaper sent
+// has none, and nobody else may send to the dead-letter queue; the template's redrive
+// allow policy names the input queue alone, but an older stack's allowed any queue of
+// the account: a message moved from another one is a stranger's, and stays.
+func (r *redriver) foreignSource(m types.Message) string {
+	src := m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]
+	if src == "" || src == r.queueARN {
+		return ""
+	}
+	return src
+}
+
 func (r *redriver) receive(ctx context.Context, n int) ([]types.Message, error) {
 	out, err := r.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(r.dlq),
@@ -196,16 +211,16 @@ func (r *redriver) batch(done int) int {
 // after the send succeeded, until the dead-letter queue has nothing visible or max
 // messages were handled.
 func (r *redriver) move(ctx context.Context) error {
-	var moved, failed atomic.Int64
+	var moved, failed, refused atomic.Int64
 	failedIDs := map[string]bool{}
 	to := map[string]int{}        // messages moved, by destination
 	stderr := syncw.New(r.stderr) // shared with the progress goroutine
 	stop := startProgress(stderr, time.Second, func() string {
-		return fmt.Sprintf("redrive: %d moved, %d failed", moved.Load(), failed.Load())
+		return fmt.Sprintf("redrive: %d moved, %d failed, %d refused", moved.Load(), failed.Load(), refused.Load())
 	})
 	defer stop()
 	for {
-		n := r.batch(int(moved.Load() + failed.Load()))
+		n := r.batch(int(moved.Load() + failed.Load() + refused.Load()))
 		if n == 0 {
 			break
 		}
@@ -220,6 +235,12 @@ func (r *redriver) move(ctx context.Context) error {
 				continue
 			}
 			fresh++
+			if src := r.foreignSource(m); src != "" {
+				refused.Add(1)
+				failedIDs[id] = true
+				fmt.Fprintf(stderr, "idemctl redrive: message %s refused: SQS moved it from %s, not from the input queue; it stays in the dead-letter queue\n", id, src)
+				continue
+			}
 			dest, ignored, err := r.moveOne(ctx, m)
 			if ignored != "" {
 				fmt.Fprintf(stderr, "idemctl redrive: message %s goes to the input queue: %s\n", id, ignored)
@@ -238,12 +259,12 @@ func (r *redriver) move(ctx context.Context) error {
 		}
 	}
 	stop()
-	fmt.Fprintf(r.stdout, "moved %d messages from %s%s: %d failed\n", moved.Load(), r.dlq, r.destinations(to), failed.Load())
+	fmt.Fprintf(r.stdout, "moved %d messages from %s%s: %d failed, %d refused\n", moved.Load(), r.dlq, r.destinations(to), failed.Load(), refused.Load())
 	if !r.fifo && moved.Load() > 0 {
 		fmt.Fprintln(r.stdout, "note: the input queue is not FIFO: a message redriven twice arrives twice; its idempotency record makes the second a replay")
 	}
-	if failed.Load() > 0 {
-		return fmt.Errorf("%d messages not moved: they stay in the dead-letter queue", failed.Load())
+	if n := failed.Load() + refused.Load(); n > 0 {
+		return fmt.Errorf("%d messages not moved: they stay in the dead-letter queue", n)
 	}
 	return nil
 }
@@ -389,9 +410,10 @@ func (r *redriver) list(ctx context.Context) error {
 	seen := map[string]bool{}
 	var handles []*string
 	tw := tabwriter.NewWriter(r.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MESSAGE ID\tGROUP\tKEY HASH\tTO\tREASON")
+	fmt.Fprintln(tw, "MESSAGE ID\tGROUP\tKEY HASH\tFROM\tTO\tREASON")
 	to := map[string]int{}
 	var ignored []string
+	refused := 0
 	defer func() {
 		// Visible again at once, for the real redrive or the consumer's operator.
 		for _, h := range handles {
@@ -425,12 +447,19 @@ func (r *redriver) list(ctx context.Context) error {
 			if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
 				group = r.keys.LogHash(g)
 			}
+			from := orDash(m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)])
 			dest, _, why := r.destination(m)
-			to[dest]++
+			if src := r.foreignSource(m); src != "" {
+				dest, why = "refused: stays", ""
+				refused++
+				ignored = append(ignored, fmt.Sprintf("message %s is refused: SQS moved it from %s, not from the input queue", id, src))
+			} else {
+				to[dest]++
+			}
 			if why != "" {
 				ignored = append(ignored, fmt.Sprintf("message %s goes to the input queue: %s", id, why))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, group, keyHash, dest, dlqReason(m))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, group, keyHash, from, dest, dlqReason(m))
 		}
 		if fresh == 0 {
 			break
@@ -440,7 +469,7 @@ func (r *redriver) list(ctx context.Context) error {
 	for _, line := range ignored {
 		fmt.Fprintln(r.stdout, "note: "+line)
 	}
-	fmt.Fprintf(r.stdout, "dry run: %d messages would move from %s%s; nothing moved\n", len(seen), r.dlq, r.destinations(to))
+	fmt.Fprintf(r.stdout, "dry run: %d messages would move from %s%s, %d refused; nothing moved\n", len(seen)-refused, r.dlq, r.destinations(to), refused)
 	if strings.HasSuffix(r.dlq, ".fifo") && len(seen) > 0 {
 		fmt.Fprintln(r.stdout, "note: a FIFO queue holds back the rest of a group while its first messages are received, so more may be behind these")
 	}

@@ -439,12 +439,18 @@ type queueAttributes interface {
 
 // isFIFO reads whether the queue is FIFO, which also checks that it exists.
 func isFIFO(ctx context.Context, api queueAttributes, queueURL string) (bool, error) {
+	fifo, _, err := queueFacts(ctx, api, queueURL)
+	return fifo, err
+}
+
+// queueFacts reads whether the queue is FIFO, and its ARN.
+func queueFacts(ctx context.Context, api queueAttributes, queueURL string) (fifo bool, arn string, err error) {
 	out, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(queueURL),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue, types.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
-		return false, queueError(queueURL, err)
+		return false, "", queueError(queueURL, err)
 	}
-	return out.Attributes["FifoQueue"] == "true", nil
+	return out.Attributes["FifoQueue"] == "true", out.Attributes["QueueArn"], nil
 }

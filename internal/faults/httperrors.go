@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/loopback"
 )
 
 // Kind is a fault HTTPErrors injects.
@@ -174,7 +176,7 @@ func NewHTTPErrors(upstream string) (*HTTPErrors, error) {
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.errorHandler,
 	}
-	h.server = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	h.server = &http.Server{Handler: loopback.Guard(l, h), ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		defer close(h.served)
 		_ = h.server.Serve(l) // returns http.ErrServerClosed after Close

@@ -34,6 +34,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/loopback"
 )
 
 // MaxPayloadBytes is Lambda's limit on a synchronous invocation's request, the event
@@ -292,8 +294,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // Listen serves h on addr, which must be a loopback address (the server does not
 // authenticate), and returns the base URL and a stop func. It answers 421 Misdirected
 // Request to a request whose Host is not the address and port it listens on, or
-// "localhost" and that port: a page of another site whose name re-resolves to 127.0.0.1
-// (DNS rebinding) is same-origin with the port, but sends its own name.
+// "localhost" and that port, and 403 to a cross-site state change (loopback.Guard).
 func Listen(addr string, h http.Handler) (string, func(), error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -306,8 +307,7 @@ func Listen(addr string, h http.Handler) (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("funcurl: listen: %w", err)
 	}
-	hosts := []string{ln.Addr().String(), "localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}
-	srv := &http.Server{Handler: onlyHosts(hosts, h), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: loopback.Guard(ln, h), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -315,20 +315,6 @@ func Listen(addr string, h http.Handler) (string, func(), error) {
 		_ = srv.Shutdown(ctx)
 	}
 	return "http://" + ln.Addr().String(), stop, nil
-}
-
-// onlyHosts serves h to the requests whose Host is one of hosts, and 421 to the others.
-func onlyHosts(hosts []string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, host := range hosts {
-			if strings.EqualFold(r.Host, host) {
-				h.ServeHTTP(w, r)
-				return
-			}
-		}
-		writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"Message": fmt.Sprintf(
-			"Host %q is not this server's address (%s): the local function URL answers loopback requests to its own address only", r.Host, strings.Join(hosts, " or "))})
-	})
 }
 
 // Pool spreads invocations over instances, each taking one invocation at a time, as

@@ -28,6 +28,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/loopback"
 )
 
 // KeyHeader is the header that carries the idempotency key.
@@ -112,7 +114,7 @@ func Start(addr string, log io.Writer) (*Server, error) {
 		applied: map[string]Call{},
 	}
 	s.srv = &http.Server{
-		Handler:           s,
+		Handler:           loopback.Guard(ln, s),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}

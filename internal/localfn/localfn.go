@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
+	"github.com/idemgo/sqs-lambda-consumer/internal/loopback"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
@@ -238,7 +239,7 @@ func ServeLoopback(h http.Handler) (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("localfn: listen: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: loopback.Guard(ln, h), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }

@@ -87,12 +87,13 @@ func TestTemplateDeploysOnMoto(t *testing.T) {
 		// CodeDeploy resource: deploy.py creates the URL through Lambda's API (checked
 		// below) and leaves the others out (internal/samtemplate's TestSafeDeploys checks
 		// them in the transformed template). Nor has it a model of a Secrets Manager
-		// secret or a queue policy, which it lists without an id: internal/samtemplate's
-		// TestStackSecret and TestOnlyTheConsumerAndTheReaperDeadLetter check them, and
-		// internal/stack creates the secret on moto for local runs.
+		// secret, its resource policy or a queue policy, which it lists without an id:
+		// internal/samtemplate's TestStackSecret, TestOnlyTheFunctionsAndTheOperatorReadTheSecret
+		// and TestOnlyTheConsumerAndTheReaperDeadLetter check them, and internal/stack
+		// creates the secret on moto for local runs.
 		switch {
 		case r.Type == "AWS::CloudWatch::Alarm", r.Type == "AWS::Lambda::Url", r.Type == "AWS::Lambda::Alias", r.Type == "AWS::CodeDeploy::Application", r.Type == "AWS::CodeDeploy::DeploymentGroup",
-			r.Type == "AWS::SecretsManager::Secret", r.Type == "AWS::SQS::QueuePolicy":
+			r.Type == "AWS::SecretsManager::Secret", r.Type == "AWS::SecretsManager::ResourcePolicy", r.Type == "AWS::SQS::QueuePolicy":
 		case r.Condition != "":
 			// Created on a condition the default parameters leave false (the tracing
 			// grants: internal/samtemplate's TestTracingGrants checks them).

@@ -68,17 +68,7 @@ func TestOnlyTheConsumerAndTheReaperDeadLetter(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Who may send, by the roles' own policies: exactly the consumer and the reaper.
-		var senders []string
-		for _, role := range tpl.OfType("AWS::IAM::Role") {
-			allowed, err := tpl.Allowed(role)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if slices.Contains(allowed["DeadLetterQueue"], "sqs:SendMessage") {
-				senders = append(senders, role)
-			}
-		}
-		slices.Sort(senders)
+		senders := rolesAllowed(t, tpl, "sqs:SendMessage", "DeadLetterQueue")
 		if want := []string{consumer, reaper}; !slices.Equal(senders, slices.Sorted(slices.Values(want))) {
 			t.Errorf("roles allowed to send to the DLQ: %v, want %v", senders, want)
 		}
@@ -106,6 +96,23 @@ func TestOnlyTheConsumerAndTheReaperDeadLetter(t *testing.T) {
 			}
 		}
 	})
+}
+
+// rolesAllowed returns the roles whose own policies allow action on resource, sorted.
+func rolesAllowed(t *testing.T, tpl *samtemplate.Template, action, resource string) []string {
+	t.Helper()
+	var roles []string
+	for _, role := range tpl.OfType("AWS::IAM::Role") {
+		allowed, err := tpl.Allowed(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(allowed[resource], action) {
+			roles = append(roles, role)
+		}
+	}
+	slices.Sort(roles)
+	return roles
 }
 
 // denies reports whether one of the Deny statements applies to action on resource by a

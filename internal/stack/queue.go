@@ -204,9 +204,14 @@ func (u *upper) dropOptional(res *resource, attrs map[string]string, err error) 
 	return false
 }
 
+// unsetWhenUnreported are the attributes an endpoint leaves out of GetQueueAttributes
+// when the queue has none: unreported, they are compared as empty.
+var unsetWhenUnreported = []string{"RedrivePolicy", "Policy"}
+
 // changedAttributes returns the wanted attributes whose current value differs.
-// FifoQueue cannot change (it is in the name); attributes the endpoint does not report
-// are not compared (moto, for one, may not report SqsManagedSseEnabled).
+// FifoQueue cannot change (it is in the name); other attributes the endpoint does not
+// report are not compared (moto, for one, may not report SqsManagedSseEnabled, and
+// never reports RedriveAllowPolicy).
 func changedAttributes(want, cur map[string]string) map[string]string {
 	diff := map[string]string{}
 	for k, w := range want {
@@ -214,7 +219,7 @@ func changedAttributes(want, cur map[string]string) map[string]string {
 			continue
 		}
 		c, ok := cur[k]
-		if !ok && !slices.Contains(jsonQueueAttributes, k) {
+		if !ok && !slices.Contains(unsetWhenUnreported, k) {
 			continue
 		}
 		if !sameAttribute(k, w, c) {

@@ -568,7 +568,7 @@ func TestUpUnreachable(t *testing.T) {
 	cfg := awstest.ConfigFor(t, ep)
 	cfg.RetryMaxAttempts = 1
 	_, err = stack.Up(context.Background(), load(t), stack.Clients{
-		SQS: sqs.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg),
+		SQS: sqs.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), SecretsManager: secretsmanager.NewFromConfig(cfg),
 	}, stackName(t), nil)
 	var ee *stack.EndpointError
 	if !errors.As(err, &ee) || ee.Endpoint != ep || !strings.Contains(err.Error(), "cannot reach the AWS endpoint "+ep) {

@@ -21,7 +21,8 @@
 //
 // The stock table has partition key sku (S); each sku item holds available (N),
 // reserved (N) and reservation_count (N), and each journal entry has sku
-// "order#<order_id>" (EntryPrefix; no sku may start with it) with order_sku, quantity
+// "order#<order_id>" (EntryPrefix; no sku may start with it; "order#http~<caller's
+// tag>~<order_id>" under an HTTP caller's key, idem.CallerScope) with order_sku, quantity
 // and key_hash. Stock is added with AddStock (ADD, so additions add up) and read with
 // Stocks.
 package inventory

@@ -94,10 +94,11 @@ const EntryPrefix = "order#"
 // entry is the order's journal entry, put only if absent. It makes the decrement safe
 // beyond the idempotency record's retention: a reservation redelivered after its record
 // expired runs again, but its transaction fails on this condition and the middleware
-// completes the key without reserving twice (idem.Result.Guards).
+// completes the key without reserving twice (idem.Result.Guards). Its order id is scoped
+// as the key is (idem.CallerScope): an HTTP caller's order ids are its own.
 func (h *handler) entry(key string, r Reservation) types.TransactWriteItem {
 	return guarded.Entry(h.cfg.StockTable, attrSKU, key, map[string]types.AttributeValue{
-		attrSKU:      &types.AttributeValueMemberS{Value: EntryPrefix + r.OrderID},
+		attrSKU:      &types.AttributeValueMemberS{Value: EntryPrefix + idem.CallerScope(key) + r.OrderID},
 		attrEntrySKU: &types.AttributeValueMemberS{Value: r.SKU},
 		attrQuantity: &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Quantity, 10)},
 	})

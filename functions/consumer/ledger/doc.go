@@ -30,7 +30,8 @@
 // The ledger table has partition key account_id (S); each account item holds
 // balance_cents (N), payment_count (N), currency (S) and last_payment_id (S), and each
 // journal entry has account_id "entry#<payment_id>" (EntryPrefix; no account id may start
-// with it) with entry_account, amount_cents, currency and key_hash. Amounts are in minor units of
+// with it; "entry#http~<caller's tag>~<payment_id>" under an HTTP caller's key,
+// idem.CallerScope) with entry_account, amount_cents, currency and key_hash. Amounts are in minor units of
 // the currency (cents; for JPY, yen). An account is single-currency: its first payment
 // sets its currency, and a payment in another currency fails the write's condition, so
 // "every balance equals the sum of the distinct payments sent" stays checkable from

@@ -146,10 +146,11 @@ const EntryPrefix = "entry#"
 // entry is the payment's journal entry, put only if absent. It makes the credit safe
 // beyond the idempotency record's retention: a payment redelivered after its record
 // expired runs again, but its transaction fails on this condition and the middleware
-// completes the key without crediting twice (idem.Result.Guards).
+// completes the key without crediting twice (idem.Result.Guards). Its payment id is
+// scoped as the key is (idem.CallerScope): an HTTP caller's payment ids are its own.
 func (h *handler) entry(key string, p Payment) types.TransactWriteItem {
 	return guarded.Entry(h.cfg.LedgerTable, attrAccountID, key, map[string]types.AttributeValue{
-		attrAccountID:    &types.AttributeValueMemberS{Value: EntryPrefix + p.PaymentID},
+		attrAccountID:    &types.AttributeValueMemberS{Value: EntryPrefix + idem.CallerScope(key) + p.PaymentID},
 		attrEntryAccount: &types.AttributeValueMemberS{Value: p.AccountID},
 		attrAmount:       &types.AttributeValueMemberN{Value: strconv.FormatInt(p.AmountCents, 10)},
 		attrCurrency:     &types.AttributeValueMemberS{Value: p.Currency},

@@ -490,3 +490,33 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 		t.Fatalf("receipts %v, want one per payment", got)
 	}
 }
+
+// TestIntegrationPaymentIDsBelongToTheirCaller (issue 38, finding 3): with keys of HTTP
+// callers (INGRESS_KEY_SCOPE=caller, KEY_SOURCE=message), a payment id is scoped as the
+// key is. Mallory's payment under Alice's future payment id neither blocks Alice's
+// payment (applied, not refused as a mismatch) nor tells Mallory anything; within one
+// caller the id still guards: the same payment under another key of Alice's is a guarded
+// duplicate, another payment under that id a mismatch.
+func TestIntegrationPaymentIDsBelongToTheirCaller(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := newStack(ctx, t)
+	alice := func(k string) string { return idem.CallerKey("arn:aws:iam::111122223333:role/alice", k) }
+	mallory := idem.CallerKey("arn:aws:iam::111122223333:role/mallory", "m-1")
+	squat := ledger.Payment{PaymentID: "pay-alice-7", AccountID: "acct-mallory", AmountCents: 1, Currency: "EUR"}
+	if res, err := st.deliver(ctx, mallory, squat); err != nil || res.Guarded {
+		t.Fatalf("Mallory's payment: res=%+v err=%v", res, err)
+	}
+	p := ledger.Payment{PaymentID: "pay-alice-7", AccountID: "acct-alice", AmountCents: 100000, Currency: "EUR"}
+	if res, err := st.deliver(ctx, alice("a-1"), p); err != nil || res.Guarded || res.Replayed {
+		t.Fatalf("Alice's payment after Mallory took its id: res=%+v err=%v, want it applied", res, err)
+	}
+	if res, err := st.deliver(ctx, alice("a-2"), p); err != nil || !res.Guarded {
+		t.Errorf("Alice's payment again under another key: res=%+v err=%v, want a guarded duplicate", res, err)
+	}
+	other := p
+	other.AmountCents = 5
+	if _, err := st.deliver(ctx, alice("a-3"), other); !errors.Is(err, idem.ErrPayloadMismatch) {
+		t.Errorf("another payment of Alice's under that id: %v, want ErrPayloadMismatch", err)
+	}
+}

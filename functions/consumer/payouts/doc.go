@@ -34,6 +34,7 @@
 //
 // The payees table has partition key payee_id (S): each payee's row holds enabled
 // (BOOL), paid_cents (N) and payout_count (N); each journal entry has payee_id
-// "payout#<payout_id>" (EntryPrefix; no payee id may start with it) with payout_payee,
+// "payout#<payout_id>" (EntryPrefix; no payee id may start with it; "payout#http~<caller's
+// tag>~<payout_id>" under an HTTP caller's key, idem.CallerScope) with payout_payee,
 // amount_cents and key_hash. EnablePayee enables a payee; Payees reads them all.
 package payouts

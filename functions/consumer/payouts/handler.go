@@ -121,7 +121,7 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	}
 	// Paid by an execution the record no longer remembers: the journal entry says so.
 	// Nothing is called or written again.
-	applied, err := req.Attempt.Applied(ctx, h.cfg.PayeesTable, entryKey(p))
+	applied, err := req.Attempt.Applied(ctx, h.cfg.PayeesTable, entryKey(req.Key, p))
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("payouts: read the journal entry of payout %s: %w", p.PayoutID, err)
 	}
@@ -211,9 +211,11 @@ func (h *handler) transfer(ctx context.Context, key string, p Payout) error {
 	}
 }
 
-// entryKey is the key of the payout's journal entry.
-func entryKey(p Payout) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPayee: &types.AttributeValueMemberS{Value: EntryPrefix + p.PayoutID}}
+// entryKey is the key of the payout's journal entry under the idempotency key key: its
+// payout id scoped as the key is (idem.CallerScope), so an HTTP caller's payout ids are
+// its own.
+func entryKey(key string, p Payout) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPayee: &types.AttributeValueMemberS{Value: EntryPrefix + idem.CallerScope(key) + p.PayoutID}}
 }
 
 // entry is the payout's journal entry, put only if absent (the guard): a payout
@@ -221,7 +223,7 @@ func entryKey(p Payout) map[string]types.AttributeValue {
 // races such a redelivery is refused by it.
 func (h *handler) entry(key string, p Payout) types.TransactWriteItem {
 	return guarded.Entry(h.cfg.PayeesTable, attrPayee, key, map[string]types.AttributeValue{
-		attrPayee:      &types.AttributeValueMemberS{Value: EntryPrefix + p.PayoutID},
+		attrPayee:      entryKey(key, p)[attrPayee],
 		attrEntryPayee: &types.AttributeValueMemberS{Value: p.PayeeID},
 		attrAmount:     &types.AttributeValueMemberN{Value: strconv.FormatInt(p.AmountCents, 10)},
 	})

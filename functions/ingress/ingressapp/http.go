@@ -58,8 +58,12 @@ func (a *App) Handle(ctx context.Context, req LambdaFunctionURLRequest) LambdaFu
 		slog.String("outcome", ans.outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		slog.String("request_id", req.RequestContext.RequestID),
 	}
-	if h := a.cfg.Keys.LogHash(key); key != "" && h != "" {
-		attrs = append(attrs, slog.String("key_hash", h)) // never the key itself, and keyed: a guess cannot be checked against it
+	keyHash := ""
+	if key != "" {
+		keyHash = a.cfg.Keys.LogHash(key)
+	}
+	if keyHash != "" {
+		attrs = append(attrs, slog.String("key_hash", keyHash)) // never the key itself, and keyed: a guess cannot be checked against it
 	}
 	if c := caller(req); c != "" {
 		attrs = append(attrs, slog.String("caller", c))
@@ -73,7 +77,7 @@ func (a *App) Handle(ctx context.Context, req LambdaFunctionURLRequest) LambdaFu
 		}
 	}
 	a.log.LogAttrs(context.WithoutCancel(ctx), level, "ingress request", attrs...)
-	traceRequest(ctx, req, key, route, ans)
+	traceRequest(ctx, req, keyHash, route, ans)
 	return ans.response()
 }
 

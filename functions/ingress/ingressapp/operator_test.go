@@ -116,8 +116,8 @@ func consumerKeyOf(t *testing.T, f *fixture, msg sqstypes.Message) string {
 }
 
 // TestRequestSpans: each request is a span named after its route, with its method,
-// route, status and outcome, the caller's key hashed, and a POST's records (the
-// ingress's and the consumer's) and group hash; a 503 marks the span failed with its
+// route, status and outcome, the caller's key by its keyed hash, and a POST's records (the
+// ingress's and the consumer's) and group keyed hash; a 503 marks the span failed with its
 // cause, a 4xx does not, and a path with no route keeps the invocation's name.
 func TestRequestSpans(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
@@ -144,8 +144,8 @@ func TestRequestSpans(t *testing.T) {
 	span := oneSpan(t, exp)
 	wantAttrs(t, "POST", span, map[string]string{
 		"http.request.method": "POST", "http.route": "POST " + ingressapp.RequestsPath, "http.response.status_code": "202",
-		idem.AttrOutcome: ingressapp.MetricAccepted, idem.AttrKeyHash: idem.HashKey(f.scoped(key)), idem.AttrRecord: idem.RecordTraceID(pk),
-		idem.AttrGroupHash: idem.HashKey(group), idem.AttrScope: scope, ingressapp.AttrConsumerRecord: idem.RecordTraceID(cpk),
+		idem.AttrOutcome: ingressapp.MetricAccepted, idem.AttrKeyHash: f.keys(t).LogHash(f.scoped(key)), idem.AttrRecord: idem.RecordTraceID(pk),
+		idem.AttrGroupHash: f.keys(t).LogHash(group), idem.AttrScope: scope, ingressapp.AttrConsumerRecord: idem.RecordTraceID(cpk),
 	})
 	if span.Name != "POST "+ingressapp.RequestsPath || span.Status.Code == codes.Error {
 		t.Errorf("POST: span %q, status %v", span.Name, span.Status)
@@ -154,7 +154,7 @@ func TestRequestSpans(t *testing.T) {
 	wantCode(t, "GET", f.get(t, key), http.StatusOK)
 	span = oneSpan(t, exp)
 	wantAttrs(t, "GET", span, map[string]string{"http.request.method": "GET", "http.route": "GET " + ingressapp.RequestsPath + "/{key}",
-		"http.response.status_code": "200", idem.AttrKeyHash: idem.HashKey(f.scoped(key))})
+		"http.response.status_code": "200", idem.AttrKeyHash: f.keys(t).LogHash(f.scoped(key))})
 	if span.Name != "GET "+ingressapp.RequestsPath+"/{key}" {
 		t.Errorf("GET: span %q", span.Name)
 	}

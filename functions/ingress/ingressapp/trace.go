@@ -23,14 +23,16 @@ func traced(tp trace.TracerProvider, h Handler) Handler {
 
 // traceKeys puts the records of a POST on its span: the ingress's own and the consumer's
 // (which differ when the consumer keys by a field of the body), as idem.RecordTraceID has
-// them (never the key), and the FIFO group's hash.
+// them (never the key), and the FIFO group's keyed hash (Keys.LogHash, as the logs have it).
 func (a *App) traceKeys(ctx context.Context, pk, consumerKey, group string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(attribute.String(idem.AttrRecord, idem.RecordTraceID(pk)), attribute.String(idem.AttrGroupHash, idem.HashKey(group)),
-		attribute.String(idem.AttrScope, a.cfg.Scope))
+	span.SetAttributes(attribute.String(idem.AttrRecord, idem.RecordTraceID(pk)), attribute.String(idem.AttrScope, a.cfg.Scope))
+	if h := a.cfg.Keys.LogHash(group); h != "" {
+		span.SetAttributes(attribute.String(idem.AttrGroupHash, h))
+	}
 	if cpk, err := idem.RecordKey(a.cfg.Scope, consumerKey, false); err == nil {
 		span.SetAttributes(attribute.String(AttrConsumerRecord, idem.RecordTraceID(cpk)))
 	}
@@ -40,8 +42,9 @@ func (a *App) traceKeys(ctx context.Context, pk, consumerKey, group string) {
 // (idem.RecordTraceID of its record key).
 const AttrConsumerRecord = "idem.consumer_record"
 
-// traceRequest names the invocation's span after the route and puts the answer on it.
-func traceRequest(ctx context.Context, req LambdaFunctionURLRequest, key, route string, ans answer) {
+// traceRequest names the invocation's span after the route and puts the answer on it,
+// and the key's keyed hash (keyHash, Keys.LogHash; "" for none).
+func traceRequest(ctx context.Context, req LambdaFunctionURLRequest, keyHash, route string, ans answer) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -51,8 +54,8 @@ func traceRequest(ctx context.Context, req LambdaFunctionURLRequest, key, route 
 	}
 	span.SetAttributes(attribute.String("http.request.method", req.RequestContext.HTTP.Method), attribute.String("http.route", route),
 		attribute.Int("http.response.status_code", ans.code), attribute.String(idem.AttrOutcome, ans.outcome))
-	if key != "" {
-		span.SetAttributes(attribute.String(idem.AttrKeyHash, idem.HashKey(key)))
+	if keyHash != "" {
+		span.SetAttributes(attribute.String(idem.AttrKeyHash, keyHash))
 	}
 	if ans.code >= http.StatusInternalServerError {
 		msg := http.StatusText(ans.code)
