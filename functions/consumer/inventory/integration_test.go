@@ -415,20 +415,18 @@ func TestIntegrationPrepareAdditive(t *testing.T) {
 // same order id neither blocks the owner's (reserved, not refused as a mismatch) nor is
 // taken for it; within one caller the id still guards.
 func TestIntegrationOrderIDsBelongToTheirCaller(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t, 30*time.Second)
 	st.addStock(ctx, t, "sku-s", 100)
 	alice := func(k string) string { return idem.CallerKey("arn:aws:iam::111122223333:role/alice", k) }
 	mallory := idem.CallerKey("arn:aws:iam::111122223333:role/mallory", "m-1")
-	if res, err := st.deliver(ctx, mallory, mustJSON(t, inventory.Reservation{OrderID: "ord-alice", SKU: "sku-s", Quantity: 1})); err != nil || res.Guarded {
+	if res, err := st.Deliver(ctx, mallory, exampletest.JSON(t, inventory.Reservation{OrderID: "ord-alice", SKU: "sku-s", Quantity: 1})); err != nil || res.Guarded {
 		t.Fatalf("Mallory's reservation: res=%+v err=%v", res, err)
 	}
-	r := mustJSON(t, inventory.Reservation{OrderID: "ord-alice", SKU: "sku-s", Quantity: 7})
-	if res, err := st.deliver(ctx, alice("a-1"), r); err != nil || res.Guarded || res.Replayed {
+	r := exampletest.JSON(t, inventory.Reservation{OrderID: "ord-alice", SKU: "sku-s", Quantity: 7})
+	if res, err := st.Deliver(ctx, alice("a-1"), r); err != nil || res.Guarded || res.Replayed {
 		t.Fatalf("Alice's reservation after Mallory took its id: res=%+v err=%v, want it reserved", res, err)
 	}
-	if res, err := st.deliver(ctx, alice("a-2"), r); err != nil || !res.Guarded {
+	if res, err := st.Deliver(ctx, alice("a-2"), r); err != nil || !res.Guarded {
 		t.Errorf("Alice's reservation again under another key: res=%+v err=%v, want a guarded duplicate", res, err)
 	}
 }

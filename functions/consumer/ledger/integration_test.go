@@ -498,9 +498,7 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 // caller the id still guards: the same payment under another key of Alice's is a guarded
 // duplicate, another payment under that id a mismatch.
 func TestIntegrationPaymentIDsBelongToTheirCaller(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := newStack(ctx, t)
+	ctx, st := newStack(t)
 	alice := func(k string) string { return idem.CallerKey("arn:aws:iam::111122223333:role/alice", k) }
 	mallory := idem.CallerKey("arn:aws:iam::111122223333:role/mallory", "m-1")
 	squat := ledger.Payment{PaymentID: "pay-alice-7", AccountID: "acct-mallory", AmountCents: 1, Currency: "EUR"}
