@@ -4,6 +4,7 @@
 // named; a JSON-lines file for the local tools), the AWS SDK clients instrumented
 // (otelaws), and each Lambda invocation a span flushed before the invocation returns.
 // With TRACING=none it builds nothing: the functions then run exactly as without it.
+// The two OTLP paths (xray, otlp) need a build with the tag OTLPBuildTag.
 // docs/operations.md, "Tracing", says how to turn it on and what it costs.
 package tracing
 
