@@ -15,6 +15,21 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
+// newQueue creates a queue for the test: standard, or FIFO.
+func newQueue(t *testing.T, api *sqs.Client, fifo bool) string {
+	t.Helper()
+	in := &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "out"))}
+	if fifo {
+		in.QueueName = aws.String(*in.QueueName + ".fifo")
+		in.Attributes = map[string]string{"FifoQueue": "true"}
+	}
+	out, err := api.CreateQueue(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
 // TestOutboundQueues: the demo counts each outbound queue by idempotency-key. A resend
 // (a key again) is what a standard queue delivers and its receiver drops: that queue is
 // OK; a FIFO queue that delivered a key twice is not. On the Confirmer's queue a resend
@@ -22,18 +37,6 @@ import (
 func TestOutboundQueues(t *testing.T) {
 	ctx := context.Background()
 	api := awstest.SQS(t)
-	queue := func(fifo bool) string {
-		in := &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "out"))}
-		if fifo {
-			in.QueueName = aws.String(*in.QueueName + ".fifo")
-			in.Attributes = map[string]string{"FifoQueue": "true"}
-		}
-		out, err := api.CreateQueue(ctx, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return aws.ToString(out.QueueUrl)
-	}
 	// send puts body under key: on a FIFO queue with a dedup id of its own, so that
 	// SQS keeps the copy, as it does past its deduplication interval.
 	send := func(url, key, body string, n int) {
@@ -46,7 +49,7 @@ func TestOutboundQueues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	standard, fifo, confirmed := queue(false), queue(true), queue(true)
+	standard, fifo, confirmed := newQueue(t, api, false), newQueue(t, api, true), newQueue(t, api, true)
 	for _, url := range []string{standard, fifo} {
 		send(url, "pk1#0", "a", 1)
 		send(url, "pk1#0", "a", 2) // the resend
