@@ -10,8 +10,14 @@ LOCAL_AWS := localstack/with-local-aws.sh
 TOOLS := internal/makefile/tools.sh
 # Go's build flags for a Lambda bootstrap: static, no RPC shim, reproducible, stripped.
 # LAMBDA_ARCH is the template's (arm64); localstack/deploy.sh sets the host's.
+# LAMBDA_TAGS adds build tags: otlp compiles in the OTLP exporter that Tracing=xray and
+# Tracing=otlp need (internal/tracing.OTLPBuildTag; about 9 MB of protobuf and gRPC), as in
+# `make build LAMBDA_TAGS=otlp` or `LAMBDA_TAGS=otlp sam build --no-cached`.
 LAMBDA_ARCH ?= arm64
-LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
+LAMBDA_TAGS ?=
+empty :=
+comma := ,
+LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags $(subst $(empty) $(empty),$(comma),$(strip lambda.norpc $(LAMBDA_TAGS))) -trimpath -ldflags='-s -w'
 
 .PHONY: help tools test check unit lint cfn-lint actionlint build deploy demo clean bench bench-e2e bench-ingress fuzz reliability scale cost local-deploy rename sim sim-holes mutation
 
@@ -46,9 +52,11 @@ test: tools check lint cfn-lint actionlint ## all tests: gofmt/vet/tidy, golangc
 	@# load it most (idem, the examples, the consumer, the ingress, the reliability suite,
 	@# the swap test's copy, the consumer's tests in the copy without the tooling), which
 	@# start their own (AWSTEST_OWN_MOTO, awstest.MainOwn): moto applies DynamoDB requests
-	@# one at a time on one core.
+	@# one at a time on one core. The OTLP exporter, out of the default build, is tested
+	@# in a build with its tag (LAMBDA_TAGS above).
 	$(LOCAL_AWS) --free-port -- env AWSTEST_OWN_MOTO=1 bash -c 'status=0; \
 	  AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -run "^$$" -fuzz "^FuzzFingerprint$$" -fuzztime $(FUZZTIME_BRIEF) -parallel 2 ./idem/ || status=1; \
+	  AWS_ENDPOINT_URL=http://127.0.0.1:1 $(GO) test -count=1 -tags otlp -run "^TestOTLPExport$$" ./internal/tracing/ || status=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
 	  $(GO) test $(TEST_FLAGS) $(OTHER_PKGS) || status=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(ALONE_PKGS) || status=1; exit $$status'

@@ -1,46 +1,26 @@
 // Command ingress is the HTTP front door Lambda (a function URL, AuthType AWS_IAM): it
-// only wires configuration and clients; the handler is ingressapp's.
+// only wires configuration and clients; the handler is ingressapp's. The start-up is
+// internal/fnmain's.
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
-	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
-	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
-	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
+	"github.com/idemgo/sqs-lambda-consumer/internal/fnmain"
 )
 
 func main() {
 	cfg, err := ingressapp.FromEnv(os.LookupEnv)
-	if err != nil {
-		initFailed(err)
-	}
-	awsCfg, err := config.LoadDefaultConfig(context.Background())
-	if err != nil {
-		initFailed(fmt.Errorf("ingress: load AWS configuration: %w", err))
-	}
-	tp, err := tracing.Setup(context.Background(), os.LookupEnv, "ingress", &awsCfg) // nil: TRACING=none
-	if err != nil {
-		initFailed(err)
-	}
-	if cfg.Keys, err = stacksecret.Resolve(context.Background(), cfg.Keys, cfg.SecretARN, awsCfg); err != nil {
-		initFailed(fmt.Errorf("ingress: %w", err))
-	}
-	app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg), Tracer: tp.TracerProvider()})
-	if err != nil {
-		initFailed(err)
-	}
-	lambda.Start(app.Handler())
+	fnmain.Start("ingress", err, cfg.Keys, cfg.SecretARN, func(in fnmain.Init) (any, error) {
+		cfg.Keys = in.Keys
+		app, err := ingressapp.New(cfg, ingressapp.Deps{DynamoDB: dynamodb.NewFromConfig(in.AWS), SQS: sqs.NewFromConfig(in.AWS), Tracer: in.Tracer})
+		if err != nil {
+			return nil, err
+		}
+		return app.Handler(), nil
+	})
 }
-
-// initFailed reports a failed init as Lambda asks (a post to /runtime/init/error) and
-// exits.
-func initFailed(err error) { initerr.Exit(os.Getenv, os.Stderr, os.Exit, err) }

@@ -185,8 +185,16 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	fmt.Fprintf(stderr, "demo: stack %s ready for example %s; consumer logs go to %s\n", stackName, ex.Name(), logPath)
 
 	logW := syncw.New(logs)
+	// The example's outbound queues: the stack's queues but the input queue (QUEUE_URL)
+	// and its dead-letter queue (DLQ_URL), the template's own.
+	var outbound []string
+	for _, r := range e.Resources {
+		if r.Type == stack.TypeQueue && r.URL != vars[stack.QueueURLVar] && r.URL != vars["DLQ_URL"] {
+			outbound = append(outbound, r.URL)
+		}
+	}
 	opts := demo.Options{
-		Env: vars, Examples: examples, SQS: sqsClient, DynamoDB: ddb, Messages: o.messages, Groups: o.accounts,
+		Env: vars, Examples: examples, Outbound: outbound, SQS: sqsClient, DynamoDB: ddb, Messages: o.messages, Groups: o.accounts,
 		Consumers: o.consumers, Seed: o.seed, Out: stderr, Logs: logW,
 		Storm: o.storm, MaxDeliveries: o.maxDeliveries,
 	}

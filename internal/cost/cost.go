@@ -27,6 +27,7 @@ import (
 type Index struct {
 	Keys      []string // its key attributes (partition, sort)
 	Projected []string // its non-key projected attributes
+	All       bool     // every attribute is projected (ProjectionType ALL)
 }
 
 // Table describes a metered table.
@@ -49,6 +50,32 @@ type Meter struct {
 	tables map[string]Table
 	mu     sync.Mutex
 	units  Units
+}
+
+// Describe reads a table's key and global secondary indexes from DynamoDB
+// (DescribeTable), for NewMeter.
+func Describe(ctx context.Context, api *dynamodb.Client, name string) (Table, error) {
+	out, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		return Table{}, fmt.Errorf("cost: describe table %s: %w", name, err)
+	}
+	names := func(ks []types.KeySchemaElement) []string {
+		out := make([]string, len(ks))
+		for i, k := range ks {
+			out[i] = aws.ToString(k.AttributeName)
+		}
+		return out
+	}
+	t := Table{Key: names(out.Table.KeySchema)}
+	for _, g := range out.Table.GlobalSecondaryIndexes {
+		ix := Index{Keys: names(g.KeySchema)}
+		if g.Projection != nil {
+			ix.All = g.Projection.ProjectionType == types.ProjectionTypeAll
+			ix.Projected = g.Projection.NonKeyAttributes
+		}
+		t.Indexes = append(t.Indexes, ix)
+	}
+	return t, nil
 }
 
 // NewMeter meters requests to tables (by name); peek reads items before and after each
@@ -244,10 +271,21 @@ func indexWrites(ix Index, before, after map[string]types.AttributeValue) float6
 		return 1
 	case changed(ix.Keys, before, after):
 		return 2
-	case changed(ix.Projected, before, after):
+	case changed(ix.Projected, before, after), ix.All && changed(attrNames(before, after), before, after):
 		return 1
 	}
 	return 0
+}
+
+// attrNames are the attribute names of the items, some more than once.
+func attrNames(items ...map[string]types.AttributeValue) []string {
+	var out []string
+	for _, item := range items {
+		for k := range item {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func changed(attrs []string, x, y map[string]types.AttributeValue) bool {

@@ -66,6 +66,10 @@ type Crasher func(ctx context.Context) (int, error)
 // Options configures Run. Env holds the variables `idemctl up` prints.
 type Options struct {
 	Env map[string]string
+	// Outbound are the URLs of the example's outbound queues, FIFO or standard, each
+	// counted (idemctl demo gives the stack's queues but the input queue and its
+	// dead-letter queue). The Confirmer's queue is counted whether listed or not.
+	Outbound []string
 	// Examples are the examples Env's EXAMPLE picks from (default: the build's,
 	// functions/consumer/wiring).
 	Examples []example.Example
@@ -177,6 +181,7 @@ type Summary struct {
 	OutboundMessages    int            // outbound messages (one per applied message expected)
 	OutboundNotApplied  int            // outbound messages for messages that were not applied (0 expected)
 	OutboundSkipped     string         // why outbound messages were not counted ("": they were)
+	OutboundQueues      []QueueCount   // every outbound queue's messages
 	StateOK             bool           // the example's tables hold what Expect says
 	StateDiffs          []string
 	StateSkipped        string       // why the tables were not checked ("": they were)
@@ -241,7 +246,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err != nil {
 		s.StateSkipped = err.Error()
 	}
-	rr := &receiptReader{api: o.SQS, seen: map[string]int{}}
+	rr := &receiptReader{api: o.SQS, seen: map[string]map[string]bool{}}
 	if conf, err := example.ConfirmerOf(ex); err != nil {
 		s.OutboundSkipped = err.Error()
 	} else if name := conf.OutboundQueue(); name != "" {
@@ -249,6 +254,12 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			return Summary{}, fmt.Errorf("demo: %s (example %s's outbound queue) is not set", name, ex.Name())
 		}
 		rr.confirms = conf.Confirms
+	}
+	readers := []*receiptReader{rr} // rr first: the Confirmer's queue, when there is one
+	for _, url := range o.Outbound {
+		if url != rr.url {
+			readers = append(readers, &receiptReader{api: o.SQS, url: url, seen: map[string]map[string]bool{}})
+		}
 	}
 
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
@@ -334,7 +345,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	rctx, stopReceipts := context.WithCancel(ctx)
 	defer stopReceipts()
-	go rr.every(rctx, 5*time.Second)
+	for _, r := range readers {
+		go r.every(rctx, 5*time.Second)
+	}
 	store, err := idem.NewDynamoStore(o.DynamoDB, cfg.IdempotencyTable)
 	if err != nil {
 		return s, err
@@ -611,8 +624,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	s.Reaped = int(reaped)
 	seenMu.Unlock()
 	stopReceipts()
-	if err := rr.drain(ctx); err != nil {
-		return s, err
+	for _, r := range readers {
+		if err := r.drain(ctx); err != nil {
+			return s, err
+		}
 	}
 	s.AppliedByMetrics = c[idem.MetricAcquired]
 	var applicable []example.Message // every valid message not parked; never a decoy
@@ -622,6 +637,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 	}
 	s.Outbound, s.OutboundMessages, s.OutboundNotApplied = rr.counts(applicable)
+	for _, r := range readers {
+		if r.url != "" {
+			s.OutboundQueues = append(s.OutboundQueues, r.queueCount())
+		}
+	}
 	dlq := 0
 	for _, v := range s.DeadLettered {
 		dlq += v
@@ -678,6 +698,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			wantOutbound = 0
 		}
 		s.OK = s.OK && s.Outbound == wantOutbound && s.OutboundMessages == s.Outbound && s.OutboundNotApplied == 0
+	}
+	for _, q := range s.OutboundQueues {
+		s.OK = s.OK && q.OK()
 	}
 	s.Elapsed = time.Since(start)
 	return s, nil
@@ -935,15 +958,18 @@ func shortReason(r string) string {
 	return r
 }
 
-// receiptReader plays the downstream consumer of the receipts queue: it drains the
+// receiptReader plays the downstream consumer of an outbound queue: it drains the
 // queue now and then during the run (moto's FIFO send scans the whole queue for
-// duplicate dedup ids, so a queue left to grow slows every receipt down) and counts.
+// duplicate dedup ids, so a queue left to grow slows every receipt down) and counts its
+// messages by idempotency-key, and, on the Confirmer's queue, by the message each
+// confirms.
 type receiptReader struct {
 	api      SQSAPI
-	url      string // "": the example sends nothing
-	confirms func(body string) (string, bool)
+	url      string                           // "": the example sends nothing
+	confirms func(body string) (string, bool) // nil: a queue the Confirmer does not read
 	mu       sync.Mutex
-	seen     map[string]int // business id -> outbound messages
+	seen     map[string]map[string]bool // business id -> the idempotency-keys of its outbound messages
+	keys     map[string]int             // idempotency-key -> copies received
 	total    int
 }
 
@@ -955,10 +981,41 @@ func (r *receiptReader) drain(ctx context.Context) error {
 	defer r.mu.Unlock()
 	return drain(ctx, r.api, r.url, func(m sqstypes.Message) {
 		r.total++
+		key := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue)
+		if r.keys == nil {
+			r.keys = map[string]int{}
+		}
+		r.keys[key]++
+		if r.confirms == nil {
+			return
+		}
 		if id, ok := r.confirms(aws.ToString(m.Body)); ok {
-			r.seen[id]++
+			if r.seen[id] == nil {
+				r.seen[id] = map[string]bool{}
+			}
+			r.seen[id][key] = true
 		}
 	})
+}
+
+// QueueCount is what an outbound queue delivered downstream: its messages and their
+// distinct idempotency-keys. A resend (a crash between a send and its mark) is a message
+// whose key came before: a FIFO queue drops it within SQS's 5-minute deduplication
+// interval, a standard queue delivers it and its receiver drops it by the key
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues.html).
+type QueueCount struct {
+	URL            string
+	Messages, Keys int
+}
+
+// OK reports whether a FIFO queue delivered each key once (a demo ends well within the
+// deduplication interval of the send it repeats); a standard queue may deliver it again.
+func (q QueueCount) OK() bool { return !strings.HasSuffix(q.URL, ".fifo") || q.Messages == q.Keys }
+
+func (r *receiptReader) queueCount() QueueCount {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return QueueCount{URL: r.url, Messages: r.total, Keys: len(r.keys)}
 }
 
 // every drains the queue every d until ctx ends.
@@ -976,8 +1033,9 @@ func (r *receiptReader) every(ctx context.Context, d time.Duration) {
 	}
 }
 
-// counts returns the distinct payments with a receipt, the receipt messages, and the
-// receipt messages of payments not among applied.
+// counts returns, on the Confirmer's queue, the distinct messages with an outbound
+// message, their outbound messages (by idempotency-key: a resend counts once), and those
+// of messages not among applied.
 func (r *receiptReader) counts(applied []example.Message) (distinct, total, notApplied int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -985,12 +1043,13 @@ func (r *receiptReader) counts(applied []example.Message) (distinct, total, notA
 	for _, p := range applied {
 		ok[p.ID] = true
 	}
-	for id, n := range r.seen {
+	for id, keys := range r.seen {
+		total += len(keys)
 		if !ok[id] {
-			notApplied += n
+			notApplied += len(keys)
 		}
 	}
-	return len(r.seen), r.total, notApplied
+	return len(r.seen), total, notApplied
 }
 
 // Print writes the summary a person reads at the end of `make demo`.
@@ -1026,6 +1085,9 @@ func (s Summary) Print(w io.Writer) {
 		line("outbound messages received downstream", "not counted: "+s.OutboundSkipped)
 	} else {
 		line("outbound messages received downstream", fmt.Sprintf("%d for %d messages (%d for messages not applied)", s.OutboundMessages, s.Outbound, s.OutboundNotApplied))
+	}
+	for _, q := range s.OutboundQueues {
+		line("  on "+q.URL[strings.LastIndex(q.URL, "/")+1:], fmt.Sprintf("%d messages, %d idempotency-keys", q.Messages, q.Keys))
 	}
 	dlq := 0
 	for _, n := range s.DeadLettered {

@@ -17,6 +17,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
@@ -81,12 +82,18 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 	sqsAPI, ddb := st.SQS, st.DynamoDB
 	vars := st.Vars()
 	w := &watched{SQSAPI: sqsAPI, url: vars["QUEUE_URL"], received: map[string]bool{}}
+	var outbound []string // the example's queues: the stack's but the input and dead-letter queues
+	for _, r := range st.Env.Resources {
+		if r.Type == stack.TypeQueue && r.URL != vars["QUEUE_URL"] && r.URL != vars["DLQ_URL"] {
+			outbound = append(outbound, r.URL)
+		}
+	}
 	logs := &exampletest.Buffer{}
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := demo.Run(ctx, demo.Options{
-		Env: vars, SQS: w, DynamoDB: ddb, Messages: 40, Groups: 4, Consumers: 2, Seed: 5, Out: &out, Logs: logs,
+		Env: vars, Outbound: outbound, SQS: w, DynamoDB: ddb, Messages: 40, Groups: 4, Consumers: 2, Seed: 5, Out: &out, Logs: logs,
 	})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
@@ -126,6 +133,16 @@ func TestSummaryLinesTraceToEvents(t *testing.T) {
 		}
 		if v, ok := shows(printed.String(), c.label, c.shown); !ok {
 			t.Errorf("%q: printed %q, want %q", c.label, v, c.shown)
+		}
+	}
+	// Every outbound queue is counted and printed.
+	if len(s.OutboundQueues) != len(outbound) {
+		t.Errorf("outbound queues counted %+v, want %v", s.OutboundQueues, outbound)
+	}
+	for _, q := range s.OutboundQueues {
+		name := q.URL[strings.LastIndex(q.URL, "/")+1:]
+		if v, ok := shows(printed.String(), "  on "+name, fmt.Sprintf("%d messages, %d idempotency-keys", q.Messages, q.Keys)); !ok || !q.OK() {
+			t.Errorf("%s: printed %q, OK %v", name, v, q.OK())
 		}
 	}
 	// The example's check prints its verdict; the run must be OK.

@@ -137,9 +137,18 @@ func (e *Environment) Invoke(ctx context.Context, payload []byte) ([]byte, error
 		return nil, fmt.Errorf("%w after %s (%s, request %s)", ErrTimeout, e.fn.Timeout, e.fn.Name, id)
 	case <-ctx.Done():
 		e.reset()
+		if pastDeadline(ctx) {
+			return nil, fmt.Errorf("%w at the caller's deadline (%s, request %s)", ErrTimeout, e.fn.Name, id)
+		}
 		return nil, fmt.Errorf("lambdaenv: %s: %w", e.fn.Name, ctx.Err())
 	}
 }
+
+// pastDeadline reports whether ctx ended at its deadline. Invoke's deadline is the
+// earlier of the timeout's and ctx's, so ctx's is then the invocation's: its Done and
+// Invoke's timer fire together, in either order (under load, Done first as often as
+// not), and either way the invocation timed out.
+func pastDeadline(ctx context.Context) bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 
 // start runs a new process and waits for the end of its init: its first GET /next.
 func (e *Environment) start(ctx context.Context, deadline <-chan time.Time) error {
@@ -185,6 +194,9 @@ func (e *Environment) start(ctx context.Context, deadline <-chan time.Time) erro
 		return fmt.Errorf("%w during init (%s)", ErrTimeout, e.fn.Name)
 	case <-ctx.Done():
 		e.reset()
+		if pastDeadline(ctx) {
+			return fmt.Errorf("%w during init, at the caller's deadline (%s)", ErrTimeout, e.fn.Name)
+		}
 		return fmt.Errorf("lambdaenv: %s init: %w", e.fn.Name, ctx.Err())
 	}
 }

@@ -187,20 +187,44 @@ func TestInitErrors(t *testing.T) {
 	}
 }
 
-// The deadline of ctx, when earlier than the timeout, is the invocation's deadline.
+// The deadline of ctx, when earlier than the timeout, is the invocation's deadline: a
+// timeout, ErrTimeout, as the runner counts it.
 func TestContextDeadline(t *testing.T) {
 	e := newEnv(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := e.Invoke(ctx, []byte(`{"do":"sleep","sleep_ms":600000}`))
-	if err == nil {
-		t.Fatal("stalled invocation returned no error")
+	if !errors.Is(err, lambdaenv.ErrTimeout) {
+		t.Fatalf("stalled invocation: %v, want ErrTimeout", err)
 	}
 	if e.Inits() != 1 {
 		t.Errorf("%d inits, want 1", e.Inits())
 	}
 	if _, err := invoke(t, e, `{"do":"ok"}`); err != nil || e.Inits() != 2 {
 		t.Errorf("after the deadline: %v, %d inits; want a fresh environment", err, e.Inits())
+	}
+}
+
+// A ctx whose deadline has passed when the invocation (or the init before it) waits:
+// its Done and the invocation's timer are both ready, and select takes either. Both are
+// the timeout: ErrTimeout each time, never ctx's error (with which the runner, under
+// load, missed a timeout now and then).
+func TestContextDeadlinePassedIsATimeout(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	if _, err := invoke(t, e, `{"do":"ok"}`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	for i := range 20 { // the first waits for the answer of a warm process, the others for an init
+		if _, err := e.Invoke(ctx, []byte(`{"do":"ok"}`)); !errors.Is(err, lambdaenv.ErrTimeout) {
+			t.Fatalf("invocation %d past the caller's deadline: %v, want ErrTimeout", i, err)
+		}
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	ccancel()
+	if _, err := e.Invoke(cctx, []byte(`{"do":"ok"}`)); !errors.Is(err, context.Canceled) || errors.Is(err, lambdaenv.ErrTimeout) {
+		t.Errorf("invocation with a cancelled ctx: %v, want ctx's error", err)
 	}
 }
 

@@ -159,7 +159,11 @@ func TestUpOurTemplate(t *testing.T) {
 	queues := info.OfType(stack.TypeQueue)
 	for _, id := range queues {
 		q, ok := env.Resource(id)
-		if !ok || !strings.HasSuffix(q.URL, "/"+name+"-"+q.LogicalID+".fifo") || !strings.HasPrefix(q.ARN, "arn:aws:sqs:") {
+		suffix := "" // a standard queue, unless the template makes it FIFO
+		if fifo, _ := info.Static(info.Prop(id, "FifoQueue")); fifo == "true" {
+			suffix = ".fifo"
+		}
+		if !ok || !strings.HasSuffix(q.URL, "/"+name+"-"+q.LogicalID+suffix) || !strings.HasPrefix(q.ARN, "arn:aws:sqs:") {
 			t.Errorf("queue %s: URL %s, ARN %s", id, q.URL, q.ARN)
 		}
 	}

@@ -19,6 +19,7 @@ var Production = []Entry{
 	{".github/workflows", "make test on pull requests; the deploy, with an AWS role assumed by OIDC"},
 	{"internal/makefile", "tools.sh, the tool check every Makefile target runs first (build and deploy too), and its tests"},
 	{"internal/envconf", "the functions' settings from their environment"},
+	{"internal/fnmain", "the start-up the three functions' mains share: AWS configuration, tracing, the stack's secret, the runtime loop"},
 	{"internal/initerr", "a failed init reported to the Lambda Runtime API"},
 	{"internal/stacksecret", "the stack's secret read from Secrets Manager at init"},
 	{"internal/syncw", "serialized writes to a shared log"},

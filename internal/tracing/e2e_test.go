@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -69,31 +70,42 @@ func (ss spans) children(s tracetest.SpanStub) []tracetest.SpanStub {
 	return out
 }
 
+// childrenNamed are the children of s named name.
+func (ss spans) childrenNamed(s tracetest.SpanStub, name string) []tracetest.SpanStub {
+	var out []tracetest.SpanStub
+	for _, c := range ss.children(s) {
+		if c.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // childNamed is the one child of s named name.
 func (ss spans) childNamed(t *testing.T, s tracetest.SpanStub, name string) tracetest.SpanStub {
 	t.Helper()
-	var found []tracetest.SpanStub
-	var names []string
-	for _, c := range ss.children(s) {
-		names = append(names, c.Name)
-		if c.Name == name {
-			found = append(found, c)
-		}
-	}
+	found := ss.childrenNamed(s, name)
 	if len(found) != 1 {
+		var names []string
+		for _, c := range ss.children(s) {
+			names = append(names, c.Name)
+		}
 		t.Fatalf("%s has %d children named %s, want 1; its children: %v", s.Name, len(found), name, names)
 	}
 	return found[0]
 }
 
-func attr(s tracetest.SpanStub, key string) string {
+// value is the span's attribute key (an empty value when it has none).
+func value(s tracetest.SpanStub, key string) attribute.Value {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.String()
+			return kv.Value
 		}
 	}
-	return ""
+	return attribute.Value{}
 }
+
+func attr(s tracetest.SpanStub, key string) string { return value(s, key).String() }
 
 // TestOneTracePerRequest follows one HTTP request through the ingress, the input queue,
 // the consumer and its outbound message (the receipt), all on moto with the real SDK
@@ -203,18 +215,25 @@ func TestOneTracePerRequest(t *testing.T) {
 	commit := ss.childNamed(t, process, idem.SpanCommit)
 	ss.childNamed(t, commit, "DynamoDB.TransactWriteItems")
 
-	// The example's outbound message (the ledger's receipt) carries its send's context.
+	// The record's outbound messages (the ledger's receipt) go in one send, a
+	// SendMessageBatch per queue (the record has at most 10 per queue), marked sent once;
+	// those on the example's outbound queue carry the send's context.
 	if _, outVar := exampletest.Confirms(ex); outVar != "" {
 		send := ss.childNamed(t, process, idem.SpanSend)
-		ss.childNamed(t, send, "SQS.SendMessageBatch")
+		messages := int(value(send, idem.AttrMessages).AsInt64())
+		if batches := len(ss.childrenNamed(send, "SQS.SendMessageBatch")); batches < 1 || batches > messages {
+			t.Errorf("%d SendMessageBatch under the send of %d messages, want 1 to %d (one per queue)", batches, messages, messages)
+		}
 		ss.childNamed(t, send, idem.SpanMark)
 		receipts := exampletest.DrainAll(t, st.SQS, st.Must(t, outVar))
-		if len(receipts) != 1 {
-			t.Fatalf("%d outbound messages, want 1", len(receipts))
+		if len(receipts) < 1 || len(receipts) > messages {
+			t.Fatalf("%d messages on %s, want 1 to the record's %d", len(receipts), outVar, messages)
 		}
-		tp := aws.ToString(receipts[0].MessageAttributes[idem.TraceParentAttribute].StringValue)
-		if want := fmt.Sprintf("00-%s-%s-01", traceID, send.SpanContext.SpanID()); tp != want {
-			t.Errorf("the receipt's traceparent %q, want the send's %q", tp, want)
+		for _, r := range receipts {
+			tp := aws.ToString(r.MessageAttributes[idem.TraceParentAttribute].StringValue)
+			if want := fmt.Sprintf("00-%s-%s-01", traceID, send.SpanContext.SpanID()); tp != want {
+				t.Errorf("the outbound message's traceparent %q, want the send's %q", tp, want)
+			}
 		}
 	}
 

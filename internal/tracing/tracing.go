@@ -4,6 +4,7 @@
 // named; a JSON-lines file for the local tools), the AWS SDK clients instrumented
 // (otelaws), and each Lambda invocation a span flushed before the invocation returns.
 // With TRACING=none it builds nothing: the functions then run exactly as without it.
+// The two OTLP paths (xray, otlp) need a build with the tag OTLPBuildTag.
 // docs/operations.md, "Tracing", says how to turn it on and what it costs.
 package tracing
 
@@ -16,13 +17,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws"
 	"go.opentelemetry.io/contrib/propagators/aws/xray"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -35,6 +34,13 @@ const (
 	ExportOTLP = "otlp" // OTLP/HTTP to TRACING_ENDPOINT, or X-Ray's OTLP endpoint (SigV4) when it is empty
 	ExportFile = "file" // JSON lines appended to TRACING_FILE: the local tools (idemctl run, serve)
 )
+
+// OTLPBuildTag is the build tag that compiles the OTLP/HTTP exporter into a bootstrap,
+// which the export paths xray and otlp need: its OTLP protobuf encoding pulls in
+// google.golang.org/protobuf and gRPC, which would double every bootstrap that never
+// exports (Makefile's LAMBDA_TAGS; docs/operations.md, "Tracing"). Without it, New
+// refuses those two paths; none and file work in every build.
+const OTLPBuildTag = "otlp"
 
 // Variables.
 const (
@@ -126,6 +132,10 @@ func New(ctx context.Context, cfg Config, service string, awsCfg aws.Config) (*P
 		// loses none of the spans it ended. Local only.
 		opts = append(opts, sdktrace.WithSyncer(exp))
 	case ExportXRay, ExportOTLP:
+		if !otlpBuilt {
+			return nil, fmt.Errorf("tracing: %s=%s exports over OTLP, which this bootstrap was built without: build it with -tags %s (make build LAMBDA_TAGS=%s, or LAMBDA_TAGS=%s sam build)",
+				VarExport, cfg.Export, OTLPBuildTag, OTLPBuildTag, OTLPBuildTag)
+		}
 		exp, err := otlpExporter(ctx, cfg, awsCfg)
 		if err != nil {
 			return nil, err
@@ -170,11 +180,11 @@ func otlpExporter(ctx context.Context, cfg Config, awsCfg aws.Config) (sdktrace.
 		}
 		endpoint = "https://xray." + awsCfg.Region + ".amazonaws.com/v1/traces"
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(endpoint), otlptracehttp.WithTimeout(5 * time.Second)}
+	var client *http.Client
 	if region, ok := xrayEndpoint(endpoint); ok {
-		opts = append(opts, otlptracehttp.WithHTTPClient(&http.Client{Transport: newSigV4(http.DefaultTransport, awsCfg.Credentials, region, "xray")}))
+		client = &http.Client{Transport: newSigV4(http.DefaultTransport, awsCfg.Credentials, region, "xray")}
 	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	exp, err := newOTLPHTTP(ctx, endpoint, client)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter to %s: %w", endpoint, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -170,5 +171,51 @@ func TestInvocation(t *testing.T) {
 		if got := s.Parent.SpanID().String(); (c.parent == "" && s.Parent.IsValid()) || (c.parent != "" && got != c.parent) {
 			t.Errorf("header %s: parent %v, want %q", c.header, s.Parent, c.parent)
 		}
+	}
+}
+
+// TestOTLPExport: the two export paths over OTLP, in the build at hand. With the tag
+// (make test runs it: go test -tags otlp -run TestOTLPExport) a span ended and the
+// provider shut down reach the endpoint as one OTLP/HTTP protobuf POST that holds the
+// span's name and the service's. Without it New refuses them with an error that names
+// the tag.
+func TestOTLPExport(t *testing.T) {
+	for _, export := range []string{ExportOTLP, ExportXRay} {
+		t.Run(export, func(t *testing.T) {
+			var mu sync.Mutex
+			var posts []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				posts = append(posts, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type")+" "+string(body))
+				mu.Unlock()
+			}))
+			defer srv.Close()
+			p, err := New(context.Background(), Config{Export: export, Endpoint: srv.URL + "/v1/traces", SampleRatio: 1}, "consumer-otlp-probe", aws.Config{})
+			if !otlpBuilt {
+				if p != nil || err == nil || !strings.Contains(err.Error(), "-tags "+OTLPBuildTag) || !strings.Contains(err.Error(), "TRACING="+export) {
+					t.Fatalf("without the tag: %v, %v; want an error that names -tags %s", p, err, OTLPBuildTag)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, span := p.TracerProvider().Tracer("probe").Start(context.Background(), "span-otlp-probe")
+			span.End()
+			if err := p.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(posts) != 1 {
+				t.Fatalf("%d posts, want 1", len(posts))
+			}
+			for _, want := range []string{"POST /v1/traces application/x-protobuf ", "span-otlp-probe", "consumer-otlp-probe"} {
+				if !strings.Contains(posts[0], want) {
+					t.Errorf("the export %q does not hold %q", posts[0], want)
+				}
+			}
+		})
 	}
 }

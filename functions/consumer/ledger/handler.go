@@ -48,6 +48,18 @@ func RecordsLayout(table string) idem.Layout {
 	return idem.Layout{Table: table, PartitionKey: attrAccountID, KeyPrefix: EntryPrefix}
 }
 
+// JournalRecords returns the layout of the table that holds both the ledger and the
+// records (RecordsLayout), and the consumer's variables that put them there: each
+// payment's journal entry is then its record (RecordsKeyRule). internal/cost meters this
+// design beside the records in a table of their own.
+func (Example) JournalRecords(table string) (idem.Layout, map[string]string) {
+	layout, rule := RecordsLayout(table), RecordsKeyRule()
+	return layout, map[string]string{
+		"IDEMPOTENCY_TABLE": table, TableVar: table, "IDEMPOTENCY_PARTITION_KEY": layout.PartitionKey,
+		"IDEMPOTENCY_KEY_PREFIX": EntryPrefix, "KEY_SOURCE": rule.Source.String(), "KEY_FIELD": rule.Field,
+	}
+}
+
 // CheckRecordsLayout reports why the records' layout l cannot share the ledger table
 // (Config.RecordsInLedger), or nil.
 func CheckRecordsLayout(l idem.Layout) error {
