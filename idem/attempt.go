@@ -137,7 +137,11 @@ func (a *Attempt) step(ctx context.Context, name string, fn func(ctx context.Con
 }
 
 // Extend moves the lease end to now+d (capped by Config.MaxLease), for a handler that
-// needs longer than its invocation deadline allowed for. ErrLeaseLost means the lease
+// needs longer than its invocation deadline allowed for. A d shorter than the handler's
+// time to its next Extend lets the lease lapse while it runs: the reaper may then fail it
+// (an extension after its listing still wins: TestReapLosesToAnExtension), and another
+// delivery may take the key over, up to the clocks' drift early, since no grace covers a
+// lease its holder chose. ErrLeaseLost means the lease
 // is gone: stop and return. Under NewSQSHandler with SQSConfig.Visibility, the message's
 // visibility moves to the new lease end too.
 func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {

@@ -95,9 +95,10 @@ func (w *world) leaseKept(c *consumer, rk string, prev, next hold) {
 		return
 	}
 	// A lease that ended by the true clock may be taken: a holder that keeps a lease
-	// shorter than its invocation (config.beat) let it lapse. Any other holder's lease
-	// outlives its invocation.
-	if !taken || prev.until.Before(next.at) || !w.live[prev.inv] || prev.inv.isDead() || w.obs.done[prev.inv] {
+	// shorter than its invocation (config.beat) let it lapse, and a taker whose clock is
+	// ahead may take it that much early (no grace covers a lease its holder chose). Any
+	// other holder's lease outlives its invocation.
+	if !taken || prev.until.Before(next.at.Add(2*w.stepSlack())) || !w.live[prev.inv] || prev.inv.isDead() || w.obs.done[prev.inv] {
 		return
 	}
 	w.obs.violation("lease", "record %s of %s taken by %s at %s while its holder %s still ran (its lease ended at %s by the true clock, its deadline is %s)",

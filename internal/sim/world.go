@@ -275,7 +275,7 @@ func (w *world) schedule(c *call) {
 		}
 	}
 	if c.inv.kind == "reaper" && c.op == "UpdateItem" && w.sc.cfg.slowReaper {
-		lat += time.Duration(2000+w.rng.IntN(8000)) * time.Millisecond
+		lat += time.Duration(1000+w.rng.IntN(3000)) * time.Millisecond
 	}
 	now := time.Now()
 	if c.inv.reqs++; c.inv.reqs == c.inv.cutAt {
