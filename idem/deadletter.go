@@ -43,23 +43,6 @@ const (
 // MaxDLQReasonBytes bounds the error text kept in DLQReasonAttribute.
 const MaxDLQReasonBytes = 1024
 
-// maxMessageAttributes is SQS's limit of message attributes per message.
-const maxMessageAttributes = 10
-
-// maxDeduplicationID is SQS's limit on a MessageDeduplicationId.
-const maxDeduplicationID = 128
-
-// MaxSQSMessageBytes is the largest message SQS accepts, and the default and greatest
-// MaximumMessageSize of a queue: 1 MiB since AWS raised it from 256 KiB in 2025
-// (https://aws.amazon.com/blogs/compute/more-room-to-build-serverless-services-now-support-payloads-up-to-1-mb).
-// A queue's MaximumMessageSize can be set anywhere from 1,024 bytes to this
-// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html).
-// SQS counts the body and every part of every message attribute, its name, its data
-// type and its value, against the limit
-// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-message-metadata.html,
-// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_MessageAttributeValue.html).
-const MaxSQSMessageBytes = 1 << 20
-
 // MinDLQReasonBytes is the shortest SQSDeadLetter cuts DLQReasonAttribute to when a
 // message would otherwise exceed the dead-letter queue's size limit.
 const MinDLQReasonBytes = 128
@@ -188,7 +171,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	attrs := map[string]types.MessageAttributeValue{}
 	add := func(name, value string) {
 		if value = attributeText(value, MaxDLQReasonBytes); value != "" {
-			attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
+			attrs[name] = stringAttribute(value)
 		}
 	}
 	add(DLQReasonAttribute, reason)
@@ -213,7 +196,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	if d.Keys != nil {
 		// A placeholder of the signature's size, so that the message is fitted with it;
 		// the signature, over what is sent, is written once the message fits.
-		attrs[DLQSignatureAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", sha256.Size*2))}
+		attrs[DLQSignatureAttribute] = stringAttribute(strings.Repeat("0", sha256.Size*2))
 	}
 	names := make([]string, 0, len(msg.MessageAttributes))
 	for name := range msg.MessageAttributes {
@@ -224,7 +207,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	slices.Sort(names)
 	copied := make([]string, 0, len(names))
 	for _, name := range names {
-		if len(attrs) == maxMessageAttributes {
+		if len(attrs) == MaxMessageAttributes {
 			break
 		}
 		if v, ok := copyAttribute(msg.MessageAttributes[name]); ok {
@@ -255,7 +238,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	}
 	if d.Keys != nil {
 		sig := d.Keys.deadLetterSignature(msg.Body, aws.ToString(in.MessageGroupId), attrs)
-		attrs[DLQSignatureAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(sig)}
+		attrs[DLQSignatureAttribute] = stringAttribute(sig)
 	}
 	return in, nil
 }
@@ -306,7 +289,7 @@ func messageSize(body string, attrs map[string]types.MessageAttributeValue) int 
 
 // attributeSize is what one message attribute adds to a message's size.
 func attributeSize(name string, v types.MessageAttributeValue) int {
-	return len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	return attributeCost(name, aws.ToString(v.DataType), len(aws.ToString(v.StringValue))+len(v.BinaryValue))
 }
 
 // shortenText cuts s to at most limit bytes, at a rune boundary, ending it with
@@ -394,7 +377,7 @@ func sqsAllowed(r rune) bool {
 // alphanumerics and punctuation, else "dlq-" and the id's SHA-256 in hex.
 func dlqDeduplicationID(msgID string) string {
 	id := "dlq-" + msgID
-	if len(id) <= maxDeduplicationID && dedupChars(id) {
+	if len(id) <= MaxDeduplicationIDChars && dedupChars(id) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(msgID))

@@ -322,14 +322,14 @@ func batchEntry(i int, e sendEntry) sqstypes.SendMessageBatchRequestEntry {
 	if len(m.Attributes) > 0 {
 		entry.MessageAttributes = make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes))
 		for _, name := range slices.Sorted(maps.Keys(m.Attributes)) {
-			entry.MessageAttributes[name] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.Attributes[name])}
+			entry.MessageAttributes[name] = stringAttribute(m.Attributes[name])
 		}
 	}
 	if e.traceparent != "" {
 		if entry.MessageAttributes == nil {
 			entry.MessageAttributes = map[string]sqstypes.MessageAttributeValue{}
 		}
-		entry.MessageAttributes[TraceParentAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(e.traceparent)}
+		entry.MessageAttributes[TraceParentAttribute] = stringAttribute(e.traceparent)
 	}
 	if e.amzn != "" {
 		entry.MessageSystemAttributes = map[string]sqstypes.MessageSystemAttributeValue{

@@ -385,12 +385,12 @@ func startSends(ctx context.Context, tr tracer, pendings []*Pending) []sendTrace
 }
 
 // traceSize is what carrying traceparent adds to a message, as SQS counts its size.
-func traceSize(tp string) int { return len(TraceParentAttribute) + len("String") + len(tp) }
+func traceSize(tp string) int { return stringAttributeCost(TraceParentAttribute, tp) }
 
 // traceRoom reports whether m can carry tp as an attribute within SQS's limits and
 // MaxOutboundMessageBytes; a message that sets traceparent itself keeps its own.
 func (m *Message) traceRoom(tp string) bool {
-	if tp == "" || len(m.Attributes) >= maxMessageAttributes {
+	if tp == "" || len(m.Attributes) >= MaxMessageAttributes {
 		return false
 	}
 	if _, ok := m.Attributes[TraceParentAttribute]; ok {
@@ -418,12 +418,12 @@ func InjectTrace(ctx context.Context, in *sqs.SendMessageInput) {
 	c := propagation.MapCarrier{}
 	w3c.Inject(ctx, c)
 	xrayHeader.Inject(ctx, c)
-	if tp := c[TraceParentAttribute]; tp != "" && len(in.MessageAttributes) < maxMessageAttributes {
+	if tp := c[TraceParentAttribute]; tp != "" && len(in.MessageAttributes) < MaxMessageAttributes {
 		if _, ok := in.MessageAttributes[TraceParentAttribute]; !ok {
 			if in.MessageAttributes == nil {
 				in.MessageAttributes = map[string]sqstypes.MessageAttributeValue{}
 			}
-			in.MessageAttributes[TraceParentAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(tp)}
+			in.MessageAttributes[TraceParentAttribute] = stringAttribute(tp)
 		}
 	}
 	if h := c["X-Amzn-Trace-Id"]; h != "" {

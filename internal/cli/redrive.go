@@ -37,8 +37,6 @@ const (
 	redriveDedupPrefix = "redrive-"
 	// redriveVisibility hides a received message from other readers while it moves.
 	redriveVisibility = 60
-	// maxMessageAttributes is SQS's limit per message.
-	maxMessageAttributes = 10
 )
 
 // redriveAPI is the part of the SQS client redrive uses; *sqs.Client satisfies it.
@@ -303,7 +301,7 @@ func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.Se
 	if _, ok := attrs[idem.KeyAttribute]; !ok && key != "" {
 		// Keyed by its FIFO deduplication id: that id changes now, so the key must
 		// travel as the attribute the consumer reads first.
-		if len(attrs) == maxMessageAttributes {
+		if len(attrs) == idem.MaxMessageAttributes {
 			return nil, fmt.Errorf("cannot add the %s attribute: the message has %d attributes already", idem.KeyAttribute, len(attrs))
 		}
 		attrs[idem.KeyAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(key)}
