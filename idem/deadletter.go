@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -38,10 +40,18 @@ const (
 	// refused for good: it holds the queue the message was for. Such a dead letter is
 	// not an input message: redriven, it goes back to that queue, not to the input.
 	DLQOutboundQueueAttribute = "dlq-outbound-queue"
+	// DLQAttributesAttribute holds, on the dead letter of an outbound message, all the
+	// message's attributes but its KeyAttribute, as one JSON object of names to values:
+	// with the dlq-* attributes beside them, a message's own 10 would not fit SQS's
+	// limit of 10 (MaxMessageAttributes). OriginalAttributes restores them.
+	DLQAttributesAttribute = "dlq-attributes"
 )
 
 // MaxDLQReasonBytes bounds the error text kept in DLQReasonAttribute.
 const MaxDLQReasonBytes = 1024
+
+// dlqAttributePrefix starts the name of every attribute a dead letter has of its own.
+const dlqAttributePrefix = "dlq-"
 
 // MinDLQReasonBytes is the shortest SQSDeadLetter cuts DLQReasonAttribute to when a
 // message would otherwise exceed the dead-letter queue's size limit.
@@ -61,7 +71,8 @@ const reasonCut = "…"
 // KeyAttribute, then the other original attributes in name order until the limit; the
 // rest are dropped. When the original has no KeyAttribute but was keyed by its FIFO
 // MessageDeduplicationId, that id is added as KeyAttribute, so a message redriven from
-// the dead-letter queue keeps its idempotency key.
+// the dead-letter queue keeps its idempotency key. An outbound message's attributes are
+// never dropped: they travel together in DLQAttributesAttribute (DeadLetterOutbound).
 //
 // SQS also counts the attributes (names, data types and values) with the body against
 // the queue's maximum message size, so a message near that size would be refused once
@@ -104,26 +115,68 @@ var (
 )
 
 // DeadLetterOutbound sends an outbound message that SQS refused for good to the
-// dead-letter queue: its body, its attributes (its idempotency key among them), the
+// dead-letter queue: its body, its KeyAttribute, its other attributes all together in
+// DLQAttributesAttribute (so none is dropped for want of room among SQS's 10), the
 // reason, and DLQOutboundQueueAttribute with the queue it was for. On a FIFO
 // dead-letter queue it keeps its group and deduplicates on its key, so a message
-// refused on two tries is kept once.
+// refused on two tries is kept once. Redriven, it is the committed message again
+// (OriginalAttributes).
 func (d *SQSDeadLetter) DeadLetterOutbound(ctx context.Context, m Message, cause error) error {
+	key := m.Attributes[KeyAttribute]
 	src := events.SQSMessage{Body: m.Body, MessageAttributes: map[string]events.SQSMessageAttribute{}, Attributes: map[string]string{}}
-	for name, v := range m.Attributes {
-		src.MessageAttributes[name] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String(v)}
+	if key != "" {
+		src.MessageAttributes[KeyAttribute] = events.SQSMessageAttribute{DataType: stringType, StringValue: aws.String(key)}
 	}
 	if m.GroupID != "" {
 		src.Attributes["MessageGroupId"] = m.GroupID
 	}
-	in, err := d.inputFor(src, cause, m.QueueURL, m.Attributes[KeyAttribute])
+	in, err := d.inputFor(src, cause, m.QueueURL, key, outboundEnvelope(m.Attributes))
 	if err == nil {
 		_, err = d.API.SendMessage(ctx, in)
 	}
 	if err != nil {
-		return fmt.Errorf("idem: dead-letter outbound message %s: %w", redact(m.Attributes[KeyAttribute]), err)
+		return fmt.Errorf("idem: dead-letter outbound message %s: %w", redact(key), err)
 	}
 	return nil
+}
+
+// outboundEnvelope is the value of DLQAttributesAttribute for an outbound message's
+// attributes: all but KeyAttribute, as a JSON object ("" when there are none).
+func outboundEnvelope(attrs map[string]string) string {
+	rest := maps.Clone(attrs)
+	delete(rest, KeyAttribute)
+	if len(rest) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(rest) // a map of strings always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// OriginalAttributes returns the message attributes of the message a dead letter holds,
+// from the dead letter's attributes as received: all but the dlq-* ones, and those of an
+// outbound message carried in DLQAttributesAttribute (as String attributes).
+func OriginalAttributes(attrs map[string]types.MessageAttributeValue) (map[string]types.MessageAttributeValue, error) {
+	out := map[string]types.MessageAttributeValue{}
+	for name, v := range attrs {
+		if !strings.HasPrefix(name, dlqAttributePrefix) {
+			out[name] = types.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+		}
+	}
+	env, ok := attrs[DLQAttributesAttribute]
+	if !ok {
+		return out, nil
+	}
+	var carried map[string]string
+	if err := json.Unmarshal([]byte(aws.ToString(env.StringValue)), &carried); err != nil {
+		return nil, fmt.Errorf("idem: the dead letter's %s attribute: %w", DLQAttributesAttribute, err)
+	}
+	for name, v := range carried {
+		out[name] = stringAttribute(v)
+	}
+	return out, nil
 }
 
 // DeadLetter sends msg, failed with cause, to the dead-letter queue.
@@ -140,12 +193,13 @@ func (d *SQSDeadLetter) DeadLetter(ctx context.Context, msg events.SQSMessage, c
 
 // input builds the SendMessage request for msg.
 func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMessageInput, error) {
-	return d.inputFor(msg, cause, "", "")
+	return d.inputFor(msg, cause, "", "", "")
 }
 
 // inputFor builds the SendMessage request for an input message (outbound ""), or for
-// an outbound message to the queue outbound, whose key dedups it on a FIFO queue.
-func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, key string) (*sqs.SendMessageInput, error) {
+// an outbound message to the queue outbound, whose key dedups it on a FIFO queue and
+// whose other attributes are envelope (outboundEnvelope), never dropped.
+func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, key, envelope string) (*sqs.SendMessageInput, error) {
 	switch {
 	case d == nil || d.API == nil:
 		return nil, errors.New("SQSDeadLetter.API is nil")
@@ -180,6 +234,9 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	add(DLQFailedAtAttribute, now().UTC().Format(time.RFC3339))
 	add(DLQSourceAttribute, d.Source)
 	add(DLQOutboundQueueAttribute, outbound)
+	if envelope != "" {
+		attrs[DLQAttributesAttribute] = stringAttribute(envelope)
+	}
 
 	if v, ok := copyAttribute(msg.MessageAttributes[KeyAttribute]); ok {
 		attrs[KeyAttribute] = v
@@ -314,7 +371,7 @@ func shortenText(s string, limit int) string {
 func isDLQAttribute(name string) bool {
 	switch name {
 	case DLQReasonAttribute, DLQSourceMessageIDAttribute, DLQSourceQueueAttribute, DLQFailedAtAttribute, DLQSourceAttribute, DLQOutboundQueueAttribute,
-		DLQSignatureAttribute:
+		DLQSignatureAttribute, DLQAttributesAttribute:
 		return true
 	}
 	return false
