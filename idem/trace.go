@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -33,8 +34,9 @@ import (
 // when the SDK clients are instrumented (otelaws). The Reaper records SpanSweep, a
 // SpanReap per lease it fails, and SpanSend for the messages it sends. Outbound messages
 // carry their SpanSend's context on: a traceparent attribute when the message has room
-// for it (SQS's 10 attributes, MaxOutboundMessageBytes), and an AWSTraceHeader system
-// attribute, which counts against neither.
+// for it (SQS's 10 attributes, MaxOutboundMessageBytes, the queue's own size as far as
+// it is known), and an AWSTraceHeader system attribute, which counts against neither; a
+// message its queue refuses with the traceparent is sent again without it.
 //
 // No span carries a payload or a raw key: keys appear as AttrRecord (the scope and the
 // key's HashKey, as errors show them) and AttrKeyHash (HashKey of the key, as the logs
@@ -106,13 +108,50 @@ const AWSTraceHeader = "AWSTraceHeader"
 const tracerName = "github.com/idemgo/sqs-lambda-consumer/idem"
 
 // tracer is a Tracer, or nothing (the zero value): tracing off.
-type tracer struct{ t trace.Tracer }
+type tracer struct {
+	t    trace.Tracer
+	room *queueRoom
+}
 
 func newTracer(tp trace.TracerProvider) tracer {
 	if tp == nil {
 		return tracer{}
 	}
-	return tracer{t: tp.Tracer(tracerName)}
+	return tracer{t: tp.Tracer(tracerName), room: &queueRoom{refused: map[string]int{}}}
+}
+
+// queueRoom is what a tracer learned of its outbound queues' own MaximumMessageSize,
+// which the outbox cannot read (the functions may only send to those queues): the
+// smallest message with a traceparent each queue refused for good. A later message of
+// that size or more goes to that queue without one.
+type queueRoom struct {
+	mu      sync.Mutex
+	refused map[string]int
+}
+
+// limit is the largest message, traceparent included, known to fit queue.
+func (r *queueRoom) limit(queue string) int {
+	if r == nil {
+		return MaxOutboundMessageBytes
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n, ok := r.refused[queue]; ok {
+		return min(n-1, MaxOutboundMessageBytes)
+	}
+	return MaxOutboundMessageBytes
+}
+
+// refuse notes that queue refused a message of size bytes, its traceparent counted.
+func (r *queueRoom) refuse(queue string, size int) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n, ok := r.refused[queue]; !ok || size < n {
+		r.refused[queue] = size
+	}
 }
 
 func (t tracer) on() bool { return t.t != nil }
@@ -388,15 +427,18 @@ func startSends(ctx context.Context, tr tracer, pendings []*Pending) []sendTrace
 func traceSize(tp string) int { return stringAttributeCost(TraceParentAttribute, tp) }
 
 // traceRoom reports whether m can carry tp as an attribute within SQS's limits and
-// MaxOutboundMessageBytes; a message that sets traceparent itself keeps its own.
-func (m *Message) traceRoom(tp string) bool {
+// limit, the size its queue is known to take (queueRoom.limit: MaxOutboundMessageBytes
+// unless the queue refused a traced message as large); a message that sets traceparent
+// itself keeps its own. A message the queue refuses all the same is sent again without
+// it (outboxRun.refused): tracing never costs a delivery.
+func (m *Message) traceRoom(tp string, limit int) bool {
 	if tp == "" || len(m.Attributes) >= MaxMessageAttributes {
 		return false
 	}
 	if _, ok := m.Attributes[TraceParentAttribute]; ok {
 		return false
 	}
-	return m.size()+traceSize(tp) <= MaxOutboundMessageBytes
+	return m.size()+traceSize(tp) <= limit
 }
 
 // endSends ends the send spans with each pending's result.
