@@ -45,6 +45,13 @@ const (
 	// with the dlq-* attributes beside them, a message's own 10 would not fit SQS's
 	// limit of 10 (MaxMessageAttributes). OriginalAttributes restores them.
 	DLQAttributesAttribute = "dlq-attributes"
+	// DLQBodyCutAttribute marks the dead letter of an input message too large for the
+	// dead-letter queue once its key and reason are added (a producer's message near
+	// the limit, keyed by a long MessageDeduplicationId): its body is the message's first
+	// bytes, and this says how long the whole body was and its SHA-256 ("N bytes, sha256
+	// HEX"), so the producer's copy can be found and checked. idemctl redrive leaves
+	// such a dead letter where it is.
+	DLQBodyCutAttribute = "dlq-body-cut"
 )
 
 // MaxDLQReasonBytes bounds the error text kept in DLQReasonAttribute.
@@ -76,16 +83,19 @@ const reasonCut = "…"
 //
 // SQS also counts the attributes (names, data types and values) with the body against
 // the queue's maximum message size, so a message near that size would be refused once
-// the dlq-* attributes are added. The body is never changed; when body and attributes
-// exceed MaxMessageBytes, SQSDeadLetter drops, until the message fits: the copied
-// original attributes (last in name order first; KeyAttribute stays, redrive needs
-// it), then shortens dlq-reason down to MinDLQReasonBytes (cut at a rune boundary and
-// ending in "…"), then drops dlq-source, dlq-failed-at, dlq-source-queue, and last
-// dlq-source-message-id and dlq-reason. If the body and KeyAttribute alone exceed
-// MaxMessageBytes, DeadLetter returns an error and sends nothing: SQS cannot have
-// delivered such a message unless the dead-letter queue's limit is lower than the
-// source queue's, or the key was added from the MessageDeduplicationId to a body at
-// the limit.
+// the dlq-* attributes are added. When body and attributes exceed MaxMessageBytes,
+// SQSDeadLetter drops, until the message fits: the copied original attributes (last in
+// name order first; KeyAttribute stays, redrive needs it), then shortens dlq-reason down
+// to MinDLQReasonBytes (cut at a rune boundary and ending in "…"), then drops
+// dlq-source, dlq-failed-at, dlq-source-queue and dlq-source-message-id. If the message
+// still does not fit (a producer's message at the limit, keyed by a long
+// MessageDeduplicationId that becomes KeyAttribute), its body is cut to the longest
+// prefix that fits, at a rune boundary, and DLQBodyCutAttribute gives the whole body's
+// length and SHA-256: the message is dead-lettered at once with its key and its
+// reason, rather than retried until SQS's redrive parks it, holding its FIFO group, with
+// no reason. An outbound message's body is never cut (dlq-reason goes instead). When the
+// attributes that always stay leave no room for a byte of the body, DeadLetter returns
+// an error and sends nothing.
 //
 // The zero value is not usable: API and QueueURL are required. Its methods are safe for
 // concurrent use when API is.
@@ -272,13 +282,14 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 			copied = append(copied, name)
 		}
 	}
-	if err := fitMessage(msg.Body, attrs, copied, limit); err != nil {
+	body, err := fitMessage(msg.Body, attrs, copied, limit, outbound == "")
+	if err != nil {
 		return nil, err
 	}
 
 	in := &sqs.SendMessageInput{
 		QueueUrl:          aws.String(d.QueueURL),
-		MessageBody:       aws.String(msg.Body),
+		MessageBody:       aws.String(body),
 		MessageAttributes: attrs,
 	}
 	if strings.HasSuffix(d.QueueURL, ".fifo") {
@@ -294,18 +305,23 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 		}
 	}
 	if d.Keys != nil {
-		sig := d.Keys.deadLetterSignature(msg.Body, aws.ToString(in.MessageGroupId), attrs)
+		sig := d.Keys.deadLetterSignature(body, aws.ToString(in.MessageGroupId), attrs)
 		attrs[DLQSignatureAttribute] = stringAttribute(sig)
 	}
 	return in, nil
 }
 
 // fitMessage removes or shortens attributes, in place, until body and attrs fit in
-// limit bytes as SQS counts them: first the copied original attributes (copied, in the
-// order they were added: the last goes first), then the reason is cut down to
-// MinDLQReasonBytes, then the dlq-* attributes go, the optional ones first. Only
-// KeyAttribute is never dropped; if body and key alone exceed limit, fitMessage fails.
-func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copied []string, limit int) error {
+// limit bytes as SQS counts them, and returns the body to send: first the copied
+// original attributes go (copied, in the order they were added: the last goes first),
+// then the reason is cut down to MinDLQReasonBytes, then the optional dlq-* attributes
+// go. If that is not enough, an input message's body is cut (cutBody): its first bytes
+// are sent, at a rune boundary, with DLQBodyCutAttribute naming the whole body's length
+// and SHA-256, so that it is dead-lettered at once with its key and its reason rather
+// than retried until SQS parks it; an outbound message's reason goes instead (its body,
+// whole, is what a redrive sends). KeyAttribute, the ingress's signature, dlq-attributes
+// and dlq-signature are never dropped; when they leave no room, fitMessage fails.
+func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copied []string, limit int, cutBody bool) (string, error) {
 	size := messageSize(body, attrs)
 	for i := len(copied) - 1; i >= 0 && size > limit; i-- {
 		size -= attributeSize(copied[i], attrs[copied[i]])
@@ -317,7 +333,11 @@ func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copie
 		attrs[DLQReasonAttribute] = types.MessageAttributeValue{DataType: v.DataType, StringValue: aws.String(short)}
 		size -= len(reason) - len(short)
 	}
-	for _, name := range []string{DLQSourceAttribute, DLQFailedAtAttribute, DLQSourceQueueAttribute, DLQSourceMessageIDAttribute, DLQReasonAttribute} {
+	optional := []string{DLQSourceAttribute, DLQFailedAtAttribute, DLQSourceQueueAttribute, DLQSourceMessageIDAttribute}
+	if !cutBody {
+		optional = append(optional, DLQReasonAttribute)
+	}
+	for _, name := range optional {
 		if size <= limit {
 			break
 		}
@@ -326,11 +346,20 @@ func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copie
 			delete(attrs, name)
 		}
 	}
-	if size > limit {
-		return fmt.Errorf("the body (%d bytes) and the %s attribute (%d bytes) alone exceed the dead-letter queue's message size limit of %d bytes (SQSDeadLetter.MaxMessageBytes)",
-			len(body), KeyAttribute, size-len(body), limit)
+	if size <= limit {
+		return body, nil
 	}
-	return nil
+	if cutBody {
+		sum := sha256.Sum256([]byte(body))
+		mark := fmt.Sprintf("%d bytes, sha256 %s", len(body), hex.EncodeToString(sum[:]))
+		size += stringAttributeCost(DLQBodyCutAttribute, mark)
+		if kept := runePrefix(body, len(body)-(size-limit)); kept != "" {
+			attrs[DLQBodyCutAttribute] = stringAttribute(mark)
+			return kept, nil
+		}
+	}
+	return "", fmt.Errorf("no room for the body (%d bytes) beside the attributes the dead letter must keep (%d bytes: %s, its signatures, dlq-attributes, its reason or %s) within the dead-letter queue's message size limit of %d bytes (SQSDeadLetter.MaxMessageBytes)",
+		len(body), size-len(body), KeyAttribute, DLQBodyCutAttribute, limit)
 }
 
 // messageSize is the size of a message as SQS counts it against the maximum message
@@ -359,10 +388,22 @@ func shortenText(s string, limit int) string {
 	if n < 0 {
 		n, mark = max(limit, 0), ""
 	}
+	return runePrefix(s, n) + mark
+}
+
+// runePrefix is the longest prefix of s of at most n bytes that ends at a rune boundary
+// ("" when n < 1).
+func runePrefix(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + mark
+	return s[:n]
 }
 
 // isDLQAttribute reports whether name is one of the attributes DeadLetter sets: the
@@ -371,7 +412,7 @@ func shortenText(s string, limit int) string {
 func isDLQAttribute(name string) bool {
 	switch name {
 	case DLQReasonAttribute, DLQSourceMessageIDAttribute, DLQSourceQueueAttribute, DLQFailedAtAttribute, DLQSourceAttribute, DLQOutboundQueueAttribute,
-		DLQSignatureAttribute, DLQAttributesAttribute:
+		DLQSignatureAttribute, DLQAttributesAttribute, DLQBodyCutAttribute:
 		return true
 	}
 	return false

@@ -1,11 +1,16 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -163,5 +168,60 @@ func TestEachOutboundMessageCarriesItsOwnRecordsTrace(t *testing.T) {
 		if !sc.IsValid() || sc.TraceID() != producer.TraceID() || sends[sc.SpanID()] != producer.TraceID() {
 			t.Errorf("message %s carries %s/%s, want a SpanSend of its own record's trace %s", key, sc.TraceID(), sc.SpanID(), producer.TraceID())
 		}
+	}
+}
+
+// TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce (issue 37, hole 4): a
+// producer's message 100 bytes under SQS's 1 MiB, keyed by a 128-character FIFO
+// deduplication id, fails for good. Its dead letter cannot hold the whole body beside its
+// key and signature, yet it is dead-lettered on this first failure, with its reason: the
+// record is no batch item failure, so its FIFO group goes on. Its body is cut, with the
+// whole body's length and SHA-256, and the rest is kept: key, reason, group.
+func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
+	ctx := context.Background()
+	client := awstest.SQS(t)
+	dlq := fifoQueue(t, client, "dlq", nil)
+	keys, err := idem.NewKeys(bytes.Repeat([]byte("s"), idem.MinSecretBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("validate: amount_cents is not a number")
+	handler := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{}, idem.Permanent(cause) })
+	dl := &idem.SQSDeadLetter{API: &sizeLimitedSQS{next: client, limit: idem.MaxSQSMessageBytes}, QueueURL: dlq, Source: "consumer", Keys: keys}
+	bp := sqsProcessor(t, c, handler, idem.BatchConfig{DeadLetter: dl})
+
+	dedup := strings.Repeat("d", idem.MaxDeduplicationIDChars)
+	body := strings.Repeat("é", (idem.MaxSQSMessageBytes-100)/2) // 2-byte runes: a cut may fall inside one
+	msg := events.SQSMessage{MessageId: "m-1", Body: body, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input.fifo",
+		Attributes: map[string]string{"MessageGroupId": "account-7", "MessageDeduplicationId": dedup, "ApproximateReceiveCount": "1"}}
+	resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("process: %+v, %v; want the record dead-lettered and acknowledged at once", resp, err)
+	}
+	got := drainQueue(t, client, dlq)
+	if len(got) != 1 {
+		t.Fatalf("dead-letter queue holds %d messages, want 1", len(got))
+	}
+	a := got[0].MessageAttributes
+	kept := aws.ToString(got[0].Body)
+	sum := sha256.Sum256([]byte(body))
+	if !strings.HasPrefix(body, kept) || !utf8.ValidString(kept) || len(kept) < len(body)-1024 {
+		t.Errorf("dead letter's body: %d bytes, want the first bytes of the %d-byte body, cut at a rune", len(kept), len(body))
+	}
+	if want := fmt.Sprintf("%d bytes, sha256 %s", len(body), hex.EncodeToString(sum[:])); attrString(a, idem.DLQBodyCutAttribute) != want {
+		t.Errorf("%s = %q, want %q", idem.DLQBodyCutAttribute, attrString(a, idem.DLQBodyCutAttribute), want)
+	}
+	if r := attrString(a, idem.DLQReasonAttribute); !strings.Contains(r, cause.Error()) {
+		t.Errorf("%s = %q, want the cause", idem.DLQReasonAttribute, r)
+	}
+	if attrString(a, idem.KeyAttribute) != dedup || got[0].Attributes["MessageGroupId"] != "account-7" {
+		t.Errorf("key %q, group %q: want the deduplication id and the group", attrString(a, idem.KeyAttribute), got[0].Attributes["MessageGroupId"])
+	}
+	if err := keys.VerifyDeadLetter(got[0]); err != nil {
+		t.Errorf("the dead letter's signature: %v", err)
 	}
 }

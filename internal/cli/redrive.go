@@ -285,6 +285,10 @@ func (r *redriver) redriveInput(m types.Message) (*sqs.SendMessageInput, error) 
 
 // inputTo is redriveInput for m going to dest, as an outbound message or not.
 func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.SendMessageInput, error) {
+	if cut, ok := m.MessageAttributes[idem.DLQBodyCutAttribute]; ok {
+		return nil, fmt.Errorf("its body was cut to fit the dead-letter queue (%s: the whole body was %s): redriven, it would be another message; "+
+			"send the whole message again from its producer, then delete this one", idem.DLQBodyCutAttribute, aws.ToString(cut.StringValue))
+	}
 	attrs, err := idem.OriginalAttributes(m.MessageAttributes)
 	if err != nil {
 		return nil, err

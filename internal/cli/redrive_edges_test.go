@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
@@ -57,5 +59,37 @@ func TestRedriveOutboundKeepsEveryAttribute(t *testing.T) {
 	if aws.ToString(got[0].Body) != m.Body || !maps.Equal(attrs, m.Attributes) || got[0].Attributes["MessageGroupId"] != m.GroupID {
 		t.Fatalf("redriven message: body %s, group %s, attributes %v\nwant the committed one: body %s, group %s, attributes %v",
 			aws.ToString(got[0].Body), got[0].Attributes["MessageGroupId"], attrs, m.Body, m.GroupID, m.Attributes)
+	}
+}
+
+// TestRedriveLeavesACutBody (issue 37, hole 4): a message too large for its dead letter
+// was dead-lettered with its body cut (dlq-body-cut). Redrive does not send that cut
+// body as if it were the message: it leaves it in the dead-letter queue and says why.
+func TestRedriveLeavesACutBody(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := upStack(t)
+	api := awstest.SQS(t)
+	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e), MaxMessageBytes: idem.MinSQSMessageBytes}
+	msg := events.SQSMessage{MessageId: "m-cut", Body: strings.Repeat("x", 2*idem.MinSQSMessageBytes),
+		Attributes: map[string]string{"MessageGroupId": "g-1", "MessageDeduplicationId": "payments-p-9"}}
+	if err := dl.DeadLetter(ctx, msg, errors.New("validate: amount_cents is not a number")); err != nil {
+		t.Fatal(err)
+	}
+	r := idemctl(t, e, "redrive")
+	if r.code == 0 || !strings.Contains(r.stderr, idem.DLQBodyCutAttribute) || !strings.Contains(r.stdout, "moved 0 messages") {
+		t.Fatalf("redrive of a cut body: exit %d, want a failure that names %s\n%s%s", r.code, idem.DLQBodyCutAttribute, r.stdout, r.stderr)
+	}
+	if in := receiveAll(t, e["QUEUE_URL"]); len(in) != 0 {
+		t.Fatalf("%d messages went to the input queue, want none", len(in))
+	}
+	// Left there (in flight for redrive's visibility timeout): still counted by the queue.
+	q, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(e["DLQ_URL"]),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, h := q.Attributes["ApproximateNumberOfMessages"], q.Attributes["ApproximateNumberOfMessagesNotVisible"]; v+h != "01" && v+h != "10" {
+		t.Fatalf("the dead-letter queue holds %s visible and %s in-flight messages, want the cut one left there", v, h)
 	}
 }
