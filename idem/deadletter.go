@@ -87,13 +87,14 @@ const reasonCut = "…"
 // SQSDeadLetter drops, until the message fits: the copied original attributes (last in
 // name order first; KeyAttribute stays, redrive needs it), then shortens dlq-reason down
 // to MinDLQReasonBytes (cut at a rune boundary and ending in "…"), then drops
-// dlq-source, dlq-failed-at, dlq-source-queue and dlq-source-message-id. If the message
-// still does not fit (a producer's message at the limit, keyed by a long
-// MessageDeduplicationId that becomes KeyAttribute), its body is cut to the longest
-// prefix that fits, at a rune boundary, and DLQBodyCutAttribute gives the whole body's
-// length and SHA-256: the message is dead-lettered at once with its key and its
-// reason, rather than retried until SQS's redrive parks it, holding its FIFO group, with
-// no reason. An outbound message's body is never cut (dlq-reason goes instead). When the
+// dlq-source, dlq-failed-at and dlq-source-queue. If the message still does not fit (a
+// producer's message at the limit, keyed by a long MessageDeduplicationId that becomes
+// KeyAttribute), its body is cut to the longest prefix that fits, at a rune boundary,
+// and DLQBodyCutAttribute gives the whole body's length and SHA-256: the message is
+// dead-lettered at once with its key, its reason and dlq-source-message-id, rather than
+// retried until SQS's redrive parks it, holding its FIFO group, with no reason. An
+// outbound message's body is never cut (dlq-source-message-id, which it does not have,
+// and dlq-reason go instead). When the
 // attributes that always stay leave no room for a byte of the body, DeadLetter returns
 // an error and sends nothing.
 //
@@ -317,9 +318,9 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 // then the reason is cut down to MinDLQReasonBytes, then the optional dlq-* attributes
 // go. If that is not enough, an input message's body is cut (cutBody): its first bytes
 // are sent, at a rune boundary, with DLQBodyCutAttribute naming the whole body's length
-// and SHA-256, so that it is dead-lettered at once with its key and its reason rather
-// than retried until SQS parks it; an outbound message's reason goes instead (its body,
-// whole, is what a redrive sends). KeyAttribute, the ingress's signature, dlq-attributes
+// and SHA-256, so that it is dead-lettered at once with its key, its reason and its
+// source message id rather than retried until SQS parks it; an outbound message's
+// reason goes instead (its body, whole, is what a redrive sends). KeyAttribute, the ingress's signature, dlq-attributes
 // and dlq-signature are never dropped; when they leave no room, fitMessage fails.
 func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copied []string, limit int, cutBody bool) (string, error) {
 	size := messageSize(body, attrs)
@@ -333,9 +334,9 @@ func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copie
 		attrs[DLQReasonAttribute] = types.MessageAttributeValue{DataType: v.DataType, StringValue: aws.String(short)}
 		size -= len(reason) - len(short)
 	}
-	optional := []string{DLQSourceAttribute, DLQFailedAtAttribute, DLQSourceQueueAttribute, DLQSourceMessageIDAttribute}
+	optional := []string{DLQSourceAttribute, DLQFailedAtAttribute, DLQSourceQueueAttribute}
 	if !cutBody {
-		optional = append(optional, DLQReasonAttribute)
+		optional = append(optional, DLQSourceMessageIDAttribute, DLQReasonAttribute)
 	}
 	for _, name := range optional {
 		if size <= limit {

@@ -179,7 +179,7 @@ func TestDeadLetterReasonOfAtMostTheMinimumIsNotCut(t *testing.T) {
 
 // When the attributes a dead letter must keep leave no room for a byte of the body, the
 // error gives the body's size and those attributes' size as SQS counts them (name, data
-// type and value): the key, the reason, and the mark of a cut body.
+// type and value): the key, the reason, the source message id and the mark of a cut body.
 func TestDeadLetterTooLargeErrorGivesBodyAndKeySizes(t *testing.T) {
 	msg := plainMsg()
 	msg.Body = strings.Repeat("b", 2000)
@@ -196,7 +196,7 @@ func TestDeadLetterTooLargeErrorGivesBodyAndKeySizes(t *testing.T) {
 	kept, _ := strconv.Atoi(m[2])
 	mark := "2000 bytes, sha256 " + strings.Repeat("0", 64)
 	wantKept := len(idem.KeyAttribute) + len("String") + len("key-1") + len(idem.DLQReasonAttribute) + len("String") + len("bad") +
-		len(idem.DLQBodyCutAttribute) + len("String") + len(mark)
+		len(idem.DLQSourceMessageIDAttribute) + len("String") + len(msg.MessageId) + len(idem.DLQBodyCutAttribute) + len("String") + len(mark)
 	if body != len(msg.Body) || m[3] != idem.KeyAttribute || kept != wantKept {
 		t.Errorf("error %q: want body %d bytes and kept attributes %d bytes", err, len(msg.Body), wantKept)
 	}
