@@ -263,6 +263,7 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 	for i, e := range batch {
 		switch f, isFailed := failed[i]; {
 		case ok[i]:
+			d.room.took(queue, e.size())
 		case isFailed && f.SenderFault && laterOfGroupSent(batch, ok, i, fifo):
 			// Sent again, it would overtake the later message of its group.
 			d.poison(ctx, queue, e, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)), notSent)
@@ -279,15 +280,14 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 
 // refused handles a message SQS refused for good. One that carried a traceparent is
 // sent again without it, alone, since the trace context may be what took it over its
-// queue's own MaximumMessageSize, which the outbox cannot know: tracing never costs a
-// delivery. The queue's room is noted, so its later messages of that size go without
-// one at once. Any other is dead-lettered (poison).
+// queue's own MaximumMessageSize (lowered since the queue took a larger message:
+// queueRoom): tracing never costs a delivery. Any other is dead-lettered (poison).
 func (d *outboxRun) refused(ctx context.Context, qn int, queue string, e sendEntry, cause error, fifo bool, stopped map[string]error, notSent func(sendEntry, error)) {
 	if e.traceparent == "" {
 		d.poison(ctx, queue, e, cause, notSent)
 		return
 	}
-	d.room.refuse(queue, e.size())
+	d.room.refused(queue, e.size())
 	e.traceparent = ""
 	d.sendRequest(ctx, qn, queue, []sendEntry{e}, fifo, stopped, false)
 }

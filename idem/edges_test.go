@@ -124,6 +124,57 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 	})
 }
 
+// TestTracedMessageRefusedIsSentAgainWithout (issue 37, hole 2): a queue took a message
+// of 2 000 bytes, so a message of 1 500 bytes gets a traceparent; the queue's
+// MaximumMessageSize has since been lowered to 1 500 bytes and it refuses the message
+// with the traceparent. The message is sent again at once without it and delivered, not
+// dead-lettered, and the next one of that size goes without one in one request.
+func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
+	ctx := context.Background()
+	client := awstest.SQS(t)
+	out := fifoQueue(t, client, "lowered", nil)
+	dlq := fifoQueue(t, client, "dlq", nil)
+	tp, _ := spanRecorder(t)
+	sender := &sizeLimitedBatch{next: client, limit: idem.MaxSQSMessageBytes}
+	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
+		OutboxDeadLetter: &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(key string, size int) {
+		t.Helper()
+		attrCost := len(idem.KeyAttribute) + len("String") + len(key)
+		m := idem.Message{QueueURL: out, Body: strings.Repeat("z", size-attrCost), GroupID: "g", DeduplicationID: key, Attributes: map[string]string{idem.KeyAttribute: key}}
+		if errs := c.Deliver(ctx, []*idem.Pending{{Key: "payments#" + key, Token: "t", Messages: []idem.Message{m}}}); errs[0] != nil {
+			t.Fatalf("deliver %s: %v", key, errs[0])
+		}
+	}
+	send("m-1", 2000)
+	sender.limit = 1500
+	sender.requests.Store(0)
+	send("m-2", 1500)
+	if n := sender.requests.Load(); n != 2 {
+		t.Errorf("the message of 1500 bytes took %d requests, want 2: with its traceparent, refused, then without", n)
+	}
+	sender.requests.Store(0)
+	send("m-3", 1500)
+	if n := sender.requests.Load(); n != 1 {
+		t.Errorf("the next message of 1500 bytes took %d requests, want 1: the queue's lowered room is known", n)
+	}
+	if dead := drainQueue(t, client, dlq); len(dead) != 0 {
+		t.Fatalf("%d messages dead-lettered, want none", len(dead))
+	}
+	got := drainQueue(t, client, out)
+	if len(got) != 3 {
+		t.Fatalf("queue holds %d messages, want 3", len(got))
+	}
+	for _, m := range got[1:] {
+		if _, has := m.MessageAttributes[idem.TraceParentAttribute]; has {
+			t.Errorf("a message of 1500 bytes carries a traceparent over its queue's limit")
+		}
+	}
+}
+
 // TestEachOutboundMessageCarriesItsOwnRecordsTrace (issue 37, hole 3): the outbox sends
 // the messages of several traced records in one request, and each message carries the
 // trace context of its own record's send: its record's trace (the producer's), and the

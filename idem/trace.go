@@ -34,9 +34,9 @@ import (
 // when the SDK clients are instrumented (otelaws). The Reaper records SpanSweep, a
 // SpanReap per lease it fails, and SpanSend for the messages it sends. Outbound messages
 // carry their SpanSend's context on: a traceparent attribute when the message has room
-// for it (SQS's 10 attributes, MaxOutboundMessageBytes, the queue's own size as far as
-// it is known), and an AWSTraceHeader system attribute, which counts against neither; a
-// message its queue refuses with the traceparent is sent again without it.
+// for it (SQS's 10 attributes, and the size its queue is known to take: queueRoom), and
+// an AWSTraceHeader system attribute, which counts against neither; a message its queue
+// refuses with the traceparent is sent again without it.
 //
 // No span carries a payload or a raw key: keys appear as AttrRecord (the scope and the
 // key's HashKey, as errors show them) and AttrKeyHash (HashKey of the key, as the logs
@@ -117,40 +117,56 @@ func newTracer(tp trace.TracerProvider) tracer {
 	if tp == nil {
 		return tracer{}
 	}
-	return tracer{t: tp.Tracer(tracerName), room: &queueRoom{refused: map[string]int{}}}
+	return tracer{t: tp.Tracer(tracerName), room: &queueRoom{takes: map[string]int{}}}
 }
 
 // queueRoom is what a tracer learned of its outbound queues' own MaximumMessageSize,
-// which the outbox cannot read (the functions may only send to those queues): the
-// smallest message with a traceparent each queue refused for good. A later message of
-// that size or more goes to that queue without one.
+// which the outbox cannot read (the functions may only send to those queues): for each
+// queue, the largest message it is known to take. Every queue takes MinSQSMessageBytes;
+// a queue that took a larger message takes one of that size again; one that refused a
+// message with a traceparent takes less than that. A traceparent goes only on a message
+// that stays, with it, within what its queue is known to take: it never takes a message
+// over its queue's limit.
 type queueRoom struct {
-	mu      sync.Mutex
-	refused map[string]int
+	mu    sync.Mutex
+	takes map[string]int
 }
 
 // limit is the largest message, traceparent included, known to fit queue.
 func (r *queueRoom) limit(queue string) int {
 	if r == nil {
-		return MaxOutboundMessageBytes
+		return MinSQSMessageBytes
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n, ok := r.refused[queue]; ok {
-		return min(n-1, MaxOutboundMessageBytes)
+	if n, ok := r.takes[queue]; ok {
+		return n
 	}
-	return MaxOutboundMessageBytes
+	return MinSQSMessageBytes
 }
 
-// refuse notes that queue refused a message of size bytes, its traceparent counted.
-func (r *queueRoom) refuse(queue string, size int) {
+// took notes that queue took a message of size bytes.
+func (r *queueRoom) took(queue string, size int) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n, ok := r.refused[queue]; !ok || size < n {
-		r.refused[queue] = size
+	if size > r.takes[queue] {
+		r.takes[queue] = min(size, MaxOutboundMessageBytes)
+	}
+}
+
+// refused notes that queue refused a message of size bytes with a traceparent: its
+// limit was lowered since it took a larger one.
+func (r *queueRoom) refused(queue string, size int) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n, ok := r.takes[queue]; ok && n >= size {
+		r.takes[queue] = max(size-1, MinSQSMessageBytes)
 	}
 }
 
@@ -427,10 +443,10 @@ func startSends(ctx context.Context, tr tracer, pendings []*Pending) []sendTrace
 func traceSize(tp string) int { return stringAttributeCost(TraceParentAttribute, tp) }
 
 // traceRoom reports whether m can carry tp as an attribute within SQS's limits and
-// limit, the size its queue is known to take (queueRoom.limit: MaxOutboundMessageBytes
-// unless the queue refused a traced message as large); a message that sets traceparent
-// itself keeps its own. A message the queue refuses all the same is sent again without
-// it (outboxRun.refused): tracing never costs a delivery.
+// limit, the size its queue is known to take (queueRoom.limit); a message that sets
+// traceparent itself keeps its own. A message its queue refuses all the same (its limit
+// was lowered) is sent again without it (outboxRun.refused): tracing never costs a
+// delivery.
 func (m *Message) traceRoom(tp string, limit int) bool {
 	if tp == "" || len(m.Attributes) >= MaxMessageAttributes {
 		return false
