@@ -45,6 +45,12 @@ type config struct {
 	// keyScope is the ingress's INGRESS_KEY_SCOPE: whose Idempotency-Keys two callers
 	// share (ingressapp.ScopeCaller, ScopeAccount, ScopeShared).
 	keyScope string
+	// The edges of SQS (edges.go): the handler's outbound messages carry up to the
+	// attributes SQS allows (attrs), some fill a small queue's MaximumMessageSize to the
+	// byte (exact), and idem's own tracer runs in the consumers and reapers (spans, nil:
+	// off).
+	attrs, exact bool
+	spans        *spans
 }
 
 // configRand is the seed's source for its configuration.
@@ -59,6 +65,11 @@ func drawConfig(r *rand.Rand, sc *scenario) config {
 	c.drift = r.IntN(2) == 0
 	c.steps = sc.mode == idem.ModeLease && r.IntN(2) == 0
 	c.keyScope = pick(r, ingressapp.ScopeCaller, ingressapp.ScopeCaller, ingressapp.ScopeAccount, ingressapp.ScopeShared)
+	c.attrs = r.IntN(2) == 0
+	c.exact = r.IntN(2) == 0
+	if r.IntN(3) == 0 {
+		c.spans = newSpans()
+	}
 	return c
 }
 
