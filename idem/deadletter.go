@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -38,27 +40,25 @@ const (
 	// refused for good: it holds the queue the message was for. Such a dead letter is
 	// not an input message: redriven, it goes back to that queue, not to the input.
 	DLQOutboundQueueAttribute = "dlq-outbound-queue"
+	// DLQAttributesAttribute holds, on the dead letter of an outbound message, all the
+	// message's attributes but its KeyAttribute, as one JSON object of names to values:
+	// with the dlq-* attributes beside them, a message's own 10 would not fit SQS's
+	// limit of 10 (MaxMessageAttributes). OriginalAttributes restores them.
+	DLQAttributesAttribute = "dlq-attributes"
+	// DLQBodyCutAttribute marks the dead letter of an input message too large for the
+	// dead-letter queue once its key and reason are added (a producer's message near
+	// the limit, keyed by a long MessageDeduplicationId): its body is the message's first
+	// bytes, and this says how long the whole body was and its SHA-256 ("N bytes, sha256
+	// HEX"), so the producer's copy can be found and checked. idemctl redrive leaves
+	// such a dead letter where it is.
+	DLQBodyCutAttribute = "dlq-body-cut"
 )
 
 // MaxDLQReasonBytes bounds the error text kept in DLQReasonAttribute.
 const MaxDLQReasonBytes = 1024
 
-// maxMessageAttributes is SQS's limit of message attributes per message.
-const maxMessageAttributes = 10
-
-// maxDeduplicationID is SQS's limit on a MessageDeduplicationId.
-const maxDeduplicationID = 128
-
-// MaxSQSMessageBytes is the largest message SQS accepts, and the default and greatest
-// MaximumMessageSize of a queue: 1 MiB since AWS raised it from 256 KiB in 2025
-// (https://aws.amazon.com/blogs/compute/more-room-to-build-serverless-services-now-support-payloads-up-to-1-mb).
-// A queue's MaximumMessageSize can be set anywhere from 1,024 bytes to this
-// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html).
-// SQS counts the body and every part of every message attribute, its name, its data
-// type and its value, against the limit
-// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-message-metadata.html,
-// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_MessageAttributeValue.html).
-const MaxSQSMessageBytes = 1 << 20
+// dlqAttributePrefix starts the name of every attribute a dead letter has of its own.
+const dlqAttributePrefix = "dlq-"
 
 // MinDLQReasonBytes is the shortest SQSDeadLetter cuts DLQReasonAttribute to when a
 // message would otherwise exceed the dead-letter queue's size limit.
@@ -78,20 +78,25 @@ const reasonCut = "…"
 // KeyAttribute, then the other original attributes in name order until the limit; the
 // rest are dropped. When the original has no KeyAttribute but was keyed by its FIFO
 // MessageDeduplicationId, that id is added as KeyAttribute, so a message redriven from
-// the dead-letter queue keeps its idempotency key.
+// the dead-letter queue keeps its idempotency key. An outbound message's attributes are
+// never dropped: they travel together in DLQAttributesAttribute (DeadLetterOutbound).
 //
 // SQS also counts the attributes (names, data types and values) with the body against
 // the queue's maximum message size, so a message near that size would be refused once
-// the dlq-* attributes are added. The body is never changed; when body and attributes
-// exceed MaxMessageBytes, SQSDeadLetter drops, until the message fits: the copied
-// original attributes (last in name order first; KeyAttribute stays, redrive needs
-// it), then shortens dlq-reason down to MinDLQReasonBytes (cut at a rune boundary and
-// ending in "…"), then drops dlq-source, dlq-failed-at, dlq-source-queue, and last
-// dlq-source-message-id and dlq-reason. If the body and KeyAttribute alone exceed
-// MaxMessageBytes, DeadLetter returns an error and sends nothing: SQS cannot have
-// delivered such a message unless the dead-letter queue's limit is lower than the
-// source queue's, or the key was added from the MessageDeduplicationId to a body at
-// the limit.
+// the dlq-* attributes are added. When body and attributes exceed MaxMessageBytes,
+// SQSDeadLetter drops, until the message fits: the copied original attributes (last in
+// name order first; KeyAttribute stays, redrive needs it), then shortens dlq-reason down
+// to MinDLQReasonBytes (cut at a rune boundary and ending in "…"), then drops
+// dlq-source, dlq-failed-at and dlq-source-queue. If the message still does not fit (a
+// producer's message at the limit, keyed by a long MessageDeduplicationId that becomes
+// KeyAttribute), its body is cut to the longest prefix that fits, at a rune boundary,
+// and DLQBodyCutAttribute gives the whole body's length and SHA-256: the message is
+// dead-lettered at once with its key, its reason and dlq-source-message-id, rather than
+// retried until SQS's redrive parks it, holding its FIFO group, with no reason. An
+// outbound message's body is never cut (dlq-source-message-id, which it does not have,
+// and dlq-reason go instead). When the
+// attributes that always stay leave no room for a byte of the body, DeadLetter returns
+// an error and sends nothing.
 //
 // The zero value is not usable: API and QueueURL are required. Its methods are safe for
 // concurrent use when API is.
@@ -121,26 +126,68 @@ var (
 )
 
 // DeadLetterOutbound sends an outbound message that SQS refused for good to the
-// dead-letter queue: its body, its attributes (its idempotency key among them), the
+// dead-letter queue: its body, its KeyAttribute, its other attributes all together in
+// DLQAttributesAttribute (so none is dropped for want of room among SQS's 10), the
 // reason, and DLQOutboundQueueAttribute with the queue it was for. On a FIFO
 // dead-letter queue it keeps its group and deduplicates on its key, so a message
-// refused on two tries is kept once.
+// refused on two tries is kept once. Redriven, it is the committed message again
+// (OriginalAttributes).
 func (d *SQSDeadLetter) DeadLetterOutbound(ctx context.Context, m Message, cause error) error {
+	key := m.Attributes[KeyAttribute]
 	src := events.SQSMessage{Body: m.Body, MessageAttributes: map[string]events.SQSMessageAttribute{}, Attributes: map[string]string{}}
-	for name, v := range m.Attributes {
-		src.MessageAttributes[name] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String(v)}
+	if key != "" {
+		src.MessageAttributes[KeyAttribute] = events.SQSMessageAttribute{DataType: stringType, StringValue: aws.String(key)}
 	}
 	if m.GroupID != "" {
 		src.Attributes["MessageGroupId"] = m.GroupID
 	}
-	in, err := d.inputFor(src, cause, m.QueueURL, m.Attributes[KeyAttribute])
+	in, err := d.inputFor(src, cause, m.QueueURL, key, outboundEnvelope(m.Attributes))
 	if err == nil {
 		_, err = d.API.SendMessage(ctx, in)
 	}
 	if err != nil {
-		return fmt.Errorf("idem: dead-letter outbound message %s: %w", redact(m.Attributes[KeyAttribute]), err)
+		return fmt.Errorf("idem: dead-letter outbound message %s: %w", redact(key), err)
 	}
 	return nil
+}
+
+// outboundEnvelope is the value of DLQAttributesAttribute for an outbound message's
+// attributes: all but KeyAttribute, as a JSON object ("" when there are none).
+func outboundEnvelope(attrs map[string]string) string {
+	rest := maps.Clone(attrs)
+	delete(rest, KeyAttribute)
+	if len(rest) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(rest) // a map of strings always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// OriginalAttributes returns the message attributes of the message a dead letter holds,
+// from the dead letter's attributes as received: all but the dlq-* ones, and those of an
+// outbound message carried in DLQAttributesAttribute (as String attributes).
+func OriginalAttributes(attrs map[string]types.MessageAttributeValue) (map[string]types.MessageAttributeValue, error) {
+	out := map[string]types.MessageAttributeValue{}
+	for name, v := range attrs {
+		if !strings.HasPrefix(name, dlqAttributePrefix) {
+			out[name] = types.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+		}
+	}
+	env, ok := attrs[DLQAttributesAttribute]
+	if !ok {
+		return out, nil
+	}
+	var carried map[string]string
+	if err := json.Unmarshal([]byte(aws.ToString(env.StringValue)), &carried); err != nil {
+		return nil, fmt.Errorf("idem: the dead letter's %s attribute: %w", DLQAttributesAttribute, err)
+	}
+	for name, v := range carried {
+		out[name] = stringAttribute(v)
+	}
+	return out, nil
 }
 
 // DeadLetter sends msg, failed with cause, to the dead-letter queue.
@@ -157,12 +204,13 @@ func (d *SQSDeadLetter) DeadLetter(ctx context.Context, msg events.SQSMessage, c
 
 // input builds the SendMessage request for msg.
 func (d *SQSDeadLetter) input(msg events.SQSMessage, cause error) (*sqs.SendMessageInput, error) {
-	return d.inputFor(msg, cause, "", "")
+	return d.inputFor(msg, cause, "", "", "")
 }
 
 // inputFor builds the SendMessage request for an input message (outbound ""), or for
-// an outbound message to the queue outbound, whose key dedups it on a FIFO queue.
-func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, key string) (*sqs.SendMessageInput, error) {
+// an outbound message to the queue outbound, whose key dedups it on a FIFO queue and
+// whose other attributes are envelope (outboundEnvelope), never dropped.
+func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, key, envelope string) (*sqs.SendMessageInput, error) {
 	switch {
 	case d == nil || d.API == nil:
 		return nil, errors.New("SQSDeadLetter.API is nil")
@@ -188,7 +236,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	attrs := map[string]types.MessageAttributeValue{}
 	add := func(name, value string) {
 		if value = attributeText(value, MaxDLQReasonBytes); value != "" {
-			attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
+			attrs[name] = stringAttribute(value)
 		}
 	}
 	add(DLQReasonAttribute, reason)
@@ -197,6 +245,9 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	add(DLQFailedAtAttribute, now().UTC().Format(time.RFC3339))
 	add(DLQSourceAttribute, d.Source)
 	add(DLQOutboundQueueAttribute, outbound)
+	if envelope != "" {
+		attrs[DLQAttributesAttribute] = stringAttribute(envelope)
+	}
 
 	if v, ok := copyAttribute(msg.MessageAttributes[KeyAttribute]); ok {
 		attrs[KeyAttribute] = v
@@ -213,7 +264,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	if d.Keys != nil {
 		// A placeholder of the signature's size, so that the message is fitted with it;
 		// the signature, over what is sent, is written once the message fits.
-		attrs[DLQSignatureAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", sha256.Size*2))}
+		attrs[DLQSignatureAttribute] = stringAttribute(strings.Repeat("0", sha256.Size*2))
 	}
 	names := make([]string, 0, len(msg.MessageAttributes))
 	for name := range msg.MessageAttributes {
@@ -224,7 +275,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	slices.Sort(names)
 	copied := make([]string, 0, len(names))
 	for _, name := range names {
-		if len(attrs) == maxMessageAttributes {
+		if len(attrs) == MaxMessageAttributes {
 			break
 		}
 		if v, ok := copyAttribute(msg.MessageAttributes[name]); ok {
@@ -232,13 +283,14 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 			copied = append(copied, name)
 		}
 	}
-	if err := fitMessage(msg.Body, attrs, copied, limit); err != nil {
+	body, err := fitMessage(msg.Body, attrs, copied, limit, outbound == "")
+	if err != nil {
 		return nil, err
 	}
 
 	in := &sqs.SendMessageInput{
 		QueueUrl:          aws.String(d.QueueURL),
-		MessageBody:       aws.String(msg.Body),
+		MessageBody:       aws.String(body),
 		MessageAttributes: attrs,
 	}
 	if strings.HasSuffix(d.QueueURL, ".fifo") {
@@ -254,18 +306,23 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 		}
 	}
 	if d.Keys != nil {
-		sig := d.Keys.deadLetterSignature(msg.Body, aws.ToString(in.MessageGroupId), attrs)
-		attrs[DLQSignatureAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(sig)}
+		sig := d.Keys.deadLetterSignature(body, aws.ToString(in.MessageGroupId), attrs)
+		attrs[DLQSignatureAttribute] = stringAttribute(sig)
 	}
 	return in, nil
 }
 
 // fitMessage removes or shortens attributes, in place, until body and attrs fit in
-// limit bytes as SQS counts them: first the copied original attributes (copied, in the
-// order they were added: the last goes first), then the reason is cut down to
-// MinDLQReasonBytes, then the dlq-* attributes go, the optional ones first. Only
-// KeyAttribute is never dropped; if body and key alone exceed limit, fitMessage fails.
-func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copied []string, limit int) error {
+// limit bytes as SQS counts them, and returns the body to send: first the copied
+// original attributes go (copied, in the order they were added: the last goes first),
+// then the reason is cut down to MinDLQReasonBytes, then the optional dlq-* attributes
+// go. If that is not enough, an input message's body is cut (cutBody): its first bytes
+// are sent, at a rune boundary, with DLQBodyCutAttribute naming the whole body's length
+// and SHA-256, so that it is dead-lettered at once with its key, its reason and its
+// source message id rather than retried until SQS parks it; an outbound message's
+// reason goes instead (its body, whole, is what a redrive sends). KeyAttribute, the ingress's signature, dlq-attributes
+// and dlq-signature are never dropped; when they leave no room, fitMessage fails.
+func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copied []string, limit int, cutBody bool) (string, error) {
 	size := messageSize(body, attrs)
 	for i := len(copied) - 1; i >= 0 && size > limit; i-- {
 		size -= attributeSize(copied[i], attrs[copied[i]])
@@ -277,7 +334,11 @@ func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copie
 		attrs[DLQReasonAttribute] = types.MessageAttributeValue{DataType: v.DataType, StringValue: aws.String(short)}
 		size -= len(reason) - len(short)
 	}
-	for _, name := range []string{DLQSourceAttribute, DLQFailedAtAttribute, DLQSourceQueueAttribute, DLQSourceMessageIDAttribute, DLQReasonAttribute} {
+	optional := []string{DLQSourceAttribute, DLQFailedAtAttribute, DLQSourceQueueAttribute}
+	if !cutBody {
+		optional = append(optional, DLQSourceMessageIDAttribute, DLQReasonAttribute)
+	}
+	for _, name := range optional {
 		if size <= limit {
 			break
 		}
@@ -286,11 +347,20 @@ func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copie
 			delete(attrs, name)
 		}
 	}
-	if size > limit {
-		return fmt.Errorf("the body (%d bytes) and the %s attribute (%d bytes) alone exceed the dead-letter queue's message size limit of %d bytes (SQSDeadLetter.MaxMessageBytes)",
-			len(body), KeyAttribute, size-len(body), limit)
+	if size <= limit {
+		return body, nil
 	}
-	return nil
+	if cutBody {
+		sum := sha256.Sum256([]byte(body))
+		mark := fmt.Sprintf("%d bytes, sha256 %s", len(body), hex.EncodeToString(sum[:]))
+		size += stringAttributeCost(DLQBodyCutAttribute, mark)
+		if kept := runePrefix(body, len(body)-(size-limit)); kept != "" {
+			attrs[DLQBodyCutAttribute] = stringAttribute(mark)
+			return kept, nil
+		}
+	}
+	return "", fmt.Errorf("no room for the body (%d bytes) beside the attributes the dead letter must keep (%d bytes: %s, its signatures, dlq-attributes, its reason or %s) within the dead-letter queue's message size limit of %d bytes (SQSDeadLetter.MaxMessageBytes)",
+		len(body), size-len(body), KeyAttribute, DLQBodyCutAttribute, limit)
 }
 
 // messageSize is the size of a message as SQS counts it against the maximum message
@@ -306,7 +376,7 @@ func messageSize(body string, attrs map[string]types.MessageAttributeValue) int 
 
 // attributeSize is what one message attribute adds to a message's size.
 func attributeSize(name string, v types.MessageAttributeValue) int {
-	return len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	return attributeCost(name, aws.ToString(v.DataType), len(aws.ToString(v.StringValue))+len(v.BinaryValue))
 }
 
 // shortenText cuts s to at most limit bytes, at a rune boundary, ending it with
@@ -319,10 +389,22 @@ func shortenText(s string, limit int) string {
 	if n < 0 {
 		n, mark = max(limit, 0), ""
 	}
+	return runePrefix(s, n) + mark
+}
+
+// runePrefix is the longest prefix of s of at most n bytes that ends at a rune boundary
+// ("" when n < 1).
+func runePrefix(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + mark
+	return s[:n]
 }
 
 // isDLQAttribute reports whether name is one of the attributes DeadLetter sets: the
@@ -331,7 +413,7 @@ func shortenText(s string, limit int) string {
 func isDLQAttribute(name string) bool {
 	switch name {
 	case DLQReasonAttribute, DLQSourceMessageIDAttribute, DLQSourceQueueAttribute, DLQFailedAtAttribute, DLQSourceAttribute, DLQOutboundQueueAttribute,
-		DLQSignatureAttribute:
+		DLQSignatureAttribute, DLQAttributesAttribute, DLQBodyCutAttribute:
 		return true
 	}
 	return false
@@ -394,7 +476,7 @@ func sqsAllowed(r rune) bool {
 // alphanumerics and punctuation, else "dlq-" and the id's SHA-256 in hex.
 func dlqDeduplicationID(msgID string) string {
 	id := "dlq-" + msgID
-	if len(id) <= maxDeduplicationID && dedupChars(id) {
+	if len(id) <= MaxDeduplicationIDChars && dedupChars(id) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(msgID))

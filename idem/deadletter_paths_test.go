@@ -177,24 +177,27 @@ func TestDeadLetterReasonOfAtMostTheMinimumIsNotCut(t *testing.T) {
 	}
 }
 
-// When the body and the key alone exceed the limit, the error gives the body's size and
-// the key attribute's size as SQS counts it (name, data type and value).
+// When the attributes a dead letter must keep leave no room for a byte of the body, the
+// error gives the body's size and those attributes' size as SQS counts them (name, data
+// type and value): the key, the reason, the source message id and the mark of a cut body.
 func TestDeadLetterTooLargeErrorGivesBodyAndKeySizes(t *testing.T) {
 	msg := plainMsg()
 	msg.Body = strings.Repeat("b", 2000)
-	d := idem.SQSDeadLetter{API: &captureSender{}, QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/dlq", MaxMessageBytes: 2010}
+	d := idem.SQSDeadLetter{API: &captureSender{}, QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/dlq", MaxMessageBytes: 100}
 	err := d.DeadLetter(context.Background(), msg, errors.New("bad"))
 	if err == nil {
-		t.Fatal("DeadLetter = nil, want an error: body and key exceed the limit")
+		t.Fatal("DeadLetter = nil, want an error: the key and the reason leave no room for the body")
 	}
-	m := regexp.MustCompile(`body \((\d+) bytes\) and the (\S+) attribute \((\d+) bytes\)`).FindStringSubmatch(err.Error())
+	m := regexp.MustCompile(`body \((\d+) bytes\) beside the attributes the dead letter must keep \((\d+) bytes: (\S+),`).FindStringSubmatch(err.Error())
 	if m == nil {
 		t.Fatalf("error %q does not give the sizes", err)
 	}
 	body, _ := strconv.Atoi(m[1])
-	key, _ := strconv.Atoi(m[3])
-	wantKey := len(idem.KeyAttribute) + len("String") + len("key-1")
-	if body != len(msg.Body) || m[2] != idem.KeyAttribute || key != wantKey {
-		t.Errorf("error %q: want body %d bytes and %s attribute %d bytes", err, len(msg.Body), idem.KeyAttribute, wantKey)
+	kept, _ := strconv.Atoi(m[2])
+	mark := "2000 bytes, sha256 " + strings.Repeat("0", 64)
+	wantKept := len(idem.KeyAttribute) + len("String") + len("key-1") + len(idem.DLQReasonAttribute) + len("String") + len("bad") +
+		len(idem.DLQSourceMessageIDAttribute) + len("String") + len(msg.MessageId) + len(idem.DLQBodyCutAttribute) + len("String") + len(mark)
+	if body != len(msg.Body) || m[3] != idem.KeyAttribute || kept != wantKept {
+		t.Errorf("error %q: want body %d bytes and kept attributes %d bytes", err, len(msg.Body), wantKept)
 	}
 }

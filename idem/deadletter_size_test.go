@@ -71,7 +71,8 @@ var longCause = idem.Permanent(errors.New("validate p-1: " + strings.Repeat("aé
 
 // dropOrder is the order in which SQSDeadLetter gives up content to fit the limit, for
 // bigMsg: the copied originals last in name order first, then the reason is cut
-// ("reason-cut"), then the dlq-* attributes, optional ones first.
+// ("reason-cut"), then the optional dlq-* attributes, then the body is cut ("body-cut"),
+// the reason and the source message id kept.
 func dropOrder(msg events.SQSMessage) []string {
 	var originals []string
 	for name := range msg.MessageAttributes {
@@ -83,13 +84,14 @@ func dropOrder(msg events.SQSMessage) []string {
 	originals = originals[:10-5-1] // 10 attributes: 5 dlq-*, the key, 4 others
 	slices.Reverse(originals)
 	return append(originals, "reason-cut", idem.DLQSourceAttribute, idem.DLQFailedAtAttribute,
-		idem.DLQSourceQueueAttribute, idem.DLQSourceMessageIDAttribute, idem.DLQReasonAttribute)
+		idem.DLQSourceQueueAttribute, "body-cut")
 }
 
 // TestSQSDeadLetterSizeLimitSweep dead-letters one message under every limit from its
-// full size down to below its body and key, and checks each result: within the limit,
-// body and key untouched, what is given up is a prefix of dropOrder, no more is given
-// up than needed, and a clear error once body and key alone do not fit.
+// full size down to where the attributes a dead letter keeps leave no room for its
+// body, and checks each result: within the limit, the key untouched, the body whole or
+// cut to the longest prefix that fits (with its mark), what is given up is a prefix of
+// dropOrder, no more is given up than needed, and a clear error below.
 func TestSQSDeadLetterSizeLimitSweep(t *testing.T) {
 	msg := bigMsg(300)
 	full := &captureSender{}
@@ -103,18 +105,21 @@ func TestSQSDeadLetterSizeLimitSweep(t *testing.T) {
 	if len(fullAttrs) != 10 || len(fullReason) < idem.MaxDLQReasonBytes-utf8.UTFMax {
 		t.Fatalf("the default limit trimmed a %d-byte message: %d attributes, reason of %d bytes", fullSize, len(fullAttrs), len(fullReason))
 	}
-	floor := len(msg.Body) + sqsAttrSize(idem.KeyAttribute, fullAttrs[idem.KeyAttribute])
 	order := dropOrder(msg)
 	lastDropped := map[string]int{} // item of order -> how many limits ended on it
 
-	for limit := fullSize; limit >= floor-2; limit-- {
+	floor := 0 // the first limit that leaves no room for the body
+	for limit := fullSize; floor == 0 || limit >= floor-2; limit-- {
 		api := &captureSender{}
 		dl := base
 		dl.API, dl.MaxMessageBytes = api, limit
 		err := dl.DeadLetter(context.Background(), msg, longCause)
-		if limit < floor {
-			if err == nil || !strings.Contains(err.Error(), "alone exceed") || !strings.Contains(err.Error(), fmt.Sprintf("limit of %d bytes", limit)) {
-				t.Fatalf("limit %d below body and key (%d): error %v, want one saying they alone exceed the limit", limit, floor, err)
+		if err != nil && floor == 0 {
+			floor = limit
+		}
+		if floor != 0 {
+			if err == nil || !strings.Contains(err.Error(), "no room for the body") || !strings.Contains(err.Error(), fmt.Sprintf("limit of %d bytes", limit)) {
+				t.Fatalf("limit %d below %d: error %v, want one saying the kept attributes leave no room for the body", limit, floor, err)
 			}
 			if api.in != nil {
 				t.Fatalf("limit %d: sent a message although it cannot fit", limit)
@@ -130,13 +135,21 @@ func TestSQSDeadLetterSizeLimitSweep(t *testing.T) {
 		if size > limit {
 			t.Fatalf("limit %d: message is %d bytes", limit, size)
 		}
-		if aws.ToString(in.MessageBody) != msg.Body || attrString(a, idem.KeyAttribute) != "key-9" {
-			t.Fatalf("limit %d: body or key changed", limit)
+		body := aws.ToString(in.MessageBody)
+		_, bodyCut := a[idem.DLQBodyCutAttribute]
+		if attrString(a, idem.KeyAttribute) != "key-9" || (body != msg.Body) != bodyCut || !strings.HasPrefix(msg.Body, body) || body == "" {
+			t.Fatalf("limit %d: key changed, or body of %d bytes (cut %v) not the message's or a prefix of it", limit, len(body), bodyCut)
+		}
+		if bodyCut && limit-size >= utf8.UTFMax {
+			t.Fatalf("limit %d: body cut to %d bytes leaves %d bytes unused", limit, len(body), limit-size)
 		}
 		reason, hasReason := a[idem.DLQReasonAttribute]
 		gone := func(item string) bool {
-			if item == "reason-cut" {
+			switch item {
+			case "reason-cut":
 				return !hasReason || aws.ToString(reason.StringValue) != fullReason
+			case "body-cut":
+				return bodyCut
 			}
 			_, ok := a[item]
 			return !ok
@@ -149,7 +162,7 @@ func TestSQSDeadLetterSizeLimitSweep(t *testing.T) {
 			if gone(item) {
 				t.Fatalf("limit %d: %s given up before %s: %v", limit, item, order[n], attrNames(a))
 			}
-			if item != "reason-cut" && item != idem.DLQReasonAttribute && !attrEqual(a[item], fullAttrs[item]) {
+			if item != "reason-cut" && item != "body-cut" && !attrEqual(a[item], fullAttrs[item]) {
 				t.Fatalf("limit %d: kept attribute %s changed: %+v", limit, item, a[item])
 			}
 		}
@@ -179,7 +192,7 @@ func TestSQSDeadLetterSizeLimitSweep(t *testing.T) {
 		last := order[n-1]
 		lastDropped[last]++
 		// The last attribute dropped could not have stayed.
-		if last != "reason-cut" && last != idem.DLQReasonAttribute && size+sqsAttrSize(last, fullAttrs[last]) <= limit {
+		if last != "reason-cut" && last != "body-cut" && size+sqsAttrSize(last, fullAttrs[last]) <= limit {
 			t.Fatalf("limit %d: %s dropped although it fits (%d + %d bytes)", limit, last, size, sqsAttrSize(last, fullAttrs[last]))
 		}
 	}
@@ -386,14 +399,20 @@ func TestSQSDeadLetterSmallQueue(t *testing.T) {
 		t.Errorf("received message is %d bytes, over %d", n, limit)
 	}
 
-	// A body that fills the queue's limit leaves no room for the key: refused, with
-	// a message that says why, and nothing is sent.
-	sent := len(sender.sent)
-	err := dl.DeadLetter(ctx, bigMsg(limit), longCause)
-	if err == nil || !strings.Contains(err.Error(), "alone exceed") {
-		t.Errorf("DeadLetter of a %d-byte body to a %d-byte queue: %v, want an error saying body and key alone exceed it", limit, limit, err)
+	// A body that fills the queue's limit leaves no room for the key and the reason: the
+	// body is cut to what fits, with its length and SHA-256, and the dead letter keeps
+	// its key and its reason.
+	whole := bigMsg(limit)
+	if err := dl.DeadLetter(ctx, whole, longCause); err != nil {
+		t.Fatalf("DeadLetter of a %d-byte body to a %d-byte queue: %v", limit, limit, err)
 	}
-	if len(sender.sent) != sent {
-		t.Error("a message that cannot fit was sent")
+	got = receiveOne(t, api, url)
+	a = got.MessageAttributes
+	if body := aws.ToString(got.Body); body == "" || !strings.HasPrefix(whole.Body, body) || attrString(a, idem.DLQBodyCutAttribute) == "" ||
+		attrString(a, idem.KeyAttribute) != "key-9" || attrString(a, idem.DLQReasonAttribute) == "" {
+		t.Errorf("dead letter of a body at the limit: body of %d bytes, attributes %v; want its first bytes, the cut's mark, key and reason", len(body), attrNames(a))
+	}
+	if n := sqsSize(&sqs.SendMessageInput{MessageBody: got.Body, MessageAttributes: a}); n > limit {
+		t.Errorf("received message is %d bytes, over %d", n, limit)
 	}
 }

@@ -82,6 +82,7 @@ func (e sendEntry) size() int {
 type outboxRun struct {
 	api      SQSBatchSender
 	dl       OutboundDeadLetterer
+	room     *queueRoom // the queues' room for a traceparent (nil: tracing off)
 	pendings []*Pending
 
 	mu    sync.Mutex
@@ -107,7 +108,7 @@ func (d *outboxRun) deadLettered(e sendEntry, queue string, cause error) {
 }
 
 func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDeadLetterer, store Store, clock func() time.Time, pendings []*Pending) []error {
-	d := &outboxRun{api: api, dl: dl, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]DeadMessage, len(pendings))}
+	d := &outboxRun{api: api, dl: dl, room: tr.room, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]DeadMessage, len(pendings))}
 	if len(pendings) == 0 {
 		return d.errs
 	}
@@ -136,7 +137,7 @@ func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDead
 			}
 			e := sendEntry{pending: i, index: j, msg: m}
 			if sends != nil {
-				if m.traceRoom(sends[i].traceparent) {
+				if m.traceRoom(sends[i].traceparent, tr.room.limit(m.QueueURL)) {
 					e.traceparent = sends[i].traceparent
 				}
 				e.amzn = sends[i].amzn
@@ -239,7 +240,7 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 				return
 			}
 			if len(batch) == 1 {
-				d.poison(ctx, queue, batch[0], err, notSent)
+				d.refused(ctx, qn, queue, batch[0], err, fifo, stopped, notSent)
 				return
 			}
 		}
@@ -263,8 +264,12 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 	for i, e := range batch {
 		switch f, isFailed := failed[i]; {
 		case ok[i]:
-		case isFailed && f.SenderFault:
+			d.room.took(queue, e.size())
+		case isFailed && f.SenderFault && laterOfGroupSent(batch, ok, i, fifo):
+			// Sent again, it would overtake the later message of its group.
 			d.poison(ctx, queue, e, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)), notSent)
+		case isFailed && f.SenderFault:
+			d.refused(ctx, qn, queue, e, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)), fifo, stopped, notSent)
 		case isFailed:
 			notSent(e, fmt.Errorf("idem: send outbound message of %s to %s: %s: %s", redact(d.pendings[e.pending].Key), queue, aws.ToString(f.Code), aws.ToString(f.Message)))
 		default:
@@ -272,6 +277,34 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 			notSent(e, fmt.Errorf("idem: send outbound message of %s to %s: not confirmed by SQS", redact(d.pendings[e.pending].Key), queue))
 		}
 	}
+}
+
+// refused handles a message SQS refused for good. One that carried a traceparent is
+// sent again without it, alone, since the trace context may be what took it over its
+// queue's own MaximumMessageSize (lowered since the queue took a larger message:
+// queueRoom): tracing never costs a delivery. Any other is dead-lettered (poison).
+func (d *outboxRun) refused(ctx context.Context, qn int, queue string, e sendEntry, cause error, fifo bool, stopped map[string]error, notSent func(sendEntry, error)) {
+	if e.traceparent == "" {
+		d.poison(ctx, queue, e, cause, notSent)
+		return
+	}
+	d.room.refused(queue, e.size())
+	e.traceparent = ""
+	d.sendRequest(ctx, qn, queue, []sendEntry{e}, fifo, stopped, false)
+}
+
+// laterOfGroupSent reports whether, on a FIFO queue, a message after batch[i] in its
+// group went out in the same request.
+func laterOfGroupSent(batch []sendEntry, ok []bool, i int, fifo bool) bool {
+	if !fifo {
+		return false
+	}
+	for j := i + 1; j < len(batch); j++ {
+		if ok[j] && batch[j].msg.GroupID == batch[i].msg.GroupID {
+			return true
+		}
+	}
+	return false
 }
 
 // poison dead-letters a message SQS refused for good. Once kept there, it holds up
@@ -323,14 +356,14 @@ func batchEntry(i int, e sendEntry) sqstypes.SendMessageBatchRequestEntry {
 	if len(m.Attributes) > 0 {
 		entry.MessageAttributes = make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes))
 		for _, name := range slices.Sorted(maps.Keys(m.Attributes)) {
-			entry.MessageAttributes[name] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.Attributes[name])}
+			entry.MessageAttributes[name] = stringAttribute(m.Attributes[name])
 		}
 	}
 	if e.traceparent != "" {
 		if entry.MessageAttributes == nil {
 			entry.MessageAttributes = map[string]sqstypes.MessageAttributeValue{}
 		}
-		entry.MessageAttributes[TraceParentAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(e.traceparent)}
+		entry.MessageAttributes[TraceParentAttribute] = stringAttribute(e.traceparent)
 	}
 	if e.amzn != "" {
 		entry.MessageSystemAttributes = map[string]sqstypes.MessageSystemAttributeValue{

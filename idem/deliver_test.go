@@ -252,14 +252,7 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 		})
 		metrics := idem.NewMetrics(nil, "ns", "test")
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = client; cfg.OutboxDeadLetter = dl })
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: handler})
-		if err != nil {
-			t.Fatal(err)
-		}
-		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c, Metrics: metrics})
-		if err != nil {
-			t.Fatal(err)
-		}
+		bp := sqsProcessor(t, c, handler, idem.BatchConfig{Metrics: metrics})
 		ev := events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "big-1", `{"n":1}`), keyedFIFORecord("m-2", "in", "small-2", `{"n":2}`)}}
 		if resp, err := bp.Process(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want both records acknowledged", resp, err)

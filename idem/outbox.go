@@ -56,21 +56,9 @@ type Message struct {
 // queue.
 func OutboundKey(pk string, i int) string { return pk + "#" + strconv.Itoa(i) }
 
-// Outbox limits.
-const (
-	// MaxOutboundMessages bounds Result.Messages.
-	MaxOutboundMessages = 50
-	// MaxOutboundMessageBytes bounds one outbound message, body and attributes counted as
-	// SQS counts them. SQS accepts up to 1 MiB since 2025, but a queue's
-	// MaximumMessageSize can be lower and was 256 KiB by default before; the outbox keeps
-	// to 256 KiB so that every queue takes what it stores.
-	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html
-	MaxOutboundMessageBytes = 256 * 1024
-	// maxBatchEntries and maxBatchBytes are SendMessageBatch's limits (10 entries; the
-	// sum of the messages' sizes kept under MaxOutboundMessageBytes, see above).
-	maxBatchEntries = 10
-	maxBatchBytes   = MaxOutboundMessageBytes
-)
+// MaxOutboundMessages bounds Result.Messages. SQS's own limits on a message are in
+// sqslimits.go (MaxOutboundMessageBytes, MaxMessageAttributes, ...).
+const MaxOutboundMessages = 50
 
 // ErrInvalidMessage means an outbound message in Result.Messages can never be sent (no
 // queue, an empty body, a missing FIFO group, too large...). It is permanent, and it is
@@ -159,8 +147,8 @@ func (m *Message) validate() error {
 	} else if m.DeduplicationID != "" {
 		return errors.New("DeduplicationID is only for FIFO queues")
 	}
-	if len(m.Attributes) > maxMessageAttributes {
-		return fmt.Errorf("%d attributes, SQS allows %d (KeyAttribute included)", len(m.Attributes), maxMessageAttributes)
+	if len(m.Attributes) > MaxMessageAttributes {
+		return fmt.Errorf("%d attributes, SQS allows %d (KeyAttribute included)", len(m.Attributes), MaxMessageAttributes)
 	}
 	for name, v := range m.Attributes {
 		if name == "" || len(name) > 256 || v == "" || !sqsText(v) {
@@ -174,12 +162,11 @@ func (m *Message) validate() error {
 }
 
 // size is the message's size as SQS counts it: the body, and each attribute's name,
-// data type and value.
-// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-message-metadata.html
+// data type and value (attributeCost).
 func (m *Message) size() int {
 	n := len(m.Body)
 	for name, v := range m.Attributes {
-		n += len(name) + len("String") + len(v)
+		n += stringAttributeCost(name, v)
 	}
 	return n
 }
@@ -196,7 +183,9 @@ func sqsText(s string) bool {
 	return true
 }
 
-func validSQSID(s string) bool { return len(s) > 0 && len(s) <= maxDeduplicationID && dedupChars(s) }
+func validSQSID(s string) bool {
+	return len(s) > 0 && len(s) <= MaxDeduplicationIDChars && dedupChars(s)
+}
 
 // hashedIDPrefix starts every id DeduplicationID derives by hashing.
 const hashedIDPrefix = "sha256-"

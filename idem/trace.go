@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -33,8 +34,9 @@ import (
 // when the SDK clients are instrumented (otelaws). The Reaper records SpanSweep, a
 // SpanReap per lease it fails, and SpanSend for the messages it sends. Outbound messages
 // carry their SpanSend's context on: a traceparent attribute when the message has room
-// for it (SQS's 10 attributes, MaxOutboundMessageBytes), and an AWSTraceHeader system
-// attribute, which counts against neither.
+// for it (SQS's 10 attributes, and the size its queue is known to take: queueRoom), and
+// an AWSTraceHeader system attribute, which counts against neither; a message its queue
+// refuses with the traceparent is sent again without it.
 //
 // No span carries a payload, a raw key or a plain hash of one (which anyone could check a
 // guess against): keys appear as AttrRecord (the scope alone, as errors show them) and
@@ -107,13 +109,66 @@ const AWSTraceHeader = "AWSTraceHeader"
 const tracerName = "github.com/idemgo/sqs-lambda-consumer/idem"
 
 // tracer is a Tracer, or nothing (the zero value): tracing off.
-type tracer struct{ t trace.Tracer }
+type tracer struct {
+	t    trace.Tracer
+	room *queueRoom
+}
 
 func newTracer(tp trace.TracerProvider) tracer {
 	if tp == nil {
 		return tracer{}
 	}
-	return tracer{t: tp.Tracer(tracerName)}
+	return tracer{t: tp.Tracer(tracerName), room: &queueRoom{takes: map[string]int{}}}
+}
+
+// queueRoom is what a tracer learned of its outbound queues' own MaximumMessageSize,
+// which the outbox cannot read (the functions may only send to those queues): for each
+// queue, the largest message it is known to take. Every queue takes MinSQSMessageBytes;
+// a queue that took a larger message takes one of that size again; one that refused a
+// message with a traceparent takes less than that. A traceparent goes only on a message
+// that stays, with it, within what its queue is known to take: it never takes a message
+// over its queue's limit.
+type queueRoom struct {
+	mu    sync.Mutex
+	takes map[string]int
+}
+
+// limit is the largest message, traceparent included, known to fit queue.
+func (r *queueRoom) limit(queue string) int {
+	if r == nil {
+		return MinSQSMessageBytes
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n, ok := r.takes[queue]; ok {
+		return n
+	}
+	return MinSQSMessageBytes
+}
+
+// took notes that queue took a message of size bytes.
+func (r *queueRoom) took(queue string, size int) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if size > r.takes[queue] {
+		r.takes[queue] = min(size, MaxOutboundMessageBytes)
+	}
+}
+
+// refused notes that queue refused a message of size bytes with a traceparent: its
+// limit was lowered since it took a larger one.
+func (r *queueRoom) refused(queue string, size int) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n, ok := r.takes[queue]; ok && n >= size {
+		r.takes[queue] = max(size-1, MinSQSMessageBytes)
+	}
 }
 
 func (t tracer) on() bool { return t.t != nil }
@@ -389,18 +444,21 @@ func startSends(ctx context.Context, tr tracer, pendings []*Pending) []sendTrace
 }
 
 // traceSize is what carrying traceparent adds to a message, as SQS counts its size.
-func traceSize(tp string) int { return len(TraceParentAttribute) + len("String") + len(tp) }
+func traceSize(tp string) int { return stringAttributeCost(TraceParentAttribute, tp) }
 
 // traceRoom reports whether m can carry tp as an attribute within SQS's limits and
-// MaxOutboundMessageBytes; a message that sets traceparent itself keeps its own.
-func (m *Message) traceRoom(tp string) bool {
-	if tp == "" || len(m.Attributes) >= maxMessageAttributes {
+// limit, the size its queue is known to take (queueRoom.limit); a message that sets
+// traceparent itself keeps its own. A message its queue refuses all the same (its limit
+// was lowered) is sent again without it (outboxRun.refused): tracing never costs a
+// delivery.
+func (m *Message) traceRoom(tp string, limit int) bool {
+	if tp == "" || len(m.Attributes) >= MaxMessageAttributes {
 		return false
 	}
 	if _, ok := m.Attributes[TraceParentAttribute]; ok {
 		return false
 	}
-	return m.size()+traceSize(tp) <= MaxOutboundMessageBytes
+	return m.size()+traceSize(tp) <= limit
 }
 
 // endSends ends the send spans with each pending's result.
@@ -422,12 +480,12 @@ func InjectTrace(ctx context.Context, in *sqs.SendMessageInput) {
 	c := propagation.MapCarrier{}
 	w3c.Inject(ctx, c)
 	xrayHeader.Inject(ctx, c)
-	if tp := c[TraceParentAttribute]; tp != "" && len(in.MessageAttributes) < maxMessageAttributes {
+	if tp := c[TraceParentAttribute]; tp != "" && len(in.MessageAttributes) < MaxMessageAttributes {
 		if _, ok := in.MessageAttributes[TraceParentAttribute]; !ok {
 			if in.MessageAttributes == nil {
 				in.MessageAttributes = map[string]sqstypes.MessageAttributeValue{}
 			}
-			in.MessageAttributes[TraceParentAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(tp)}
+			in.MessageAttributes[TraceParentAttribute] = stringAttribute(tp)
 		}
 	}
 	if h := c["X-Amzn-Trace-Id"]; h != "" {

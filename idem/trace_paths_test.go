@@ -422,28 +422,40 @@ func TestRecordSpanOutcomes(t *testing.T) {
 }
 
 // TestOutboundTraceparentWithinTheSizeLimit: an outbound message takes the traceparent
-// attribute only when it still fits MaxOutboundMessageBytes, as SQS counts its size
-// (body, and each attribute's name, type and value), to the byte; a message that sets a
+// attribute only when it still fits, to the byte, what its queue is known to take, as
+// SQS counts its size (body, and each attribute's name, type and value): here, a queue
+// that took a message of MaxOutboundMessageBytes. A queue known to take no more than
+// SQS's least MaximumMessageSize gives a larger message none. A message that sets a
 // traceparent of its own keeps it.
 func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
 	const traceparent = len(idem.TraceParentAttribute) + len("String") + len("00-") + 32 + len("-") + 16 + len("-01")
+	const q = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
 	for _, c := range []struct {
 		name  string
+		known bool // the queue took a message of MaxOutboundMessageBytes before
 		msg   idem.Message
 		room  bool
 		value string
 	}{
-		{"fits to the byte", idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent)}, true, ""},
-		{"one byte over", idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent+1)}, false, ""},
-		{"its own traceparent", idem.Message{Body: "x", Attributes: map[string]string{idem.TraceParentAttribute: "mine"}}, true, "mine"},
+		{"fits to the byte", true, idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent)}, true, ""},
+		{"one byte over", true, idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent+1)}, false, ""},
+		{"the least queue, to the byte", false, idem.Message{Body: strings.Repeat("x", idem.MinSQSMessageBytes-traceparent)}, true, ""},
+		{"over the least queue", false, idem.Message{Body: strings.Repeat("x", idem.MinSQSMessageBytes-traceparent+1)}, false, ""},
+		{"its own traceparent", false, idem.Message{Body: "x", Attributes: map[string]string{idem.TraceParentAttribute: "mine"}}, true, "mine"},
 	} {
 		tr := newTraced(t, true, 0)
-		c.msg.QueueURL = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
+		if c.known {
+			learn := idem.Message{QueueURL: q, Body: strings.Repeat("y", idem.MaxOutboundMessageBytes)}
+			if errs := tr.client.Deliver(context.Background(), []*idem.Pending{{Key: "payments#first", Token: "t", Messages: []idem.Message{learn}}}); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+		}
+		c.msg.QueueURL = q
 		errs := tr.client.Deliver(context.Background(), []*idem.Pending{{Key: "payments#k", Token: "t", Messages: []idem.Message{c.msg}}})
-		if errs[0] != nil || len(tr.out.entries) != 1 {
+		if errs[0] != nil || len(tr.out.entries) == 0 {
 			t.Fatalf("%s: %v, %d entries sent", c.name, errs[0], len(tr.out.entries))
 		}
-		got, has := tr.out.entries[0].MessageAttributes[idem.TraceParentAttribute]
+		got, has := tr.out.entries[len(tr.out.entries)-1].MessageAttributes[idem.TraceParentAttribute]
 		if has != c.room || c.value != "" && aws.ToString(got.StringValue) != c.value {
 			t.Errorf("%s: traceparent %v %q, want %v %q", c.name, has, aws.ToString(got.StringValue), c.room, c.value)
 		}

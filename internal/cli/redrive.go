@@ -27,9 +27,6 @@ import (
 
 // Settings of redrive.
 const (
-	// dlqAttributePrefix starts the names of the attributes the consumer adds when it
-	// dead-letters a message (idem.DLQReasonAttribute, ...); redrive strips them.
-	dlqAttributePrefix = "dlq-"
 	// redriveDedupPrefix starts the deduplication id of a redriven message, derived from
 	// the dead-letter message's id, so a repeated redrive of the same message (after a
 	// crash between send and delete) is dropped by SQS within its 5-minute window.
@@ -37,8 +34,6 @@ const (
 	redriveDedupPrefix = "redrive-"
 	// redriveVisibility hides a received message from other readers while it moves.
 	redriveVisibility = 60
-	// maxMessageAttributes is SQS's limit per message.
-	maxMessageAttributes = 10
 )
 
 // redriveAPI is the part of the SQS client redrive uses; *sqs.Client satisfies it.
@@ -299,7 +294,8 @@ func (r *redriver) destinations(to map[string]int) string {
 }
 
 // redriveInput is the message to send back for m: to its destination (destination). To
-// the input queue: its body, its attributes without the dlq-* ones, its group, and a
+// the input queue: its body, its own attributes (idem.OriginalAttributes: without the
+// dlq-* ones), its group, and a
 // deduplication id derived from its id in the dead-letter queue. An outbound message
 // the consumer or the reaper dead-lettered goes back to its queue instead, with its own
 // key as its deduplication id: it is not an input message.
@@ -310,21 +306,22 @@ func (r *redriver) redriveInput(m types.Message) (*sqs.SendMessageInput, error) 
 
 // inputTo is redriveInput for m going to dest, as an outbound message or not.
 func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.SendMessageInput, error) {
-	if outbound {
-		return outboundInput(m, dest), nil
+	if cut, ok := m.MessageAttributes[idem.DLQBodyCutAttribute]; ok {
+		return nil, fmt.Errorf("its body was cut to fit the dead-letter queue (%s: the whole body was %s): redriven, it would be another message; "+
+			"send the whole message again from its producer, then delete this one", idem.DLQBodyCutAttribute, aws.ToString(cut.StringValue))
 	}
-	attrs := map[string]types.MessageAttributeValue{}
-	for name, v := range m.MessageAttributes {
-		if strings.HasPrefix(name, dlqAttributePrefix) {
-			continue
-		}
-		attrs[name] = types.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+	attrs, err := idem.OriginalAttributes(m.MessageAttributes)
+	if err != nil {
+		return nil, err
+	}
+	if outbound {
+		return outboundInput(m, attrs, dest), nil
 	}
 	key := messageKey(m)
 	if _, ok := attrs[idem.KeyAttribute]; !ok && key != "" {
 		// Keyed by its FIFO deduplication id: that id changes now, so the key must
 		// travel as the attribute the consumer reads first.
-		if len(attrs) == maxMessageAttributes {
+		if len(attrs) == idem.MaxMessageAttributes {
 			return nil, fmt.Errorf("cannot add the %s attribute: the message has %d attributes already", idem.KeyAttribute, len(attrs))
 		}
 		attrs[idem.KeyAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(key)}
@@ -348,15 +345,9 @@ func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.Se
 }
 
 // outboundInput is the message to send again to dest for the dead letter m of an
-// outbound message: its body and attributes without the dlq-* ones, its group, and the
-// deduplication id its key gives.
-func outboundInput(m types.Message, dest string) *sqs.SendMessageInput {
-	attrs := map[string]types.MessageAttributeValue{}
-	for name, v := range m.MessageAttributes {
-		if !strings.HasPrefix(name, dlqAttributePrefix) {
-			attrs[name] = types.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
-		}
-	}
+// outbound message: its body, its own attributes attrs (idem.OriginalAttributes), its
+// group, and the deduplication id its key gives.
+func outboundInput(m types.Message, attrs map[string]types.MessageAttributeValue, dest string) *sqs.SendMessageInput {
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(dest), MessageBody: m.Body}
 	if len(attrs) > 0 {
 		in.MessageAttributes = attrs

@@ -45,6 +45,12 @@ type config struct {
 	// keyScope is the ingress's INGRESS_KEY_SCOPE: whose Idempotency-Keys two callers
 	// share (ingressapp.ScopeCaller, ScopeAccount, ScopeShared).
 	keyScope string
+	// The edges of SQS (edges.go): the handler's outbound messages carry up to the
+	// attributes SQS allows (attrs), some fill a small queue's MaximumMessageSize to the
+	// byte (exact), and idem's own tracer runs in the consumers and reapers (spans, nil:
+	// off).
+	attrs, exact bool
+	spans        *spans
 	// beat: the stepping handler keeps a short lease and extends it before each step and
 	// its commit (idem.Attempt.Extend), so its lease can end while it runs and be listed by
 	// the reaper just before it is extended (the reap race: the extension must win).
@@ -66,6 +72,11 @@ func drawConfig(r *rand.Rand, sc *scenario) config {
 	c.drift = r.IntN(2) == 0
 	c.steps = sc.mode == idem.ModeLease && r.IntN(2) == 0
 	c.keyScope = pick(r, ingressapp.ScopeCaller, ingressapp.ScopeCaller, ingressapp.ScopeAccount, ingressapp.ScopeShared)
+	c.attrs = r.IntN(2) == 0
+	c.exact = r.IntN(2) == 0
+	if r.IntN(3) == 0 {
+		c.spans = newSpans()
+	}
 	c.beat = c.steps && r.IntN(2) == 0
 	c.slowReaper = r.IntN(3) == 0
 	return c

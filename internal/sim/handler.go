@@ -222,6 +222,7 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 		} else {
 			m.QueueURL, m.GroupID = h.outFIFO, b.Acct
 		}
+		h.w.shapeOutbound(&m, req.Attempt.RecordKey(), id, i)
 		res.Messages = append(res.Messages, m)
 	}
 	return res, nil

@@ -89,7 +89,7 @@ func (w *world) newEnv(c *consumer) (*environment, error) {
 	}
 	h, err := consumerapp.New(cfg, consumerapp.Deps{
 		DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Owner: fmt.Sprintf("env-%d", w.envSeq),
-		Clock: clock,
+		Clock: clock, Tracer: sc.cfg.tracer(),
 	})
 	if err != nil {
 		return nil, err
@@ -367,7 +367,7 @@ func (w *world) newReaper(c *consumer) (reaperapp.Handler, error) {
 	return reaperapp.New(reaperapp.Config{
 		Layout: c.layout, Scope: c.scope, Shards: w.sc.shards, Grace: c.grace, Margin: 2 * time.Second, MetricsNamespace: "Sim",
 		DLQURL: w.dlqURL, MaxLease: c.timeout + c.grace,
-	}, reaperapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Clock: w.newClock()})
+	}, reaperapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Clock: w.newClock(), Tracer: w.sc.cfg.tracer()})
 }
 
 var _ idem.DynamoDBAPI = ddbAPI{}

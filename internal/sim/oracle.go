@@ -207,6 +207,9 @@ func (w *world) guarded(id string) bool {
 // opOf returns the operation of an input message: by its sim-op attribute (straight
 // from a producer), or by its body (from the ingress, which sends only the key).
 func (w *world) opOf(m simsqs.Message) *op {
+	if o := w.cutBodyOp(m); o != nil { // a dead letter cut to fit (edges.go)
+		return o
+	}
 	if v, ok := m.Attributes["sim-op"]; ok {
 		for _, o := range w.ops {
 			if o.name == aws.ToString(v.StringValue) {
@@ -323,6 +326,7 @@ func (w *world) check() {
 	w.checkRecords()
 	w.checkResponses()
 	w.checkOutbound()
+	w.checkEdges()
 	w.checkStatus(reasons)
 	for _, c := range w.sc.consumers {
 		if n := len(w.sqs.Messages(c.input)); n > 0 {

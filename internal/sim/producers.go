@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 )
 
 // Producers misbehave as real ones do: one business operation sent under two keys (a
@@ -90,6 +91,25 @@ func (sc *scenario) misbehave(r *rand.Rand) {
 	if r.IntN(4) == 0 {
 		sc.forge(r)
 	}
+	if sc.fifo && sc.keyField == "" && !sc.contentDedup && r.IntN(4) == 0 {
+		sc.nearMax(r)
+	}
+}
+
+// nearMax: a producer sends a message 32 bytes under SQS's 1 MiB, keyed by a
+// 128-character MessageDeduplicationId alone, with a body the handler refuses for good.
+// Its dead letter cannot hold the whole body beside the key it must add and its reason
+// (issue 37, hole 4): it must still be dead-lettered at once, with its reason.
+func (sc *scenario) nearMax(r *rand.Rand) {
+	o := &op{n: len(sc.ops), name: fmt.Sprintf("o%d", len(sc.ops)), acct: "a1", amt: 1, c: sc.consumers[0], kind: kindBad}
+	o.id = "n" + o.name
+	head, tail := `{"acct":"a1","amt":1,"pad":"`, `"}`
+	room := simsqs.MaxQueueBytes - 32 - (len("sim-op") + len("String") + len(o.name)) // the sim-op attribute counts
+	o.body = head + strings.Repeat("x", room-len(head)-len(tail)) + tail
+	dedup := "d-" + o.id + "-"
+	dedup += strings.Repeat("y", idem.MaxDeduplicationIDChars-len(dedup))
+	o.sends = []send{{at: dur(r, 0, sc.faultEnd), group: o.acct, dedupID: dedup, why: "a message near 1 MiB keyed by a 128-character deduplication id"}}
+	sc.ops = append(sc.ops, o)
 }
 
 // otherCallers: a second HTTP caller (the role, simCallers[1]) sends a request of its

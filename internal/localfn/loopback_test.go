@@ -1,4 +1,4 @@
-package loopback_test
+package localfn_test
 
 import (
 	"io"
