@@ -149,6 +149,13 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	wg.Wait()
 	stop()
 	bg.Wait()
+	if ctx.Err() == nil {
+		// Stopped idle: every receive returned, but one the SDK retried (moto resets a
+		// kept-alive connection now and then under load) may have left its first
+		// attempt waiting in the queue, which would take a message sent after the run.
+		// That attempt ends WaitTime after the call began.
+		time.Sleep(time.Until(time.Unix(0, r.lastReceive.Load()).Add(r.cfg.WaitTime)))
+	}
 	r.report("done")
 	close(errs)
 	return r.stats(), errors.Join(collect(errs)...)
@@ -217,6 +224,7 @@ type run struct {
 	invocations, invokeErrors, received, succeeded, failed, deleteErrors atomic.Int64
 	sweeps, reaped, sweepErrors                                          atomic.Int64
 	timeouts, running, maxRunning, overlaps                              atomic.Int64
+	lastReceive                                                          atomic.Int64 // when the latest receive call began (unix ns)
 	mu                                                                   sync.Mutex
 	seen                                                                 map[string]bool
 	groups                                                               map[string]bool // FIFO groups of running invocations
@@ -277,6 +285,7 @@ func (r *run) poll(ctx context.Context, h Handler) error {
 }
 
 func (r *run) receive(ctx context.Context, in *sqs.ReceiveMessageInput) ([]sqstypes.Message, error) {
+	r.lastReceive.Store(time.Now().UnixNano())
 	out, err := r.cfg.SQS.ReceiveMessage(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("runner: receive: %w", err)
