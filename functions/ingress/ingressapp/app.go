@@ -215,14 +215,24 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 		// ACCEPT_WINDOW) is only how long a holder that died keeps the key.
 		return conflict(1)
 	}
-	// Unsent (its send failed), or a sender whose window is over (it died): this
-	// request sends the message itself.
+	// Unsent (its send failed, or it was released), or a sender whose window is over
+	// (it died): this request sends the message itself, unless the consumer's record
+	// already decides it (as for a new record).
+	switch {
+	case liveErr != nil:
+		return unavailable(liveErr, 1)
+	case live != nil && live.PayloadHash != "" && live.PayloadHash != hash:
+		return consumerMismatch()
+	}
 	cur, err := a.store.takeover(ctx, old, newToken(), a.window(ctx, now), now)
 	if errors.Is(err, ErrChanged) {
 		return conflict(1)
 	}
 	if err != nil {
 		return unavailable(err, 1)
+	}
+	if live != nil {
+		return a.adopt(ctx, key, cur, live)
 	}
 	return a.send(ctx, key, scoped, cur, body)
 }
@@ -361,6 +371,11 @@ func (a *App) taken(ctx context.Context, rec *record) answer {
 	if err := a.store.unsent(wctx, rec.Key, rec.Token, a.clock()); err != nil && !errors.Is(err, ErrChanged) {
 		return unavailable(err, 1)
 	}
+	return consumerMismatch()
+}
+
+// consumerMismatch is the answer to a request whose consumer record holds another body.
+func consumerMismatch() answer {
 	return answer{code: http.StatusUnprocessableEntity, outcome: MetricMismatch, problem: &problem{
 		Title: "Idempotency-Key is already used",
 		Detail: "the consumer's record of this request's key (or of the business id in its body) holds another body: " +

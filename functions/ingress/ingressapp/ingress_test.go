@@ -612,8 +612,10 @@ func TestStatusInEveryLayout(t *testing.T) {
 			// nothing sent.
 			f.calls.Reset()
 			wantCode(t, "POST of a key another body took", f.post(t, taken, ms[2].Body), http.StatusUnprocessableEntity)
+			// Its retry finds the ingress's released record: refused the same way, not sent.
+			wantCode(t, "a retry of that POST", f.post(t, taken, ms[2].Body), http.StatusUnprocessableEntity)
 			if n := f.sends(); n != 0 {
-				t.Fatalf("a POST of a key another body took sent %d messages, want none", n)
+				t.Fatalf("a POST of a key another body took, and its retry, sent %d messages, want none", n)
 			}
 			f.consume(t)
 			want := f.consumerRecord(t, f.scoped(done))
