@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -26,15 +25,10 @@ const DefaultRegion = "us-east-1"
 // dialTimeout bounds the check that something listens at AWS_ENDPOINT_URL.
 const dialTimeout = 2 * time.Second
 
-// LoadAWS loads the SDK's default configuration from the process environment, with
-// region DefaultRegion when none is configured. See LoadAWSEnv.
-func LoadAWS(ctx context.Context) (aws.Config, error) {
-	return LoadAWSEnv(ctx, os.LookupEnv)
-}
-
-// LoadAWSEnv is LoadAWS with AWS_ENDPOINT_URL, AWS_REGION (or AWS_DEFAULT_REGION) and
-// the static credentials read through env, so tests can run commands in parallel, each
-// with its own environment. The SDK's other settings come from the process as usual.
+// LoadAWSEnv loads the SDK's default configuration, region DefaultRegion when none is
+// configured, with AWS_ENDPOINT_URL, AWS_REGION (or AWS_DEFAULT_REGION) and the static
+// credentials read through env, so tests can run commands in parallel, each with its
+// own environment. The SDK's other settings come from the process as usual.
 //
 // With AWS_ENDPOINT_URL set (a local emulator), it checks that something listens there,
 // failing fast with a *stack.EndpointError otherwise, and uses dummy credentials when

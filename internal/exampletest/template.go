@@ -114,15 +114,6 @@ func (tp *Template) OfType(types ...string) []string {
 	return ids
 }
 
-// IDs returns every logical id, in template order.
-func (tp *Template) IDs() []string {
-	ids := make([]string, len(tp.Resources))
-	for i, r := range tp.Resources {
-		ids[i] = r.ID
-	}
-	return ids
-}
-
 // Resource returns the resource with the logical id.
 func (tp *Template) Resource(id string) (Resource, bool) {
 	for _, r := range tp.Resources {
@@ -184,16 +175,6 @@ func (tp *Template) VarNames() []string {
 		}
 	}
 	return names
-}
-
-// RefVar returns the variable of the function whose value is !Ref id ("" if none).
-func (tp *Template) RefVar(function, id string) string {
-	for _, v := range tp.Env(function) {
-		if v.Value.Tag == "!Ref" && v.Value.Value == id {
-			return v.Name
-		}
-	}
-	return ""
 }
 
 var subVar = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)

@@ -44,11 +44,10 @@ var silenceGlobalLog sync.Once
 // after every answer, so in front of moto a connection is one request. Its methods are
 // safe for concurrent use.
 type TCP struct {
-	mu       sync.Mutex
-	proxy    *toxiproxy.Proxy
-	addr     string
-	upstream string
-	closed   bool
+	mu     sync.Mutex
+	proxy  *toxiproxy.Proxy
+	addr   string
+	closed bool
 }
 
 // NewTCP starts a proxy in front of upstream, a host:port or a URL such as
@@ -70,7 +69,7 @@ func NewTCP(upstream string) (*TCP, error) {
 	proxy.Lock()
 	addr := proxy.Listen // the address it listens on, port included, once started
 	proxy.Unlock()
-	return &TCP{proxy: proxy, addr: addr, upstream: hostport}, nil
+	return &TCP{proxy: proxy, addr: addr}, nil
 }
 
 // hostPort returns the host:port of a host:port or of a URL.
@@ -105,9 +104,6 @@ func (p *TCP) Addr() string { return p.addr }
 
 // URL returns the proxy's address as an http URL: the endpoint to give SDK clients.
 func (p *TCP) URL() string { return "http://" + p.addr }
-
-// Upstream returns the host:port the proxy forwards to.
-func (p *TCP) Upstream() string { return p.upstream }
 
 // Latency delays every chunk of data on stream s by latency ± jitter (toxiproxy's
 // resolution is a millisecond). Downstream latency adds about latency to every
@@ -148,15 +144,6 @@ func (p *TCP) Bandwidth(name string, s Stream, kbps int64, toxicity float64) err
 		return fmt.Errorf("faults: bandwidth toxic %q: negative rate %d", name, kbps)
 	}
 	return p.Add(name, "bandwidth", s, toxicity, map[string]int64{"rate": kbps})
-}
-
-// LimitData closes the connection once n bytes went through on stream s (a response
-// cut in the middle when s is Downstream).
-func (p *TCP) LimitData(name string, s Stream, n int64, toxicity float64) error {
-	if n < 0 {
-		return fmt.Errorf("faults: limit_data toxic %q: negative byte count %d", name, n)
-	}
-	return p.Add(name, "limit_data", s, toxicity, map[string]int64{"bytes": n})
 }
 
 // Slicer cuts the data on stream s into pieces of about averageSize ± sizeVariation

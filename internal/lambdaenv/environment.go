@@ -75,9 +75,6 @@ func New(fn Function) (*Environment, error) {
 	return &Environment{fn: fn}, nil
 }
 
-// Timeout is the function's timeout.
-func (e *Environment) Timeout() time.Duration { return e.fn.Timeout }
-
 // Inits is how many processes the environment has started (fresh inits).
 func (e *Environment) Inits() int {
 	e.mu.Lock()

@@ -32,10 +32,6 @@ type Killer struct {
 	AWS bool
 }
 
-func (k Killer) String() string {
-	return fmt.Sprintf("%s: go test %s %s", k.Name, strings.Join(k.Packages, " "), strings.Join(k.Args, " "))
-}
-
 // Outcome is what one killer run did to a mutant.
 type Outcome string
 
