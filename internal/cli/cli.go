@@ -166,6 +166,16 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional []string, code int, 
 	}
 }
 
+// parseNoArgs is parseArgs for a command that takes flags only: a positional argument
+// is a usage error.
+func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	pos, code, ok := parseArgs(fs, args)
+	if ok && len(pos) > 0 {
+		return usageError(fs, stderr, "unexpected argument %q", pos[0]), false
+	}
+	return code, ok
+}
+
 // usageError prints msg and the command's usage, and returns exitUsage.
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
 	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))

@@ -29,12 +29,8 @@ func runEvents(_ context.Context, args []string, stdout, stderr io.Writer, env l
 	name := flags.String("example", "", "the example whose events to generate (default $"+example.Var+", else the wired default)")
 	out := flags.String("out", "", "directory to write to (default events for the wired default example, functions/consumer/<name>/events for another; run from the repository root)")
 	seed := flags.Uint64("seed", sampleevents.DefaultSeed, "seed of the ids, amounts and timestamps: the same seed writes the same files")
-	pos, code, ok := parseArgs(flags, args)
-	if !ok {
+	if code, ok := parseNoArgs(flags, args, stderr); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
 	ex, _, err := needExample(*name, env, example.TrafficOf)
 	if err != nil {

@@ -57,13 +57,10 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	template := flags.String("template", "template.yaml", "the SAM template: the queues its functions' variables name (their values from the environment) are the stack's queues an outbound dead letter may go back to")
 	var outbound stringList
 	flags.Var(&outbound, "outbound-queue", "a `URL` of the stack's an outbound dead letter may go back to, besides the template's (repeatable)")
-	pos, code, ok := parseArgs(flags, args)
-	if !ok {
+	if code, ok := parseNoArgs(flags, args, stderr); !ok {
 		return code
 	}
 	switch {
-	case len(pos) > 0:
-		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	case *maxN < 0:
 		return usageError(flags, stderr, "--max must not be negative")
 	}
@@ -202,6 +199,31 @@ func (r *redriver) batch(done int) int {
 	return min(10, r.max-done)
 }
 
+// eachNew receives batches from the dead-letter queue and calls f on each message whose
+// id skip does not hold, until handled() reaches max or a batch brings nothing new.
+func (r *redriver) eachNew(ctx context.Context, handled func() int, skip map[string]bool, f func(id string, m types.Message)) error {
+	for {
+		n := r.batch(handled())
+		if n == 0 {
+			return nil
+		}
+		msgs, err := r.receive(ctx, n)
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, m := range msgs {
+			if id := aws.ToString(m.MessageId); !skip[id] {
+				fresh++
+				f(id, m)
+			}
+		}
+		if fresh == 0 {
+			return nil
+		}
+	}
+}
+
 // move receives, sends to the input queue, and deletes from the dead-letter queue only
 // after the send succeeded, until the dead-letter queue has nothing visible or max
 // messages were handled.
@@ -214,44 +236,30 @@ func (r *redriver) move(ctx context.Context) error {
 		return fmt.Sprintf("redrive: %d moved, %d failed, %d refused", moved.Load(), failed.Load(), refused.Load())
 	})
 	defer stop()
-	for {
-		n := r.batch(int(moved.Load() + failed.Load() + refused.Load()))
-		if n == 0 {
-			break
+	handled := func() int { return int(moved.Load() + failed.Load() + refused.Load()) }
+	// A message that failed already and came back is skipped: stop rather than loop.
+	err := r.eachNew(ctx, handled, failedIDs, func(id string, m types.Message) {
+		if src := r.foreignSource(m); src != "" {
+			refused.Add(1)
+			failedIDs[id] = true
+			fmt.Fprintf(stderr, "idemctl redrive: message %s refused: SQS moved it from %s, not from the input queue; it stays in the dead-letter queue\n", id, src)
+			return
 		}
-		msgs, err := r.receive(ctx, n)
+		dest, ignored, err := r.moveOne(ctx, m)
+		if ignored != "" {
+			fmt.Fprintf(stderr, "idemctl redrive: message %s goes to the input queue: %s\n", id, ignored)
+		}
 		if err != nil {
-			return err
+			failed.Add(1)
+			failedIDs[id] = true
+			fmt.Fprintf(stderr, "idemctl redrive: message %s: %v\n", id, err)
+			return
 		}
-		fresh := 0
-		for _, m := range msgs {
-			id := aws.ToString(m.MessageId)
-			if failedIDs[id] { // it failed already and came back: stop rather than loop
-				continue
-			}
-			fresh++
-			if src := r.foreignSource(m); src != "" {
-				refused.Add(1)
-				failedIDs[id] = true
-				fmt.Fprintf(stderr, "idemctl redrive: message %s refused: SQS moved it from %s, not from the input queue; it stays in the dead-letter queue\n", id, src)
-				continue
-			}
-			dest, ignored, err := r.moveOne(ctx, m)
-			if ignored != "" {
-				fmt.Fprintf(stderr, "idemctl redrive: message %s goes to the input queue: %s\n", id, ignored)
-			}
-			if err != nil {
-				failed.Add(1)
-				failedIDs[id] = true
-				fmt.Fprintf(stderr, "idemctl redrive: message %s: %v\n", id, err)
-				continue
-			}
-			moved.Add(1)
-			to[dest]++
-		}
-		if fresh == 0 {
-			break
-		}
+		moved.Add(1)
+		to[dest]++
+	})
+	if err != nil {
+		return err
 	}
 	stop()
 	fmt.Fprintf(r.stdout, "moved %d messages from %s%s: %d failed, %d refused\n", moved.Load(), r.dlq, r.destinations(to), failed.Load(), refused.Load())
@@ -413,48 +421,33 @@ func (r *redriver) list(ctx context.Context) error {
 			})
 		}
 	}()
-	for {
-		n := r.batch(len(seen))
-		if n == 0 {
-			break
+	err := r.eachNew(ctx, func() int { return len(seen) }, seen, func(id string, m types.Message) {
+		seen[id] = true
+		handles = append(handles, m.ReceiptHandle)
+		keyHash := "-"
+		if k := messageKey(m); k != "" {
+			keyHash = r.keys.LogHash(k) // as the functions log it
 		}
-		msgs, err := r.receive(ctx, n)
-		if err != nil {
-			return err
+		group := "-"
+		if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
+			group = r.keys.LogHash(g)
 		}
-		fresh := 0
-		for _, m := range msgs {
-			id := aws.ToString(m.MessageId)
-			if seen[id] {
-				continue
-			}
-			seen[id], fresh = true, fresh+1
-			handles = append(handles, m.ReceiptHandle)
-			keyHash := "-"
-			if k := messageKey(m); k != "" {
-				keyHash = r.keys.LogHash(k) // as the functions log it
-			}
-			group := "-"
-			if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
-				group = r.keys.LogHash(g)
-			}
-			from := orDash(m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)])
-			dest, _, why := r.destination(m)
-			if src := r.foreignSource(m); src != "" {
-				dest, why = "refused: stays", ""
-				refused++
-				ignored = append(ignored, fmt.Sprintf("message %s is refused: SQS moved it from %s, not from the input queue", id, src))
-			} else {
-				to[dest]++
-			}
-			if why != "" {
-				ignored = append(ignored, fmt.Sprintf("message %s goes to the input queue: %s", id, why))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, group, keyHash, from, dest, dlqReason(m))
+		from := orDash(m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)])
+		dest, _, why := r.destination(m)
+		if src := r.foreignSource(m); src != "" {
+			dest, why = "refused: stays", ""
+			refused++
+			ignored = append(ignored, fmt.Sprintf("message %s is refused: SQS moved it from %s, not from the input queue", id, src))
+		} else {
+			to[dest]++
 		}
-		if fresh == 0 {
-			break
+		if why != "" {
+			ignored = append(ignored, fmt.Sprintf("message %s goes to the input queue: %s", id, why))
 		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, group, keyHash, from, dest, dlqReason(m))
+	})
+	if err != nil {
+		return err
 	}
 	_ = tw.Flush()
 	for _, line := range ignored {

@@ -74,12 +74,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, env lo
 	flags.BoolVar(&o.inProcess, "in-process", false, "call the handlers inside this process instead of running the bootstraps as Lambda execution environments (for -race coverage of the handler path)")
 	flags.StringVar(&o.bootstraps, "bootstraps", "", "directory with consumer/bootstrap and reaper/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build them from the module in the working directory)")
 	o.trace = addTraceFile(flags)
-	pos, code, ok := parseArgs(flags, args)
-	if !ok {
+	if code, ok := parseNoArgs(flags, args, stderr); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
 	if o.crashAt != "" && (!slices.Contains(demo.Phases, o.crashAt) || o.crashAfter < 1) {
 		return usageError(flags, stderr, "--crash-at must be one of %s, and --crash-after at least 1", strings.Join(demo.Phases, ", "))

@@ -54,13 +54,10 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer, env l
 	concurrency := flags.Int("concurrency", 4, "SendMessageBatch calls in flight")
 	queueURL := flags.String("queue-url", "", "input queue URL (default $QUEUE_URL)")
 	record := flags.String("record", "", "write the bodies sent to this `file` as JSON lines, for `idemctl check`")
-	pos, code, ok := parseArgs(flags, args)
-	if !ok {
+	if code, ok := parseNoArgs(flags, args, stderr); !ok {
 		return code
 	}
 	switch {
-	case len(pos) > 0:
-		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	case *count < 1:
 		return usageError(flags, stderr, "--count must be at least 1")
 	case *groups < 1:

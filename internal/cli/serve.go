@@ -44,12 +44,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	flags.BoolVar(&o.inProcess, "in-process", false, "call the ingress's handler inside this process instead of running its bootstrap as Lambda execution environments")
 	flags.StringVar(&o.bootstraps, "bootstraps", "", "directory with ingress/bootstrap built for this host (default $IDEMCTL_BOOTSTRAPS; unset: build it from the module in the working directory)")
 	o.trace = addTraceFile(flags)
-	pos, code, ok := parseArgs(flags, args)
-	if !ok {
+	if code, ok := parseNoArgs(flags, args, stderr); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
 	if o.instances < 1 || o.instances > 100 {
 		return usageError(flags, stderr, "--instances must be between 1 and 100")

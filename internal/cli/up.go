@@ -51,12 +51,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer, env loo
 	exName := exampleFlag(flags)
 	params := paramFlag{}
 	flags.Var(params, "param", "override a template parameter, `Name=Value` (repeatable)")
-	pos, code, ok := parseArgs(flags, args)
-	if !ok {
+	if code, ok := parseNoArgs(flags, args, stderr); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
 	if *exName != "" {
 		if _, err := pickExample(*exName, env); err != nil {

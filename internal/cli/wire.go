@@ -17,12 +17,8 @@ func runWire(_ context.Context, args []string, stdout, stderr io.Writer, env loo
 	template := flags.String("template", "template.yaml", "the SAM template to rewrite")
 	exName := exampleFlag(flags)
 	check := flags.Bool("check", false, "change nothing; exit 1 unless the template carries the example's block as it is")
-	pos, code, ok := parseArgs(flags, args)
-	if !ok {
+	if code, ok := parseNoArgs(flags, args, stderr); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return usageError(flags, stderr, "unexpected argument %q", pos[0])
 	}
 	ex, err := pickExample(*exName, env)
 	if err != nil {
