@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -28,25 +29,25 @@ func fastRetries(maxAttempts int) *retry.Standard {
 // ddbVia returns a DynamoDB client on endpoint ep with fast retries (3 attempts, the
 // SDK's default) and an attempt counter.
 func ddbVia(t *testing.T, ep string, maxAttempts int) (*dynamodb.Client, *awstest.Calls) {
-	t.Helper()
-	calls := awstest.NewCalls()
-	c := dynamodb.NewFromConfig(awstest.ConfigFor(t, ep), func(o *dynamodb.Options) {
-		o.Retryer = fastRetries(maxAttempts)
-		o.RetryMaxAttempts = maxAttempts
-		o.APIOptions = append(o.APIOptions, calls.APIOption)
-	})
-	return c, calls
+	cfg, calls := configVia(t, ep, maxAttempts)
+	return dynamodb.NewFromConfig(cfg), calls
 }
 
+// sqsVia is ddbVia for SQS.
 func sqsVia(t *testing.T, ep string, maxAttempts int) (*sqs.Client, *awstest.Calls) {
+	cfg, calls := configVia(t, ep, maxAttempts)
+	return sqs.NewFromConfig(cfg), calls
+}
+
+// configVia is the SDK configuration of ddbVia and sqsVia.
+func configVia(t *testing.T, ep string, maxAttempts int) (aws.Config, *awstest.Calls) {
 	t.Helper()
 	calls := awstest.NewCalls()
-	c := sqs.NewFromConfig(awstest.ConfigFor(t, ep), func(o *sqs.Options) {
-		o.Retryer = fastRetries(maxAttempts)
-		o.RetryMaxAttempts = maxAttempts
-		o.APIOptions = append(o.APIOptions, calls.APIOption)
-	})
-	return c, calls
+	cfg := awstest.ConfigFor(t, ep)
+	cfg.Retryer = func() aws.Retryer { return fastRetries(maxAttempts) }
+	cfg.RetryMaxAttempts = maxAttempts
+	cfg.APIOptions = append(cfg.APIOptions, calls.APIOption)
+	return cfg, calls
 }
 
 // table creates a table with a string partition key pk, directly on the emulator.

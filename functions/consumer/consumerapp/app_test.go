@@ -249,10 +249,19 @@ func TestFIFOGroupStopsAtFirstFailure(t *testing.T) {
 	}
 	f.checkApplied(t, "after the first delivery", valid, applied)
 	// SQS redelivers the failed records (the others were deleted).
-	if failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, again)); len(failed) != 0 {
-		t.Fatalf("redelivery failures %v", failed)
+	f.redeliver(t, h, "after the redelivery", valid, again)
+}
+
+// redeliver invokes h with the records SQS delivers again, which must all succeed, and
+// checks that each of valid was applied and sent once.
+func (f *fixture) redeliver(t *testing.T, h lambda.Handler, what string, valid []example.Message, again []events.SQSMessage) {
+	t.Helper()
+	if len(again) > 0 {
+		if failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, again)); len(failed) != 0 {
+			t.Fatalf("redelivery failures %v", failed)
+		}
 	}
-	f.checkApplied(t, "after the redelivery", valid, valid)
+	f.checkApplied(t, what, valid, valid)
 	f.checkOutbound(t, valid)
 }
 
@@ -280,13 +289,7 @@ func TestDuplicatesAcrossBatches(t *testing.T) {
 			again = append(again, r)
 		}
 	}
-	if len(again) > 0 {
-		if failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, again)); len(failed) != 0 {
-			t.Fatalf("redelivery failures %v", failed)
-		}
-	}
-	f.checkApplied(t, "after three deliveries", valid, valid)
-	f.checkOutbound(t, valid)
+	f.redeliver(t, h, "after three deliveries", valid, again)
 }
 
 // TestDeadlineMargin: with the deadline closer than the margin no record starts and all
