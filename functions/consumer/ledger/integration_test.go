@@ -114,6 +114,18 @@ func (st *stack) deliver(ctx context.Context, key string, p ledger.Payment) (ide
 	return st.Deliver(ctx, key, string(body))
 }
 
+// checkAccounts checks that the ledger's accounts are want, and no other.
+func (st *stack) checkAccounts(ctx context.Context, t *testing.T, want map[string]ledger.Account) {
+	t.Helper()
+	got, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("accounts %+v, want %+v", got, want)
+	}
+}
+
 // receipts receives and deletes every message of the receipts queue (awstest.Drain)
 // and returns the receipts.
 func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
@@ -319,13 +331,7 @@ func TestIntegrationAfterDeletion(t *testing.T) {
 	if _, err := st.deliver(ctx, ledger.Key(p), changed); !errors.Is(err, idem.ErrPayloadMismatch) {
 		t.Fatalf("changed payload again: %v, want ErrPayloadMismatch", err)
 	}
-	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := accts["acct-del"]; a.BalanceCents != 700 || a.Payments != 1 {
-		t.Fatalf("account %+v, want 700 from one payment", a)
-	}
+	st.checkAccounts(ctx, t, map[string]ledger.Account{"acct-del": {BalanceCents: 700, Payments: 1}})
 	rs := st.receipts(ctx, t)
 	if len(rs) != 1 || rs[0].AmountCents != 700 {
 		t.Fatalf("receipts %+v, want exactly one, for 700", rs)
@@ -354,13 +360,7 @@ func TestIntegrationRedeliveryAfterTheTTL(t *testing.T) {
 	if err != nil || res.Replayed || !res.Guarded {
 		t.Fatalf("after the TTL: res=%+v err=%v; want a run stopped by the journal", res, err)
 	}
-	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(accts) != 1 || accts["acct-ttl"].BalanceCents != 1234 || accts["acct-ttl"].Payments != 1 {
-		t.Fatalf("accounts: %+v, want acct-ttl credited once with 1234", accts)
-	}
+	st.checkAccounts(ctx, t, map[string]ledger.Account{"acct-ttl": {BalanceCents: 1234, Payments: 1}})
 	if rs := st.receipts(ctx, t); len(rs) != 1 {
 		t.Fatalf("%d receipts, want 1", len(rs))
 	}
@@ -393,13 +393,7 @@ func TestIntegrationOnePaymentUnderTwoKeys(t *testing.T) {
 		if err := st.send(ctx, t, "client-key-3", changed); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
 			t.Fatalf("the payment id with another amount under a third key: %v, want a permanent ErrPayloadMismatch", err)
 		}
-		accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := accts["acct-2k"]; a.BalanceCents != 1000 || a.Payments != 1 {
-			t.Fatalf("account %+v, want 1000 from one payment", a)
-		}
+		st.checkAccounts(ctx, t, map[string]ledger.Account{"acct-2k": {BalanceCents: 1000, Payments: 1}})
 		if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"pay-2k": 1}) {
 			t.Fatalf("receipts %v, want one", got)
 		}
@@ -416,9 +410,7 @@ func TestIntegrationRecordsInLedgerRefusesAnotherKey(t *testing.T) {
 	if _, err := st.deliver(ctx, ledger.Key(p), p); !errors.Is(err, idem.ErrHomeKey) || !idem.IsPermanent(err) {
 		t.Fatalf("a payment keyed %q: %v, want a permanent ErrHomeKey", ledger.Key(p), err)
 	}
-	if accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table); err != nil || len(accts) != 0 {
-		t.Fatalf("accounts %v (%v), want none credited", accts, err)
-	}
+	st.checkAccounts(ctx, t, map[string]ledger.Account{})
 }
 
 // TestIntegrationRecordsInLedger: with the records in the ledger table, a payment's
@@ -479,13 +471,7 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	if res, err := st.deliver(ctx, q.PaymentID, q); err != nil || res.Replayed || res.Attempt != 2 {
 		t.Fatalf("takeover: %+v, %v; want attempt 2 applied", res, err)
 	}
-	accts, err := ledger.Accounts(ctx, st.DynamoDB, st.table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := accts["acct-f"]; len(accts) != 1 || a.BalanceCents != 326 || a.Payments != 2 {
-		t.Fatalf("accounts %+v, want acct-f with 326 from two payments", accts)
-	}
+	st.checkAccounts(ctx, t, map[string]ledger.Account{"acct-f": {BalanceCents: 326, Payments: 2}})
 	if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"pay-f-1": 1, "pay-f-2": 1}) {
 		t.Fatalf("receipts %v, want one per payment", got)
 	}
