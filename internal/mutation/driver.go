@@ -293,22 +293,8 @@ func by(r Result) string {
 // when c.Coverage): it must pass, and its duration sets the killer's timeout.
 func (c *Config) baselines(ctx context.Context, target string) ([]*plan, error) {
 	var plans []*plan
-	ranBare := map[string]bool{} // packages an earlier killer ran whole (no args)
-	for _, k := range c.Killers {
-		pkgs, dirs, err := c.reaching(ctx, k, target)
-		if err != nil {
-			return nil, err
-		}
-		pkgs = slices.DeleteFunc(pkgs, func(p string) bool { return ranBare[p] })
-		if len(pkgs) == 0 {
-			fmt.Fprintf(c.Log, "mutation: %s: killer %s: no package of %v imports it, skipped\n", target, k.Name, k.Packages)
-			continue
-		}
-		if len(k.Args) == 0 {
-			for _, p := range pkgs {
-				ranBare[p] = true
-			}
-		}
+	whole := func(k Killer) bool { return len(k.Args) == 0 }
+	err := c.eachReaching(ctx, target, whole, func(k Killer, pkgs []string, dirs map[string]string) error {
 		pl := &plan{Killer: k, target: target, pkgs: pkgs}
 		r := run{Dir: c.Dir, Packages: pkgs, Args: k.Args, Timeout: 60 * time.Minute}
 		if k.AWS {
@@ -321,32 +307,65 @@ func (c *Config) baselines(ctx context.Context, target string) ([]*plan, error) 
 		fmt.Fprintf(c.Log, "mutation: baseline of %s for %s: go test %s %s\n", k.Name, target, strings.Join(pkgs, " "), strings.Join(k.Args, " "))
 		o, detail, out, took, err := r.exec(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if o != Passed {
-			return nil, fmt.Errorf("mutation: the baseline of killer %s for %s, unmutated, %s (%s): fix it before mutating\n%s", k.Name, target, o, detail, tail(out, 40))
+			return fmt.Errorf("mutation: the baseline of killer %s for %s, unmutated, %s (%s): fix it before mutating\n%s", k.Name, target, o, detail, tail(out, 40))
 		}
 		pl.timeout = max(c.MinTimeout, time.Duration(c.TimeoutFactor*float64(took))).Round(time.Second)
 		pl.baseline = took
 		if c.Coverage {
 			if pl.coverage, err = ReadCoverage(r.Cover); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		fmt.Fprintf(c.Log, "mutation: baseline of %s for %s passed in %s; timeout %s\n", k.Name, target, took.Round(time.Second), pl.timeout)
-		if c.PerTest && c.Coverage && len(k.Args) == 0 {
+		if c.PerTest && c.Coverage && whole(k) {
 			start := time.Now()
 			if err := c.perTest(ctx, pl, dirs); err != nil {
-				return nil, err
+				return err
 			}
 			fmt.Fprintf(c.Log, "mutation: %s for %s: the coverage of each of its %d tests, run alone, in %s\n", k.Name, target, len(pl.tests), since(start))
 		}
 		plans = append(plans, pl)
-	}
-	if len(plans) == 0 {
-		return nil, fmt.Errorf("mutation: no killer reaches %s", target)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return plans, nil
+}
+
+// eachReaching calls f with each killer whose tests reach target and the packages it
+// runs for it, less those an earlier killer ran whole (whole says which killers do),
+// with their directories. No killer reaching target is an error.
+func (c *Config) eachReaching(ctx context.Context, target string, whole func(Killer) bool, f func(k Killer, pkgs []string, dirs map[string]string) error) error {
+	ranWhole := map[string]bool{}
+	reached := false
+	for _, k := range c.Killers {
+		pkgs, dirs, err := c.reaching(ctx, k, target)
+		if err != nil {
+			return err
+		}
+		pkgs = slices.DeleteFunc(pkgs, func(p string) bool { return ranWhole[p] })
+		if len(pkgs) == 0 {
+			fmt.Fprintf(c.Log, "mutation: %s: killer %s: no package of %v imports it, skipped\n", target, k.Name, k.Packages)
+			continue
+		}
+		if whole(k) {
+			for _, p := range pkgs {
+				ranWhole[p] = true
+			}
+		}
+		reached = true
+		if err := f(k, pkgs, dirs); err != nil {
+			return err
+		}
+	}
+	if !reached {
+		return fmt.Errorf("mutation: no killer reaches %s", target)
+	}
+	return nil
 }
 
 func tail(out []byte, n int) string {

@@ -206,34 +206,20 @@ func (c *Config) runSchemata(ctx context.Context, rep *Report, all []Result, tod
 // units' baselines (shared with the other targets).
 func (c *Config) schemaBaselines(ctx context.Context, s *schemataRun, target string) ([]*splan, error) {
 	var plans []*splan
-	ranBare := map[string]bool{}
-	for _, k := range c.Killers {
-		pkgs, dirs, err := c.reaching(ctx, k, target)
-		if err != nil {
-			return nil, err
-		}
-		pkgs = slices.DeleteFunc(pkgs, func(p string) bool { return ranBare[p] })
-		if len(pkgs) == 0 {
-			fmt.Fprintf(c.Log, "mutation: %s: killer %s: no package of %v imports it, skipped\n", target, k.Name, k.Packages)
-			continue
-		}
-		if k.Seeds == 0 && k.Run == "" {
-			for _, p := range pkgs {
-				ranBare[p] = true
-			}
-		}
+	whole := func(k Killer) bool { return k.Seeds == 0 && k.Run == "" }
+	err := c.eachReaching(ctx, target, whole, func(k Killer, pkgs []string, dirs map[string]string) error {
 		pl := &splan{Killer: k, target: target, pkgs: pkgs}
 		for _, pkg := range pkgs {
 			b, err := c.schemaBinary(ctx, s, pkg, dirs[pkg])
 			if err != nil {
-				return nil, err
+				return err
 			}
 			key := k.Name + "\x00" + pkg
 			us, ok := s.units[key]
 			if !ok {
 				start := time.Now()
 				if us, err = c.unitBaselines(ctx, s, k, b); err != nil {
-					return nil, err
+					return err
 				}
 				s.units[key] = us
 				var took time.Duration
@@ -245,9 +231,10 @@ func (c *Config) schemaBaselines(ctx context.Context, s *schemataRun, target str
 			pl.units = append(pl.units, us...)
 		}
 		plans = append(plans, pl)
-	}
-	if len(plans) == 0 {
-		return nil, fmt.Errorf("mutation: no killer reaches %s", target)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return plans, nil
 }
