@@ -44,14 +44,8 @@ func (u *upper) queueSpec(res *resource) (*queueSpec, error) {
 		return nil, err
 	}
 	spec := &queueSpec{attrs: map[string]string{}}
-	fifo, _, err := p.boolean("FifoQueue")
-	if err != nil {
-		return nil, err
-	}
-	name, explicit, err := p.str("QueueName")
-	if err != nil {
-		return nil, err
-	}
+	fifo, _ := p.boolean("FifoQueue")
+	name, explicit := p.str("QueueName")
 	if !explicit {
 		name = u.stack + "-" + res.id
 		if fifo {
@@ -61,68 +55,52 @@ func (u *upper) queueSpec(res *resource) (*queueSpec, error) {
 	base, hasSuffix := strings.CutSuffix(name, ".fifo")
 	switch {
 	case len(name) > 80:
-		return nil, p.errorf("QueueName", "queue name %s is %d characters, SQS allows 80: use a shorter stack name", name, len(name))
+		p.fail("QueueName", "queue name %s is %d characters, SQS allows 80: use a shorter stack name", name, len(name))
 	case !queueNameChars.MatchString(base):
-		return nil, p.errorf("QueueName", "queue name %s: SQS allows letters, digits, '-' and '_'", name)
+		p.fail("QueueName", "queue name %s: SQS allows letters, digits, '-' and '_'", name)
 	case fifo != hasSuffix:
-		return nil, p.errorf("QueueName", "queue name %s: a FIFO queue's name, and only its, ends in .fifo", name)
+		p.fail("QueueName", "queue name %s: a FIFO queue's name, and only its, ends in .fifo", name)
 	}
 	spec.name = name
 	if fifo {
 		spec.attrs["FifoQueue"] = "true"
 	}
 	for _, key := range []string{"ContentBasedDeduplication", "SqsManagedSseEnabled"} {
-		b, ok, err := p.boolean(key)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		if key == "ContentBasedDeduplication" && !fifo {
+		b, ok := p.boolean(key)
+		switch {
+		case !ok:
+		case key == "ContentBasedDeduplication" && !fifo:
 			if b {
-				return nil, p.errorf(key, "applies to FIFO queues only")
+				p.fail(key, "applies to FIFO queues only")
 			}
-			continue
+		default:
+			spec.attrs[key] = strconv.FormatBool(b)
 		}
-		spec.attrs[key] = strconv.FormatBool(b)
 	}
 	for _, key := range []string{"DeduplicationScope", "FifoThroughputLimit"} {
-		s, ok, err := p.str(key)
-		if err != nil {
-			return nil, err
-		}
-		if ok && !fifo {
-			return nil, p.errorf(key, "applies to FIFO queues only")
-		}
-		if ok {
+		if s, ok := p.str(key); ok && !fifo {
+			p.fail(key, "applies to FIFO queues only")
+		} else if ok {
 			spec.attrs[key] = s
 		}
 	}
 	for _, key := range []string{"VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize"} {
-		n, ok, err := p.integer(key)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		if n, ok := p.integer(key); ok {
 			spec.attrs[key] = strconv.FormatInt(n, 10)
 		}
 	}
 	for _, key := range []string{"RedrivePolicy", "RedriveAllowPolicy"} {
-		s, ok, err := p.json(key)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		if s, ok := p.json(key); ok {
 			spec.attrs[key] = s
 		}
 	}
-	if spec.tags, err = p.tags("Tags"); err != nil {
-		return nil, err
-	}
+	spec.tags = p.tags("Tags")
 	u.note(p.ignore("KmsMasterKeyId", "KMS encryption is not emulated"))
 	u.note(p.ignore("KmsDataKeyReusePeriodSeconds", "KMS encryption is not emulated"))
-	return spec, p.rest()
+	if err := p.done(); err != nil {
+		return nil, err
+	}
+	return spec, nil
 }
 
 // queue creates the queue of res, or finds it and converges its attributes.

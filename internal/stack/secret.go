@@ -40,55 +40,35 @@ func (u *upper) secret(ctx context.Context, res *resource) (*Resource, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	name, explicit, err := p.str("Name")
-	if err != nil {
-		return nil, "", err
-	}
+	name, explicit := p.str("Name")
 	if !explicit {
 		name = u.stack + "-" + res.id
 	}
-	desc, _, err := p.str("Description")
-	if err != nil {
-		return nil, "", err
-	}
-	gen, ok, err := p.object("GenerateSecretString")
-	if err != nil {
-		return nil, "", err
-	}
+	desc, _ := p.str("Description")
+	gen, ok := p.object("GenerateSecretString")
 	if !ok {
-		return nil, "", p.errorf("GenerateSecretString", "is required locally (a secret whose value the template states is not one)")
+		p.fail("GenerateSecretString", "is required locally (a secret whose value the template states is not one)")
+		return nil, "", p.err()
 	}
 	in := &secretsmanager.GetRandomPasswordInput{}
 	for key, set := range map[string]**bool{
 		"ExcludeLowercase": &in.ExcludeLowercase, "ExcludeNumbers": &in.ExcludeNumbers, "ExcludePunctuation": &in.ExcludePunctuation,
 		"ExcludeUppercase": &in.ExcludeUppercase, "IncludeSpace": &in.IncludeSpace, "RequireEachIncludedType": &in.RequireEachIncludedType,
 	} {
-		b, ok, err := gen.boolean(key)
-		if err != nil {
-			return nil, "", err
-		}
-		if ok {
+		if b, ok := gen.boolean(key); ok {
 			*set = aws.Bool(b)
 		}
 	}
-	if n, ok, err := gen.integer("PasswordLength"); err != nil {
-		return nil, "", err
-	} else if ok {
+	if n, ok := gen.integer("PasswordLength"); ok {
 		in.PasswordLength = aws.Int64(n)
 	}
-	if s, ok, err := gen.str("ExcludeCharacters"); err != nil {
-		return nil, "", err
-	} else if ok {
+	if s, ok := gen.str("ExcludeCharacters"); ok {
 		in.ExcludeCharacters = aws.String(s)
 	}
-	if err := gen.rest(); err != nil { // SecretStringTemplate, GenerateStringKey: a JSON secret, not one here
-		return nil, "", err
-	}
+	gen.rest() // SecretStringTemplate, GenerateStringKey: a JSON secret, not one here
 	u.note(p.ignore("KmsKeyId", "KMS encryption is not emulated"))
-	if _, err := p.tags("Tags"); err != nil {
-		return nil, "", err
-	}
-	if err := p.rest(); err != nil {
+	p.tags("Tags")
+	if err := p.done(); err != nil {
 		return nil, "", err
 	}
 	out := &Resource{LogicalID: res.id, Type: TypeSecret, Name: name, Status: "exists"}

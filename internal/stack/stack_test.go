@@ -481,6 +481,30 @@ Resources:
     Properties:
       RedrivePolicy: {deadLetterTargetArn: !GetAtt A.Arn, maxReceiveCount: 1}
 `, "", []string{"circular dependency between A, B"}},
+		{"the first of several problems", `
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+    Properties:
+      FifoQueue: maybe
+      Bogus: 1
+`, "", []string{"resource Q (line 3), property FifoQueue: want true or false"}},
+		{"wrong type in a nested mapping", `
+Resources:
+  T:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      ProvisionedThroughput: {ReadCapacityUnits: many, WriteCapacityUnits: 1}
+`, "", []string{"resource T (line 3), property ProvisionedThroughput.ReadCapacityUnits", "is not a whole number"}},
+		{"content-based deduplication on a standard queue", `
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+    Properties:
+      ContentBasedDeduplication: true
+`, "", []string{"property ContentBasedDeduplication: applies to FIFO queues only"}},
 		{"queue name too long", `
 Resources:
   AQueueWithAVeryLongLogicalIdThatMakesTheNameLongerThanEighty:

@@ -32,170 +32,74 @@ func (u *upper) tableSpec(res *resource) (*tableSpec, error) {
 		return nil, err
 	}
 	in := &dynamodb.CreateTableInput{}
-	name, explicit, err := p.str("TableName")
-	if err != nil {
-		return nil, err
-	}
+	name, explicit := p.str("TableName")
 	if !explicit {
 		name = u.stack + "-" + res.id
 	}
 	if !tableNameChars.MatchString(name) {
-		return nil, p.errorf("TableName", "table name %s: DynamoDB allows 3 to 255 letters, digits, '_', '-' and '.'", name)
+		p.fail("TableName", "table name %s: DynamoDB allows 3 to 255 letters, digits, '_', '-' and '.'", name)
 	}
 	in.TableName = aws.String(name)
-	if in.KeySchema, err = keySchema(p, "KeySchema"); err != nil {
-		return nil, err
+	if in.KeySchema = keySchema(p, "KeySchema"); len(in.KeySchema) == 0 {
+		p.fail("KeySchema", "is required")
 	}
-	if len(in.KeySchema) == 0 {
-		return nil, p.errorf("KeySchema", "is required")
-	}
-	defs, _, err := p.objects("AttributeDefinitions")
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range defs {
-		n, _, err := d.str("AttributeName")
-		if err != nil {
-			return nil, err
-		}
-		typ, _, err := d.str("AttributeType")
-		if err != nil {
-			return nil, err
-		}
-		if err := d.rest(); err != nil {
-			return nil, err
-		}
+	for _, d := range p.objects("AttributeDefinitions") {
+		n, _ := d.str("AttributeName")
+		typ, _ := d.str("AttributeType")
+		d.rest()
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{
 			AttributeName: aws.String(n), AttributeType: types.ScalarAttributeType(typ),
 		})
 	}
-	billing, _, err := p.str("BillingMode")
-	if err != nil {
-		return nil, err
-	}
+	billing, _ := p.str("BillingMode")
 	in.BillingMode = types.BillingMode(billing)
-	if in.ProvisionedThroughput, err = throughput(p, "ProvisionedThroughput"); err != nil {
-		return nil, err
-	}
-	gsis, _, err := p.objects("GlobalSecondaryIndexes")
-	if err != nil {
-		return nil, err
-	}
-	for _, g := range gsis {
-		idx := types.GlobalSecondaryIndex{}
-		n, _, err := g.str("IndexName")
-		if err != nil {
-			return nil, err
-		}
-		idx.IndexName = aws.String(n)
-		if idx.KeySchema, err = keySchema(g, "KeySchema"); err != nil {
-			return nil, err
-		}
-		if idx.Projection, err = projection(g); err != nil {
-			return nil, err
-		}
-		if idx.ProvisionedThroughput, err = throughput(g, "ProvisionedThroughput"); err != nil {
-			return nil, err
-		}
+	in.ProvisionedThroughput = throughput(p, "ProvisionedThroughput")
+	for _, g := range p.objects("GlobalSecondaryIndexes") {
+		n, _ := g.str("IndexName")
+		idx := types.GlobalSecondaryIndex{IndexName: aws.String(n), KeySchema: keySchema(g, "KeySchema"), Projection: projection(g),
+			ProvisionedThroughput: throughput(g, "ProvisionedThroughput")}
 		u.note(g.ignore("ContributorInsightsSpecification", "not emulated"))
 		u.note(g.ignore("OnDemandThroughput", "throughput limits are not emulated"))
 		u.note(g.ignore("WarmThroughput", "throughput is not emulated"))
-		if err := g.rest(); err != nil {
-			return nil, err
-		}
+		g.rest()
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, idx)
 	}
-	lsis, _, err := p.objects("LocalSecondaryIndexes")
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range lsis {
-		idx := types.LocalSecondaryIndex{}
-		n, _, err := l.str("IndexName")
-		if err != nil {
-			return nil, err
-		}
-		idx.IndexName = aws.String(n)
-		if idx.KeySchema, err = keySchema(l, "KeySchema"); err != nil {
-			return nil, err
-		}
-		if idx.Projection, err = projection(l); err != nil {
-			return nil, err
-		}
-		if err := l.rest(); err != nil {
-			return nil, err
-		}
+	for _, l := range p.objects("LocalSecondaryIndexes") {
+		n, _ := l.str("IndexName")
+		idx := types.LocalSecondaryIndex{IndexName: aws.String(n), KeySchema: keySchema(l, "KeySchema"), Projection: projection(l)}
+		l.rest()
 		in.LocalSecondaryIndexes = append(in.LocalSecondaryIndexes, idx)
 	}
-	if sse, ok, err := p.object("SSESpecification"); err != nil {
-		return nil, err
-	} else if ok {
-		enabled, _, err := sse.boolean("SSEEnabled")
-		if err != nil {
-			return nil, err
-		}
-		typ, _, err := sse.str("SSEType")
-		if err != nil {
-			return nil, err
-		}
+	if sse, ok := p.object("SSESpecification"); ok {
+		enabled, _ := sse.boolean("SSEEnabled")
+		typ, _ := sse.str("SSEType")
 		u.note(sse.ignore("KMSMasterKeyId", "KMS keys are not emulated"))
-		if err := sse.rest(); err != nil {
-			return nil, err
-		}
+		sse.rest()
 		in.SSESpecification = &types.SSESpecification{Enabled: aws.Bool(enabled), SSEType: types.SSEType(typ)}
 	}
-	if st, ok, err := p.object("StreamSpecification"); err != nil {
-		return nil, err
-	} else if ok {
-		view, _, err := st.str("StreamViewType")
-		if err != nil {
-			return nil, err
-		}
+	if st, ok := p.object("StreamSpecification"); ok {
+		view, _ := st.str("StreamViewType")
 		u.note(st.ignore("ResourcePolicy", "resource policies are not emulated"))
-		if err := st.rest(); err != nil {
-			return nil, err
-		}
+		st.rest()
 		in.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewType(view)}
 	}
-	class, _, err := p.str("TableClass")
-	if err != nil {
-		return nil, err
-	}
+	class, _ := p.str("TableClass")
 	in.TableClass = types.TableClass(class)
-	tags, err := p.tags("Tags")
-	if err != nil {
-		return nil, err
-	}
+	tags := p.tags("Tags")
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		in.Tags = append(in.Tags, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
 	}
 	spec := &tableSpec{in: in}
-	if ttl, ok, err := p.object("TimeToLiveSpecification"); err != nil {
-		return nil, err
-	} else if ok {
-		attr, _, err := ttl.str("AttributeName")
-		if err != nil {
-			return nil, err
-		}
-		enabled, _, err := ttl.boolean("Enabled")
-		if err != nil {
-			return nil, err
-		}
-		if err := ttl.rest(); err != nil {
-			return nil, err
-		}
+	if ttl, ok := p.object("TimeToLiveSpecification"); ok {
+		attr, _ := ttl.str("AttributeName")
+		enabled, _ := ttl.boolean("Enabled")
+		ttl.rest()
 		spec.ttl = &types.TimeToLiveSpecification{AttributeName: aws.String(attr), Enabled: aws.Bool(enabled)}
 	}
-	if pitr, ok, err := p.object("PointInTimeRecoverySpecification"); err != nil {
-		return nil, err
-	} else if ok {
-		if spec.pitr, _, err = pitr.boolean("PointInTimeRecoveryEnabled"); err != nil {
-			return nil, err
-		}
+	if pitr, ok := p.object("PointInTimeRecoverySpecification"); ok {
+		spec.pitr, _ = pitr.boolean("PointInTimeRecoveryEnabled")
 		u.note(pitr.ignore("RecoveryPeriodInDays", "backups are not emulated"))
-		if err := pitr.rest(); err != nil {
-			return nil, err
-		}
+		pitr.rest()
 	}
 	// Deletion protection only gets in the way of throwaway local stacks.
 	u.note(p.ignore("DeletionProtectionEnabled", "local stacks stay deletable"))
@@ -204,68 +108,43 @@ func (u *upper) tableSpec(res *resource) (*tableSpec, error) {
 	u.note(p.ignore("ResourcePolicy", "resource policies are not emulated"))
 	u.note(p.ignore("OnDemandThroughput", "throughput limits are not emulated"))
 	u.note(p.ignore("WarmThroughput", "throughput is not emulated"))
-	return spec, p.rest()
-}
-
-func keySchema(p *props, key string) ([]types.KeySchemaElement, error) {
-	elems, _, err := p.objects(key)
-	if err != nil {
+	if err := p.done(); err != nil {
 		return nil, err
 	}
+	return spec, nil
+}
+
+func keySchema(p *props, key string) []types.KeySchemaElement {
 	var out []types.KeySchemaElement
-	for _, e := range elems {
-		n, _, err := e.str("AttributeName")
-		if err != nil {
-			return nil, err
-		}
-		kt, _, err := e.str("KeyType")
-		if err != nil {
-			return nil, err
-		}
-		if err := e.rest(); err != nil {
-			return nil, err
-		}
+	for _, e := range p.objects(key) {
+		n, _ := e.str("AttributeName")
+		kt, _ := e.str("KeyType")
+		e.rest()
 		out = append(out, types.KeySchemaElement{AttributeName: aws.String(n), KeyType: types.KeyType(kt)})
 	}
-	return out, nil
+	return out
 }
 
-func projection(p *props) (*types.Projection, error) {
-	pr, ok, err := p.object("Projection")
-	if err != nil || !ok {
-		return nil, err
+func projection(p *props) *types.Projection {
+	pr, ok := p.object("Projection")
+	if !ok {
+		return nil
 	}
-	typ, _, err := pr.str("ProjectionType")
-	if err != nil {
-		return nil, err
-	}
-	attrs, _, err := pr.strings("NonKeyAttributes")
-	if err != nil {
-		return nil, err
-	}
-	if err := pr.rest(); err != nil {
-		return nil, err
-	}
-	return &types.Projection{ProjectionType: types.ProjectionType(typ), NonKeyAttributes: attrs}, nil
+	typ, _ := pr.str("ProjectionType")
+	attrs := pr.strings("NonKeyAttributes")
+	pr.rest()
+	return &types.Projection{ProjectionType: types.ProjectionType(typ), NonKeyAttributes: attrs}
 }
 
-func throughput(p *props, key string) (*types.ProvisionedThroughput, error) {
-	t, ok, err := p.object(key)
-	if err != nil || !ok {
-		return nil, err
+func throughput(p *props, key string) *types.ProvisionedThroughput {
+	t, ok := p.object(key)
+	if !ok {
+		return nil
 	}
-	rcu, _, err := t.integer("ReadCapacityUnits")
-	if err != nil {
-		return nil, err
-	}
-	wcu, _, err := t.integer("WriteCapacityUnits")
-	if err != nil {
-		return nil, err
-	}
-	if err := t.rest(); err != nil {
-		return nil, err
-	}
-	return &types.ProvisionedThroughput{ReadCapacityUnits: aws.Int64(rcu), WriteCapacityUnits: aws.Int64(wcu)}, nil
+	rcu, _ := t.integer("ReadCapacityUnits")
+	wcu, _ := t.integer("WriteCapacityUnits")
+	t.rest()
+	return &types.ProvisionedThroughput{ReadCapacityUnits: aws.Int64(rcu), WriteCapacityUnits: aws.Int64(wcu)}
 }
 
 // table creates the table of res, or finds it and checks it has the template's keys
