@@ -158,6 +158,16 @@ func (e *Reader) KeyRule() idem.KeyRule {
 	return r
 }
 
+// TTL reads IDEMPOTENCY_TTL (default 168h, the template's RetentionHours): how long the
+// consumer keeps a record, and the ingress a key taken, alike.
+func (e *Reader) TTL() time.Duration { return e.Duration("IDEMPOTENCY_TTL", 168*time.Hour) }
+
+// MetricsNamespace reads METRICS_NAMESPACE (default IdempotentConsumer), the CloudWatch
+// namespace of every function's EMF metrics.
+func (e *Reader) MetricsNamespace() string {
+	return e.String("METRICS_NAMESPACE", "IdempotentConsumer")
+}
+
 // Variables of the stack's secret.
 const (
 	// SecretARNVar names the stack's secret in Secrets Manager (the template's StackSecret,

@@ -76,13 +76,13 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		Layout:           e.Layout(),
 		DLQURL:           e.Required("DLQ_URL"),
 		Scope:            e.Required("IDEMPOTENCY_SCOPE"),
-		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
+		TTL:              e.TTL(),
 		LeaseGrace:       e.Duration("LEASE_GRACE", 30*time.Second),
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
 		Concurrency:      e.Int("MAX_CONCURRENCY", 10, 1, 1000),
 		DeadlineMargin:   e.Duration("DEADLINE_MARGIN", 2*time.Second),
 		CacheSize:        e.Int("CACHE_SIZE", 10000, 0, 10_000_000),
-		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+		MetricsNamespace: e.MetricsNamespace(),
 	}
 	cfg.IdempotencyTable = cfg.Layout.Table
 	cfg.Keys, cfg.SecretARN = e.StackSecret()

@@ -103,11 +103,11 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		KeyRule:          e.KeyRule(),
 		IngressTable:     e.Required("INGRESS_TABLE"),
 		QueueURL:         e.Required("INPUT_QUEUE_URL"),
-		TTL:              e.Duration("IDEMPOTENCY_TTL", 168*time.Hour),
+		TTL:              e.TTL(),
 		AcceptWindow:     e.Duration("ACCEPT_WINDOW", 10*time.Second),
 		MaxBodyBytes:     e.Int("MAX_BODY_BYTES", DefaultMaxBodyBytes, 1, maxBodyLimit),
 		RequireIAMCaller: e.OneOf("REQUIRE_IAM_CALLER", "true", "true", "false") == "true",
-		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+		MetricsNamespace: e.MetricsNamespace(),
 		KeyScope:         e.OneOf("INGRESS_KEY_SCOPE", ScopeCaller, ScopeCaller, ScopeAccount, ScopeShared),
 	}
 	cfg.Keys, cfg.SecretARN = e.StackSecret()

@@ -53,7 +53,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
 		Grace:            e.Duration("LEASE_GRACE", 30*time.Second),
 		Margin:           e.Duration("SWEEP_MARGIN", 2*time.Second),
-		MetricsNamespace: e.String("METRICS_NAMESPACE", "IdempotentConsumer"),
+		MetricsNamespace: e.MetricsNamespace(),
 		FunctionTimeout:  e.Duration("FUNCTION_TIMEOUT", 0),
 		DLQURL:           e.String("DLQ_URL", ""),
 	}
