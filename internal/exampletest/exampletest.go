@@ -15,6 +15,7 @@ package exampletest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -201,6 +202,36 @@ func CheckTruncated[M any](t *testing.T, decode func([]byte) (M, error), invalid
 		if _, err := decode([]byte(body)); !errors.Is(err, invalid) || err.Error() != want {
 			t.Errorf("Decode(%q) = %v, want %q", body, err, want)
 		}
+	}
+}
+
+// CheckDecoded is a fuzz target's check of decode on body: an error wraps invalid and
+// comes with the zero M; what it accepts is valid JSON, within limits (nil, or why
+// not), and decodes again, to the same M, from its encoding/json re-encoding.
+func CheckDecoded[M comparable](t *testing.T, decode func([]byte) (M, error), invalid error, body []byte, limits func(M) error) {
+	t.Helper()
+	m, err := decode(body)
+	var zero M
+	switch {
+	case err != nil && !errors.Is(err, invalid):
+		t.Fatalf("Decode(%q): error %v does not wrap %v", body, err, invalid)
+	case err != nil && m != zero:
+		t.Fatalf("Decode(%q): %+v returned with error %v", body, m, err)
+	case err != nil:
+		return
+	}
+	if err := limits(m); err != nil {
+		t.Fatalf("Decode(%q) accepted %+v: %v", body, m, err)
+	}
+	if !json.Valid(body) {
+		t.Fatalf("Decode accepted %q, which is not valid JSON", body)
+	}
+	again, err := json.Marshal(m)
+	if err != nil {
+		t.Fatalf("marshal %+v: %v", m, err)
+	}
+	if q, err := decode(again); err != nil || q != m {
+		t.Fatalf("round trip: Decode(%q) = %+v, Decode(%q) = %+v, %v", body, m, again, q, err)
 	}
 }
 
