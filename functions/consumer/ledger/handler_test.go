@@ -83,6 +83,17 @@ func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *
 	return h, c.Middleware(h), s, clk
 }
 
+// checkSent checks how many receipts sender sent and how many completions s committed.
+func checkSent(t *testing.T, sender *fakeSender, s *idem.MemoryStore, receipts, completions int) {
+	t.Helper()
+	if n := len(sender.sent()); n != receipts {
+		t.Fatalf("%d receipts sent, want %d", n, receipts)
+	}
+	if n := len(s.Committed()); n != completions {
+		t.Fatalf("%d completions committed, want %d", n, completions)
+	}
+}
+
 func request(key, body string) *idem.Request {
 	return &idem.Request{Key: key, Payload: []byte(body)}
 }
@@ -146,12 +157,7 @@ func TestHandler(t *testing.T) {
 				t.Fatalf("duplicate %d: Replayed=%v response %s, want the stored %s", i, res.Replayed, res.Response, first.Response)
 			}
 		}
-		if n := len(sender.sent()); n != 1 {
-			t.Fatalf("%d receipts sent, want 1", n)
-		}
-		if n := len(s.Committed()); n != 1 {
-			t.Fatalf("%d completions committed, want 1", n)
-		}
+		checkSent(t, sender, s, 1, 1)
 	})
 
 	t.Run("invalid payment is permanent and sends nothing", func(t *testing.T) {
@@ -168,12 +174,7 @@ func TestHandler(t *testing.T) {
 		if !errors.As(err, &stored) || !strings.Contains(stored.Message, "amount_cents") {
 			t.Fatalf("redelivery error = %v, want the stored failure naming amount_cents", err)
 		}
-		if n := len(sender.sent()); n != 0 {
-			t.Fatalf("%d receipts sent, want 0", n)
-		}
-		if n := len(s.Committed()); n != 0 {
-			t.Fatalf("%d completions committed, want 0", n)
-		}
+		checkSent(t, sender, s, 0, 0)
 	})
 
 	t.Run("a failed send after the commit is sent by the redelivery, once", func(t *testing.T) {
@@ -195,14 +196,8 @@ func TestHandler(t *testing.T) {
 		if _, err := mw.Handle(ctx, request("key-1", paymentBody)); err != nil {
 			t.Fatalf("third delivery: %v", err)
 		}
-		calls := sender.sent()
-		if len(calls) != 1 {
-			t.Fatalf("%d receipts sent, want 1", len(calls))
-		}
-		checkReceipt(t, calls[0], "key-1", ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR"})
-		if n := len(s.Committed()); n != 1 {
-			t.Fatalf("%d completions committed, want 1", n)
-		}
+		checkSent(t, sender, s, 1, 1)
+		checkReceipt(t, sender.sent()[0], "key-1", ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR"})
 	})
 
 	t.Run("a crash before the commit sends nothing", func(t *testing.T) {
@@ -232,12 +227,7 @@ func TestHandler(t *testing.T) {
 		if _, err := mw.Handle(ctx, request("key-1", paymentBody)); err != nil {
 			t.Fatalf("second attempt: %v", err)
 		}
-		if n := len(sender.sent()); n != 1 {
-			t.Fatalf("%d receipts sent, want 1", n)
-		}
-		if n := len(s.Committed()); n != 1 {
-			t.Fatalf("%d completions committed, want 1", n)
-		}
+		checkSent(t, sender, s, 1, 1)
 	})
 
 	t.Run("a redelivery after the record was deleted sends no second receipt", func(t *testing.T) {
@@ -252,21 +242,14 @@ func TestHandler(t *testing.T) {
 		if err != nil || !res.Guarded {
 			t.Fatalf("after the TTL: %+v, %v; want a guarded duplicate", res, err)
 		}
-		if n := len(sender.sent()); n != 1 {
-			t.Fatalf("%d receipts sent, want 1", n)
-		}
-		if n := len(s.Committed()); n != 1 {
-			t.Fatalf("%d completions committed, want 1", n)
-		}
+		checkSent(t, sender, s, 1, 1)
 		// Another amount under the same payment id is refused, not acknowledged.
 		clk.t = clk.t.Add(8 * 24 * time.Hour)
 		changed := strings.Replace(paymentBody, "1250", "999", 1)
 		if _, err := mw.Handle(ctx, request("key-1", changed)); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
 			t.Fatalf("changed payload after the TTL: %v, want a permanent ErrPayloadMismatch", err)
 		}
-		if n := len(sender.sent()); n != 1 {
-			t.Fatalf("%d receipts sent, want 1", n)
-		}
+		checkSent(t, sender, s, 1, 1)
 	})
 
 	t.Run("keys and accounts SQS cannot take are hashed", func(t *testing.T) {
