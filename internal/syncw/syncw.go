@@ -4,6 +4,7 @@ package syncw
 
 import (
 	"io"
+	"os"
 	"sync"
 )
 
@@ -26,4 +27,16 @@ func (s *Writer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// Outputs returns a function's log and metric writers, os.Stdout for a nil one (where
+// Lambda sends both to CloudWatch Logs), each serialized.
+func Outputs(logs, metrics io.Writer) (*Writer, *Writer) {
+	if logs == nil {
+		logs = os.Stdout
+	}
+	if metrics == nil {
+		metrics = os.Stdout
+	}
+	return New(logs), New(metrics)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -59,15 +58,9 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if cfg.Keys == nil && cfg.SecretARN != "" {
 		return nil, fmt.Errorf("consumer: the stack secret %s is not loaded (Config.Keys; main loads it with internal/stacksecret)", cfg.SecretARN)
 	}
-	if d.Logs == nil {
-		d.Logs = os.Stdout
-	}
-	if d.Metrics == nil {
-		d.Metrics = os.Stdout
-	}
 	// One writer may serve both, and a handler may be invoked from several goroutines
 	// (idemctl run, tests): writes are serialized.
-	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
+	d.Logs, d.Metrics = syncw.Outputs(d.Logs, d.Metrics)
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "consumer")
 	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
 

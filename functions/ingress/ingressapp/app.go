@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -84,16 +83,10 @@ func New(cfg Config, d Deps) (*App, error) {
 		cfg.KeyScope = ScopeCaller
 	}
 	cfg.KeyRule.Keys = cfg.Keys // the consumer's rule, as the consumer runs it: it verifies what the ingress signs
-	if d.Logs == nil {
-		d.Logs = os.Stdout
-	}
-	if d.Metrics == nil {
-		d.Metrics = os.Stdout
-	}
 	if d.Clock == nil {
 		d.Clock = time.Now
 	}
-	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
+	d.Logs, d.Metrics = syncw.Outputs(d.Logs, d.Metrics)
 	consumer, err := idem.NewDynamoStoreLayout(d.DynamoDB, cfg.layout())
 	if err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -118,13 +117,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if cfg.Keys == nil && cfg.SecretARN != "" {
 		return nil, fmt.Errorf("reaper: the stack secret %s is not loaded (Config.Keys; main loads it with internal/stacksecret)", cfg.SecretARN)
 	}
-	if d.Logs == nil {
-		d.Logs = os.Stdout
-	}
-	if d.Metrics == nil {
-		d.Metrics = os.Stdout
-	}
-	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
+	d.Logs, d.Metrics = syncw.Outputs(d.Logs, d.Metrics)
 	layout := cfg.Layout
 	if layout.Table == "" {
 		layout.Table = cfg.IdempotencyTable
