@@ -301,26 +301,22 @@ func scalar(n *yaml.Node) (any, error) {
 	case "!!null":
 		return nil, nil
 	case "!!bool":
-		var b bool
-		if err := n.Decode(&b); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n.Line, err)
-		}
-		return b, nil
+		return decodeScalar[bool](n)
 	case "!!int":
-		var i int64
-		if err := n.Decode(&i); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n.Line, err)
-		}
-		return i, nil
+		return decodeScalar[int64](n)
 	case "!!float":
-		var f float64
-		if err := n.Decode(&f); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n.Line, err)
-		}
-		return f, nil
+		return decodeScalar[float64](n)
 	default: // !!str, !!timestamp, !!binary: CloudFormation reads them as text
 		return n.Value, nil
 	}
+}
+
+func decodeScalar[T any](n *yaml.Node) (any, error) {
+	var v T
+	if err := n.Decode(&v); err != nil {
+		return nil, fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	return v, nil
 }
 
 // intrinsic converts a short-form tagged node, e.g. `!GetAtt Queue.Arn`, to its long
