@@ -22,12 +22,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	flags := newFlags("check", stderr)
 	exName := exampleFlag(flags)
 	record := flags.String("record", "", "the messages sent, as `send --record` wrote them (required)")
-	pos, code, ok := parseArgs(flags, args)
-	if !ok {
+	if code, ok := parseNoArgs(flags, args, stderr); !ok {
 		return code
 	}
-	if len(pos) > 0 || *record == "" {
-		return usageError(flags, stderr, "want --record FILE and no arguments")
+	if *record == "" {
+		return usageError(flags, stderr, "want --record FILE")
 	}
 	ex, checker, err := needExample(*exName, env, example.CheckerOf)
 	if err != nil {
