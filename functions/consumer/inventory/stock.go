@@ -29,7 +29,7 @@ type Stock struct {
 	Reservations int64 // reservations applied: one per order in a correct run
 }
 
-// fields are a stock item's numeric attributes, by name (example.Numbers).
+// fields are a stock item's numeric attributes, by name (example.Table).
 func (s *Stock) fields() map[string]*int64 {
 	return map[string]*int64{attrAvailable: &s.Available, attrReserved: &s.Reserved, attrCount: &s.Reservations}
 }
@@ -38,22 +38,7 @@ func (s *Stock) fields() map[string]*int64 {
 // whole table (strongly consistent, all pages), so it is for tests and tools, not for
 // production traffic. A missing attribute reads as 0.
 func Stocks(ctx context.Context, api ScanAPI, table string) (map[string]Stock, error) {
-	stocks := make(map[string]Stock)
-	err := example.Rows(ctx, api, &dynamodb.ScanInput{
-		TableName:            aws.String(table),
-		ConsistentRead:       aws.Bool(true),
-		ProjectionExpression: aws.String("#sku, #available, #reserved, #count"),
-		ExpressionAttributeNames: map[string]string{
-			"#sku": attrSKU, "#available": attrAvailable, "#reserved": attrReserved, "#count": attrCount,
-		},
-	}, attrSKU, EntryPrefix, func(sku string, item map[string]types.AttributeValue) error {
-		var s Stock
-		if err := example.Numbers(item, s.fields()); err != nil {
-			return fmt.Errorf("sku %s: %w", sku, err)
-		}
-		stocks[sku] = s
-		return nil
-	})
+	stocks, err := example.Table(ctx, api, table, attrSKU, EntryPrefix, "sku", (*Stock).fields, nil)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}

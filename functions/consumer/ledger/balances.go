@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
@@ -20,7 +18,7 @@ type Account struct {
 	Payments     int64 // number of credits applied: one per payment in a correct run
 }
 
-// fields are an account's numeric attributes, by name (example.Numbers).
+// fields are an account's numeric attributes, by name (example.Table).
 func (a *Account) fields() map[string]*int64 {
 	return map[string]*int64{attrBalance: &a.BalanceCents, attrCount: &a.Payments}
 }
@@ -43,23 +41,14 @@ func Balances(ctx context.Context, api ScanAPI, table string) (map[string]int64,
 // Accounts reads every account of the ledger table, like Balances, with the number of
 // credits applied to each.
 func Accounts(ctx context.Context, api ScanAPI, table string) (map[string]Account, error) {
-	accts := make(map[string]Account)
-	err := example.Rows(ctx, api, &dynamodb.ScanInput{
-		TableName:                aws.String(table),
-		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#account, #balance, #count"),
-		ExpressionAttributeNames: map[string]string{"#account": attrAccountID, "#balance": attrBalance, "#count": attrCount},
-	}, attrAccountID, EntryPrefix, func(id string, item map[string]types.AttributeValue) error {
-		if item[attrBalance] == nil {
-			return fmt.Errorf("account %s has no numeric %s", id, attrBalance)
-		}
-		var a Account // a row without the counter counts no credits
-		if err := example.Numbers(item, a.fields()); err != nil {
-			return fmt.Errorf("account %s: %w", id, err)
-		}
-		accts[id] = a
-		return nil
-	})
+	// A row without the counter counts no credits; one without a balance is not an account.
+	accts, err := example.Table(ctx, api, table, attrAccountID, EntryPrefix, "account", (*Account).fields,
+		func(_ *Account, item map[string]types.AttributeValue) error {
+			if item[attrBalance] == nil {
+				return fmt.Errorf("no numeric %s", attrBalance)
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}

@@ -33,7 +33,7 @@ func TestBalances(t *testing.T) {
 			{item("c", "-3")},
 			{item("d", "1000000000000")},
 		}, want: map[string]int64{"a": 100, "b": 7, "c": -3, "d": 1_000_000_000_000}},
-		{name: "item without balance", pages: [][]map[string]types.AttributeValue{{item("a", "")}}, wantErr: "account a has no numeric balance_cents"},
+		{name: "item without balance", pages: [][]map[string]types.AttributeValue{{item("a", "")}}, wantErr: "account a: no numeric balance_cents"},
 		{name: "balance not an integer", pages: [][]map[string]types.AttributeValue{{item("a", "1.5")}}, wantErr: "account a: balance_cents"},
 	}
 	for _, tt := range tests {

@@ -34,7 +34,7 @@ type Payee struct {
 	Payouts   int64 // payouts applied: one per payout in a correct run
 }
 
-// fields are a payee's numeric attributes, by name (example.Numbers).
+// fields are a payee's numeric attributes, by name (example.Table).
 func (p *Payee) fields() map[string]*int64 {
 	return map[string]*int64{attrPaid: &p.PaidCents, attrCount: &p.Payouts}
 }
@@ -71,17 +71,11 @@ func EnablePayee(ctx context.Context, api UpdateAPI, table, payee string) error 
 // whole table (strongly consistent, all pages): for tests and tools, not for production
 // traffic. A missing attribute reads as its zero value.
 func Payees(ctx context.Context, api ScanAPI, table string) (map[string]Payee, error) {
-	payees := map[string]Payee{}
-	err := example.Rows(ctx, api, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}, attrPayee, EntryPrefix,
-		func(id string, item map[string]types.AttributeValue) error {
-			var p Payee
+	payees, err := example.Table(ctx, api, table, attrPayee, EntryPrefix, "payee", (*Payee).fields,
+		func(p *Payee, item map[string]types.AttributeValue) error {
 			if v, ok := item[attrEnabled].(*types.AttributeValueMemberBOOL); ok {
 				p.Enabled = v.Value
 			}
-			if err := example.Numbers(item, p.fields()); err != nil {
-				return fmt.Errorf("payee %s: %w", id, err)
-			}
-			payees[id] = p
 			return nil
 		})
 	if err != nil {
