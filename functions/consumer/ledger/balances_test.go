@@ -20,7 +20,7 @@ func item(account, balance string) map[string]types.AttributeValue {
 	return it
 }
 
-func TestBalances(t *testing.T) {
+func TestAccounts(t *testing.T) {
 	tests := []struct {
 		name    string
 		pages   [][]map[string]types.AttributeValue
@@ -39,22 +39,54 @@ func TestBalances(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			api := &exampletest.Pages{Key: "account_id", Pages: tt.pages}
-			got, err := ledger.Balances(context.Background(), api, "ledger")
+			accts, err := ledger.Accounts(context.Background(), api, "ledger")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Balances error = %v, want %q", err, tt.wantErr)
+					t.Fatalf("Accounts error = %v, want %q", err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("Balances: %v", err)
+				t.Fatalf("Accounts: %v", err)
 			}
-			if !maps.Equal(got, tt.want) {
-				t.Fatalf("Balances = %v, want %v", got, tt.want)
+			if got := balancesOf(accts); !maps.Equal(got, tt.want) {
+				t.Fatalf("balances = %v, want %v", got, tt.want)
 			}
 			if api.Calls != len(tt.pages) {
 				t.Fatalf("%d Scan calls, want %d", api.Calls, len(tt.pages))
 			}
 		})
 	}
+}
+
+// balances reads every account's balance (ledger.Accounts), by account id.
+func balances(t *testing.T, api ledger.ScanAPI, table string) map[string]int64 {
+	t.Helper()
+	accts, err := ledger.Accounts(context.Background(), api, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return balancesOf(accts)
+}
+
+func balancesOf(accts map[string]ledger.Account) map[string]int64 {
+	b := make(map[string]int64, len(accts))
+	for id, a := range accts {
+		b[id] = a.BalanceCents
+	}
+	return b
+}
+
+// expectedBalances is what a correct run ends with: per account, the sum of the
+// distinct payments (of several with one payment id, the first).
+func expectedBalances(payments []ledger.Payment) map[string]int64 {
+	seen := make(map[string]bool, len(payments))
+	b := make(map[string]int64)
+	for _, p := range payments {
+		if !seen[p.PaymentID] {
+			seen[p.PaymentID] = true
+			b[p.AccountID] += p.AmountCents
+		}
+	}
+	return b
 }

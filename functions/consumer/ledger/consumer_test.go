@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"bytes"
-	"context"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -58,9 +57,5 @@ func (c *consumer) handler(t *testing.T) lambda.Handler {
 
 func (c *consumer) balances(t *testing.T) map[string]int64 {
 	t.Helper()
-	b, err := ledger.Balances(context.Background(), c.ddb, c.table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return balances(t, c.ddb, c.table)
 }

@@ -35,5 +35,5 @@
 // the currency (cents; for JPY, yen). An account is single-currency: its first payment
 // sets its currency, and a payment in another currency fails the write's condition, so
 // "every balance equals the sum of the distinct payments sent" stays checkable from
-// outside (see Balances and ExpectedBalances).
+// outside (see Accounts).
 package ledger

@@ -219,11 +219,7 @@ func exactlyOnce(t *testing.T, inLedger bool) {
 
 	t.Logf("%d deliveries were retried (key in progress elsewhere)", st.Retried.Load())
 
-	got, err := ledger.Balances(ctx, st.DynamoDB, st.table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := ledger.ExpectedBalances(payments); !maps.Equal(got, want) {
+	if got, want := balances(t, st.DynamoDB, st.table), expectedBalances(payments); !maps.Equal(got, want) {
 		t.Fatalf("balances = %v, want %v", got, want)
 	}
 
@@ -291,11 +287,7 @@ func currencyMismatch(t *testing.T, inLedger bool) {
 			t.Fatalf("redrive %d after the fix: %+v, %v; want applied, then replayed", i, res, err)
 		}
 	}
-	got, err := ledger.Balances(ctx, st.DynamoDB, st.table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := map[string]int64{"acct-1": 700, "acct-2": 9}; !maps.Equal(got, want) {
+	if got, want := balances(t, st.DynamoDB, st.table), map[string]int64{"acct-1": 700, "acct-2": 9}; !maps.Equal(got, want) {
 		t.Fatalf("balances = %v, want %v", got, want)
 	}
 	if got := receiptIDs(st.receipts(ctx, t)); !maps.Equal(got, map[string]int{"p-2": 1}) {

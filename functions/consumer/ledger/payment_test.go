@@ -1,7 +1,6 @@
 package ledger_test
 
 import (
-	"maps"
 	"strings"
 	"testing"
 
@@ -59,32 +58,4 @@ func TestDecode(t *testing.T) {
 		{Name: "currency missing", Body: `{"payment_id":"p","account_id":"a","amount_cents":1}`, WantErr: "currency: missing"},
 	}
 	exampletest.CheckDecode(t, ledger.Decode, ledger.ErrInvalidPayment, tests)
-}
-
-func TestExpectedBalances(t *testing.T) {
-	tests := []struct {
-		name     string
-		payments []ledger.Payment
-		want     map[string]int64
-	}{
-		{name: "none", payments: nil, want: map[string]int64{}},
-		{name: "sums per account", payments: []ledger.Payment{
-			{PaymentID: "p1", AccountID: "a", AmountCents: 100},
-			{PaymentID: "p2", AccountID: "b", AmountCents: 5},
-			{PaymentID: "p3", AccountID: "a", AmountCents: 20},
-		}, want: map[string]int64{"a": 120, "b": 5}},
-		{name: "a repeated payment counts once", payments: []ledger.Payment{
-			{PaymentID: "p1", AccountID: "a", AmountCents: 100},
-			{PaymentID: "p1", AccountID: "a", AmountCents: 100},
-			{PaymentID: "p2", AccountID: "a", AmountCents: 1},
-			{PaymentID: "p1", AccountID: "a", AmountCents: 100},
-		}, want: map[string]int64{"a": 101}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := ledger.ExpectedBalances(tt.payments); !maps.Equal(got, tt.want) {
-				t.Fatalf("ExpectedBalances = %v, want %v", got, tt.want)
-			}
-		})
-	}
 }
