@@ -168,10 +168,18 @@ func stackIDs(t *testing.T, name string) []string {
 	return ids
 }
 
-// templateFor reads template.yaml with ex's block in it.
+// templateFor reads template.yaml with ex's block in it (example.Wire).
 func templateFor(t *testing.T, ex example.Example) *exampletest.Template {
 	t.Helper()
-	return exampletest.ReadTemplate(t, exampletest.Wired(t, ex))
+	data, err := os.ReadFile(exampletest.TemplatePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wired, err := example.Wire(data, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exampletest.ReadTemplate(t, wired)
 }
 
 // storeIDs returns the logical ids of the template's queues and tables, sorted.

@@ -83,20 +83,6 @@ func ReadTemplateFile(t testing.TB, path string) *Template {
 	return ReadTemplate(t, data)
 }
 
-// Wired returns the repository's template.yaml with ex's block in it (example.Wire).
-func Wired(t testing.TB, ex example.Example) []byte {
-	t.Helper()
-	data, err := os.ReadFile(TemplatePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := example.Wire(data, ex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // Block returns what ex's template block declares.
 func Block(t testing.TB, ex example.Example) *Template {
 	t.Helper()
