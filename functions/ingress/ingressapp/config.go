@@ -95,6 +95,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 }
 
 // FromEnvOf is FromEnv with the example picked from examples: for a test's own type.
+// (Shaped like consumerapp.FromEnvOf, but each function's settings change on their own.)
 func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (Config, error) {
 	e := envconf.New(lookup)
 	cfg := Config{
