@@ -471,3 +471,17 @@ func (p *BatchProcessor) response(recs []events.SQSMessage, outcomes []outcome) 
 	}
 	return resp, nil
 }
+
+// deliveryOf is the delivery of the SQS record ctx runs for; zero outside a
+// BatchProcessor, or when the record carries no receive count.
+func deliveryOf(ctx context.Context) Delivery {
+	m, ok := MessageFromContext(ctx)
+	if !ok || m.MessageId == "" {
+		return Delivery{}
+	}
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	if err != nil {
+		return Delivery{}
+	}
+	return Delivery{MessageID: m.MessageId, ReceiveCount: n}
+}

@@ -29,14 +29,6 @@ type OutboundDeadLetterer interface {
 	DeadLetterOutbound(ctx context.Context, m Message, cause error) error
 }
 
-// DeadMessage is an outbound message that SQS refused for good and that was
-// dead-lettered instead of sent.
-type DeadMessage struct {
-	Index  int    `json:"i"` // position in the record's messages
-	Queue  string `json:"q"` // the queue that refused it
-	Reason string `json:"r"` // what SQS said
-}
-
 // Deliver sends the messages of pendings with SendMessageBatch, at most 10 to a request,
 // per queue in the order given, then marks each pending whose messages all went out as
 // sent in its record. It returns one error per pending, nil for those sent and marked.
@@ -73,9 +65,9 @@ type sendEntry struct {
 // size is the entry's size as SQS counts it, the traceparent it carries included.
 func (e sendEntry) size() int {
 	if e.traceparent == "" {
-		return e.msg.size()
+		return outboundSize(e.msg)
 	}
-	return e.msg.size() + traceSize(e.traceparent)
+	return outboundSize(e.msg) + traceSize(e.traceparent)
 }
 
 // outboxRun is the state of one deliver call.
@@ -137,7 +129,7 @@ func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDead
 			}
 			e := sendEntry{pending: i, index: j, msg: m}
 			if sends != nil {
-				if m.traceRoom(sends[i].traceparent, tr.room.limit(m.QueueURL)) {
+				if traceRoom(m, sends[i].traceparent, tr.room.limit(m.QueueURL)) {
 					e.traceparent = sends[i].traceparent
 				}
 				e.amzn = sends[i].amzn

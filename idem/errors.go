@@ -3,8 +3,6 @@ package idem
 import (
 	"errors"
 	"fmt"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Errors returned by the package. Check them with errors.Is.
@@ -12,9 +10,6 @@ var (
 	// ErrInProgress means another holder has a live lease on the key. The message should
 	// be retried later (for SQS: reported as a batch item failure).
 	ErrInProgress = errors.New("idem: key is in progress")
-	// ErrLeaseLost means the caller's lease was taken over or reaped before one of its
-	// fenced writes; the write (and any business writes with it) did not happen.
-	ErrLeaseLost = errors.New("idem: lease lost")
 	// ErrPayloadMismatch means the key was seen before with a different payload. It is
 	// permanent: retrying the same message cannot succeed.
 	ErrPayloadMismatch = errors.New("idem: payload does not match the stored payload for this key")
@@ -26,19 +21,9 @@ var (
 	ErrHomeKey = errors.New("idem: the record is folded into the guard of another key")
 	// ErrInvalidKey means the idempotency key is empty or not valid UTF-8.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
-	// ErrResponseTooLarge means the handler's response would not fit in the record.
-	ErrResponseTooLarge = errors.New("idem: response too large to store")
-	// ErrNotFound is returned by Store.Get when there is no live record for the key.
-	ErrNotFound = errors.New("idem: record not found")
 	// ErrNoLease is returned by Lease methods called on a nil Lease (a handler run
 	// outside the middleware).
 	ErrNoLease = errors.New("idem: no lease in this request")
-	// ErrInvalidRequest means DynamoDB refused a request as invalid (a ValidationException,
-	// or a transaction item cancelled with ValidationError): an item over 400 KB, two
-	// actions on one item, a transaction over 4 MB, a malformed expression. The same
-	// request can never pass, so it is permanent; it usually needs a code fix, after
-	// which the dead-lettered message can be redriven.
-	ErrInvalidRequest = errors.New("idem: DynamoDB refused the request as invalid")
 	// ErrNotInThisMode is returned by Attempt.Step and Attempt.Extend under
 	// ModeSingleTransaction, where the handler may run more than once for a key and has
 	// no lease to extend.
@@ -76,41 +61,6 @@ func (e *StoredError) Error() string {
 	return fmt.Sprintf("idem: key %s failed permanently earlier: %s", redact(e.Key), e.Message)
 }
 
-// WriteConditionError means a business write's own condition failed inside the
-// completion transaction; nothing was committed. Index is the position of the first
-// failed write in Result.Writes. It is permanent for this delivery: a condition on a
-// business write states a business rule (the account's currency, stock that may not go
-// below zero), and the same message against the same state cannot pass it, so the
-// message is dead-lettered with the reason. The record is left FAILED and retryable, so
-// the message redriven after the cause was removed runs again.
-type WriteConditionError struct {
-	Index int
-	// Reason is the handler's explanation (Result.Explain) when it gave one, else
-	// DynamoDB's cancellation message.
-	Reason string
-	// Explained is set when Reason comes from the handler.
-	Explained bool
-	// Failed lists every write whose condition failed, with the item as it was when
-	// DynamoDB returned it (nil when it did not).
-	Failed []FailedWrite
-}
-
-// FailedWrite is one business write whose condition failed at commit.
-type FailedWrite struct {
-	Index int                             // position in Result.Writes
-	Item  map[string]types.AttributeValue // the item as it was, when returned
-}
-
-// Is makes a WriteConditionError a business refusal (ErrRefused): a write's condition is a
-// business rule.
-func (e *WriteConditionError) Is(target error) bool { return target == ErrRefused }
-
-// ErrRefused is matched (errors.Is) by every refusal of a business rule: a handler's
-// RefusedError before the commit, and a WriteConditionError at it. Such a message is
-// dead-lettered with its reason, and its record left retryable, so that redriven once the
-// state the rule read has changed, it runs again, and applies once.
-var ErrRefused = errors.New("idem: refused by a business rule")
-
 // RefusedError is a handler's refusal before anything is committed or called out: what
 // the handler read says no (a disabled endpoint, a closed account), so it returns
 // Refuse(reason) instead of calling an outside service or writing. Like a write's failed
@@ -144,13 +94,6 @@ func (e *refusedCopyError) Error() string {
 
 // Is makes the copy a business refusal (ErrRefused), as its original was.
 func (e *refusedCopyError) Is(target error) bool { return target == ErrRefused }
-
-func (e *WriteConditionError) Error() string {
-	if e.Explained {
-		return "idem: refused by a business rule: " + e.Reason
-	}
-	return fmt.Sprintf("idem: business write %d condition failed: %s", e.Index, e.Reason)
-}
 
 // IsPermanent reports whether err can never succeed on retry: a PermanentError, a
 // business refusal (ErrRefused: a RefusedError or a WriteConditionError), a StoredError,

@@ -318,13 +318,3 @@ func redactKey(key string) string {
 	}
 	return "…"
 }
-
-// redact turns a record key into what errors may show: its scope alone ("payments#…"),
-// for the reasons of redactKey. `idemctl inspect` takes the raw key.
-func redact(pk string) string {
-	scope, _, ok := strings.Cut(pk, "#")
-	if !ok {
-		return "…"
-	}
-	return scope + "#…"
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,32 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// Message is an outbound SQS message that a handler asks for in Result.Messages. It is
-// stored in the record by the same transaction that commits the handler's writes, and
-// sent only after that commit succeeded: a refused or guarded commit sends nothing, and a
-// crash after the commit loses nothing (the next delivery of the key, or the reaper,
-// sends what is still pending).
-type Message struct {
-	// QueueURL is the destination queue (required).
-	QueueURL string `json:"q"`
-	// Body is the message body (required): at most MaxOutboundMessageBytes together with
-	// the attributes, in the characters SQS accepts.
-	Body string `json:"b"`
-	// GroupID is the MessageGroupId; required for a FIFO queue (URL ending in ".fifo").
-	// Keep it a function of the idempotency key (or of something the key determines),
-	// so a resend lands in the group of the first send.
-	GroupID string `json:"g,omitempty"`
-	// DeduplicationID is the MessageDeduplicationId for a FIFO queue. Leave it empty to
-	// get one derived from the record key and the message's position in Messages, so a
-	// resend is a duplicate downstream.
-	DeduplicationID string `json:"d,omitempty"`
-	// Attributes are String message attributes (at most 9: the middleware adds
-	// KeyAttribute with the message's own idempotency key, OutboundKey, so a consumer
-	// built on this package finds it where it looks first). A handler that sets
-	// KeyAttribute itself must give each message of a result a key of its own.
-	Attributes map[string]string `json:"a,omitempty"`
-}
 
 // OutboundKey is the idempotency key of the outbound message at position i of the
 // Result.Messages committed under the record key pk (Client.RecordKey): pk, "#", i. The
@@ -108,7 +81,7 @@ func prepareMessages(pk string, msgs []Message) ([]Message, error) {
 		if fifoQueue(m.QueueURL) && m.DeduplicationID == "" {
 			m.DeduplicationID = DeduplicationID(OutboundKey(pk, i))
 		}
-		if err := m.validate(); err != nil {
+		if err := validateMessage(&m); err != nil {
 			return nil, fmt.Errorf("%w: message %d: %w", ErrInvalidMessage, i, err)
 		}
 		// A receiver keyed on the message's key would apply the first of two messages
@@ -125,7 +98,7 @@ func prepareMessages(pk string, msgs []Message) ([]Message, error) {
 func fifoQueue(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }
 
 // validate checks what SQS would refuse for good, so the refusal comes before the commit.
-func (m *Message) validate() error {
+func validateMessage(m *Message) error {
 	u, err := url.Parse(m.QueueURL)
 	switch {
 	case m.QueueURL == "":
@@ -155,7 +128,7 @@ func (m *Message) validate() error {
 			return fmt.Errorf("attribute %q: name must be 1 to 256 bytes and the value non-empty SQS text", attributeText(name, 40))
 		}
 	}
-	if n := m.size(); n > MaxOutboundMessageBytes {
+	if n := outboundSize(m); n > MaxOutboundMessageBytes {
 		return fmt.Errorf("%d bytes with its attributes, at most %d", n, MaxOutboundMessageBytes)
 	}
 	return nil
@@ -163,7 +136,7 @@ func (m *Message) validate() error {
 
 // size is the message's size as SQS counts it: the body, and each attribute's name,
 // data type and value (attributeCost).
-func (m *Message) size() int {
+func outboundSize(m *Message) int {
 	n := len(m.Body)
 	for name, v := range m.Attributes {
 		n += stringAttributeCost(name, v)
@@ -203,30 +176,6 @@ func DeduplicationID(s string) string {
 	}
 	sum := sha256.Sum256([]byte(s))
 	return hashedIDPrefix + hex.EncodeToString(sum[:])
-}
-
-// encodeOutbox is the stored form of pending messages (JSON, compressed like responses).
-func encodeOutbox(msgs []Message) ([]byte, string, error) {
-	if len(msgs) == 0 {
-		return nil, "", nil
-	}
-	raw, err := json.Marshal(msgs)
-	if err != nil {
-		return nil, "", fmt.Errorf("idem: encode outbox: %w", err)
-	}
-	return encodeBlob(raw, "outbox")
-}
-
-func decodeOutbox(data []byte, enc string) ([]Message, error) {
-	raw, err := decodeResponse(data, enc)
-	if err != nil {
-		return nil, fmt.Errorf("idem: outbox: %w", err)
-	}
-	var msgs []Message
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return nil, fmt.Errorf("idem: decode outbox: %w", err)
-	}
-	return msgs, nil
 }
 
 // pendingSlot carries a record's pending messages from the middleware to the

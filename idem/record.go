@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -94,20 +93,6 @@ func parseDelivery(s string) (Delivery, error) {
 	return Delivery{MessageID: id, ReceiveCount: count}, nil
 }
 
-// deliveryOf is the delivery of the SQS record ctx runs for; zero outside a
-// BatchProcessor, or when the record carries no receive count.
-func deliveryOf(ctx context.Context) Delivery {
-	m, ok := MessageFromContext(ctx)
-	if !ok || m.MessageId == "" {
-		return Delivery{}
-	}
-	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
-	if err != nil {
-		return Delivery{}
-	}
-	return Delivery{MessageID: m.MessageId, ReceiveCount: n}
-}
-
 // copyOf reports whether d is a copy of the delivery by that is no newer: the same
 // message, received no later. Such a copy was handed out before the visibility timeout
 // of its receive ran out, and runs late.
@@ -136,3 +121,11 @@ func (r *Record) clone() *Record {
 
 func epochMillis(t time.Time) int64 { return t.UnixMilli() }
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// DeadMessage is an outbound message that SQS refused for good and that was
+// dead-lettered instead of sent.
+type DeadMessage struct {
+	Index  int    `json:"i"` // position in the record's messages
+	Queue  string `json:"q"` // the queue that refused it
+	Reason string `json:"r"` // what SQS said
+}

@@ -451,14 +451,14 @@ func traceSize(tp string) int { return stringAttributeCost(TraceParentAttribute,
 // traceparent itself keeps its own. A message its queue refuses all the same (its limit
 // was lowered) is sent again without it (outboxRun.refused): tracing never costs a
 // delivery.
-func (m *Message) traceRoom(tp string, limit int) bool {
+func traceRoom(m *Message, tp string, limit int) bool {
 	if tp == "" || len(m.Attributes) >= MaxMessageAttributes {
 		return false
 	}
 	if _, ok := m.Attributes[TraceParentAttribute]; ok {
 		return false
 	}
-	return m.size()+traceSize(tp) <= limit
+	return outboundSize(m)+traceSize(tp) <= limit
 }
 
 // endSends ends the send spans with each pending's result.
