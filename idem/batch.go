@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -474,14 +475,14 @@ func (p *BatchProcessor) response(recs []events.SQSMessage, outcomes []outcome) 
 
 // deliveryOf is the delivery of the SQS record ctx runs for; zero outside a
 // BatchProcessor, or when the record carries no receive count.
-func deliveryOf(ctx context.Context) Delivery {
+func deliveryOf(ctx context.Context) persistence.Delivery {
 	m, ok := MessageFromContext(ctx)
 	if !ok || m.MessageId == "" {
-		return Delivery{}
+		return persistence.Delivery{}
 	}
 	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
 	if err != nil {
-		return Delivery{}
+		return persistence.Delivery{}
 	}
-	return Delivery{MessageID: m.MessageId, ReceiveCount: n}
+	return persistence.Delivery{MessageID: m.MessageId, ReceiveCount: n}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // TestBatchRunsARecordWithExactlyTheMarginLeft: a record starts while at least the
@@ -76,7 +77,7 @@ func TestRecordLogNamesWhyTheDeadLetterFailed(t *testing.T) {
 // holder had the key.
 func TestRecordWhoseCommitLostTheLeaseIsLoggedAsAnError(t *testing.T) {
 	var logs bytes.Buffer
-	c, err := idem.New(idem.Config{Store: &commitFaults{Store: idem.NewMemoryStore(), complete: idem.ErrLeaseLost}, Scope: "s"})
+	c, err := idem.New(idem.Config{Store: &commitFaults{Store: persistence.NewMemoryStore(), complete: idem.ErrLeaseLost}, Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}

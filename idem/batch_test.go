@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // recorder is a RecordFunc fake: it records which messages started, the start/end
@@ -689,7 +690,7 @@ func TestNewBatchProcessorValidation(t *testing.T) {
 // queue that would keep a second copy.
 func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
 	out := &capture{}
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "batchdup", Sender: out})
+	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "batchdup", Sender: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -724,7 +725,7 @@ func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
 // invocation is over) starts no record: each is returned to SQS as skipped, no record is
 // written and no handler runs.
 func TestBatchOnADoneContextRunsNothing(t *testing.T) {
-	mem := idem.NewMemoryStore()
+	mem := persistence.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -766,7 +767,7 @@ func (canceledNotDone) Err() error { return context.Canceled }
 // TestBatchReportsAMessageIDOnce: SQS may hand a batch the same message twice; when both
 // fail, its id is reported once.
 func TestBatchReportsAMessageIDOnce(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s"})
+	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}

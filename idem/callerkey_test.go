@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // TestCallerKeyIsOneToOne: two (namespace, key) pairs never share a caller key, nor,
@@ -91,7 +92,7 @@ func TestForgedKeyIsRefused(t *testing.T) {
 	}
 	for what, msg := range forged {
 		k, err := rule.Key(msg)
-		if !errors.Is(err, idem.ErrForgedKey) || !idem.IsPermanent(err) || idem.CategoryOf(err) != idem.CategoryInvalid {
+		if !errors.Is(err, idem.ErrForgedKey) || !idem.IsPermanent(err) || idem.CategoryOf(err) != persistence.CategoryInvalid {
 			t.Errorf("%s: key %q, %v; want a permanent ErrForgedKey", what, k, err)
 		}
 	}
@@ -121,16 +122,16 @@ func TestCategoryOf(t *testing.T) {
 	refusal := idem.Public(idem.Refuse("currency EUR does not match the account's JPY"), "the currencies differ")
 	for _, c := range []struct {
 		err    error
-		want   idem.Category
+		want   persistence.Category
 		public string
 	}{
-		{refusal, idem.CategoryRefused, "the currencies differ"},
-		{fmt.Errorf("idem: complete: %w", &idem.WriteConditionError{Index: 1, Reason: "ConditionalCheckFailed"}), idem.CategoryRefused, ""},
-		{idem.Permanent(errors.New("ledger: amount_cents: must be positive")), idem.CategoryInvalid, ""},
-		{fmt.Errorf("idem: acquire: %w", idem.ErrPayloadMismatch), idem.CategoryInvalid, ""},
-		{fmt.Errorf("idem: complete: %w: item too large", idem.ErrInvalidRequest), idem.CategoryInvalid, ""},
-		{errors.New("AccessDeniedException: User: arn:aws:sts::111122223333:assumed-role/consumer/fn is not authorized"), idem.CategoryRetrying, ""},
-		{fmt.Errorf("wrapped: %w", refusal), idem.CategoryRefused, "the currencies differ"},
+		{refusal, persistence.CategoryRefused, "the currencies differ"},
+		{fmt.Errorf("idem: complete: %w", &idem.WriteConditionError{Index: 1, Reason: "ConditionalCheckFailed"}), persistence.CategoryRefused, ""},
+		{idem.Permanent(errors.New("ledger: amount_cents: must be positive")), persistence.CategoryInvalid, ""},
+		{fmt.Errorf("idem: acquire: %w", idem.ErrPayloadMismatch), persistence.CategoryInvalid, ""},
+		{fmt.Errorf("idem: complete: %w: item too large", idem.ErrInvalidRequest), persistence.CategoryInvalid, ""},
+		{errors.New("AccessDeniedException: User: arn:aws:sts::111122223333:assumed-role/consumer/fn is not authorized"), persistence.CategoryRetrying, ""},
+		{fmt.Errorf("wrapped: %w", refusal), persistence.CategoryRefused, "the currencies differ"},
 	} {
 		if got := idem.CategoryOf(c.err); got != c.want {
 			t.Errorf("CategoryOf(%v) = %s, want %s", c.err, got, c.want)

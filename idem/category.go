@@ -1,19 +1,22 @@
 package idem
 
-import "errors"
+import (
+	"errors"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+)
 
 // CategoryOf is the category of err: the one mapping from an error to what its sender is
 // told. A business rule's refusal (errors.Is(err, ErrRefused)) is CategoryRefused, any
 // other error retrying cannot fix (IsPermanent) CategoryInvalid, the rest
 // CategoryRetrying.
-func CategoryOf(err error) Category {
+func CategoryOf(err error) persistence.Category {
 	switch {
-	case errors.Is(err, ErrRefused):
-		return CategoryRefused
+	case errors.Is(err, persistence.ErrRefused):
+		return persistence.CategoryRefused
 	case IsPermanent(err):
-		return CategoryInvalid
+		return persistence.CategoryInvalid
 	}
-	return CategoryRetrying
+	return persistence.CategoryRetrying
 }
 
 // PublicError is an error with a reason its handler chose to show to whoever sent the
@@ -50,6 +53,6 @@ func PublicReason(err error) string {
 }
 
 // failureOf is the Failure a handler's or a commit's error err records.
-func failureOf(err error, retryable bool) Failure {
-	return Failure{Reason: truncate(err.Error(), 1024), Retryable: retryable, Category: CategoryOf(err), Public: truncate(PublicReason(err), 1024)}
+func failureOf(err error, retryable bool) persistence.Failure {
+	return persistence.Failure{Reason: truncate(err.Error(), 1024), Retryable: retryable, Category: CategoryOf(err), Public: truncate(PublicReason(err), 1024)}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // SQSSender is the one SQS call SQSDeadLetter makes; *sqs.Client implements it.
@@ -132,7 +133,7 @@ var (
 // dead-letter queue it keeps its group and deduplicates on its key, so a message
 // refused on two tries is kept once. Redriven, it is the committed message again
 // (OriginalAttributes).
-func (d *SQSDeadLetter) DeadLetterOutbound(ctx context.Context, m Message, cause error) error {
+func (d *SQSDeadLetter) DeadLetterOutbound(ctx context.Context, m persistence.Message, cause error) error {
 	key := m.Attributes[KeyAttribute]
 	src := events.SQSMessage{Body: m.Body, MessageAttributes: map[string]events.SQSMessageAttribute{}, Attributes: map[string]string{}}
 	if key != "" {
@@ -146,7 +147,7 @@ func (d *SQSDeadLetter) DeadLetterOutbound(ctx context.Context, m Message, cause
 		_, err = d.API.SendMessage(ctx, in)
 	}
 	if err != nil {
-		return fmt.Errorf("idem: dead-letter outbound message %s: %w", redact(key), err)
+		return fmt.Errorf("idem: dead-letter outbound message %s: %w", persistence.Redact(key), err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // deliverTimeout bounds the sends and the marking of one Deliver call when the caller's
@@ -26,7 +27,7 @@ const deliverTimeout = 10 * time.Second
 // nowhere else, it would stay pending for the record's whole retention, and on a FIFO
 // queue hold up the messages after it in its group. SQSDeadLetter implements it.
 type OutboundDeadLetterer interface {
-	DeadLetterOutbound(ctx context.Context, m Message, cause error) error
+	DeadLetterOutbound(ctx context.Context, m persistence.Message, cause error) error
 }
 
 // Deliver sends the messages of pendings with SendMessageBatch, at most 10 to a request,
@@ -56,7 +57,7 @@ func (c *Client) Deliver(ctx context.Context, pendings []*Pending) []error {
 type sendEntry struct {
 	pending int
 	index   int // position in the pending's messages
-	msg     *Message
+	msg     *persistence.Message
 	// The trace context the message carries (tracing on): traceparent when the message
 	// has room for it, the AWSTraceHeader system attribute always.
 	traceparent, amzn string
@@ -80,7 +81,7 @@ type outboxRun struct {
 	mu    sync.Mutex
 	errs  []error
 	first []int // the order of the error kept: the queues run at once, the first in order is told
-	dead  [][]DeadMessage
+	dead  [][]persistence.DeadMessage
 }
 
 // fail records why pending i was not sent; of several, the one first in queue order
@@ -96,17 +97,17 @@ func (d *outboxRun) fail(i int, err error, order int) {
 func (d *outboxRun) deadLettered(e sendEntry, queue string, cause error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.dead[e.pending] = append(d.dead[e.pending], DeadMessage{Index: e.index, Queue: queue, Reason: truncate(cause.Error(), 512)})
+	d.dead[e.pending] = append(d.dead[e.pending], persistence.DeadMessage{Index: e.index, Queue: queue, Reason: truncate(cause.Error(), 512)})
 }
 
-func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDeadLetterer, store Store, clock func() time.Time, pendings []*Pending) []error {
-	d := &outboxRun{api: api, dl: dl, room: tr.room, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]DeadMessage, len(pendings))}
+func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDeadLetterer, store persistence.Store, clock func() time.Time, pendings []*Pending) []error {
+	d := &outboxRun{api: api, dl: dl, room: tr.room, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]persistence.DeadMessage, len(pendings))}
 	if len(pendings) == 0 {
 		return d.errs
 	}
 	if api == nil {
 		for i, p := range pendings {
-			d.errs[i] = fmt.Errorf("idem: deliver %s: outbound messages pending but no SQS sender is configured (Config.Sender)", redact(p.Key))
+			d.errs[i] = fmt.Errorf("idem: deliver %s: outbound messages pending but no SQS sender is configured (Config.Sender)", persistence.Redact(p.Key))
 		}
 		return d.errs
 	}
@@ -210,7 +211,7 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 			if _, ok := stopped[e.msg.GroupID]; !ok {
 				// The group is not named: it is often a business id (the ledger's account).
 				stopped[e.msg.GroupID] = fmt.Errorf("idem: outbound message of %s to %s not sent: an earlier message of its group was not sent",
-					redact(d.pendings[e.pending].Key), queue)
+					persistence.Redact(d.pendings[e.pending].Key), queue)
 			}
 		}
 	}
@@ -237,7 +238,7 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 			}
 		}
 		for _, e := range batch {
-			notSent(e, fmt.Errorf("idem: send outbound messages of %s to %s: %w", redact(d.pendings[e.pending].Key), queue, err))
+			notSent(e, fmt.Errorf("idem: send outbound messages of %s to %s: %w", persistence.Redact(d.pendings[e.pending].Key), queue, err))
 		}
 		return
 	}
@@ -263,10 +264,10 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 		case isFailed && f.SenderFault:
 			d.refused(ctx, qn, queue, e, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)), fifo, stopped, notSent)
 		case isFailed:
-			notSent(e, fmt.Errorf("idem: send outbound message of %s to %s: %s: %s", redact(d.pendings[e.pending].Key), queue, aws.ToString(f.Code), aws.ToString(f.Message)))
+			notSent(e, fmt.Errorf("idem: send outbound message of %s to %s: %s: %s", persistence.Redact(d.pendings[e.pending].Key), queue, aws.ToString(f.Code), aws.ToString(f.Message)))
 		default:
 			// An entry neither reported successful nor failed is not known to be sent.
-			notSent(e, fmt.Errorf("idem: send outbound message of %s to %s: not confirmed by SQS", redact(d.pendings[e.pending].Key), queue))
+			notSent(e, fmt.Errorf("idem: send outbound message of %s to %s: not confirmed by SQS", persistence.Redact(d.pendings[e.pending].Key), queue))
 		}
 	}
 }
@@ -304,7 +305,7 @@ func laterOfGroupSent(batch []sendEntry, ok []bool, i int, fifo bool) bool {
 // cannot be kept (no dead-letterer, or the dead-letter queue refused it too), it counts
 // as not sent.
 func (d *outboxRun) poison(ctx context.Context, queue string, e sendEntry, cause error, notSent func(sendEntry, error)) {
-	refusal := fmt.Errorf("idem: outbound message %d of %s refused by %s: %w", e.index, redact(d.pendings[e.pending].Key), queue, cause)
+	refusal := fmt.Errorf("idem: outbound message %d of %s refused by %s: %w", e.index, persistence.Redact(d.pendings[e.pending].Key), queue, cause)
 	if d.dl == nil {
 		notSent(e, fmt.Errorf("%w (no dead-letter queue for outbound messages: Config.OutboxDeadLetter)", refusal))
 		return

@@ -1,12 +1,15 @@
 package idem
 
-import "testing"
+import (
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"testing"
+)
 
 // TestSendEntrySize: an entry counts as SQS counts it (the body, then each attribute's
 // name, type and value), the traceparent it carries included, so that the batches built
 // on these sizes stay within SQS's limit with tracing on.
 func TestSendEntrySize(t *testing.T) {
-	m := &Message{Body: "0123456789", Attributes: map[string]string{KeyAttribute: "k#0"}}
+	m := &persistence.Message{Body: "0123456789", Attributes: map[string]string{KeyAttribute: "k#0"}}
 	plain := len("0123456789") + len(KeyAttribute) + len("String") + len("k#0")
 	if got := (sendEntry{msg: m}).size(); got != plain {
 		t.Errorf("without a traceparent: %d bytes, want %d", got, plain)

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -136,7 +137,7 @@ func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 	dlq := fifoQueue(t, client, "dlq", nil)
 	tp, _ := spanRecorder(t)
 	sender := &sizeLimitedBatch{next: client, limit: idem.MaxSQSMessageBytes}
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
+	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
 		OutboxDeadLetter: &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments"})
+	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package idem
 import (
 	"errors"
 	"fmt"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // Errors returned by the package. Check them with errors.Is.
@@ -58,7 +59,7 @@ type StoredError struct {
 }
 
 func (e *StoredError) Error() string {
-	return fmt.Sprintf("idem: key %s failed permanently earlier: %s", redact(e.Key), e.Message)
+	return fmt.Sprintf("idem: key %s failed permanently earlier: %s", persistence.Redact(e.Key), e.Message)
 }
 
 // RefusedError is a handler's refusal before anything is committed or called out: what
@@ -78,22 +79,22 @@ func Refuse(reason string) error { return &RefusedError{Reason: reason} }
 func (e *RefusedError) Error() string { return "idem: refused by a business rule: " + e.Reason }
 
 // Is makes a RefusedError a business refusal (ErrRefused).
-func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+func (e *RefusedError) Is(target error) bool { return target == persistence.ErrRefused }
 
 // refusedCopyError is a late copy of a delivery that a business rule refused: the record
 // keeps the refusal, and the copy is dead-lettered like the delivery it copies.
 type refusedCopyError struct {
 	key, stored string
-	by          Delivery
+	by          persistence.Delivery
 }
 
 func (e *refusedCopyError) Error() string {
 	return fmt.Sprintf("idem: %s: a copy of message %s (receive %d) that was refused and dead-lettered: %s",
-		redact(e.key), e.by.MessageID, e.by.ReceiveCount, e.stored)
+		persistence.Redact(e.key), e.by.MessageID, e.by.ReceiveCount, e.stored)
 }
 
 // Is makes the copy a business refusal (ErrRefused), as its original was.
-func (e *refusedCopyError) Is(target error) bool { return target == ErrRefused }
+func (e *refusedCopyError) Is(target error) bool { return target == persistence.ErrRefused }
 
 // IsPermanent reports whether err can never succeed on retry: a PermanentError, a
 // business refusal (ErrRefused: a RefusedError or a WriteConditionError), a StoredError,
@@ -105,11 +106,11 @@ func IsPermanent(err error) bool {
 	}
 	var pe *PermanentError
 	var se *StoredError
-	var we *WriteConditionError
-	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) || errors.Is(err, ErrRefused) ||
+	var we *persistence.WriteConditionError
+	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) || errors.Is(err, persistence.ErrRefused) ||
 		errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrInvalidKey) ||
-		errors.Is(err, ErrResponseTooLarge) || errors.Is(err, ErrInvalidMessage) ||
-		errors.Is(err, ErrInvalidRequest)
+		errors.Is(err, persistence.ErrResponseTooLarge) || errors.Is(err, ErrInvalidMessage) ||
+		errors.Is(err, persistence.ErrInvalidRequest)
 }
 
 // redrivable reports whether a permanent failure may pass once its cause is removed
@@ -118,7 +119,7 @@ func IsPermanent(err error) bool {
 // redriven from the dead-letter queue runs again; other permanent failures (invalid
 // input, a payload mismatch) replay their stored error.
 func redrivable(err error) bool {
-	return errors.Is(err, ErrRefused) || errors.Is(err, ErrInvalidRequest)
+	return errors.Is(err, persistence.ErrRefused) || errors.Is(err, persistence.ErrInvalidRequest)
 }
 
 // unrecordedError is a failure, permanent or not, whose record could not be marked FAILED
@@ -142,3 +143,22 @@ func (e *unrecordedError) Error() string {
 
 // Unwrap returns both errors: errors.Is sees the failure and the store's error.
 func (e *unrecordedError) Unwrap() []error { return []error{e.err, e.record} }
+
+// The store's errors (package persistence) that a handler meets: a fenced call whose
+// lease was taken over, a business write's failed condition, a refusal, a request
+// DynamoDB refused, a response too large to store. Each is the store's own value, so
+// errors.Is matches either name.
+var (
+	ErrLeaseLost        = persistence.ErrLeaseLost
+	ErrRefused          = persistence.ErrRefused
+	ErrInvalidRequest   = persistence.ErrInvalidRequest
+	ErrResponseTooLarge = persistence.ErrResponseTooLarge
+	ErrNotFound         = persistence.ErrNotFound
+)
+
+// WriteConditionError is a business write's failed condition at commit
+// (persistence.WriteConditionError).
+type WriteConditionError = persistence.WriteConditionError
+
+// FailedWrite is one business write whose condition failed (persistence.FailedWrite).
+type FailedWrite = persistence.FailedWrite

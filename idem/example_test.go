@@ -12,13 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
-// The examples run against idem.MemoryStore: no AWS, same conditions as DynamoStore.
+// The examples run against persistence.MemoryStore: no AWS, same conditions as DynamoStore.
 
 func ExampleClient_Do() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments"})
+	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -81,7 +82,7 @@ func ExampleClient_Do() {
 
 func ExampleNewSQSHandler() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments"})
+	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -136,7 +137,7 @@ func fifoRecord(id, group, dedup, body string) events.SQSMessage {
 
 func ExampleBatchProcessor() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "orders"})
+	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "orders"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -212,7 +213,7 @@ func ExampleBatchProcessor() {
 
 func ExampleMemoryStore() {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := persistence.NewMemoryStore()
 	client, err := idem.New(idem.Config{Store: store, Scope: "ledger"})
 	if err != nil {
 		fmt.Println(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // The fuzz targets below run their seeds (f.Add and testdata/fuzz/<Name>/) as ordinary
@@ -425,7 +426,7 @@ func FuzzBatchRecord(f *testing.F) {
 		if json.Unmarshal(raw, &msg) != nil {
 			return
 		}
-		client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "fuzz", CacheSize: 10})
+		client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "fuzz", CacheSize: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -47,12 +48,12 @@ type SQSBatchSender interface {
 // The middleware hands it to the BatchProcessor, which sends the pendings of a whole
 // batch together (Client.Deliver), or sends it itself when there is no batch.
 type Pending struct {
-	Key      string    // record key
-	Token    string    // lease token of the completion that stored the messages
-	Messages []Message // with DeduplicationID and KeyAttribute filled in
+	Key      string                // record key
+	Token    string                // lease token of the completion that stored the messages
+	Messages []persistence.Message // with DeduplicationID and KeyAttribute filled in
 	// Dead lists, once Deliver has run, the messages SQS refused for good and that were
 	// dead-lettered instead of sent.
-	Dead []DeadMessage
+	Dead []persistence.DeadMessage
 
 	sent      *cached           // the completed record for the cache, once the messages are sent
 	committed time.Time         // when they were committed (the reaper sends in that order)
@@ -61,14 +62,14 @@ type Pending struct {
 
 // prepareMessages validates a handler's outbound messages and fills in what the
 // middleware derives: the deduplication id of FIFO messages and the key attribute.
-func prepareMessages(pk string, msgs []Message) ([]Message, error) {
+func prepareMessages(pk string, msgs []persistence.Message) ([]persistence.Message, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	if len(msgs) > MaxOutboundMessages {
 		return nil, fmt.Errorf("%w: %d messages, at most %d", ErrInvalidMessage, len(msgs), MaxOutboundMessages)
 	}
-	out := make([]Message, len(msgs))
+	out := make([]persistence.Message, len(msgs))
 	keys := make(map[string]int, len(msgs))
 	for i, m := range msgs {
 		m.Attributes = maps.Clone(m.Attributes)
@@ -98,7 +99,7 @@ func prepareMessages(pk string, msgs []Message) ([]Message, error) {
 func fifoQueue(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }
 
 // validate checks what SQS would refuse for good, so the refusal comes before the commit.
-func validateMessage(m *Message) error {
+func validateMessage(m *persistence.Message) error {
 	u, err := url.Parse(m.QueueURL)
 	switch {
 	case m.QueueURL == "":
@@ -136,7 +137,7 @@ func validateMessage(m *Message) error {
 
 // size is the message's size as SQS counts it: the body, and each attribute's name,
 // data type and value (attributeCost).
-func outboundSize(m *Message) int {
+func outboundSize(m *persistence.Message) int {
 	n := len(m.Body)
 	for name, v := range m.Attributes {
 		n += stringAttributeCost(name, v)
@@ -233,3 +234,7 @@ func (c *Client) hand(ctx context.Context, p *Pending) error {
 	}
 	return c.Deliver(ctx, []*Pending{p})[0]
 }
+
+// Message is an outbound SQS message that a handler asks for in Result.Messages; the
+// record stores it (persistence.Message).
+type Message = persistence.Message

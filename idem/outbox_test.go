@@ -21,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -108,18 +109,18 @@ func (e *env) forget(t *testing.T, c *idem.Client, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, ok := e.store.(*idem.MemoryStore); ok {
+	if m, ok := e.store.(*persistence.MemoryStore); ok {
 		m.Forget(pk)
 		return
 	}
 	if _, err := e.ddb.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
-		TableName: aws.String(e.table), Key: e.store.(*idem.DynamoStore).Key(pk),
+		TableName: aws.String(e.table), Key: e.store.(*persistence.DynamoStore).Key(pk),
 	}); err != nil {
 		t.Fatalf("delete record: %v", err)
 	}
 }
 
-func (e *env) record(t *testing.T, c *idem.Client, key string) *idem.Record {
+func (e *env) record(t *testing.T, c *idem.Client, key string) *persistence.Record {
 	t.Helper()
 	pk, _ := c.RecordKey(key)
 	rec, err := e.store.Get(context.Background(), pk, e.clock.Now())
@@ -190,7 +191,7 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 		if n := len(o.drain(t)); n != 0 {
 			t.Fatalf("%d messages sent before any send succeeded", n)
 		}
-		if rec := e.record(t, live, "redelivered"); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 1 || rec.Inflight == "" {
+		if rec := e.record(t, live, "redelivered"); rec.Status != persistence.StatusCompleted || len(rec.Outbox) != 1 || rec.Inflight == "" {
 			t.Fatalf("record after the failed send: %s, outbox %d, inflight %q; want COMPLETED with the message pending, in the index",
 				rec.Status, len(rec.Outbox), rec.Inflight)
 		}
@@ -277,7 +278,7 @@ func TestSingleTransactionCompletedKeyWhateverTheHandlerSays(t *testing.T) {
 			if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt "+tc.key+" {}" {
 				t.Fatalf("%s: the queue holds %v, want the pending receipt sent", tc.key, got)
 			}
-			if rec := e.record(t, live, tc.key); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 0 {
+			if rec := e.record(t, live, tc.key); rec.Status != persistence.StatusCompleted || len(rec.Outbox) != 0 {
 				t.Fatalf("%s: record %s with %d pending; want COMPLETED, sent", tc.key, rec.Status, len(rec.Outbox))
 			}
 			if n := e.bizCount(t, tc.key); n != 1 {
@@ -516,7 +517,7 @@ func TestLostTakeoverAnswerIsRecognised(t *testing.T) {
 		t.Fatal("first attempt succeeded")
 	}
 	api := &resend{DynamoDBAPI: e.ddb}
-	store, err := idem.NewDynamoStore(api, e.table)
+	store, err := persistence.NewDynamoStore(api, e.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -794,7 +795,7 @@ func checkRedrivable(t *testing.T, e *env, c *idem.Client, mode idem.Mode, key s
 	switch {
 	case mode == idem.ModeSingleTransaction && !errors.Is(err, idem.ErrNotFound):
 		t.Errorf("%s: record %+v, %v; want none", key, rec, err)
-	case mode == idem.ModeLease && (err != nil || rec.Status != idem.StatusFailed || !rec.Retryable):
+	case mode == idem.ModeLease && (err != nil || rec.Status != persistence.StatusFailed || !rec.Retryable):
 		t.Errorf("%s: record %+v, %v; want FAILED and retryable (redrivable after the fix)", key, rec, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -20,7 +21,7 @@ const ReasonLeaseExpired = "lease expired"
 // index, so a sweep costs in proportion to in-flight records, never to table size.
 type Reaper struct {
 	// Store is the record store (required).
-	Store Store
+	Store persistence.Store
 	// Shards is the number of in-flight index shards; it must match Config.Shards of the
 	// consumers (default 4).
 	Shards int
@@ -129,7 +130,7 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	// record committed before now - Grace - MaxLease has a lease end before now - Grace
 	// and is listed, if the sweep listed every shard to its end. A record that could
 	// not be read moves the cut to before any record it could have preceded.
-	var moved []StaleLease
+	var moved []persistence.StaleLease
 	complete := false
 	defer func() {
 		cut := clock().Add(-grace - maxLease)
@@ -201,7 +202,7 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 				case err == nil:
 					res.Reaped++
 					res.MaxLate = max(res.MaxLate, now.Sub(s.LeaseUntil.Add(grace)))
-				case errors.Is(err, ErrLeaseLost):
+				case errors.Is(err, persistence.ErrLeaseLost):
 					moved = append(moved, s)
 				default:
 					return res, fmt.Errorf("idem: sweep: %w", err)
@@ -220,15 +221,15 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 // pendingOf returns the pending outbound messages of a listed record that was not
 // reapable because it is COMPLETED with an outbox still stored; nil when it is not; an
 // error when it could not be read.
-func (r *Reaper) pendingOf(ctx context.Context, s StaleLease, now time.Time) (*Pending, error) {
+func (r *Reaper) pendingOf(ctx context.Context, s persistence.StaleLease, now time.Time) (*Pending, error) {
 	rec, err := r.Store.Get(ctx, s.Key, now)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status != StatusCompleted || len(rec.Outbox) == 0 || rec.LeaseToken != s.Token {
+	if rec.Status != persistence.StatusCompleted || len(rec.Outbox) == 0 || rec.LeaseToken != s.Token {
 		return nil, nil
 	}
 	return &Pending{Key: rec.Key, Token: rec.LeaseToken, Messages: rec.Outbox, committed: rec.UpdatedAt}, nil
@@ -241,25 +242,25 @@ func (r *Reaper) pendingOf(ctx context.Context, s StaleLease, now time.Time) (*P
 // retryable, fenced on its token, so the next delivery of the key runs the handler
 // again: the operator's way out when a fix cannot reach the stored error. It returns the
 // record as it was.
-func Unlock(ctx context.Context, s Store, pk, reason string, now time.Time) (*Record, error) {
+func Unlock(ctx context.Context, s persistence.Store, pk, reason string, now time.Time) (*persistence.Record, error) {
 	rec, err := s.Get(ctx, pk, now)
 	if err != nil {
 		return nil, fmt.Errorf("idem: unlock: %w", err)
 	}
-	if rec.Status == StatusFailed && !rec.Retryable {
+	if rec.Status == persistence.StatusFailed && !rec.Retryable {
 		if err := s.Retry(ctx, pk, rec.LeaseToken, reason, now); err != nil {
 			return rec, fmt.Errorf("idem: unlock: %w", err)
 		}
 		return rec, nil
 	}
 	switch rec.Status {
-	case StatusInProgress:
-	case StatusFailed:
-		return rec, fmt.Errorf("idem: unlock %s: record is %s and already retryable: the next delivery takes it over", redact(pk), rec.Status)
+	case persistence.StatusInProgress:
+	case persistence.StatusFailed:
+		return rec, fmt.Errorf("idem: unlock %s: record is %s and already retryable: the next delivery takes it over", persistence.Redact(pk), rec.Status)
 	default:
-		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s or %s", redact(pk), rec.Status, StatusInProgress, StatusFailed)
+		return rec, fmt.Errorf("idem: unlock %s: record is %s, not %s or %s", persistence.Redact(pk), rec.Status, persistence.StatusInProgress, persistence.StatusFailed)
 	}
-	sl := StaleLease{Key: rec.Key, Token: rec.LeaseToken, LeaseUntil: rec.LeaseUntil, Owner: rec.Owner, Attempt: rec.Attempt}
+	sl := persistence.StaleLease{Key: rec.Key, Token: rec.LeaseToken, LeaseUntil: rec.LeaseUntil, Owner: rec.Owner, Attempt: rec.Attempt}
 	if err := s.Reap(ctx, sl, reason, now); err != nil {
 		return rec, fmt.Errorf("idem: unlock: %w", err)
 	}

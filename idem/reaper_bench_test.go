@@ -15,13 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
 // readCounter counts the items DynamoDB reads for the sweep: Query and Scan report them
 // in ScannedCount.
 type readCounter struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	scanned atomic.Int64
 }
 
@@ -45,7 +46,7 @@ func BenchmarkReaperSweep(b *testing.B) {
 	ctx := context.Background()
 	ddb := awstest.DynamoDB(b)
 	table := awstest.Name(b, "reap")
-	if err := idem.CreateTable(ctx, ddb, table); err != nil {
+	if err := persistence.CreateTable(ctx, ddb, table); err != nil {
 		b.Fatal(err)
 	}
 	now := time.Now()
@@ -96,7 +97,7 @@ func BenchmarkReaperSweep(b *testing.B) {
 	b.Logf("loaded %d completed records and 10 stale locks in %s", n, time.Since(start).Round(time.Millisecond))
 
 	rc := &readCounter{DynamoDBAPI: ddb}
-	store, _ := idem.NewDynamoStore(rc, table)
+	store, _ := persistence.NewDynamoStore(rc, table)
 	b.ResetTimer()
 	var res idem.SweepResult
 	for i := 0; i < b.N; i++ {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // SQSConfig configures NewSQSHandler. Client and Handler are required.
@@ -98,7 +99,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 			outcome = "in_progress"
 			metrics.Add(MetricInProgress, 1)
 			vis.inProgress(ctx, msg, err)
-		case errors.Is(err, ErrLeaseLost):
+		case errors.Is(err, persistence.ErrLeaseLost):
 			outcome, level = "lease_lost", slog.LevelError
 			metrics.Add(MetricLeaseLost, 1)
 		case IsPermanent(err):

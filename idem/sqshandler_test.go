@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // countingHandler is a business handler fake: it counts runs per key and fails or
@@ -57,7 +58,7 @@ func (h *countingHandler) count(key string) int {
 
 func newClient(t *testing.T) *idem.Client {
 	t.Helper()
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "t"})
+	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "t"})
 	if err != nil {
 		t.Fatalf("idem.New: %v", err)
 	}

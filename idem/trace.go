@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"go.opentelemetry.io/contrib/propagators/aws/xray"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -205,13 +206,15 @@ var (
 )
 
 // recordAttr is AttrRecord of the record key pk.
-func recordAttr(pk string) attribute.KeyValue { return attribute.String(AttrRecord, redact(pk)) }
+func recordAttr(pk string) attribute.KeyValue {
+	return attribute.String(AttrRecord, persistence.Redact(pk))
+}
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // RecordTraceID is the value of AttrRecord for the record key pk (Client.RecordKey):
 // what a span of the key carries instead of the key.
-func RecordTraceID(pk string) string { return redact(pk) }
+func RecordTraceID(pk string) string { return persistence.Redact(pk) }
 
 // ---------------------------------------------------------------- the record's span
 
@@ -451,7 +454,7 @@ func traceSize(tp string) int { return stringAttributeCost(TraceParentAttribute,
 // traceparent itself keeps its own. A message its queue refuses all the same (its limit
 // was lowered) is sent again without it (outboxRun.refused): tracing never costs a
 // delivery.
-func traceRoom(m *Message, tp string, limit int) bool {
+func traceRoom(m *persistence.Message, tp string, limit int) bool {
 	if tp == "" || len(m.Attributes) >= MaxMessageAttributes {
 		return false
 	}
@@ -515,7 +518,7 @@ func endSweep(span trace.Span, res SweepResult, err error) {
 }
 
 // startReap starts the span of the reap of one listed lease (nil: tracing off).
-func startReap(ctx context.Context, tr tracer, s StaleLease) (context.Context, trace.Span) {
+func startReap(ctx context.Context, tr tracer, s persistence.StaleLease) (context.Context, trace.Span) {
 	if !tr.records(ctx) {
 		return ctx, nil
 	}
@@ -533,7 +536,7 @@ func endReap(span trace.Span, late time.Duration, err error) {
 	if err == nil {
 		span.SetAttributes(attribute.Int64(AttrLate, late.Milliseconds()))
 	}
-	if errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, persistence.ErrLeaseLost) {
 		err = nil // moved on: not a failure of the sweep
 	}
 	endSpan(span, err)

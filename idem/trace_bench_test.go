@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // discard is an exporter that drops what it is given: the benchmark measures what
@@ -38,7 +39,7 @@ func BenchmarkTracing(b *testing.B) {
 				tp = p
 			}
 			out := &capture{}
-			c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: out, Tracer: tp})
+			c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: out, Tracer: tp})
 			if err != nil {
 				b.Fatal(err)
 			}

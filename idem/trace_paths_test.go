@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // wantAttr fails unless span s carries key with the value want.
@@ -51,7 +52,7 @@ func wantStatus(t *testing.T, s tracetest.SpanStub, code codes.Code, text string
 // answers "ok".
 func tracedOKRecord(t *testing.T, tp trace.TracerProvider) idem.RecordFunc {
 	t.Helper()
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +67,11 @@ func tracedOKRecord(t *testing.T, tp trace.TracerProvider) idem.RecordFunc {
 
 // createFails is a store whose acquisitions fail with err.
 type createFails struct {
-	idem.Store
+	persistence.Store
 	err error
 }
 
-func (s createFails) Create(context.Context, *idem.Record, time.Time) (*idem.Record, bool, error) {
+func (s createFails) Create(context.Context, *persistence.Record, time.Time) (*persistence.Record, bool, error) {
 	return nil, false, s.err
 }
 
@@ -82,7 +83,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	ok := func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Response: []byte(`"ok"`)}, nil
 	}
-	newClient := func(t *testing.T, store idem.Store, owner string) (*idem.Client, *tracetest.InMemoryExporter) {
+	newClient := func(t *testing.T, store persistence.Store, owner string) (*idem.Client, *tracetest.InMemoryExporter) {
 		t.Helper()
 		tp, exp := spanRecorder(t)
 		c, err := idem.New(idem.Config{Store: store, Scope: "payments", Owner: owner, Tracer: tp})
@@ -93,7 +94,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	}
 
 	t.Run("applied then replayed", func(t *testing.T) {
-		c, exp := newClient(t, idem.NewMemoryStore(), "worker-1")
+		c, exp := newClient(t, persistence.NewMemoryStore(), "worker-1")
 		if _, err := c.Do(ctx, req(secretKey, secretBody), ok); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("failed retryably, then for good", func(t *testing.T) {
-		c, exp := newClient(t, idem.NewMemoryStore(), "worker-1")
+		c, exp := newClient(t, persistence.NewMemoryStore(), "worker-1")
 		if _, err := c.Do(ctx, req("k-retry", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{}, errors.New("the bank timed out")
 		}); err == nil {
@@ -177,7 +178,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("held by a live lease", func(t *testing.T) {
-		store := idem.NewMemoryStore()
+		store := persistence.NewMemoryStore()
 		first, _ := newClient(t, store, "worker-1")
 		second, exp := newClient(t, store, "worker-2")
 		var inner error
@@ -198,7 +199,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("a takeover lost to another holder", func(t *testing.T) {
-		store := idem.NewMemoryStore()
+		store := persistence.NewMemoryStore()
 		c, _ := newClient(t, store, "worker-1")
 		if _, err := c.Do(ctx, req("k-race", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{}, errors.New("transient")
@@ -215,7 +216,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("the store down", func(t *testing.T) {
-		c, exp := newClient(t, createFails{idem.NewMemoryStore(), errors.New("injected: store down")}, "worker-1")
+		c, exp := newClient(t, createFails{persistence.NewMemoryStore(), errors.New("injected: store down")}, "worker-1")
 		if _, err := c.Do(ctx, req("k-down", `{}`), ok); err == nil {
 			t.Fatal("no error")
 		}
@@ -225,7 +226,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("a commit that fails", func(t *testing.T) {
-		c, exp := newClient(t, &commitFaults{Store: idem.NewMemoryStore(), complete: errors.New("injected: commit refused")}, "worker-1")
+		c, exp := newClient(t, &commitFaults{Store: persistence.NewMemoryStore(), complete: errors.New("injected: commit refused")}, "worker-1")
 		if _, err := c.Do(ctx, req("k-commit", `{}`), ok); err == nil {
 			t.Fatal("no error")
 		}
@@ -237,13 +238,13 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	t.Run("a record written without an attempt count, taken over", func(t *testing.T) {
 		// A record another writer left (a Powertools record has no attempt attribute):
 		// its lease ended, so the next delivery takes it over from that holder.
-		store := idem.NewMemoryStore()
+		store := persistence.NewMemoryStore()
 		now := time.Now()
 		pk, err := idem.RecordKey("payments", "k-old", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, created, err := store.Create(ctx, &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "old-token",
+		if _, created, err := store.Create(ctx, &persistence.Record{Key: pk, Status: persistence.StatusInProgress, LeaseToken: "old-token",
 			LeaseUntil: now.Add(-time.Minute).Truncate(time.Millisecond), Inflight: "0", ExpiresAt: now.Add(time.Hour), Owner: "elsewhere",
 			CreatedAt: now, UpdatedAt: now}, now); err != nil || !created {
 			t.Fatalf("create: %v %v", created, err)
@@ -369,7 +370,7 @@ func TestRecordSpanContexts(t *testing.T) {
 // many of its messages were dead-lettered.
 func TestRecordSpanOutcomes(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: &capture{}, Tracer: tp})
+	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: &capture{}, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,9 +464,9 @@ func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
 }
 
 // movedOn is a store on which every listed lease has moved on before its reap.
-type movedOn struct{ idem.Store }
+type movedOn struct{ persistence.Store }
 
-func (movedOn) Reap(context.Context, idem.StaleLease, string, time.Time) error {
+func (movedOn) Reap(context.Context, persistence.StaleLease, string, time.Time) error {
 	return fmt.Errorf("injected: %w", idem.ErrLeaseLost)
 }
 
@@ -478,12 +479,12 @@ func TestReapSpanOfALeaseThatMovedOn(t *testing.T) {
 	later := now.Add(2 * time.Minute)
 	for _, moved := range []bool{false, true} {
 		tp, exp := spanRecorder(t)
-		var store idem.Store = idem.NewMemoryStore()
+		var store persistence.Store = persistence.NewMemoryStore()
 		pk, err := idem.RecordKey("payments", "k-stale", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, created, err := store.Create(context.Background(), &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef",
+		if _, created, err := store.Create(context.Background(), &persistence.Record{Key: pk, Status: persistence.StatusInProgress, LeaseToken: "0123456789abcdef",
 			LeaseUntil: now.Truncate(time.Millisecond), Inflight: "0", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "crashed", CreatedAt: now, UpdatedAt: now}, now); err != nil || !created {
 			t.Fatalf("create: %v %v", created, err)
 		}

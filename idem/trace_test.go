@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // capture is an SQS sender that keeps every SendMessageBatch entry, and the span each
@@ -83,7 +84,7 @@ func newTraced(t *testing.T, tracing bool, attrs int) *traced {
 	if tracing {
 		provider = tp
 	}
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: out, Owner: "worker-1", Tracer: provider})
+	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: out, Owner: "worker-1", Tracer: provider})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +362,7 @@ func TestTracingOff(t *testing.T) {
 // shows the step as skipped rather than missing.
 func TestStepDoneSpan(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,14 +398,14 @@ func TestStepDoneSpan(t *testing.T) {
 // previous holder, under the request's own span (Client.Do called outside a record).
 func TestReaperSpans(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	store := idem.NewMemoryStore()
+	store := persistence.NewMemoryStore()
 	now := time.Now()
 	pk, err := idem.RecordKey("payments", secretKey, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The lease of a holder that vanished (killed before it released it).
-	abandoned := &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Truncate(time.Millisecond),
+	abandoned := &persistence.Record{Key: pk, Status: persistence.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Truncate(time.Millisecond),
 		Inflight: "0", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "crashed", CreatedAt: now, UpdatedAt: now}
 	if _, created, err := store.Create(context.Background(), abandoned, now); err != nil || !created {
 		t.Fatalf("create: %v %v", created, err)
@@ -441,7 +442,7 @@ func TestReaperSpans(t *testing.T) {
 	// Called with no span in its context, the request is a trace of its own.
 	childOf(t, acquire, one(t, exp.GetSpans(), idem.SpanRequest))
 	if spanAttr(acquire, idem.AttrDecision) != idem.DecisionTakenOver || spanAttr(acquire, idem.AttrAttempt) != "2" ||
-		spanAttr(acquire, idem.AttrPreviousOwner) != "crashed" || spanAttr(acquire, idem.AttrPreviousStatus) != string(idem.StatusFailed) ||
+		spanAttr(acquire, idem.AttrPreviousOwner) != "crashed" || spanAttr(acquire, idem.AttrPreviousStatus) != string(persistence.StatusFailed) ||
 		spanAttr(acquire, idem.AttrOwner) != "second" {
 		t.Errorf("takeover span %v", acquire.Attributes)
 	}
@@ -477,7 +478,7 @@ func TestRecordSpanWithoutAKey(t *testing.T) {
 // acquire span, with the decision cached, or mismatch for another payload.
 func TestCachedDuplicateSpans(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", CacheSize: 10, Tracer: tp})
+	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", CacheSize: 10, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

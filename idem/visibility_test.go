@@ -16,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
@@ -142,10 +143,10 @@ func crashScenario(t *testing.T, visibility, maxReceives int, timeout, grace tim
 	q := newVisQueue(t, visibility, maxReceives)
 	ddb := awstest.DynamoDB(t)
 	table := awstest.Name(t, "vis")
-	if err := idem.CreateTable(context.Background(), ddb, table); err != nil {
+	if err := persistence.CreateTable(context.Background(), ddb, table); err != nil {
 		t.Fatal(err)
 	}
-	store, err := idem.NewDynamoStore(ddb, table)
+	store, err := persistence.NewDynamoStore(ddb, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func (v *visCalls) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMess
 func TestExtendMovesVisibility(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "vis", Clock: clock})
+	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "vis", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

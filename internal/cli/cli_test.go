@@ -26,6 +26,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
@@ -518,9 +519,9 @@ func TestSendNeedsQueue(t *testing.T) {
 }
 
 // client returns an idem client on the stack's idempotency table, as the consumer has.
-func client(t *testing.T, e env) (*idem.Client, *idem.DynamoStore) {
+func client(t *testing.T, e env) (*idem.Client, *persistence.DynamoStore) {
 	t.Helper()
-	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +585,7 @@ func TestInspect(t *testing.T) {
 	if _, v := exampletest.Confirms(exampletest.Example(t)); v != "" {
 		outbound = e[v]
 	}
-	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,8 +650,8 @@ func TestUnlock(t *testing.T) {
 	}
 	// A holder that took the lease a moment ago and is still (or was) working.
 	now := time.Now()
-	if _, created, err := store.Create(ctx, &idem.Record{
-		Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(time.Minute),
+	if _, created, err := store.Create(ctx, &persistence.Record{
+		Key: pk, Status: persistence.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(time.Minute),
 		Inflight: "1", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "stuck-worker", Steps: []string{"notify"},
 		CreatedAt: now, UpdatedAt: now,
 	}, now); err != nil || !created {
@@ -673,7 +674,7 @@ func TestUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Status != idem.StatusFailed || !rec.Retryable || rec.Error != "worker stuck" || rec.Inflight != "" {
+	if rec.Status != persistence.StatusFailed || !rec.Retryable || rec.Error != "worker stuck" || rec.Inflight != "" {
 		t.Errorf("record after unlock: %+v", rec)
 	}
 
@@ -1007,7 +1008,7 @@ func TestInspectDeadLetteredOutbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1041,7 +1042,7 @@ func TestInspectAndUnlockInASingleTable(t *testing.T) {
 		t.Fatalf("idemctl up exported no single-table layout: %v", e)
 	}
 	layout := envconf.New(e.lookup).Layout()
-	store, err := idem.NewDynamoStoreLayout(awstest.DynamoDB(t), layout)
+	store, err := persistence.NewDynamoStoreLayout(awstest.DynamoDB(t), layout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1063,8 +1064,8 @@ func TestInspectAndUnlockInASingleTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, created, err := store.Create(ctx, &idem.Record{
-		Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(-time.Minute),
+	if _, created, err := store.Create(ctx, &persistence.Record{
+		Key: pk, Status: persistence.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(-time.Minute),
 		Inflight: "1", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "stuck-worker", CreatedAt: now, UpdatedAt: now,
 	}, now); err != nil || !created {
 		t.Fatalf("create: %v, %v", created, err)
@@ -1073,7 +1074,7 @@ func TestInspectAndUnlockInASingleTable(t *testing.T) {
 		t.Errorf("unlock: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 	rec, err := store.Get(ctx, pk, time.Now())
-	if err != nil || rec.Status != idem.StatusFailed || !rec.Retryable {
+	if err != nil || rec.Status != persistence.StatusFailed || !rec.Retryable {
 		t.Errorf("record after unlock: %+v, %v", rec, err)
 	}
 	// The items are where the layout says: partition key IDEM, sort key the record's key.

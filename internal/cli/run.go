@@ -19,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
@@ -222,7 +223,7 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 	if err != nil {
 		return err
 	}
-	var ddb idem.DynamoDBAPI = dynamodb.NewFromConfig(tracedCfg)
+	var ddb persistence.DynamoDBAPI = dynamodb.NewFromConfig(tracedCfg)
 	if tp != nil {
 		sqsClient = sqs.NewFromConfig(tracedCfg) // the consumer's calls traced, not the poller's
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
@@ -412,7 +413,7 @@ func (l *life) printHolders(w io.Writer) {
 func printRecords(ctx context.Context, w io.Writer, rf *recordFlags, env lookupEnv, key, ingressTable string) {
 	fmt.Fprintln(w, "\nthe consumer's record now")
 	ref, err := rf.open(ctx, env, key)
-	var rec *idem.Record
+	var rec *persistence.Record
 	if err == nil {
 		rec, err = ref.get(ctx)
 	}
@@ -438,9 +439,9 @@ func printRecords(ctx context.Context, w io.Writer, rf *recordFlags, env lookupE
 }
 
 // verdict is one sentence on what became of the key, from its record.
-func verdict(rec *idem.Record) string {
+func verdict(rec *persistence.Record) string {
 	switch rec.Status {
-	case idem.StatusCompleted:
+	case persistence.StatusCompleted:
 		s := fmt.Sprintf("applied once, by attempt %d (%s) at %s", rec.Attempt, orDash(rec.Owner), stamp(rec.UpdatedAt))
 		switch {
 		case rec.Attempt == 2:
@@ -455,9 +456,9 @@ func verdict(rec *idem.Record) string {
 			s += fmt.Sprintf("; %d outbound messages sent", rec.Sent)
 		}
 		return s
-	case idem.StatusInProgress:
+	case persistence.StatusInProgress:
 		return fmt.Sprintf("in progress: attempt %d held by %s until %s", rec.Attempt, orDash(rec.Owner), stamp(rec.LeaseUntil))
-	case idem.StatusFailed:
+	case persistence.StatusFailed:
 		if rec.Retryable {
 			return fmt.Sprintf("not applied: attempt %d failed (%s); the next delivery takes it over", rec.Attempt, rec.Error)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
@@ -188,7 +189,7 @@ func TestInspectShowsTheIngressRecord(t *testing.T) {
 			Attempt   int    `json:"attempt"`
 		} `json:"ingress"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Status != string(idem.StatusCompleted) || view.Ingress == nil ||
+	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Status != string(persistence.StatusCompleted) || view.Ingress == nil ||
 		view.Ingress.State != "QUEUED" || view.Ingress.MessageID == "" || view.Ingress.Attempt != 1 {
 		t.Errorf("inspect --json: %v\n%s", err, r.stdout)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
@@ -46,7 +47,7 @@ type SQSAPI interface {
 // DynamoDBAPI is what the demo uses of DynamoDB: the consumer's calls, and the example's
 // Prepare and Read.
 type DynamoDBAPI interface {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	example.DynamoDB
 	// DeleteItem plays DynamoDB's TTL deletion of idempotency records in the storm.
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -98,7 +99,7 @@ type Options struct {
 	Functions func(consumers int, output io.Writer) (Functions, error)
 	// ConsumerDynamoDB, when set, is the client the local consumers use (for instance
 	// through a fault-injecting proxy); the reaper and the final check use DynamoDB.
-	ConsumerDynamoDB idem.DynamoDBAPI
+	ConsumerDynamoDB persistence.DynamoDBAPI
 	// RedriveParked sends the messages SQS parked in the DLQ (maxReceiveCount reached
 	// while consumers kept dying) back to the input queue and consumes them, as an
 	// operator's `idemctl redrive` would, before the check.
@@ -348,7 +349,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	for _, r := range readers {
 		go r.every(rctx, 5*time.Second)
 	}
-	store, err := idem.NewDynamoStore(o.DynamoDB, cfg.IdempotencyTable)
+	store, err := persistence.NewDynamoStore(o.DynamoDB, cfg.IdempotencyTable)
 	if err != nil {
 		return s, err
 	}
@@ -556,7 +557,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			return false
 		}
 		rec, err := store.Get(ctx, pk, time.Now())
-		return err == nil && rec.Status == idem.StatusCompleted
+		return err == nil && rec.Status == persistence.StatusCompleted
 	}
 	parked := map[string]bool{}
 	var parkedMsgs []example.Message

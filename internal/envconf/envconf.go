@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // New returns a Reader over lookup (os.LookupEnv in main, a map in tests).
@@ -96,15 +97,15 @@ func (e *Reader) Err() error {
 	return errors.New(strings.Join(e.errs, "; "))
 }
 
-// Layout reads where the idempotency records live (idem.Layout): IDEMPOTENCY_TABLE
+// Layout reads where the idempotency records live (persistence.Layout): IDEMPOTENCY_TABLE
 // (required), and IDEMPOTENCY_PARTITION_KEY, IDEMPOTENCY_SORT_KEY ("-" or unset for
 // none), IDEMPOTENCY_STATIC_PARTITION_KEY (read with a sort key only),
 // IDEMPOTENCY_KEY_PREFIX, IDEMPOTENCY_INDEX ("-" for none) and
 // IDEMPOTENCY_ATTRIBUTE_NAMES: "default", "powertools" for AWS Lambda Powertools' names,
 // and Field=name pairs separated by commas (Status=state,ExpiresAt=ttl), the preset first
-// (powertools,Owner=holder). Unset: the defaults of idem.Layout, CreateTable's table.
-func (e *Reader) Layout() idem.Layout {
-	l := idem.Layout{
+// (powertools,Owner=holder). Unset: the defaults of persistence.Layout, CreateTable's table.
+func (e *Reader) Layout() persistence.Layout {
+	l := persistence.Layout{
 		Table:         e.Required("IDEMPOTENCY_TABLE"),
 		PartitionKey:  e.String("IDEMPOTENCY_PARTITION_KEY", ""),
 		SortKey:       e.String("IDEMPOTENCY_SORT_KEY", ""),
@@ -122,7 +123,7 @@ func (e *Reader) Layout() idem.Layout {
 		switch field, name, ok := strings.Cut(part, "="); {
 		case part == "", part == "default":
 		case part == "powertools":
-			p := idem.PowertoolsLayout(l.Table)
+			p := persistence.PowertoolsLayout(l.Table)
 			if l.PartitionKey == "" {
 				l.PartitionKey = p.PartitionKey
 			}

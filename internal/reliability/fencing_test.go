@@ -19,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
@@ -29,7 +30,7 @@ import (
 // goes to DynamoDB whatever its invocation's deadline says, as a process that resumes
 // would send it.
 type stalledPastLease struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	d                time.Duration
 	stalled          chan struct{}
 	once             sync.Once
@@ -91,7 +92,7 @@ func TestFencingUnderRealTiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
-	store, err := idem.NewDynamoStore(w.ddb, cfg.IdempotencyTable)
+	store, err := persistence.NewDynamoStore(w.ddb, cfg.IdempotencyTable)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
@@ -463,7 +464,7 @@ func (w *world) checkRecords() {
 	for _, c := range w.sc.consumers {
 		for _, it := range w.records(c) {
 			rk, _ := c.recordKey(it)
-			if strAttr(it, c.names.status) == string(idem.StatusInProgress) {
+			if strAttr(it, c.names.status) == string(persistence.StatusInProgress) {
 				w.obs.violation("stuck", "record %s of %s is still IN_PROGRESS", rk, c.name)
 			}
 			if _, ok := it[c.names.outbox]; ok {

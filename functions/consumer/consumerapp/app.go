@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
@@ -33,7 +34,7 @@ type SQSAPI = example.SQS
 // defaults to a client of the consumer's own; Logs and Metrics to os.Stdout, where
 // Lambda sends both to CloudWatch Logs (metrics as EMF lines).
 type Deps struct {
-	DynamoDB idem.DynamoDBAPI
+	DynamoDB persistence.DynamoDBAPI
 	SQS      SQSAPI
 	HTTP     *http.Client // the handler's calls outside AWS
 	Logs     io.Writer
@@ -75,7 +76,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if layout.Table == "" {
 		layout.Table = cfg.IdempotencyTable
 	}
-	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
+	store, err := persistence.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -34,7 +35,7 @@ type Config struct {
 	IdempotencyTable string // IDEMPOTENCY_TABLE (required)
 	// Layout is where the records live in that table (the IDEMPOTENCY_* layout variables:
 	// envconf.Reader.Layout); its Table, when empty, is IdempotencyTable.
-	Layout           idem.Layout
+	Layout           persistence.Layout
 	DLQURL           string         // DLQ_URL (required): permanent failures go here
 	Scope            string         // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
 	TTL              time.Duration  // IDEMPOTENCY_TTL (default 168h): retention of records

@@ -51,6 +51,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // Example is what the consumer needs to know about one message type, and all a
@@ -204,7 +205,7 @@ type Deps struct {
 	// DynamoDB is the consumer's DynamoDB client, for the handler's reads (GetItem,
 	// Query) of its own tables. Writes go in idem.Result.Writes, committed with the
 	// record; a write made here is outside that transaction.
-	DynamoDB idem.DynamoDBAPI
+	DynamoDB persistence.DynamoDBAPI
 	// SQS is the consumer's SQS client. Messages to send go in idem.Result.Messages
 	// (sent once the record is committed); this client is for anything else.
 	SQS SQS

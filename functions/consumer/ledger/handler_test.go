@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -63,18 +64,18 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 // setup returns the ledger handler wrapped in the idem middleware on a MemoryStore.
-func setup(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *idem.MemoryStore) {
+func setup(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *persistence.MemoryStore) {
 	h, mw, s, _ := setupClock(t, sender)
 	return h, mw, s
 }
 
-func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *idem.MemoryStore, *clock) {
+func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *persistence.MemoryStore, *clock) {
 	t.Helper()
 	h, err := ledger.NewHandler(ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL})
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
-	s := idem.NewMemoryStore()
+	s := persistence.NewMemoryStore()
 	clk := &clock{t: time.Now()}
 	c, err := idem.New(idem.Config{Store: s, Scope: "test", Sender: sender, Clock: clk.now})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
@@ -61,7 +62,7 @@ type Handler func(ctx context.Context, req LambdaFunctionURLRequest) (LambdaFunc
 type App struct {
 	cfg      Config
 	store    *store
-	consumer *idem.DynamoStore
+	consumer *persistence.DynamoStore
 	sqs      SQSAPI
 	clock    func() time.Time
 	log      *slog.Logger
@@ -94,7 +95,7 @@ func New(cfg Config, d Deps) (*App, error) {
 		d.Clock = time.Now
 	}
 	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
-	consumer, err := idem.NewDynamoStoreLayout(d.DynamoDB, cfg.layout())
+	consumer, err := persistence.NewDynamoStoreLayout(d.DynamoDB, cfg.layout())
 	if err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
 	}
@@ -166,7 +167,7 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 	}
 	var (
 		wg      sync.WaitGroup
-		live    *idem.Record
+		live    *persistence.Record
 		liveErr error
 	)
 	wg.Go(func() {
@@ -352,7 +353,7 @@ func (a *App) replay(ctx context.Context, key, scoped string, own *record, now t
 
 // answerFrom is the answer to a request with the fingerprint hash whose message was sent:
 // what the consumer's record rec (nil: none yet) says, 202 until it is final, then 200.
-func answerFrom(key, hash string, rec *idem.Record) answer {
+func answerFrom(key, hash string, rec *persistence.Record) answer {
 	st := statusOf(key, hash, rec)
 	code := http.StatusAccepted
 	if st.Final() {
@@ -390,7 +391,7 @@ func consumerMismatch() answer {
 // status never says accepted for a request the consumer handled, and a retry meets the
 // record again. (A consumer record that never expires, one folded into its guard,
 // leaves the ingress's its own TTL: the next retry meets the consumer's again.)
-func (a *App) adopt(ctx context.Context, key string, rec *record, live *idem.Record) answer {
+func (a *App) adopt(ctx context.Context, key string, rec *record, live *persistence.Record) answer {
 	exp := rec.ExpiresAt
 	if !live.ExpiresAt.IsZero() {
 		exp = live.ExpiresAt
@@ -416,7 +417,7 @@ func (a *App) get(ctx context.Context, key, scoped string) answer {
 	now := a.clock()
 	var (
 		wg          sync.WaitGroup
-		rec         *idem.Record
+		rec         *persistence.Record
 		consumerErr error
 	)
 	// When the consumer keys messages by the key the ingress sets, its record is read

@@ -23,6 +23,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -57,7 +58,7 @@ type Config struct {
 	// Layout is where the consumer keeps its records (the IDEMPOTENCY_* layout variables,
 	// read as the consumer and the reaper read them: envconf.Reader.Layout); its Table,
 	// when empty, is IdempotencyTable.
-	Layout idem.Layout
+	Layout persistence.Layout
 	// KeyRule is how the consumer keys a message (KEY_SOURCE, KEY_FIELD: envconf.Reader.KeyRule):
 	// the ingress reads a request's status from the record of the key the consumer
 	// derives from the message it sends.
@@ -180,7 +181,7 @@ func (c Config) Check() error {
 
 // layout is where the consumer's records live: Layout, in IdempotencyTable when it names
 // no table.
-func (c Config) layout() idem.Layout {
+func (c Config) layout() persistence.Layout {
 	l := c.Layout
 	if l.Table == "" {
 		l.Table = c.IdempotencyTable

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -152,7 +153,7 @@ func TestSharedKeyScope(t *testing.T) {
 
 // accessDenied fails every commit of the consumer as AWS answers a role without the
 // grant: its message names the account, the role, the function and the table.
-type accessDenied struct{ idem.DynamoDBAPI }
+type accessDenied struct{ persistence.DynamoDBAPI }
 
 const deniedText = "User: arn:aws:sts::111122223333:assumed-role/prod-ConsumerRole-X/prod-ConsumerFunction-Y is not authorized to perform: " +
 	"dynamodb:UpdateItem on resource: arn:aws:dynamodb:eu-west-1:111122223333:table/prod-LedgerTable-Z"
@@ -170,7 +171,7 @@ func TestStatusShowsNoInternals(t *testing.T) {
 	m := f.traffic(t, 1)[0]
 	key := f.key("denied")
 	wantCode(t, "POST", f.post(t, key, m.Body), http.StatusAccepted)
-	f.consumeWith(t, func(api idem.DynamoDBAPI) idem.DynamoDBAPI { return accessDenied{api} })
+	f.consumeWith(t, func(api persistence.DynamoDBAPI) persistence.DynamoDBAPI { return accessDenied{api} })
 	r := f.get(t, key)
 	st := r.status(t)
 	for _, secret := range []string{"111122223333", "arn:aws", "AccessDenied", "prod-"} {
@@ -178,7 +179,7 @@ func TestStatusShowsNoInternals(t *testing.T) {
 			t.Errorf("the status shows %q: %s", secret, r.body)
 		}
 	}
-	if st.Status != ingressapp.StatusInProgress || st.Category != string(idem.CategoryRetrying) || st.RequestID == "" {
+	if st.Status != ingressapp.StatusInProgress || st.Category != string(persistence.CategoryRetrying) || st.RequestID == "" {
 		t.Errorf("status %+v, want in_progress, retrying, with the consumer's request id", st)
 	}
 	if rec := f.consumerRecord(t, f.scoped(key)); !strings.Contains(rec.Error, deniedText) || rec.Owner != st.RequestID {

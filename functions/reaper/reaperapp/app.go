@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
@@ -22,8 +23,8 @@ import (
 
 // Config is the reaper's configuration.
 type Config struct {
-	IdempotencyTable string      // IDEMPOTENCY_TABLE (required)
-	Layout           idem.Layout // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
+	IdempotencyTable string             // IDEMPOTENCY_TABLE (required)
+	Layout           persistence.Layout // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
 	// Scope (IDEMPOTENCY_SCOPE, optional; the template sets the consumer's): the reaper
 	// sweeps only that scope's records, and leaves those of other consumers sharing the
 	// table and layout to their own reaper (idem.Reaper.Scope). Unset: every record.
@@ -96,7 +97,7 @@ type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepRe
 
 // Deps are the reaper's outside connections; Logs and Metrics default to os.Stdout.
 type Deps struct {
-	DynamoDB idem.DynamoDBAPI
+	DynamoDB persistence.DynamoDBAPI
 	// SQS sends outbound messages that a consumer committed and could not send (it
 	// crashed in between), and dead-letters to DLQ_URL those SQS refuses for good.
 	// Without it such records are only counted (unsent).
@@ -129,10 +130,10 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if layout.Table == "" {
 		layout.Table = cfg.IdempotencyTable
 	}
-	if layout.InflightIndex == idem.NoIndex {
-		return nil, fmt.Errorf("reaper: %w; give the table the index (idem.TableInputFor) or do not deploy the reaper (IDEMPOTENCY_INDEX=%s)", idem.ErrNoIndex, idem.NoIndex)
+	if layout.InflightIndex == persistence.NoIndex {
+		return nil, fmt.Errorf("reaper: %w; give the table the index (persistence.TableInputFor) or do not deploy the reaper (IDEMPOTENCY_INDEX=%s)", persistence.ErrNoIndex, persistence.NoIndex)
 	}
-	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
+	store, err := persistence.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}

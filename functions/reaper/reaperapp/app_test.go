@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -29,10 +30,10 @@ func TestScheduledSweep(t *testing.T) {
 	ctx := context.Background()
 	ddb := awstest.DynamoDB(t)
 	table := awstest.Name(t, "idem")
-	if err := idem.CreateTable(ctx, ddb, table); err != nil {
+	if err := persistence.CreateTable(ctx, ddb, table); err != nil {
 		t.Fatal(err)
 	}
-	store, _ := idem.NewDynamoStore(ddb, table)
+	store, _ := persistence.NewDynamoStore(ddb, table)
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -83,7 +84,7 @@ func TestScheduledSweep(t *testing.T) {
 	if !strings.Contains(string(out), `"MaxLateMs":`) || strings.Contains(string(out), `"MaxLate":`) || res.MaxLate%time.Millisecond != 0 {
 		t.Errorf("sweep result %s: want MaxLateMs, in whole milliseconds", out)
 	}
-	for key, want := range map[string]idem.Status{"crashed": idem.StatusFailed, "completed": idem.StatusCompleted} {
+	for key, want := range map[string]persistence.Status{"crashed": persistence.StatusFailed, "completed": persistence.StatusCompleted} {
 		pk, _ := c.RecordKey(key)
 		rec, err := store.Get(ctx, pk, clock())
 		if err != nil || rec.Status != want {
@@ -152,7 +153,7 @@ func emfValue(t *testing.T, out, name string) float64 {
 func TestSweepStopsBeforeDeadline(t *testing.T) {
 	ddb := awstest.DynamoDB(t)
 	table := awstest.Name(t, "idem")
-	if err := idem.CreateTable(context.Background(), ddb, table); err != nil {
+	if err := persistence.CreateTable(context.Background(), ddb, table); err != nil {
 		t.Fatal(err)
 	}
 	var emf bytes.Buffer
@@ -173,7 +174,7 @@ func TestSweepStopsBeforeDeadline(t *testing.T) {
 }
 
 // failingQuery is DynamoDB whose Query fails: the index cannot be read.
-type failingQuery struct{ idem.DynamoDBAPI }
+type failingQuery struct{ persistence.DynamoDBAPI }
 
 func (failingQuery) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	return nil, errors.New("injected: the index is unreachable")
@@ -238,7 +239,7 @@ func TestNoIndexNoReaper(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = reaperapp.New(cfg, reaperapp.Deps{DynamoDB: awstest.DynamoDB(t)})
-	if !errors.Is(err, idem.ErrNoIndex) || !strings.Contains(err.Error(), "IDEMPOTENCY_INDEX=-") {
+	if !errors.Is(err, persistence.ErrNoIndex) || !strings.Contains(err.Error(), "IDEMPOTENCY_INDEX=-") {
 		t.Fatalf("New: %v, want ErrNoIndex and what to do", err)
 	}
 }

@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"fmt"
@@ -56,7 +56,7 @@ type Record struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 
-	home int // ModeSingleTransaction's Put: 1 + the position of the home write (Completion.Home)
+	Home int // ModeSingleTransaction's Put: 1 + the position of the home write (Completion.Home)
 }
 
 // expired reports whether the record's TTL has passed: DynamoDB deletes such items late,
@@ -96,7 +96,7 @@ func parseDelivery(s string) (Delivery, error) {
 // copyOf reports whether d is a copy of the delivery by that is no newer: the same
 // message, received no later. Such a copy was handed out before the visibility timeout
 // of its receive ran out, and runs late.
-func (d Delivery) copyOf(by Delivery) bool {
+func (d Delivery) CopyOf(by Delivery) bool {
 	return d.MessageID != "" && d.MessageID == by.MessageID && d.ReceiveCount <= by.ReceiveCount
 }
 
@@ -110,7 +110,7 @@ func (r *Record) hasStep(step string) bool {
 	return false
 }
 
-func (r *Record) clone() *Record {
+func (r *Record) Clone() *Record {
 	c := *r
 	c.Response = append([]byte(nil), r.Response...)
 	c.Steps = append([]string(nil), r.Steps...)

@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"bytes"
@@ -18,12 +18,12 @@ const (
 	attrPK          = "pk"
 	attrStatus      = "status"
 	attrLeaseToken  = "lease_token"
-	attrLeaseUntil  = "lease_until"
-	attrInflight    = "inflight"
-	attrExpiresAt   = "expires_at"
+	AttrLeaseUntil  = "lease_until"
+	AttrInflight    = "inflight"
+	AttrExpiresAt   = "expires_at"
 	attrPayloadHash = "payload_hash"
 	attrResponse    = "response"
-	attrResponseEnc = "response_enc"
+	AttrResponseEnc = "response_enc"
 	attrError       = "error"
 	attrRetryable   = "retryable"
 	// attrErrorCategory and attrErrorPublic are what a FAILED record's sender may be told
@@ -32,7 +32,7 @@ const (
 	attrErrorPublic   = "error_public"
 	// attrRefusedBy is the delivery a business rule refused (Record.RefusedBy).
 	attrRefusedBy   = "refused_by"
-	attrAttempt     = "attempt"
+	AttrAttempt     = "attempt"
 	attrSteps       = "steps"
 	attrOwner       = "owner"
 	attrOutbox      = "outbox"
@@ -41,7 +41,7 @@ const (
 	attrOutboxDead  = "outbox_dead"
 	attrOutboxGroup = "outbox_group"
 	// attrGuardHash is the payload fingerprint the middleware adds to guard Puts.
-	attrGuardHash = "idem_payload_hash"
+	AttrGuardHash = "idem_payload_hash"
 	attrCreatedAt = "created_at"
 	attrUpdatedAt = "updated_at"
 )
@@ -52,14 +52,14 @@ const (
 	// MaxStoredResponse is the largest response, after compression, a record holds.
 	MaxStoredResponse = 350 * 1024
 	// compressAbove is the size from which a response is gzip-compressed.
-	compressAbove = 1024
+	CompressAbove = 1024
 	// maxResponseBytes bounds the decompressed size read back, against gzip bombs.
-	maxResponseBytes = 16 << 20
+	MaxResponseBytes = 16 << 20
 )
 
 // encodeResponse returns the stored form of a response: gzip when that pays, refused
 // with ErrResponseTooLarge when it would not fit in the item.
-func encodeResponse(resp []byte) (data []byte, enc string, err error) {
+func EncodeResponse(resp []byte) (data []byte, enc string, err error) {
 	return encodeBlob(resp, "response")
 }
 
@@ -67,7 +67,7 @@ func encodeResponse(resp []byte) (data []byte, enc string, err error) {
 // refuses it with ErrResponseTooLarge when it would not fit in the item.
 func encodeBlob(resp []byte, what string) (data []byte, enc string, err error) {
 	data = resp
-	if len(resp) > compressAbove {
+	if len(resp) > CompressAbove {
 		var buf bytes.Buffer
 		zw := gzipWriters.Get().(*gzip.Writer)
 		defer gzipWriters.Put(zw)
@@ -92,7 +92,7 @@ func encodeBlob(resp []byte, what string) (data []byte, enc string, err error) {
 // more than the work of compressing a response or an outbox.
 var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
 
-func decodeResponse(data []byte, enc string) ([]byte, error) {
+func DecodeResponse(data []byte, enc string) ([]byte, error) {
 	switch enc {
 	case "":
 		return data, nil
@@ -101,12 +101,12 @@ func decodeResponse(data []byte, enc string) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("idem: decompress response: %w", err)
 		}
-		out, err := io.ReadAll(io.LimitReader(zr, maxResponseBytes+1))
+		out, err := io.ReadAll(io.LimitReader(zr, MaxResponseBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("idem: decompress response: %w", err)
 		}
-		if len(out) > maxResponseBytes {
-			return nil, fmt.Errorf("idem: decompress response: larger than %d bytes", maxResponseBytes)
+		if len(out) > MaxResponseBytes {
+			return nil, fmt.Errorf("idem: decompress response: larger than %d bytes", MaxResponseBytes)
 		}
 		return out, nil
 	default:
@@ -114,7 +114,7 @@ func decodeResponse(data []byte, enc string) ([]byte, error) {
 	}
 }
 
-func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func AvS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 func avN(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
@@ -122,69 +122,69 @@ func avBool(b bool) types.AttributeValue { return &types.AttributeValueMemberBOO
 
 // marshalRecord encodes a record for PutItem in the default layout (MemoryStore checks
 // its sizes with it).
-func marshalRecord(r *Record) (map[string]types.AttributeValue, error) {
+func MarshalRecord(r *Record) (map[string]types.AttributeValue, error) {
 	return defaultSchema.marshal(r)
 }
 
 // unmarshalRecord decodes an item of the default layout.
-func unmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
-	return defaultSchema.unmarshal(item)
+func UnmarshalRecord(item map[string]types.AttributeValue) (*Record, error) {
+	return defaultSchema.Unmarshal(item)
 }
 
 // marshal encodes a record for PutItem. Empty optional attributes are left out:
 // DynamoDB rejects empty sets, and inflight must be absent unless the record is in the
 // index (IN_PROGRESS, or with an outbox pending).
-func (s *schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
+func (s *Schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 	item := s.key(r.Key)
 	set := func(canonical string, v types.AttributeValue) { item[s.n(canonical)] = v }
-	set(attrStatus, avS(string(r.Status)))
-	set(attrLeaseToken, avS(r.LeaseToken))
-	set(attrLeaseUntil, avN(epochMillis(r.LeaseUntil)))
-	set(attrAttempt, avN(int64(r.Attempt)))
+	set(attrStatus, AvS(string(r.Status)))
+	set(attrLeaseToken, AvS(r.LeaseToken))
+	set(AttrLeaseUntil, avN(epochMillis(r.LeaseUntil)))
+	set(AttrAttempt, avN(int64(r.Attempt)))
 	set(attrCreatedAt, avN(epochMillis(r.CreatedAt)))
 	set(attrUpdatedAt, avN(epochMillis(r.UpdatedAt)))
 	if r.Inflight != "" && s.hasIndex() {
-		set(attrInflight, avS(r.Inflight))
+		set(AttrInflight, AvS(r.Inflight))
 	}
 	if !r.ExpiresAt.IsZero() {
-		set(attrExpiresAt, avN(r.ExpiresAt.Unix()))
+		set(AttrExpiresAt, avN(r.ExpiresAt.Unix()))
 	}
 	if r.PayloadHash != "" {
-		set(attrPayloadHash, avS(r.PayloadHash))
+		set(attrPayloadHash, AvS(r.PayloadHash))
 	}
 	if r.Owner != "" {
-		set(attrOwner, avS(r.Owner))
+		set(attrOwner, AvS(r.Owner))
 	}
 	var respLen int
 	if len(r.Response) > 0 {
-		data, enc, err := encodeResponse(r.Response)
+		data, enc, err := EncodeResponse(r.Response)
 		if err != nil {
 			return nil, err
 		}
 		respLen = len(data)
 		set(attrResponse, &types.AttributeValueMemberB{Value: data})
 		if enc != "" {
-			set(attrResponseEnc, avS(enc))
+			set(AttrResponseEnc, AvS(enc))
 		}
 	}
 	if r.Error != "" {
-		set(attrError, avS(r.Error))
+		set(attrError, AvS(r.Error))
 		set(attrRetryable, avBool(r.Retryable))
 		if r.Category != "" {
-			set(attrErrorCategory, avS(string(r.Category)))
+			set(attrErrorCategory, AvS(string(r.Category)))
 		}
 		if r.Public != "" {
-			set(attrErrorPublic, avS(r.Public))
+			set(attrErrorPublic, AvS(r.Public))
 		}
 		if by := r.RefusedBy.String(); by != "" {
-			set(attrRefusedBy, avS(by))
+			set(attrRefusedBy, AvS(by))
 		}
 	}
 	if len(r.Steps) > 0 {
 		set(attrSteps, &types.AttributeValueMemberSS{Value: r.Steps})
 	}
 	if len(r.Outbox) > 0 {
-		data, enc, err := encodeOutbox(r.Outbox)
+		data, enc, err := EncodeOutbox(r.Outbox)
 		if err != nil {
 			return nil, err
 		}
@@ -193,10 +193,10 @@ func (s *schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 		}
 		set(attrOutbox, &types.AttributeValueMemberB{Value: data})
 		if enc != "" {
-			set(attrOutboxEnc, avS(enc))
+			set(attrOutboxEnc, AvS(enc))
 		}
 		if r.OutboxGroup != "" {
-			set(attrOutboxGroup, avS(r.OutboxGroup))
+			set(attrOutboxGroup, AvS(r.OutboxGroup))
 		}
 	}
 	return item, nil
@@ -204,7 +204,7 @@ func (s *schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 
 // unmarshal decodes an item; attributes of the wrong type are an error, missing optional
 // ones are zero.
-func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error) {
+func (s *Schema) Unmarshal(item map[string]types.AttributeValue) (*Record, error) {
 	r := &Record{}
 	var err error
 	str := func(canonical string) string {
@@ -245,14 +245,14 @@ func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error
 	}
 	key, ok := s.recordKey(item)
 	if !ok {
-		return nil, fmt.Errorf("idem: item is not a record of table %s: its key is not %s", s.table, s.describeKey())
+		return nil, fmt.Errorf("idem: item is not a record of table %s: its key is not %s", s.Table, s.describeKey())
 	}
 	r.Key = key
 	r.Status = Status(str(attrStatus))
 	r.LeaseToken = str(attrLeaseToken)
-	r.LeaseUntil = fromMillis(num(attrLeaseUntil))
-	r.Inflight = str(attrInflight)
-	if v := num(attrExpiresAt); v != 0 {
+	r.LeaseUntil = fromMillis(num(AttrLeaseUntil))
+	r.Inflight = str(AttrInflight)
+	if v := num(AttrExpiresAt); v != 0 {
 		r.ExpiresAt = time.Unix(v, 0).UTC()
 	}
 	r.PayloadHash = str(attrPayloadHash)
@@ -260,13 +260,13 @@ func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error
 	r.Category = Category(str(attrErrorCategory))
 	r.Public = str(attrErrorPublic)
 	refusedBy := str(attrRefusedBy)
-	r.Attempt = int(num(attrAttempt))
+	r.Attempt = int(num(AttrAttempt))
 	r.Owner = str(attrOwner)
 	r.CreatedAt = fromMillis(num(attrCreatedAt))
 	r.UpdatedAt = fromMillis(num(attrUpdatedAt))
 	r.Sent = int(num(attrSent))
 	r.OutboxGroup = str(attrOutboxGroup)
-	enc := str(attrResponseEnc)
+	enc := str(AttrResponseEnc)
 	outboxEnc := str(attrOutboxEnc)
 	dead := str(attrOutboxDead)
 	if err != nil {
@@ -287,12 +287,12 @@ func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error
 		r.Steps = v.Value
 	}
 	if v, ok := item[s.n(attrResponse)].(*types.AttributeValueMemberB); ok {
-		if r.Response, err = decodeResponse(v.Value, enc); err != nil {
+		if r.Response, err = DecodeResponse(v.Value, enc); err != nil {
 			return nil, err
 		}
 	}
 	if v, ok := item[s.n(attrOutbox)].(*types.AttributeValueMemberB); ok {
-		if r.Outbox, err = decodeOutbox(v.Value, outboxEnc); err != nil {
+		if r.Outbox, err = DecodeOutbox(v.Value, outboxEnc); err != nil {
 			return nil, err
 		}
 	}
@@ -300,7 +300,7 @@ func (s *schema) unmarshal(item map[string]types.AttributeValue) (*Record, error
 }
 
 // describeKey says what a record's key looks like in the table.
-func (s *schema) describeKey() string {
+func (s *Schema) describeKey() string {
 	if s.sk == "" {
 		return fmt.Sprintf("%s = %q + record key", s.pk, s.prefix)
 	}

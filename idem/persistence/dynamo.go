@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"context"
@@ -35,7 +35,7 @@ const InflightIndex = "inflight"
 // CreateTable's).
 type DynamoStore struct {
 	api DynamoDBAPI
-	s   *schema
+	s   *Schema
 }
 
 var _ Store = (*DynamoStore)(nil)
@@ -51,7 +51,7 @@ func NewDynamoStoreLayout(api DynamoDBAPI, layout Layout) (*DynamoStore, error) 
 	if api == nil {
 		return nil, errors.New("idem: DynamoDB client is nil")
 	}
-	sc, err := layout.schema()
+	sc, err := layout.Schema()
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func NewDynamoStoreLayout(api DynamoDBAPI, layout Layout) (*DynamoStore, error) 
 }
 
 // Table returns the table name.
-func (s *DynamoStore) Table() string { return s.s.table }
+func (s *DynamoStore) Table() string { return s.s.Table }
 
 // Key returns the table key of the record whose key is rk (Client.RecordKey).
 func (s *DynamoStore) Key(rk string) map[string]types.AttributeValue { return s.s.key(rk) }
@@ -67,7 +67,7 @@ func (s *DynamoStore) Key(rk string) map[string]types.AttributeValue { return s.
 // expr builds the attribute names and values of one request: every record attribute
 // goes through a placeholder, so any layout's names work, reserved words included.
 type expr struct {
-	s     *schema
+	s     *Schema
 	names map[string]string
 	vals  map[string]types.AttributeValue
 }
@@ -123,7 +123,7 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	}
 	e := s.expr()
 	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(s.s.table),
+		TableName:                           aws.String(s.s.Table),
 		Item:                                item,
 		ConditionExpression:                 aws.String(e.cond(EventAcquire, condArgs{now: now})),
 		ExpressionAttributeNames:            e.names,
@@ -136,7 +136,7 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 			return nil, true, nil
 		}
 		// The put replaced an expired record that DynamoDB's TTL had not deleted yet.
-		replaced, err := s.s.unmarshal(out.Attributes)
+		replaced, err := s.s.Unmarshal(out.Attributes)
 		if err != nil {
 			return nil, true, nil //nolint:nilerr // the lease is ours; the old record is only advisory
 		}
@@ -149,7 +149,7 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	if len(ccf.Item) == 0 {
 		return nil, false, fmt.Errorf("idem: acquire put: condition failed but the old item was not returned")
 	}
-	old, err := s.s.unmarshal(ccf.Item)
+	old, err := s.s.Unmarshal(ccf.Item)
 	if err != nil {
 		return nil, false, fmt.Errorf("idem: acquire put: %w", err)
 	}
@@ -165,21 +165,21 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, expiresAt, now time.Time) (*Record, error) {
 	e := s.expr()
 	set := []string{
-		e.a(attrLeaseToken) + " = " + e.v("tok", avS(next.Token)),
-		e.a(attrLeaseUntil) + " = " + e.v("lu", avN(epochMillis(next.Until))),
-		e.a(attrStatus) + " = " + e.v("inprogress", avS(string(StatusInProgress))),
-		e.a(attrOwner) + " = " + e.v("owner", avS(next.Owner)),
+		e.a(attrLeaseToken) + " = " + e.v("tok", AvS(next.Token)),
+		e.a(AttrLeaseUntil) + " = " + e.v("lu", avN(epochMillis(next.Until))),
+		e.a(attrStatus) + " = " + e.v("inprogress", AvS(string(StatusInProgress))),
+		e.a(attrOwner) + " = " + e.v("owner", AvS(next.Owner)),
 		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
-		e.a(attrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix())),
+		e.a(AttrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix())),
 	}
 	if s.s.hasIndex() {
-		set = append(set, e.a(attrInflight)+" = "+e.v("shard", avS(next.Shard)))
+		set = append(set, e.a(AttrInflight)+" = "+e.v("shard", AvS(next.Shard)))
 	}
-	update := "SET " + strings.Join(set, ", ") + " ADD " + e.a(attrAttempt) + " " + e.v("one", avN(1)) +
+	update := "SET " + strings.Join(set, ", ") + " ADD " + e.a(AttrAttempt) + " " + e.v("one", avN(1)) +
 		" REMOVE " + e.a(attrError) + ", " + e.a(attrRetryable) + ", " + e.a(attrErrorCategory) + ", " + e.a(attrErrorPublic) + ", " + e.a(attrRefusedBy)
 	cond := e.cond(EventTakeover, seenArgs(seen))
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.s.table),
+		TableName:                 aws.String(s.s.Table),
 		Key:                       s.s.key(seen.Key),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
@@ -192,16 +192,16 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
-		if rec, uerr := s.s.unmarshal(ccf.Item); uerr == nil && rec.LeaseToken == next.Token {
+		if rec, uerr := s.s.Unmarshal(ccf.Item); uerr == nil && rec.LeaseToken == next.Token {
 			return rec, nil
 		}
 	}
 	if err != nil {
 		return nil, fenceErr("takeover", seen.Key, err)
 	}
-	rec, err := s.s.unmarshal(out.Attributes)
+	rec, err := s.s.Unmarshal(out.Attributes)
 	if err != nil {
-		return nil, fmt.Errorf("idem: takeover %s: %w", redact(seen.Key), err)
+		return nil, fmt.Errorf("idem: takeover %s: %w", Redact(seen.Key), err)
 	}
 	return rec, nil
 }
@@ -210,11 +210,11 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 // and the business writes after it. A home write (Completion.Home) is folded into the
 // record's update: its attributes become the record's, its own item is not written.
 func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now time.Time) error {
-	data, enc, err := encodeResponse(c.Response)
+	data, enc, err := EncodeResponse(c.Response)
 	if err != nil {
 		return err
 	}
-	outbox, outboxEnc, err := encodeOutbox(c.Outbox)
+	outbox, outboxEnc, err := EncodeOutbox(c.Outbox)
 	if err != nil {
 		return err
 	}
@@ -227,15 +227,15 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	}
 	e := s.expr()
 	set := []string{
-		e.a(attrStatus) + " = " + e.v("completed", avS(string(StatusCompleted))),
+		e.a(attrStatus) + " = " + e.v("completed", AvS(string(StatusCompleted))),
 		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
 	}
 	var remove []string
 	if home == nil {
-		set = append(set, e.a(attrExpiresAt)+" = "+e.v("exp", avN(c.ExpiresAt.Unix())))
+		set = append(set, e.a(AttrExpiresAt)+" = "+e.v("exp", avN(c.ExpiresAt.Unix())))
 	} else {
 		// The record is the guard's home: it lives as long as the guard, for good.
-		remove = append(remove, e.a(attrExpiresAt))
+		remove = append(remove, e.a(AttrExpiresAt))
 		names := slices.Sorted(maps.Keys(home))
 		for i, name := range names {
 			p := fmt.Sprintf("#h%d", i)
@@ -249,29 +249,29 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 		remove = append(remove, e.a(attrResponse))
 	}
 	if enc != "" {
-		set = append(set, e.a(attrResponseEnc)+" = "+e.v("enc", avS(enc)))
+		set = append(set, e.a(AttrResponseEnc)+" = "+e.v("enc", AvS(enc)))
 	} else {
-		remove = append(remove, e.a(attrResponseEnc))
+		remove = append(remove, e.a(AttrResponseEnc))
 	}
 	if len(outbox) > 0 {
 		// The record stays in the in-flight index until MarkSent, so the reaper finds
 		// messages a crash left unsent (updated_at holds the commit time).
 		set = append(set, e.a(attrOutbox)+" = "+e.v("outbox", &types.AttributeValueMemberB{Value: outbox}))
 		if c.Group != "" {
-			set = append(set, e.a(attrOutboxGroup)+" = "+e.v("group", avS(c.Group)))
+			set = append(set, e.a(attrOutboxGroup)+" = "+e.v("group", AvS(c.Group)))
 		} else {
 			remove = append(remove, e.a(attrOutboxGroup))
 		}
 	} else {
-		remove = append(remove, e.a(attrInflight), e.a(attrOutbox), e.a(attrOutboxGroup))
+		remove = append(remove, e.a(AttrInflight), e.a(attrOutbox), e.a(attrOutboxGroup))
 	}
 	if outboxEnc != "" {
-		set = append(set, e.a(attrOutboxEnc)+" = "+e.v("oenc", avS(outboxEnc)))
+		set = append(set, e.a(attrOutboxEnc)+" = "+e.v("oenc", AvS(outboxEnc)))
 	} else {
 		remove = append(remove, e.a(attrOutboxEnc))
 	}
 	if c.PayloadHash != "" {
-		set = append(set, e.a(attrPayloadHash)+" = "+e.v("ph", avS(c.PayloadHash)))
+		set = append(set, e.a(attrPayloadHash)+" = "+e.v("ph", AvS(c.PayloadHash)))
 	}
 	update := "SET " + strings.Join(set, ", ")
 	if len(remove) > 0 {
@@ -279,7 +279,7 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	}
 	cond := e.cond(EventCommit, condArgs{token: l.Token})
 	upd := &types.Update{
-		TableName:                 aws.String(s.s.table),
+		TableName:                 aws.String(s.s.Table),
 		Key:                       s.s.key(l.Key),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
@@ -305,7 +305,7 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 		return requestErr("complete", l.Key, err)
 	}
 	if len(writes) > MaxWrites {
-		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", redact(l.Key), ErrInvalidRequest, len(writes), MaxWrites)
+		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", Redact(l.Key), ErrInvalidRequest, len(writes), MaxWrites)
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, types.TransactWriteItem{Update: upd})
@@ -322,7 +322,7 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 		if s.completedBy(ctx, l, r[0].Item, now) {
 			return nil
 		}
-		return fmt.Errorf("idem: complete %s: %w", redact(l.Key), ErrLeaseLost)
+		return fmt.Errorf("idem: complete %s: %w", Redact(l.Key), ErrLeaseLost)
 	}
 	return writesRefused("complete", l.Key, tce, err, index)
 }
@@ -340,9 +340,9 @@ func (s *DynamoStore) fold(key string, writes []types.TransactWriteItem, home in
 		return writes, nil, index, nil
 	}
 	h := writes[home].Put
-	if h == nil || aws.ToString(h.TableName) != s.s.table {
+	if h == nil || aws.ToString(h.TableName) != s.s.Table {
 		return nil, nil, nil, fmt.Errorf("idem: complete %s: %w: the record's home (write %d) must be a Put to the record's table %s",
-			redact(key), ErrInvalidRequest, home, s.s.table)
+			Redact(key), ErrInvalidRequest, home, s.s.Table)
 	}
 	attrs := map[string]types.AttributeValue{}
 	for name, v := range h.Item {
@@ -351,7 +351,7 @@ func (s *DynamoStore) fold(key string, writes []types.TransactWriteItem, home in
 		}
 		if slices.Contains(slices.Collect(maps.Values(s.s.names)), name) {
 			return nil, nil, nil, fmt.Errorf("idem: complete %s: %w: the record's home (write %d) sets %s, an attribute of the record",
-				redact(key), ErrInvalidRequest, home, name)
+				Redact(key), ErrInvalidRequest, home, name)
 		}
 		attrs[name] = v
 	}
@@ -395,11 +395,11 @@ func writesRefused(op, key string, tce *types.TransactionCanceledException, err 
 	}
 	switch {
 	case wce != nil:
-		return fmt.Errorf("idem: %s %s: %w", op, redact(key), wce)
+		return fmt.Errorf("idem: %s %s: %w", op, Redact(key), wce)
 	case len(invalid) > 0:
-		return fmt.Errorf("idem: %s %s: %w: %s", op, redact(key), ErrInvalidRequest, strings.Join(invalid, "; "))
+		return fmt.Errorf("idem: %s %s: %w: %s", op, Redact(key), ErrInvalidRequest, strings.Join(invalid, "; "))
 	}
-	return fmt.Errorf("idem: %s %s: transaction: %w", op, redact(key), err)
+	return fmt.Errorf("idem: %s %s: transaction: %w", op, Redact(key), err)
 }
 
 // Put is one conditional PutItem, or one TransactWriteItems holding that put first and
@@ -407,7 +407,7 @@ func writesRefused(op, key string, tce *types.TransactionCanceledException, err 
 // from the failure (ReturnValuesOnConditionCheckFailure=ALL_OLD). A home write is folded
 // into the record, as in Complete.
 func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.TransactWriteItem, seen *Record, now time.Time) (*Record, error) {
-	writes, home, index, err := s.fold(rec.Key, writes, rec.home-1)
+	writes, home, index, err := s.fold(rec.Key, writes, rec.Home-1)
 	if err != nil {
 		return nil, err
 	}
@@ -417,11 +417,11 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	}
 	if home != nil {
 		// The record is the guard's home: it lives as long as the guard, for good.
-		delete(item, s.s.n(attrExpiresAt))
+		delete(item, s.s.n(AttrExpiresAt))
 		maps.Copy(item, home)
 	}
 	if len(writes) > MaxWrites {
-		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
+		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", Redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
 	}
 	e := s.expr()
 	cond := e.cond(EventPut, condArgs{now: now})
@@ -434,7 +434,7 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	existing := func(item map[string]types.AttributeValue) (*Record, error) {
 		old, err := s.recordOf(ctx, rec.Key, item, now)
 		if err != nil {
-			return nil, fmt.Errorf("idem: put %s: %w", redact(rec.Key), err)
+			return nil, fmt.Errorf("idem: put %s: %w", Redact(rec.Key), err)
 		}
 		if old.LeaseToken == rec.LeaseToken {
 			return nil, nil
@@ -443,7 +443,7 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	}
 	if len(writes) == 0 {
 		_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(s.s.table), Item: item, ConditionExpression: aws.String(cond),
+			TableName: aws.String(s.s.Table), Item: item, ConditionExpression: aws.String(cond),
 			ExpressionAttributeNames: e.namesOrNil(), ExpressionAttributeValues: e.valsOrNil(),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
@@ -458,7 +458,7 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(s.s.table), Item: item, ConditionExpression: aws.String(cond),
+		TableName: aws.String(s.s.Table), Item: item, ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.namesOrNil(), ExpressionAttributeValues: e.valsOrNil(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})
@@ -481,7 +481,7 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 // when the service returned none.
 func (s *DynamoStore) recordOf(ctx context.Context, key string, item map[string]types.AttributeValue, now time.Time) (*Record, error) {
 	if len(item) > 0 {
-		return s.s.unmarshal(item)
+		return s.s.Unmarshal(item)
 	}
 	return s.Get(ctx, key, now)
 }
@@ -496,7 +496,7 @@ const MaxWrites = 99
 func requestErr(op, key string, err error) error {
 	var apiErr interface{ ErrorCode() string }
 	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" {
-		return fmt.Errorf("idem: %s %s: %w: %w", op, redact(key), ErrInvalidRequest, err)
+		return fmt.Errorf("idem: %s %s: %w: %w", op, Redact(key), ErrInvalidRequest, err)
 	}
 	return fenceErr(op, key, err)
 }
@@ -511,14 +511,14 @@ func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int,
 	if len(dead) > 0 {
 		raw, err := json.Marshal(dead)
 		if err != nil {
-			return fmt.Errorf("idem: mark sent %s: %w", redact(key), err)
+			return fmt.Errorf("idem: mark sent %s: %w", Redact(key), err)
 		}
-		set = append(set, e.a(attrOutboxDead)+" = "+e.v("dead", avS(string(raw))))
+		set = append(set, e.a(attrOutboxDead)+" = "+e.v("dead", AvS(string(raw))))
 	}
-	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join([]string{e.a(attrOutbox), e.a(attrOutboxEnc), e.a(attrOutboxGroup), e.a(attrInflight)}, ", ")
+	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join([]string{e.a(attrOutbox), e.a(attrOutboxEnc), e.a(attrOutboxGroup), e.a(AttrInflight)}, ", ")
 	cond := e.cond(EventMarkSent, condArgs{token: token})
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.s.table), Key: s.s.key(key),
+		TableName: aws.String(s.s.Table), Key: s.s.key(key),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
 	})
@@ -527,7 +527,7 @@ func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int,
 		return nil // sent and marked by another delivery or the reaper, or gone
 	}
 	if err != nil {
-		return fmt.Errorf("idem: mark sent %s: %w", redact(key), err)
+		return fmt.Errorf("idem: mark sent %s: %w", Redact(key), err)
 	}
 	return nil
 }
@@ -536,10 +536,10 @@ func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int,
 func (s *DynamoStore) Retry(ctx context.Context, key, token, reason string, now time.Time) error {
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s", e.a(attrRetryable), e.v("true", avBool(true)),
-		e.a(attrError), e.v("reason", avS(nonEmpty(reason))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
+		e.a(attrError), e.v("reason", AvS(nonEmpty(reason))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
 	cond := e.cond(EventClear, condArgs{token: token})
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.s.table), Key: s.s.key(key),
+		TableName: aws.String(s.s.Table), Key: s.s.key(key),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
 	})
@@ -569,7 +569,7 @@ func (s *DynamoStore) completedBy(ctx context.Context, l Lease, item map[string]
 func (s *DynamoStore) fenced(ctx context.Context, ev Event, op, key string, a condArgs, e *expr, update string) error {
 	cond := e.cond(ev, a)
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.s.table), Key: s.s.key(key),
+		TableName: aws.String(s.s.Table), Key: s.s.key(key),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
 	})
@@ -580,30 +580,30 @@ func (s *DynamoStore) fenced(ctx context.Context, ev Event, op, key string, a co
 func (s *DynamoStore) FailWith(ctx context.Context, l Lease, f Failure, expiresAt, now time.Time) error {
 	e := s.expr()
 	set := []string{
-		e.a(attrStatus) + " = " + e.v("failed", avS(string(StatusFailed))),
-		e.a(attrError) + " = " + e.v("reason", avS(nonEmpty(f.Reason))),
+		e.a(attrStatus) + " = " + e.v("failed", AvS(string(StatusFailed))),
+		e.a(attrError) + " = " + e.v("reason", AvS(nonEmpty(f.Reason))),
 		e.a(attrRetryable) + " = " + e.v("retryable", avBool(f.Retryable)),
-		e.a(attrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix())),
+		e.a(AttrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix())),
 		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
 	}
-	remove := []string{e.a(attrInflight)}
+	remove := []string{e.a(AttrInflight)}
 	if f.Category != "" {
-		set = append(set, e.a(attrErrorCategory)+" = "+e.v("category", avS(string(f.Category))))
+		set = append(set, e.a(attrErrorCategory)+" = "+e.v("category", AvS(string(f.Category))))
 	} else {
 		remove = append(remove, e.a(attrErrorCategory))
 	}
 	if f.Public != "" {
-		set = append(set, e.a(attrErrorPublic)+" = "+e.v("public", avS(f.Public)))
+		set = append(set, e.a(attrErrorPublic)+" = "+e.v("public", AvS(f.Public)))
 	} else {
 		remove = append(remove, e.a(attrErrorPublic))
 	}
 	if by := f.RefusedBy.String(); by != "" {
-		set = append(set, e.a(attrRefusedBy)+" = "+e.v("refusedby", avS(by)))
+		set = append(set, e.a(attrRefusedBy)+" = "+e.v("refusedby", AvS(by)))
 	} else {
 		remove = append(remove, e.a(attrRefusedBy))
 	}
 	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")
-	return s.fenced(ctx, failEvent(f), "fail", l.Key, condArgs{token: l.Token}, e, update)
+	return s.fenced(ctx, FailEvent(f), "fail", l.Key, condArgs{token: l.Token}, e, update)
 }
 
 // AddStep is one fenced UpdateItem adding to the steps set.
@@ -618,29 +618,29 @@ func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, now tim
 // in-flight index).
 func (s *DynamoStore) Extend(ctx context.Context, l Lease, until, now time.Time) error {
 	e := s.expr()
-	update := fmt.Sprintf("SET %s = %s, %s = %s", e.a(attrLeaseUntil), e.v("lu", avN(epochMillis(until))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
+	update := fmt.Sprintf("SET %s = %s, %s = %s", e.a(AttrLeaseUntil), e.v("lu", avN(epochMillis(until))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
 	return s.fenced(ctx, EventExtend, "extend", l.Key, condArgs{token: l.Token}, e, update)
 }
 
 // Get is a strongly consistent GetItem.
 func (s *DynamoStore) Get(ctx context.Context, key string, now time.Time) (*Record, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.s.table),
+		TableName:      aws.String(s.s.Table),
 		Key:            s.s.key(key),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("idem: get %s: %w", redact(key), err)
+		return nil, fmt.Errorf("idem: get %s: %w", Redact(key), err)
 	}
 	if len(out.Item) == 0 {
-		return nil, fmt.Errorf("idem: get %s: %w", redact(key), ErrNotFound)
+		return nil, fmt.Errorf("idem: get %s: %w", Redact(key), ErrNotFound)
 	}
-	rec, err := s.s.unmarshal(out.Item)
+	rec, err := s.s.Unmarshal(out.Item)
 	if err != nil {
-		return nil, fmt.Errorf("idem: get %s: %w", redact(key), err)
+		return nil, fmt.Errorf("idem: get %s: %w", Redact(key), err)
 	}
 	if rec.expired(now) {
-		return nil, fmt.Errorf("idem: get %s: %w (expired)", redact(key), ErrNotFound)
+		return nil, fmt.Errorf("idem: get %s: %w (expired)", Redact(key), ErrNotFound)
 	}
 	return rec, nil
 }
@@ -657,9 +657,9 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 	}
 	e := s.expr()
 	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.s.table),
+		TableName:                 aws.String(s.s.Table),
 		IndexName:                 aws.String(s.s.index),
-		KeyConditionExpression:    aws.String(fmt.Sprintf("%s = %s AND %s < %s", e.a(attrInflight), e.v("shard", avS(shard)), e.a(attrLeaseUntil), e.v("before", avN(epochMillis(before))))),
+		KeyConditionExpression:    aws.String(fmt.Sprintf("%s = %s AND %s < %s", e.a(AttrInflight), e.v("shard", AvS(shard)), e.a(AttrLeaseUntil), e.v("before", avN(epochMillis(before))))),
 		ExpressionAttributeNames:  e.names,
 		ExpressionAttributeValues: e.vals,
 	}
@@ -673,10 +673,10 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 		}
 		in.ExclusiveStartKey = map[string]types.AttributeValue{}
 		for name, v := range c {
-			if name == s.s.n(attrLeaseUntil) {
+			if name == s.s.n(AttrLeaseUntil) {
 				in.ExclusiveStartKey[name] = &types.AttributeValueMemberN{Value: v}
 			} else {
-				in.ExclusiveStartKey[name] = avS(v)
+				in.ExclusiveStartKey[name] = AvS(v)
 			}
 		}
 	}
@@ -692,7 +692,7 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 			// this store's to list (their reaper lists them).
 			continue
 		}
-		r, err := s.s.unmarshal(item)
+		r, err := s.s.Unmarshal(item)
 		if err != nil {
 			return nil, "", fmt.Errorf("idem: stale shard %s: %w", shard, err)
 		}
@@ -723,8 +723,8 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 func (s *DynamoStore) Reap(ctx context.Context, sl StaleLease, reason string, now time.Time) error {
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s, %s = %s REMOVE %s",
-		e.a(attrStatus), e.v("failed", avS(string(StatusFailed))), e.a(attrError), e.v("reason", avS(nonEmpty(reason))),
-		e.a(attrRetryable), e.v("true", avBool(true)), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))), e.a(attrInflight))
+		e.a(attrStatus), e.v("failed", AvS(string(StatusFailed))), e.a(attrError), e.v("reason", AvS(nonEmpty(reason))),
+		e.a(attrRetryable), e.v("true", avBool(true)), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))), e.a(AttrInflight))
 	return s.fenced(ctx, EventReap, "reap", sl.Key, condArgs{token: sl.Token, leaseUntil: sl.LeaseUntil}, e, update)
 }
 
@@ -735,9 +735,9 @@ func fenceErr(op, key string, err error) error {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return fmt.Errorf("idem: %s %s: %w", op, redact(key), ErrLeaseLost)
+		return fmt.Errorf("idem: %s %s: %w", op, Redact(key), ErrLeaseLost)
 	}
-	return fmt.Errorf("idem: %s %s: %w", op, redact(key), err)
+	return fmt.Errorf("idem: %s %s: %w", op, Redact(key), err)
 }
 
 func nonEmpty(s string) string {
@@ -748,7 +748,7 @@ func nonEmpty(s string) string {
 }
 
 // shardOf spreads keys over n in-flight index shards.
-func shardOf(key string, n int) string {
+func ShardOf(key string, n int) string {
 	if n <= 1 {
 		return "0"
 	}

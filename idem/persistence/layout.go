@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"errors"
@@ -94,7 +94,7 @@ func PowertoolsLayout(table string) Layout {
 // Validate reports what is wrong with the layout (an error wrapping ErrLayout that names
 // every problem), or nil.
 func (l Layout) Validate() error {
-	_, err := l.schema()
+	_, err := l.Schema()
 	return err
 }
 
@@ -115,8 +115,8 @@ func (a *Attributes) SetAttribute(field, name string) error {
 }
 
 // schema is a Layout resolved: every name set, checked.
-type schema struct {
-	table, pk, sk, static, prefix, index string
+type Schema struct {
+	Table, pk, sk, static, prefix, index string
 	names                                map[string]string // canonical attribute -> name in the table
 }
 
@@ -130,10 +130,10 @@ func (a *Attributes) canonical() []struct {
 		name string
 		set  *string
 	}{
-		{attrStatus, &a.Status}, {attrLeaseToken, &a.LeaseToken}, {attrLeaseUntil, &a.LeaseUntil}, {attrInflight, &a.Inflight},
-		{attrExpiresAt, &a.ExpiresAt}, {attrPayloadHash, &a.PayloadHash}, {attrResponse, &a.Response}, {attrResponseEnc, &a.ResponseEnc},
+		{attrStatus, &a.Status}, {attrLeaseToken, &a.LeaseToken}, {AttrLeaseUntil, &a.LeaseUntil}, {AttrInflight, &a.Inflight},
+		{AttrExpiresAt, &a.ExpiresAt}, {attrPayloadHash, &a.PayloadHash}, {attrResponse, &a.Response}, {AttrResponseEnc, &a.ResponseEnc},
 		{attrError, &a.Error}, {attrRetryable, &a.Retryable}, {attrErrorCategory, &a.ErrorCategory}, {attrErrorPublic, &a.ErrorPublic},
-		{attrRefusedBy, &a.RefusedBy}, {attrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrOwner, &a.Owner},
+		{attrRefusedBy, &a.RefusedBy}, {AttrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrOwner, &a.Owner},
 		{attrOutbox, &a.Outbox}, {attrOutboxEnc, &a.OutboxEnc}, {attrOutboxGroup, &a.OutboxGroup}, {attrOutboxDead, &a.OutboxDead},
 		{attrSent, &a.Sent}, {attrCreatedAt, &a.CreatedAt}, {attrUpdatedAt, &a.UpdatedAt},
 	}
@@ -146,10 +146,10 @@ var attrName = regexp.MustCompile(`^[A-Za-z0-9_.#-]{1,255}$`)
 // ErrLayout is wrapped by the errors of an invalid Layout.
 var ErrLayout = errors.New("idem: invalid layout")
 
-func (l Layout) schema() (*schema, error) {
+func (l Layout) Schema() (*Schema, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	s := &schema{table: l.Table, pk: or(l.PartitionKey, attrPK), sk: l.SortKey, prefix: l.KeyPrefix, index: or(l.InflightIndex, InflightIndex), names: map[string]string{}}
+	s := &Schema{Table: l.Table, pk: or(l.PartitionKey, attrPK), sk: l.SortKey, prefix: l.KeyPrefix, index: or(l.InflightIndex, InflightIndex), names: map[string]string{}}
 	if l.Table == "" {
 		bad("Table is empty")
 	}
@@ -212,26 +212,26 @@ func fieldName(canonical string) string {
 
 // defaultSchema is the layout of CreateTable's table (its table name aside); the
 // defaults are valid, and TestLayouts checks it.
-var defaultSchema, _ = Layout{Table: "idempotency"}.schema()
+var defaultSchema, _ = Layout{Table: "idempotency"}.Schema()
 
 // n returns the attribute's name in the table.
-func (s *schema) n(canonical string) string { return s.names[canonical] }
+func (s *Schema) n(canonical string) string { return s.names[canonical] }
 
 // hasIndex reports whether the table has the in-flight index.
-func (s *schema) hasIndex() bool { return s.index != NoIndex }
+func (s *Schema) hasIndex() bool { return s.index != NoIndex }
 
 // key returns the table key of the record key rk.
-func (s *schema) key(rk string) map[string]types.AttributeValue {
+func (s *Schema) key(rk string) map[string]types.AttributeValue {
 	if s.sk == "" {
-		return map[string]types.AttributeValue{s.pk: avS(s.prefix + rk)}
+		return map[string]types.AttributeValue{s.pk: AvS(s.prefix + rk)}
 	}
-	return map[string]types.AttributeValue{s.pk: avS(s.static), s.sk: avS(s.prefix + rk)}
+	return map[string]types.AttributeValue{s.pk: AvS(s.static), s.sk: AvS(s.prefix + rk)}
 }
 
 // recordKey returns the record key of an item of the table, and whether the item is a
 // record of this layout at all (its key attributes are there and carry the prefix and
 // the static value).
-func (s *schema) recordKey(item map[string]types.AttributeValue) (string, bool) {
+func (s *Schema) recordKey(item map[string]types.AttributeValue) (string, bool) {
 	attr := s.pk
 	if s.sk != "" {
 		pk, ok := item[s.pk].(*types.AttributeValueMemberS)
@@ -248,7 +248,7 @@ func (s *schema) recordKey(item map[string]types.AttributeValue) (string, bool) 
 }
 
 // keyAttr is the key attribute whose absence means "no record" in a condition.
-func (s *schema) keyAttr() string {
+func (s *Schema) keyAttr() string {
 	if s.sk != "" {
 		return s.sk
 	}

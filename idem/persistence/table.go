@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 // sort key, if any), and the in-flight index unless the layout has none. A table that
 // holds business items too needs their attribute definitions and indexes added.
 func TableInputFor(layout Layout) (*dynamodb.CreateTableInput, error) {
-	s, err := layout.schema()
+	s, err := layout.Schema()
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func TableInputFor(layout Layout) (*dynamodb.CreateTableInput, error) {
 		keys = append(keys, types.KeySchemaElement{AttributeName: aws.String(s.sk), KeyType: types.KeyTypeRange})
 	}
 	in := &dynamodb.CreateTableInput{
-		TableName:            aws.String(s.table),
+		TableName:            aws.String(s.Table),
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: defs,
 		KeySchema:            keys,
@@ -50,17 +50,17 @@ func TableInputFor(layout Layout) (*dynamodb.CreateTableInput, error) {
 	}
 	if s.hasIndex() {
 		in.AttributeDefinitions = append(in.AttributeDefinitions,
-			types.AttributeDefinition{AttributeName: aws.String(s.n(attrInflight)), AttributeType: types.ScalarAttributeTypeS},
-			types.AttributeDefinition{AttributeName: aws.String(s.n(attrLeaseUntil)), AttributeType: types.ScalarAttributeTypeN})
+			types.AttributeDefinition{AttributeName: aws.String(s.n(AttrInflight)), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(s.n(AttrLeaseUntil)), AttributeType: types.ScalarAttributeTypeN})
 		in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
 			IndexName: aws.String(s.index),
 			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(s.n(attrInflight)), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(s.n(attrLeaseUntil)), KeyType: types.KeyTypeRange},
+				{AttributeName: aws.String(s.n(AttrInflight)), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(s.n(AttrLeaseUntil)), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{
 				ProjectionType:   types.ProjectionTypeInclude,
-				NonKeyAttributes: []string{s.n(attrLeaseToken), s.n(attrOwner), s.n(attrAttempt)},
+				NonKeyAttributes: []string{s.n(attrLeaseToken), s.n(attrOwner), s.n(AttrAttempt)},
 			},
 		}}
 	}
@@ -81,8 +81,8 @@ func CreateTableFor(ctx context.Context, api TableAdmin, layout Layout) error {
 	if err != nil {
 		return err
 	}
-	s, _ := layout.schema()
-	name := s.table
+	s, _ := layout.Schema()
+	name := s.Table
 	_, err = api.CreateTable(ctx, in)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
@@ -94,7 +94,7 @@ func CreateTableFor(ctx context.Context, api TableAdmin, layout Layout) error {
 	_, err = api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(name),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(s.n(attrExpiresAt)),
+			AttributeName: aws.String(s.n(AttrExpiresAt)),
 			Enabled:       aws.Bool(true),
 		},
 	})

@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"errors"
@@ -69,7 +69,7 @@ func (e *WriteConditionError) Error() string {
 
 // redact turns a record key into what errors may show: its scope alone ("payments#…"),
 // for the reasons of redactKey. `idemctl inspect` takes the raw key.
-func redact(pk string) string {
+func Redact(pk string) string {
 	scope, _, ok := strings.Cut(pk, "#")
 	if !ok {
 		return "…"

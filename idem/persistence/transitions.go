@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"fmt"
@@ -194,7 +194,7 @@ func (t Transition) wantStatus(a condArgs) Status {
 var condForms = map[Cond]condForm{
 	CondAbsent: {
 		expr: func(e *expr, _ Transition, a condArgs) string {
-			return fmt.Sprintf("attribute_not_exists(%s) OR %s < %s", e.key(), e.a(attrExpiresAt), e.v("now_s", avN(a.now.Unix())))
+			return fmt.Sprintf("attribute_not_exists(%s) OR %s < %s", e.key(), e.a(AttrExpiresAt), e.v("now_s", avN(a.now.Unix())))
 		},
 		// DynamoDB compares whole seconds: expires_at < now's second.
 		holds: func(r *Record, _ Transition, a condArgs) bool {
@@ -203,19 +203,19 @@ var condForms = map[Cond]condForm{
 	},
 	CondToken: {
 		expr: func(e *expr, _ Transition, a condArgs) string {
-			return e.a(attrLeaseToken) + " = " + e.v("cond_tok", avS(a.token))
+			return e.a(attrLeaseToken) + " = " + e.v("cond_tok", AvS(a.token))
 		},
 		holds: func(r *Record, _ Transition, a condArgs) bool { return r != nil && r.LeaseToken == a.token },
 	},
 	CondStatus: {
 		expr: func(e *expr, t Transition, a condArgs) string {
-			return e.a(attrStatus) + " = " + e.v("cond_status", avS(string(t.wantStatus(a))))
+			return e.a(attrStatus) + " = " + e.v("cond_status", AvS(string(t.wantStatus(a))))
 		},
 		holds: func(r *Record, t Transition, a condArgs) bool { return r != nil && r.Status == t.wantStatus(a) },
 	},
 	CondLease: {
 		expr: func(e *expr, _ Transition, a condArgs) string {
-			return e.a(attrLeaseUntil) + " = " + e.v("cond_lu", avN(epochMillis(a.leaseUntil)))
+			return e.a(AttrLeaseUntil) + " = " + e.v("cond_lu", avN(epochMillis(a.leaseUntil)))
 		},
 		holds: func(r *Record, _ Transition, a condArgs) bool {
 			return r != nil && epochMillis(r.LeaseUntil) == epochMillis(a.leaseUntil)
@@ -300,7 +300,7 @@ var condText = map[Cond]string{
 
 // failEvent is the event of a FailWith of f: a refusal by a business rule, or any other
 // failure.
-func failEvent(f Failure) Event {
+func FailEvent(f Failure) Event {
 	if f.Category == CategoryRefused && f.Retryable {
 		return EventRefuse
 	}

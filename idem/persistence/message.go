@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"encoding/json"
@@ -32,7 +32,7 @@ type Message struct {
 }
 
 // encodeOutbox is the stored form of pending messages (JSON, compressed like responses).
-func encodeOutbox(msgs []Message) ([]byte, string, error) {
+func EncodeOutbox(msgs []Message) ([]byte, string, error) {
 	if len(msgs) == 0 {
 		return nil, "", nil
 	}
@@ -43,8 +43,8 @@ func encodeOutbox(msgs []Message) ([]byte, string, error) {
 	return encodeBlob(raw, "outbox")
 }
 
-func decodeOutbox(data []byte, enc string) ([]Message, error) {
-	raw, err := decodeResponse(data, enc)
+func DecodeOutbox(data []byte, enc string) ([]Message, error) {
+	raw, err := DecodeResponse(data, enc)
 	if err != nil {
 		return nil, fmt.Errorf("idem: outbox: %w", err)
 	}

@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 // Category is what kind of failure a record's error is, for whoever sent the message:
 // the ingress reports it to HTTP callers instead of the error, whose text may name

@@ -1,4 +1,4 @@
-package idem
+package persistence
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 		return nil, false, err
 	}
 	if rec.Response != nil {
-		if _, _, err := encodeResponse(rec.Response); err != nil {
+		if _, _, err := EncodeResponse(rec.Response); err != nil {
 			return nil, false, err
 		}
 	}
@@ -68,11 +68,11 @@ func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	defer m.mu.Unlock()
 	old, ok := m.recs[rec.Key]
 	if !transitionOf(EventAcquire).holds(old, condArgs{now: now}) {
-		return old.clone(), false, nil
+		return old.Clone(), false, nil
 	}
-	m.recs[rec.Key] = rec.clone()
+	m.recs[rec.Key] = rec.Clone()
 	if ok {
-		return old.clone(), true, nil // the expired record it replaced
+		return old.Clone(), true, nil // the expired record it replaced
 	}
 	return nil, true, nil
 }
@@ -82,7 +82,7 @@ func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 func (m *MemoryStore) held(ev Event, op, key string, a condArgs) (*Record, error) {
 	r := m.recs[key]
 	if !transitionOf(ev).holds(r, a) {
-		return nil, fmt.Errorf("idem: %s %s: %w", op, redact(key), ErrLeaseLost)
+		return nil, fmt.Errorf("idem: %s %s: %w", op, Redact(key), ErrLeaseLost)
 	}
 	return r, nil
 }
@@ -103,7 +103,7 @@ func (m *MemoryStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	r.ExpiresAt = expiresAt.Truncate(time.Second)
 	r.Attempt++
 	r.Error, r.Retryable, r.Category, r.Public, r.RefusedBy = "", false, "", "", Delivery{}
-	return r.clone(), nil
+	return r.Clone(), nil
 }
 
 // Complete mirrors the fenced update or transaction. Of the business writes' conditions
@@ -113,11 +113,11 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	if err := ctxErr(ctx, "complete"); err != nil {
 		return err
 	}
-	data, _, err := encodeResponse(c.Response)
+	data, _, err := EncodeResponse(c.Response)
 	if err != nil {
 		return err
 	}
-	outbox, _, err := encodeOutbox(c.Outbox)
+	outbox, _, err := EncodeOutbox(c.Outbox)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now t
 		return fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", ErrResponseTooLarge, len(data)+len(outbox), MaxStoredResponse)
 	}
 	if len(c.Writes) > MaxWrites {
-		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", redact(l.Key), ErrInvalidRequest, len(c.Writes), MaxWrites)
+		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", Redact(l.Key), ErrInvalidRequest, len(c.Writes), MaxWrites)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -168,7 +168,7 @@ func (m *MemoryStore) commitWrites(key, op string, writes []types.TransactWriteI
 		}
 	}
 	if wce != nil {
-		return fmt.Errorf("idem: %s %s: %w", op, redact(key), wce)
+		return fmt.Errorf("idem: %s %s: %w", op, Redact(key), wce)
 	}
 	for _, w := range writes {
 		if id, ok := guardIdentity(w); ok {
@@ -186,11 +186,11 @@ func (m *MemoryStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 	if err := ctxErr(ctx, "put"); err != nil {
 		return nil, err
 	}
-	if _, err := marshalRecord(rec); err != nil {
+	if _, err := MarshalRecord(rec); err != nil {
 		return nil, err
 	}
 	if len(writes) > MaxWrites {
-		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
+		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", Redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -204,14 +204,14 @@ func (m *MemoryStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 			return nil, nil
 		}
 		if !ok {
-			return nil, fmt.Errorf("idem: put %s: %w", redact(rec.Key), ErrNotFound)
+			return nil, fmt.Errorf("idem: put %s: %w", Redact(rec.Key), ErrNotFound)
 		}
-		return old.clone(), nil
+		return old.Clone(), nil
 	}
 	if err := m.commitWrites(rec.Key, "put", writes); err != nil {
 		return nil, err
 	}
-	c := rec.clone()
+	c := rec.Clone()
 	c.LeaseUntil, c.ExpiresAt = c.LeaseUntil.Truncate(time.Millisecond), c.ExpiresAt.Truncate(time.Second)
 	c.CreatedAt, c.UpdatedAt = c.CreatedAt.Truncate(time.Millisecond), c.UpdatedAt.Truncate(time.Millisecond)
 	m.recs[rec.Key] = c
@@ -298,7 +298,7 @@ func (m *MemoryStore) FailWith(ctx context.Context, l Lease, f Failure, expiresA
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(failEvent(f), "fail", l.Key, condArgs{token: l.Token})
+	r, err := m.held(FailEvent(f), "fail", l.Key, condArgs{token: l.Token})
 	if err != nil {
 		return err
 	}
@@ -350,9 +350,9 @@ func (m *MemoryStore) Get(ctx context.Context, key string, now time.Time) (*Reco
 	defer m.mu.Unlock()
 	r, ok := m.recs[key]
 	if !ok || r.expired(now) {
-		return nil, fmt.Errorf("idem: get %s: %w", redact(key), ErrNotFound)
+		return nil, fmt.Errorf("idem: get %s: %w", Redact(key), ErrNotFound)
 	}
-	return r.clone(), nil
+	return r.Clone(), nil
 }
 
 // Stale lists in-flight records of a shard by lease end, like the index query.
