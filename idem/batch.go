@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -48,7 +49,7 @@ type BatchConfig struct {
 	Logger *slog.Logger
 	// Metrics counts records by outcome (optional). The processor does not flush it: the
 	// caller flushes once per invocation, after Process.
-	Metrics *Metrics
+	Metrics *emf.Metrics
 	// Keys name a record's FIFO group in its log line by its keyed hash, group_hash
 	// (Keys.LogHash): a group is often a business id (the ledger's account). Without them
 	// the group is left out.
@@ -85,7 +86,7 @@ type BatchProcessor struct {
 	concurrency int
 	margin      time.Duration
 	log         *slog.Logger
-	metrics     *Metrics
+	metrics     *emf.Metrics
 	outbox      Deliverer
 	tr          tracer
 	keys        *Keys
@@ -226,12 +227,12 @@ func (p *BatchProcessor) send(ctx context.Context, recs []events.SQSMessage, uni
 	errs := p.outbox.Deliver(ctx, pendings)
 	failed := map[int]error{}
 	for n, err := range errs {
-		p.metrics.Add(MetricOutboundDeadLettered, len(pendings[n].Dead))
+		p.metrics.Add(emf.MetricOutboundDeadLettered, len(pendings[n].Dead))
 		if err != nil {
 			failed[idx[n]] = err
-			p.metrics.Add(MetricOutboundUnsent, 1)
+			p.metrics.Add(emf.MetricOutboundUnsent, 1)
 		} else {
-			p.metrics.Add(MetricOutboundSent, len(pendings[n].Messages)-len(pendings[n].Dead))
+			p.metrics.Add(emf.MetricOutboundSent, len(pendings[n].Messages)-len(pendings[n].Dead))
 		}
 	}
 	if len(failed) == 0 {
@@ -245,10 +246,10 @@ func (p *BatchProcessor) send(ctx context.Context, recs []events.SQSMessage, uni
 				outcomes[i] = outcomeRetry
 				causes[i] = fmt.Errorf("idem: not acknowledged: %w", failed[i])
 				group = true
-				p.metrics.Add(MetricRetry, 1)
+				p.metrics.Add(emf.MetricRetry, 1)
 			case group && outcomes[i] == outcomeOK && recs[i].Attributes["MessageGroupId"] != "":
 				outcomes[i] = outcomeSkippedGroup
-				p.metrics.Add(MetricSkipped, 1)
+				p.metrics.Add(emf.MetricSkipped, 1)
 				// The group is not named: its line carries its keyed hash (group_hash).
 				causes[i] = errors.New("idem: not acknowledged: the outbound messages of an earlier record of its group were not sent")
 			}
@@ -289,7 +290,7 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 		}
 		if msg.MessageId == "" {
 			outcomes[i] = outcomeInvalid
-			p.metrics.Add(MetricSkipped, 1)
+			p.metrics.Add(emf.MetricSkipped, 1)
 			p.logRecord(ctx, msg, outcomeInvalid, 0, errors.New("idem: record has no messageId"), false)
 		} else {
 			rctx := context.WithValue(ctx, messageKey{}, msg)
@@ -340,7 +341,7 @@ func (p *BatchProcessor) lateErr(ctx context.Context) error {
 func (p *BatchProcessor) skip(ctx context.Context, recs []events.SQSMessage, idx []int, outcomes []outcome, o outcome, cause error) {
 	for _, i := range idx {
 		outcomes[i] = o
-		p.metrics.Add(MetricSkipped, 1)
+		p.metrics.Add(emf.MetricSkipped, 1)
 		p.logRecord(ctx, recs[i], o, 0, cause, false)
 	}
 }
@@ -361,12 +362,12 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 		o = outcomeOK
 	case !permanent:
 		o = outcomeRetry
-		p.metrics.Add(MetricRetry, 1)
+		p.metrics.Add(emf.MetricRetry, 1)
 	case p.deadLetter == nil:
 		o = outcomeRetry
-		p.metrics.Add(MetricPermanentFailure, 1)
+		p.metrics.Add(emf.MetricPermanentFailure, 1)
 	default:
-		p.metrics.Add(MetricPermanentFailure, 1)
+		p.metrics.Add(emf.MetricPermanentFailure, 1)
 		dctx, dspan := p.startSpan(ctx, SpanDeadLetter)
 		dlErr := p.call("dead-letter", func() error { return p.deadLetter.DeadLetter(dctx, msg, err) })
 		endSpan(dspan, dlErr)
@@ -375,7 +376,7 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 			err = errors.Join(err, dlErr)
 		} else {
 			o = outcomeDeadLettered
-			p.metrics.Add(MetricDeadLettered, 1)
+			p.metrics.Add(emf.MetricDeadLettered, 1)
 		}
 	}
 	d := time.Since(start)

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
@@ -545,7 +546,7 @@ func TestBatchProcessorMissingMessageID(t *testing.T) {
 
 func TestBatchProcessorLogsAndMetrics(t *testing.T) {
 	var logs bytes.Buffer
-	m := idem.NewMetrics(nil, "ns", "svc")
+	m := emf.NewMetrics(nil, "ns", "svc")
 	rec := &recorder{fail: map[string]error{
 		"A1": idem.Permanent(errors.New("bad")),
 		"B1": errTransient,
@@ -603,10 +604,10 @@ func TestBatchProcessorLogsAndMetrics(t *testing.T) {
 	}
 
 	want := map[string]float64{
-		idem.MetricPermanentFailure: 2, // A1 (dead-lettered), C1 (dead-letter failed)
-		idem.MetricDeadLettered:     1,
-		idem.MetricRetry:            2, // B1, D1 (panic)
-		idem.MetricSkipped:          1, // B2
+		emf.MetricPermanentFailure: 2, // A1 (dead-lettered), C1 (dead-letter failed)
+		emf.MetricDeadLettered:     1,
+		emf.MetricRetry:            2, // B1, D1 (panic)
+		emf.MetricSkipped:          1, // B2
 	}
 	if got := m.Snapshot(); !mapsEqual(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
@@ -738,7 +739,7 @@ func TestBatchOnADoneContextRunsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics := idem.NewMetrics(nil, "ns", "test")
+	metrics := emf.NewMetrics(nil, "ns", "test")
 	bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
@@ -753,7 +754,7 @@ func TestBatchOnADoneContextRunsNothing(t *testing.T) {
 	// random).
 	resp, err := bp.Process(canceledNotDone{context.Background()}, ev)
 	snap := metrics.Snapshot()
-	if err != nil || len(resp.BatchItemFailures) != 10 || runs.Load() != 0 || mem.Len() != 0 || snap[idem.MetricSkipped] != 10 || snap[idem.MetricRetry] != 0 {
+	if err != nil || len(resp.BatchItemFailures) != 10 || runs.Load() != 0 || mem.Len() != 0 || snap[emf.MetricSkipped] != 10 || snap[emf.MetricRetry] != 0 {
 		t.Fatalf("a batch on a canceled context: %d failures, %v, %d runs, %d records, metrics %v; want all 10 skipped and nothing run or written",
 			len(resp.BatchItemFailures), err, runs.Load(), mem.Len(), snap)
 	}

@@ -15,6 +15,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
@@ -251,7 +252,7 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 			}
 			return idem.Result{Messages: []idem.Message{{QueueURL: out, Body: body, GroupID: "g"}}}, nil
 		})
-		metrics := idem.NewMetrics(nil, "ns", "test")
+		metrics := emf.NewMetrics(nil, "ns", "test")
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = client; cfg.OutboxDeadLetter = dl })
 		bp := sqsProcessor(t, c, handler, idem.BatchConfig{Metrics: metrics})
 		ev := events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "big-1", `{"n":1}`), keyedFIFORecord("m-2", "in", "small-2", `{"n":2}`)}}
@@ -271,9 +272,9 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 		if rec := e.record(t, c, "small-2"); rec.Sent != 1 || len(rec.Dead) != 0 {
 			t.Fatalf("record of small-2: sent %d, dead %+v; want its message sent", rec.Sent, rec.Dead)
 		}
-		if got := metrics.Snapshot(); got[idem.MetricOutboundDeadLettered] != 1 || got[idem.MetricOutboundSent] != 1 {
-			t.Fatalf("%s = %v, %s = %v; want 1 and 1 (small-2's message)", idem.MetricOutboundDeadLettered, got[idem.MetricOutboundDeadLettered],
-				idem.MetricOutboundSent, got[idem.MetricOutboundSent])
+		if got := metrics.Snapshot(); got[emf.MetricOutboundDeadLettered] != 1 || got[emf.MetricOutboundSent] != 1 {
+			t.Fatalf("%s = %v, %s = %v; want 1 and 1 (small-2's message)", emf.MetricOutboundDeadLettered, got[emf.MetricOutboundDeadLettered],
+				emf.MetricOutboundSent, got[emf.MetricOutboundSent])
 		}
 		// The reaper's sweep: two keys left pending by a crash, the oversize one first.
 		crashed := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &failingSender{} })

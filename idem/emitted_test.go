@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
@@ -50,7 +51,7 @@ func TestNothingEmittedNamesAKeyAGroupACallerOrABody(t *testing.T) {
 	tp, spans := spanRecorder(t)
 	var logs, metricsOut bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	metrics := idem.NewMetrics(&metricsOut, "ns", "svc")
+	metrics := emf.NewMetrics(&metricsOut, "ns", "svc")
 	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: unreachableSQS{}, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)

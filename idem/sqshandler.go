@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
@@ -29,7 +30,7 @@ type SQSConfig struct {
 	Logger *slog.Logger
 	// Metrics counts acquisitions, duplicates, in-progress and lost leases, and observes
 	// the handler duration (optional). Failures are counted by BatchProcessor.
-	Metrics *Metrics
+	Metrics *emf.Metrics
 	// Visibility, when set, hides a message that finds its key held by a live lease
 	// until that lease ends, and a message whose handler extends its lease until the new
 	// end, so that waiting on a lease never costs a receive (optional; see Visibility).
@@ -79,29 +80,29 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		start := time.Now()
 		res, err := h.Handle(vis.withDelivery(ctx, msg), &Request{Key: key, Payload: []byte(msg.Body)})
 		d := time.Since(start)
-		metrics.Observe(MetricHandlerDuration, float64(d.Microseconds())/1000)
+		metrics.Observe(emf.MetricHandlerDuration, float64(d.Microseconds())/1000)
 
 		level := slog.LevelInfo
 		var outcome string
 		switch {
 		case err == nil && res.Replayed:
 			outcome = "duplicate"
-			metrics.Add(MetricDuplicate, 1)
+			metrics.Add(emf.MetricDuplicate, 1)
 		case err == nil && res.Guarded:
 			outcome = "guarded_duplicate"
-			metrics.Add(MetricGuarded, 1)
+			metrics.Add(emf.MetricGuarded, 1)
 			attrs = append(attrs, slog.Int("attempt", res.Attempt))
 		case err == nil:
 			outcome = "applied"
-			metrics.Add(MetricAcquired, 1)
+			metrics.Add(emf.MetricAcquired, 1)
 			attrs = append(attrs, slog.Int("attempt", res.Attempt))
 		case errors.Is(err, ErrInProgress):
 			outcome = "in_progress"
-			metrics.Add(MetricInProgress, 1)
+			metrics.Add(emf.MetricInProgress, 1)
 			vis.inProgress(ctx, msg, err)
 		case errors.Is(err, persistence.ErrLeaseLost):
 			outcome, level = "lease_lost", slog.LevelError
-			metrics.Add(MetricLeaseLost, 1)
+			metrics.Add(emf.MetricLeaseLost, 1)
 		case IsPermanent(err):
 			outcome, level = "permanent", slog.LevelWarn
 		default:

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
@@ -97,7 +98,7 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 		"k-bad":   idem.Permanent(errors.New("invalid amount")),
 		"k-flaky": errors.New("gateway timeout"),
 	}}
-	m := idem.NewMetrics(nil, "ns", "svc")
+	m := emf.NewMetrics(nil, "ns", "svc")
 	keys := testKeys(t)
 	rf, err := idem.NewSQSHandler(idem.SQSConfig{
 		Client: newClient(t), Handler: h, KeyField: "payment_id", Metrics: m,
@@ -172,7 +173,7 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 			}
 		})
 	}
-	want := map[string]float64{idem.MetricAcquired: 2, idem.MetricDuplicate: 1}
+	want := map[string]float64{emf.MetricAcquired: 2, emf.MetricDuplicate: 1}
 	if got := m.Snapshot(); !mapsEqual(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
 	}
@@ -181,7 +182,7 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 func TestSQSHandlerInProgress(t *testing.T) {
 	release := make(chan struct{})
 	h := &countingHandler{block: map[string]chan struct{}{"k": release}, start: make(chan string, 1)}
-	m := idem.NewMetrics(nil, "ns", "svc")
+	m := emf.NewMetrics(nil, "ns", "svc")
 	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -201,14 +202,14 @@ func TestSQSHandlerInProgress(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Errorf("first delivery: %v", err)
 	}
-	if got := m.Snapshot(); got[idem.MetricInProgress] != 1 || got[idem.MetricAcquired] != 1 {
+	if got := m.Snapshot(); got[emf.MetricInProgress] != 1 || got[emf.MetricAcquired] != 1 {
 		t.Errorf("metrics = %v", got)
 	}
 }
 
 func TestSQSHandlerThroughBatchProcessor(t *testing.T) {
 	h := &countingHandler{fail: map[string]error{"k-poison": idem.Permanent(errors.New("bad"))}}
-	m := idem.NewMetrics(nil, "ns", "svc")
+	m := emf.NewMetrics(nil, "ns", "svc")
 	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +249,7 @@ func TestSQSHandlerThroughBatchProcessor(t *testing.T) {
 		t.Errorf("m5 dead-lettered with %v, want ErrMissingKey", dl.causes)
 	}
 	want := map[string]float64{
-		idem.MetricAcquired: 3, idem.MetricDuplicate: 1, idem.MetricPermanentFailure: 2, idem.MetricDeadLettered: 2,
+		emf.MetricAcquired: 3, emf.MetricDuplicate: 1, emf.MetricPermanentFailure: 2, emf.MetricDeadLettered: 2,
 	}
 	if got := m.Snapshot(); !mapsEqual(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
@@ -295,7 +296,7 @@ func TestNewSQSHandlerValidation(t *testing.T) {
 // HandlerDuration metric, in milliseconds.
 func TestSQSHandlerObservesTheHandlersDuration(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "ns", "svc")
+	m := emf.NewMetrics(&buf, "ns", "svc")
 	h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		time.Sleep(30 * time.Millisecond)
 		return idem.Result{}, nil
@@ -312,7 +313,7 @@ func TestSQSHandlerObservesTheHandlersDuration(t *testing.T) {
 	}
 	_, raw := parseEMF(t, buf.String())
 	var ms float64
-	switch v := raw[0][idem.MetricHandlerDuration].(type) {
+	switch v := raw[0][emf.MetricHandlerDuration].(type) {
 	case float64:
 		ms = v
 	case []any:
@@ -341,7 +342,7 @@ func TestSQSHandlerCountsAGuardedDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	m := idem.NewMetrics(nil, "ns", "svc")
+	m := emf.NewMetrics(nil, "ns", "svc")
 	guarded := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Writes: []types.TransactWriteItem{journal(e, "pay-g"), e.bizWrite("pay-g")}, Guards: []int{0}}, nil
 	})
@@ -352,7 +353,7 @@ func TestSQSHandlerCountsAGuardedDuplicate(t *testing.T) {
 	if err := rf(ctx, keyedMsg("m2", "key-2", `{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Snapshot(); got[idem.MetricGuarded] != 1 || got[idem.MetricAcquired] != 0 {
+	if got := m.Snapshot(); got[emf.MetricGuarded] != 1 || got[emf.MetricAcquired] != 0 {
 		t.Errorf("metrics %v, want one guarded and none acquired", got)
 	}
 	if lines := logLines(t, &logs); len(lines) != 1 || lines[0]["outcome"] != "guarded_duplicate" {

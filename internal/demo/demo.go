@@ -32,6 +32,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -535,10 +536,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	seenMu.Unlock()
 	s.SuppressedBySQS = s.Sent - s.Delivered
 	s.DedupRepeats = producer.repeats()
-	s.SuppressedByDynamo = c[idem.MetricDuplicate]
-	s.InProgress = c[idem.MetricInProgress]
-	s.Guarded = c[idem.MetricGuarded]
-	s.LeaseLost = c[idem.MetricLeaseLost]
+	s.SuppressedByDynamo = c[emf.MetricDuplicate]
+	s.InProgress = c[emf.MetricInProgress]
+	s.Guarded = c[emf.MetricGuarded]
+	s.LeaseLost = c[emf.MetricLeaseLost]
 	s.LastProgress = counts.lastProgress()
 	var redriven []string // bodies SQS moved itself
 	var reasons []string  // every dead letter's full reason
@@ -630,7 +631,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			return s, err
 		}
 	}
-	s.AppliedByMetrics = c[idem.MetricAcquired]
+	s.AppliedByMetrics = c[emf.MetricAcquired]
 	var applicable []example.Message // every valid message not parked; never a decoy
 	for _, p := range valid {
 		if !parked[p.ID] {
@@ -868,11 +869,11 @@ func (e *emfCounts) Write(p []byte) (int, error) {
 		if json.Unmarshal([]byte(line), &doc) != nil {
 			continue
 		}
-		for _, name := range []string{idem.MetricAcquired, idem.MetricDuplicate, idem.MetricInProgress, idem.MetricLeaseLost,
-			idem.MetricPermanentFailure, idem.MetricDeadLettered, idem.MetricRetry, idem.MetricGuarded} {
+		for _, name := range []string{emf.MetricAcquired, emf.MetricDuplicate, emf.MetricInProgress, emf.MetricLeaseLost,
+			emf.MetricPermanentFailure, emf.MetricDeadLettered, emf.MetricRetry, emf.MetricGuarded} {
 			if v, ok := doc[name].(float64); ok {
 				e.c[name] += int(v)
-				if v > 0 && (name == idem.MetricAcquired || name == idem.MetricDuplicate || name == idem.MetricGuarded) {
+				if v > 0 && (name == emf.MetricAcquired || name == emf.MetricDuplicate || name == emf.MetricGuarded) {
 					e.last = time.Now()
 				}
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
@@ -70,7 +71,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	// (idemctl run, tests): writes are serialized.
 	d.Logs, d.Metrics = syncw.New(d.Logs), syncw.New(d.Metrics)
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "consumer")
-	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
+	metrics := emf.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
 
 	layout := cfg.Layout
 	if layout.Table == "" {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
@@ -66,7 +67,7 @@ type App struct {
 	sqs      SQSAPI
 	clock    func() time.Time
 	log      *slog.Logger
-	metrics  *idem.Metrics
+	metrics  *emf.Metrics
 	tracer   trace.TracerProvider
 }
 
@@ -102,7 +103,7 @@ func New(cfg Config, d Deps) (*App, error) {
 	return &App{
 		cfg: cfg, store: &store{api: d.DynamoDB, table: cfg.IngressTable}, consumer: consumer, sqs: d.SQS, clock: d.Clock,
 		log:     slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "ingress"),
-		metrics: idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"), tracer: d.Tracer,
+		metrics: emf.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"), tracer: d.Tracer,
 	}, nil
 }
 

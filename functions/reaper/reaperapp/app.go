@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -138,7 +139,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
-	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
+	metrics := emf.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
 	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS, Tracer: d.Tracer}
 	if cfg.DLQURL != "" && d.SQS != nil {
 		r.DeadLetter = &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper", Keys: cfg.Keys}
@@ -146,9 +147,9 @@ func New(cfg Config, d Deps) (Handler, error) {
 	return tracing.Invocation(d.Tracer, "reaper", trace.SpanKindInternal, "timer", nil, func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
 		start := time.Now()
 		res, err := r.Sweep(ctx)
-		metrics.Add(idem.MetricReaped, res.Reaped)
-		metrics.Add(idem.MetricOutboundByReaper, res.Sent)
-		metrics.Add(idem.MetricOutboundDeadLettered, res.DeadLettered)
+		metrics.Add(emf.MetricReaped, res.Reaped)
+		metrics.Add(emf.MetricOutboundByReaper, res.Sent)
+		metrics.Add(emf.MetricOutboundDeadLettered, res.DeadLettered)
 		incomplete := 0
 		if err != nil || res.Truncated {
 			incomplete = 1

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
@@ -62,9 +63,9 @@ func TestScheduledSweep(t *testing.T) {
 	now = now.Add(2 * time.Minute) // the crashed lease ended a minute ago
 	mu.Unlock()
 
-	var logs, emf bytes.Buffer
+	var logs, emfOut bytes.Buffer
 	cfg := reaperapp.Config{IdempotencyTable: table, Shards: 3, Grace: 30 * time.Second, Margin: time.Second, MetricsNamespace: "Test"}
-	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: ddb, Logs: &logs, Metrics: &emf, Clock: clock})
+	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: ddb, Logs: &logs, Metrics: &emfOut, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +93,8 @@ func TestScheduledSweep(t *testing.T) {
 		}
 	}
 	var line map[string]any
-	if err := json.Unmarshal(emf.Bytes(), &line); err != nil || line[idem.MetricReaped] != float64(1) || line["Service"] != "reaper" {
-		t.Fatalf("EMF line %q: %v", emf.String(), err)
+	if err := json.Unmarshal(emfOut.Bytes(), &line); err != nil || line[emf.MetricReaped] != float64(1) || line["Service"] != "reaper" {
+		t.Fatalf("EMF line %q: %v", emfOut.String(), err)
 	}
 	if !strings.Contains(logs.String(), `"reaped":1`) {
 		t.Fatalf("log: %s", logs.String())
@@ -104,16 +105,16 @@ func TestScheduledSweep(t *testing.T) {
 		t.Fatalf("late holder: %v", err)
 	}
 	// A second sweep finds nothing and still reports a zero metric.
-	emf.Reset()
+	emfOut.Reset()
 	out, _ = lambda.NewHandler(h).Invoke(ctx, raw)
 	if err := json.Unmarshal(out, &res); err != nil || res.Reaped != 0 {
 		t.Fatalf("second sweep %s", out)
 	}
-	if !strings.Contains(emf.String(), `"StaleLocksReaped":0`) {
-		t.Fatalf("zero metric missing: %s", emf.String())
+	if !strings.Contains(emfOut.String(), `"StaleLocksReaped":0`) {
+		t.Fatalf("zero metric missing: %s", emfOut.String())
 	}
 	// Both sweeps went through every shard: SweepIncomplete is there, at 0.
-	if got := emfValue(t, emf.String(), reaperapp.MetricSweepIncomplete); got != 0 {
+	if got := emfValue(t, emfOut.String(), reaperapp.MetricSweepIncomplete); got != 0 {
 		t.Errorf("%s = %v after a complete sweep, want 0", reaperapp.MetricSweepIncomplete, got)
 	}
 }
