@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -53,7 +54,7 @@ type BatchConfig struct {
 	// Keys name a record's FIFO group in its log line by its keyed hash, group_hash
 	// (Keys.LogHash): a group is often a business id (the ledger's account). Without them
 	// the group is left out.
-	Keys *Keys
+	Keys *sqsmsg.Keys
 	// Outbox sends the outbound messages that the records' handlers committed (the
 	// *Client whose middleware Handle runs). With it, the messages of the whole batch go
 	// out together once every record has run, with SendMessageBatch, and a record is
@@ -89,7 +90,7 @@ type BatchProcessor struct {
 	metrics     *emf.Metrics
 	outbox      Deliverer
 	tr          tracer
-	keys        *Keys
+	keys        *sqsmsg.Keys
 }
 
 // NewBatchProcessor validates cfg and returns a BatchProcessor.
@@ -487,3 +488,9 @@ func deliveryOf(ctx context.Context) persistence.Delivery {
 	}
 	return persistence.Delivery{MessageID: m.MessageId, ReceiveCount: n}
 }
+
+// SQSDeadLetter dead-letters both a batch's records and the outbox's refused messages.
+var (
+	_ DeadLetterer         = (*sqsmsg.SQSDeadLetter)(nil)
+	_ OutboundDeadLetterer = (*sqsmsg.SQSDeadLetter)(nil)
+)

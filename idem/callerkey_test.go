@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // TestCallerKeyIsOneToOne: two (namespace, key) pairs never share a caller key, nor,
@@ -71,8 +72,8 @@ func TestForgedKeyIsRefused(t *testing.T) {
 	body := `{"payment_id":"` + ck + `","amount_cents":1}`
 	signed := func(key, body, signedBody string) events.SQSMessage {
 		return events.SQSMessage{MessageId: "m", Body: body, MessageAttributes: map[string]events.SQSMessageAttribute{
-			idem.KeyAttribute:              {DataType: "String", StringValue: aws.String(key)},
-			idem.IngressSignatureAttribute: {DataType: "String", StringValue: aws.String(keys.SignIngress(key, signedBody))},
+			idem.KeyAttribute:                {DataType: "String", StringValue: aws.String(key)},
+			sqsmsg.IngressSignatureAttribute: {DataType: "String", StringValue: aws.String(keys.SignIngress(key, signedBody))},
 		}}
 	}
 	rule := idem.KeyRule{Source: idem.KeyFromMessage, Field: "payment_id", Keys: keys}
@@ -84,7 +85,7 @@ func TestForgedKeyIsRefused(t *testing.T) {
 		"attribute, another's body": signed(ck, `{"amount_cents":999}`, body),
 		"attribute, a bad signature": func() events.SQSMessage {
 			m := signed(ck, body, body)
-			m.MessageAttributes[idem.IngressSignatureAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String(strings.Repeat("0", 64))}
+			m.MessageAttributes[sqsmsg.IngressSignatureAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String(strings.Repeat("0", 64))}
 			return m
 		}(),
 		"deduplication id": {MessageId: "m", Body: body, Attributes: map[string]string{"MessageDeduplicationId": ck}},
@@ -96,7 +97,7 @@ func TestForgedKeyIsRefused(t *testing.T) {
 			t.Errorf("%s: key %q, %v; want a permanent ErrForgedKey", what, k, err)
 		}
 	}
-	if _, err := rule.Key(keyedMsg("m", ck, body)); err == nil || !strings.Contains(err.Error(), "no valid "+idem.IngressSignatureAttribute) {
+	if _, err := rule.Key(keyedMsg("m", ck, body)); err == nil || !strings.Contains(err.Error(), "no valid "+sqsmsg.IngressSignatureAttribute) {
 		t.Errorf("unsigned: %v; want the missing signature named", err)
 	}
 	if _, err := (idem.KeyRule{Source: idem.KeyFromMessage}).Key(signed(ck, body, body)); !errors.Is(err, idem.ErrForgedKey) || !strings.Contains(err.Error(), "no stack secret") {

@@ -15,6 +15,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // deliverTimeout bounds the sends and the marking of one Deliver call when the caller's
@@ -187,7 +188,7 @@ func (d *outboxRun) sendQueue(ctx context.Context, qn int, queue string, entries
 			continue
 		}
 		n := e.size()
-		if len(batch) == maxBatchEntries || (len(batch) > 0 && size+n > maxBatchBytes) {
+		if len(batch) == sqsmsg.MaxBatchEntries || (len(batch) > 0 && size+n > sqsmsg.MaxBatchBytes) {
 			flush()
 			if why, ok := stopped[e.msg.GroupID]; ok && fifo {
 				d.fail(e.pending, why, qn)
@@ -349,14 +350,14 @@ func batchEntry(i int, e sendEntry) sqstypes.SendMessageBatchRequestEntry {
 	if len(m.Attributes) > 0 {
 		entry.MessageAttributes = make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes))
 		for _, name := range slices.Sorted(maps.Keys(m.Attributes)) {
-			entry.MessageAttributes[name] = stringAttribute(m.Attributes[name])
+			entry.MessageAttributes[name] = sqsmsg.StringAttribute(m.Attributes[name])
 		}
 	}
 	if e.traceparent != "" {
 		if entry.MessageAttributes == nil {
 			entry.MessageAttributes = map[string]sqstypes.MessageAttributeValue{}
 		}
-		entry.MessageAttributes[TraceParentAttribute] = stringAttribute(e.traceparent)
+		entry.MessageAttributes[TraceParentAttribute] = sqsmsg.StringAttribute(e.traceparent)
 	}
 	if e.amzn != "" {
 		entry.MessageSystemAttributes = map[string]sqstypes.MessageSystemAttributeValue{

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"testing"
 )
 
@@ -9,8 +10,8 @@ import (
 // name, type and value), the traceparent it carries included, so that the batches built
 // on these sizes stay within SQS's limit with tracing on.
 func TestSendEntrySize(t *testing.T) {
-	m := &persistence.Message{Body: "0123456789", Attributes: map[string]string{KeyAttribute: "k#0"}}
-	plain := len("0123456789") + len(KeyAttribute) + len("String") + len("k#0")
+	m := &persistence.Message{Body: "0123456789", Attributes: map[string]string{sqsmsg.KeyAttribute: "k#0"}}
+	plain := len("0123456789") + len(sqsmsg.KeyAttribute) + len("String") + len("k#0")
 	if got := (sendEntry{msg: m}).size(); got != plain {
 		t.Errorf("without a traceparent: %d bytes, want %d", got, plain)
 	}

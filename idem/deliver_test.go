@@ -17,6 +17,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -167,8 +168,8 @@ func TestDeliverSplitsRequestsAt256KiB(t *testing.T) {
 			return idem.Message{QueueURL: out, Body: strings.Repeat("y", size-overhead), GroupID: "g", Attributes: map[string]string{idem.KeyAttribute: key}}
 		}
 		for name, msgs := range map[string][]idem.Message{
-			"two halves":  {exact("half-a", idem.MaxOutboundMessageBytes/2), exact("half-b", idem.MaxOutboundMessageBytes/2)},
-			"the largest": {exact("largest", idem.MaxOutboundMessageBytes)},
+			"two halves":  {exact("half-a", sqsmsg.MaxOutboundMessageBytes/2), exact("half-b", sqsmsg.MaxOutboundMessageBytes/2)},
+			"the largest": {exact("largest", sqsmsg.MaxOutboundMessageBytes)},
 		} {
 			counted.n.Store(0)
 			if _, err := c.Do(ctx, req(name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
@@ -197,7 +198,7 @@ func TestOversizeMessageAloneIsNotSentTwice(t *testing.T) {
 		counted := &flakySender{api: client}
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) {
 			cfg.Sender = counted
-			cfg.OutboxDeadLetter = &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
+			cfg.OutboxDeadLetter = &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
 		})
 		big := strings.Repeat("x", 2000)
 		if _, err := c.Do(ctx, req("big-alone", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
@@ -243,7 +244,7 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 		client := awstest.SQS(t)
 		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
 		dlq := fifoQueue(t, client, "dlq", nil)
-		dl := &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
+		dl := &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
 		big := strings.Repeat("x", 2000)
 		handler := idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
 			body := "small " + r.Key
@@ -304,11 +305,11 @@ func checkDeadOutbound(t *testing.T, client *sqs.Client, dlq, out, body string) 
 		t.Fatalf("dead-letter queue holds %d messages, want the oversize one", len(got))
 	}
 	a := got[0].MessageAttributes
-	if q := aws.ToString(a[idem.DLQOutboundQueueAttribute].StringValue); q != out {
-		t.Errorf("%s = %q, want %q", idem.DLQOutboundQueueAttribute, q, out)
+	if q := aws.ToString(a[sqsmsg.DLQOutboundQueueAttribute].StringValue); q != out {
+		t.Errorf("%s = %q, want %q", sqsmsg.DLQOutboundQueueAttribute, q, out)
 	}
-	if r := aws.ToString(a[idem.DLQReasonAttribute].StringValue); !strings.Contains(r, "1024") {
-		t.Errorf("%s = %q, want the queue's refusal", idem.DLQReasonAttribute, r)
+	if r := aws.ToString(a[sqsmsg.DLQReasonAttribute].StringValue); !strings.Contains(r, "1024") {
+		t.Errorf("%s = %q, want the queue's refusal", sqsmsg.DLQReasonAttribute, r)
 	}
 	if k := aws.ToString(a[idem.KeyAttribute].StringValue); k == "" {
 		t.Errorf("the dead letter lost the message's key")

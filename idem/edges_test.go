@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -76,10 +77,10 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
 		dlq := fifoQueue(t, client, "dlq", nil)
 		tp, _ := spanRecorder(t)
-		sender := &sizeLimitedBatch{next: client, limit: idem.MinSQSMessageBytes}
+		sender := &sizeLimitedBatch{next: client, limit: sqsmsg.MinSQSMessageBytes}
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) {
 			cfg.Sender = sender
-			cfg.OutboxDeadLetter = &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
+			cfg.OutboxDeadLetter = &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
 			cfg.Tracer = tp
 		})
 		// Keys of one length: each message is 1 024 bytes with its key attribute.
@@ -91,7 +92,7 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 			return idem.OutboundKey(pk, 0)
 		}
 		key := outKey("sized-1")
-		body := strings.Repeat("x", idem.MinSQSMessageBytes-len(idem.KeyAttribute)-len("String")-len(key))
+		body := strings.Repeat("x", sqsmsg.MinSQSMessageBytes-len(idem.KeyAttribute)-len("String")-len(key))
 		handler := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{Messages: []idem.Message{{QueueURL: out, Body: body, GroupID: "g"}}}, nil
 		})
@@ -100,7 +101,7 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 			t.Fatalf("batch: %+v, %v; want the record acknowledged", resp, err)
 		}
 		if dead := drainQueue(t, client, dlq); len(dead) != 0 {
-			t.Fatalf("the message was dead-lettered: %s", aws.ToString(dead[0].MessageAttributes[idem.DLQReasonAttribute].StringValue))
+			t.Fatalf("the message was dead-lettered: %s", aws.ToString(dead[0].MessageAttributes[sqsmsg.DLQReasonAttribute].StringValue))
 		}
 		got := drainQueue(t, client, out)
 		if len(got) != 1 || aws.ToString(got[0].Body) != body || aws.ToString(got[0].MessageAttributes[idem.KeyAttribute].StringValue) != key {
@@ -136,9 +137,9 @@ func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 	out := fifoQueue(t, client, "lowered", nil)
 	dlq := fifoQueue(t, client, "dlq", nil)
 	tp, _ := spanRecorder(t)
-	sender := &sizeLimitedBatch{next: client, limit: idem.MaxSQSMessageBytes}
+	sender := &sizeLimitedBatch{next: client, limit: sqsmsg.MaxSQSMessageBytes}
 	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
-		OutboxDeadLetter: &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}})
+		OutboxDeadLetter: &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	ctx := context.Background()
 	client := awstest.SQS(t)
 	dlq := fifoQueue(t, client, "dlq", nil)
-	keys, err := idem.NewKeys(bytes.Repeat([]byte("s"), idem.MinSecretBytes))
+	keys, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,11 +244,11 @@ func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	}
 	cause := errors.New("validate: amount_cents is not a number")
 	handler := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{}, idem.Permanent(cause) })
-	dl := &idem.SQSDeadLetter{API: &sizeLimitedSQS{next: client, limit: idem.MaxSQSMessageBytes}, QueueURL: dlq, Source: "consumer", Keys: keys}
+	dl := &sqsmsg.SQSDeadLetter{API: &sizeLimitedSQS{next: client, limit: sqsmsg.MaxSQSMessageBytes}, QueueURL: dlq, Source: "consumer", Keys: keys}
 	bp := sqsProcessor(t, c, handler, idem.BatchConfig{DeadLetter: dl})
 
-	dedup := strings.Repeat("d", idem.MaxDeduplicationIDChars)
-	body := strings.Repeat("é", (idem.MaxSQSMessageBytes-100)/2) // 2-byte runes: a cut may fall inside one
+	dedup := strings.Repeat("d", sqsmsg.MaxDeduplicationIDChars)
+	body := strings.Repeat("é", (sqsmsg.MaxSQSMessageBytes-100)/2) // 2-byte runes: a cut may fall inside one
 	msg := events.SQSMessage{MessageId: "m-1", Body: body, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input.fifo",
 		Attributes: map[string]string{"MessageGroupId": "account-7", "MessageDeduplicationId": dedup, "ApproximateReceiveCount": "1"}}
 	resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
@@ -264,11 +265,11 @@ func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	if !strings.HasPrefix(body, kept) || !utf8.ValidString(kept) || len(kept) < len(body)-1024 {
 		t.Errorf("dead letter's body: %d bytes, want the first bytes of the %d-byte body, cut at a rune", len(kept), len(body))
 	}
-	if want := fmt.Sprintf("%d bytes, sha256 %s", len(body), hex.EncodeToString(sum[:])); attrString(a, idem.DLQBodyCutAttribute) != want {
-		t.Errorf("%s = %q, want %q", idem.DLQBodyCutAttribute, attrString(a, idem.DLQBodyCutAttribute), want)
+	if want := fmt.Sprintf("%d bytes, sha256 %s", len(body), hex.EncodeToString(sum[:])); attrString(a, sqsmsg.DLQBodyCutAttribute) != want {
+		t.Errorf("%s = %q, want %q", sqsmsg.DLQBodyCutAttribute, attrString(a, sqsmsg.DLQBodyCutAttribute), want)
 	}
-	if r := attrString(a, idem.DLQReasonAttribute); !strings.Contains(r, cause.Error()) {
-		t.Errorf("%s = %q, want the cause", idem.DLQReasonAttribute, r)
+	if r := attrString(a, sqsmsg.DLQReasonAttribute); !strings.Contains(r, cause.Error()) {
+		t.Errorf("%s = %q, want the cause", sqsmsg.DLQReasonAttribute, r)
 	}
 	if attrString(a, idem.KeyAttribute) != dedup || got[0].Attributes["MessageGroupId"] != "account-7" {
 		t.Errorf("key %q, group %q: want the deduplication id and the group", attrString(a, idem.KeyAttribute), got[0].Attributes["MessageGroupId"])

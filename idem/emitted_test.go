@@ -18,6 +18,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // unreachableSQS refuses every SendMessageBatch, as SQS out of reach would.
@@ -44,7 +45,7 @@ func TestNothingEmittedNamesAKeyAGroupACallerOrABody(t *testing.T) {
 		receipts = "https://sqs.us-east-1.amazonaws.com/123456789012/receipts.fifo"
 	)
 	keyOf := func(n string) string { return "caller:" + caller + "/pay-" + n } // the caller in the key, as INGRESS_KEY_SCOPE=caller has it
-	keys, err := idem.NewKeys(bytes.Repeat([]byte("s"), 32))
+	keys, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), 32))
 	if err != nil {
 		t.Fatal(err)
 	}

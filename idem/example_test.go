@@ -120,7 +120,7 @@ func ExampleNewSQSHandler() {
 	// m-5: err=true permanent=true mismatch=false missing key=true
 }
 
-// printDLQ is a DeadLetterer that prints instead of sending (idem.SQSDeadLetter sends
+// printDLQ is a DeadLetterer that prints instead of sending (sqsmsg.SQSDeadLetter sends
 // to a queue).
 type printDLQ struct{}
 

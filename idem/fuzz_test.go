@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // The fuzz targets below run their seeds (f.Add and testdata/fuzz/<Name>/) as ordinary
@@ -449,7 +450,7 @@ func FuzzBatchRecord(f *testing.F) {
 		sender := &dlqSender{}
 		p, err := idem.NewBatchProcessor(idem.BatchConfig{
 			Handle:     handle,
-			DeadLetter: &idem.SQSDeadLetter{API: sender, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo"},
+			DeadLetter: &sqsmsg.SQSDeadLetter{API: sender, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo"},
 			Logger:     slog.New(slog.NewJSONHandler(&logs, nil)),
 		})
 		if err != nil {
@@ -516,9 +517,9 @@ func FuzzBatchRecord(f *testing.F) {
 			if aws.ToString(in.MessageGroupId) == "" || !dedupIDChars(aws.ToString(in.MessageDeduplicationId)) {
 				t.Fatalf("FIFO DLQ send: group %q, dedup id %q", aws.ToString(in.MessageGroupId), aws.ToString(in.MessageDeduplicationId))
 			}
-			for _, name := range []string{idem.DLQReasonAttribute, idem.DLQSourceMessageIDAttribute, idem.DLQFailedAtAttribute} {
+			for _, name := range []string{sqsmsg.DLQReasonAttribute, sqsmsg.DLQSourceMessageIDAttribute, sqsmsg.DLQFailedAtAttribute} {
 				v := aws.ToString(in.MessageAttributes[name].StringValue)
-				if v == "" || len(v) > idem.MaxDLQReasonBytes || !utf8.ValidString(v) || slices.ContainsFunc([]rune(v), func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' }) {
+				if v == "" || len(v) > sqsmsg.MaxDLQReasonBytes || !utf8.ValidString(v) || slices.ContainsFunc([]rune(v), func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' }) {
 					t.Fatalf("attribute %s = %q: empty, too long or not SQS text", name, v)
 				}
 			}

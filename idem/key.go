@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"io"
 	"strings"
 	"unicode"
@@ -138,8 +139,8 @@ var ErrJSONTooLarge = errors.New("payload too large to fingerprint")
 // nested deeper than MaxJSONDepth (brackets inside strings are text), in one pass that
 // neither recurses nor allocates.
 func bounded(doc []byte) error {
-	if len(doc) > MaxSQSMessageBytes {
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrJSONTooLarge, len(doc), MaxSQSMessageBytes)
+	if len(doc) > sqsmsg.MaxSQSMessageBytes {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrJSONTooLarge, len(doc), sqsmsg.MaxSQSMessageBytes)
 	}
 	depth, inString := 0, false
 	for i := 0; i < len(doc); i++ {

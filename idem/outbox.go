@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -76,8 +77,8 @@ func prepareMessages(pk string, msgs []persistence.Message) ([]persistence.Messa
 		if m.Attributes == nil {
 			m.Attributes = map[string]string{}
 		}
-		if _, ok := m.Attributes[KeyAttribute]; !ok {
-			m.Attributes[KeyAttribute] = OutboundKey(pk, i)
+		if _, ok := m.Attributes[sqsmsg.KeyAttribute]; !ok {
+			m.Attributes[sqsmsg.KeyAttribute] = OutboundKey(pk, i)
 		}
 		if fifoQueue(m.QueueURL) && m.DeduplicationID == "" {
 			m.DeduplicationID = DeduplicationID(OutboundKey(pk, i))
@@ -87,10 +88,10 @@ func prepareMessages(pk string, msgs []persistence.Message) ([]persistence.Messa
 		}
 		// A receiver keyed on the message's key would apply the first of two messages
 		// that share one and refuse the other as a payload mismatch.
-		if j, dup := keys[m.Attributes[KeyAttribute]]; dup {
-			return nil, fmt.Errorf("%w: messages %d and %d have the same %s attribute: each needs a key of its own", ErrInvalidMessage, j, i, KeyAttribute)
+		if j, dup := keys[m.Attributes[sqsmsg.KeyAttribute]]; dup {
+			return nil, fmt.Errorf("%w: messages %d and %d have the same %s attribute: each needs a key of its own", ErrInvalidMessage, j, i, sqsmsg.KeyAttribute)
 		}
-		keys[m.Attributes[KeyAttribute]] = i
+		keys[m.Attributes[sqsmsg.KeyAttribute]] = i
 		out[i] = m
 	}
 	return out, nil
@@ -121,16 +122,16 @@ func validateMessage(m *persistence.Message) error {
 	} else if m.DeduplicationID != "" {
 		return errors.New("DeduplicationID is only for FIFO queues")
 	}
-	if len(m.Attributes) > MaxMessageAttributes {
-		return fmt.Errorf("%d attributes, SQS allows %d (KeyAttribute included)", len(m.Attributes), MaxMessageAttributes)
+	if len(m.Attributes) > sqsmsg.MaxMessageAttributes {
+		return fmt.Errorf("%d attributes, SQS allows %d (KeyAttribute included)", len(m.Attributes), sqsmsg.MaxMessageAttributes)
 	}
 	for name, v := range m.Attributes {
 		if name == "" || len(name) > 256 || v == "" || !sqsText(v) {
-			return fmt.Errorf("attribute %q: name must be 1 to 256 bytes and the value non-empty SQS text", attributeText(name, 40))
+			return fmt.Errorf("attribute %q: name must be 1 to 256 bytes and the value non-empty SQS text", sqsmsg.AttributeText(name, 40))
 		}
 	}
-	if n := outboundSize(m); n > MaxOutboundMessageBytes {
-		return fmt.Errorf("%d bytes with its attributes, at most %d", n, MaxOutboundMessageBytes)
+	if n := outboundSize(m); n > sqsmsg.MaxOutboundMessageBytes {
+		return fmt.Errorf("%d bytes with its attributes, at most %d", n, sqsmsg.MaxOutboundMessageBytes)
 	}
 	return nil
 }
@@ -140,7 +141,7 @@ func validateMessage(m *persistence.Message) error {
 func outboundSize(m *persistence.Message) int {
 	n := len(m.Body)
 	for name, v := range m.Attributes {
-		n += stringAttributeCost(name, v)
+		n += sqsmsg.StringAttributeCost(name, v)
 	}
 	return n
 }
@@ -150,7 +151,7 @@ func sqsText(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if !sqsAllowed(r) {
+		if !sqsmsg.SQSAllowed(r) {
 			return false
 		}
 	}
@@ -158,7 +159,7 @@ func sqsText(s string) bool {
 }
 
 func validSQSID(s string) bool {
-	return len(s) > 0 && len(s) <= MaxDeduplicationIDChars && dedupChars(s)
+	return len(s) > 0 && len(s) <= sqsmsg.MaxDeduplicationIDChars && sqsmsg.DedupChars(s)
 }
 
 // hashedIDPrefix starts every id DeduplicationID derives by hashing.

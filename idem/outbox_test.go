@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -570,7 +571,7 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 				"not http(s)":                       {QueueURL: "ftp://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "x"},
 				"a bad deduplication id":            {QueueURL: o.url, Body: "x", GroupID: "g", DeduplicationID: strings.Repeat("d", 129)},
 				"deduplication on a standard queue": {QueueURL: strings.TrimSuffix(o.url, ".fifo"), Body: "x", DeduplicationID: "d"},
-				"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", idem.MaxOutboundMessageBytes), GroupID: "g"},
+				"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes), GroupID: "g"},
 				"ten attributes and the key":        {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: attributes(10)},
 				"an attribute without a name":       {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"": "v"}},
 				"an attribute name of 257 bytes":    {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{strings.Repeat("n", 257): "v"}},

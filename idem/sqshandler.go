@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // SQSConfig configures NewSQSHandler. Client and Handler are required.
@@ -39,7 +40,7 @@ type SQSConfig struct {
 	// in the HTTP callers' namespace (KeyRule.Keys; without them every such key is
 	// refused), and the key is logged as its keyed hash, key_hash (Keys.LogHash; without
 	// them it is left out).
-	Keys *Keys
+	Keys *sqsmsg.Keys
 }
 
 // NewSQSHandler returns a RecordFunc for BatchProcessor that runs cfg.Handler through

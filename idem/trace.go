@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"go.opentelemetry.io/contrib/propagators/aws/xray"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -137,14 +138,14 @@ type queueRoom struct {
 // limit is the largest message, traceparent included, known to fit queue.
 func (r *queueRoom) limit(queue string) int {
 	if r == nil {
-		return MinSQSMessageBytes
+		return sqsmsg.MinSQSMessageBytes
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n, ok := r.takes[queue]; ok {
 		return n
 	}
-	return MinSQSMessageBytes
+	return sqsmsg.MinSQSMessageBytes
 }
 
 // took notes that queue took a message of size bytes.
@@ -155,7 +156,7 @@ func (r *queueRoom) took(queue string, size int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if size > r.takes[queue] {
-		r.takes[queue] = min(size, MaxOutboundMessageBytes)
+		r.takes[queue] = min(size, sqsmsg.MaxOutboundMessageBytes)
 	}
 }
 
@@ -168,7 +169,7 @@ func (r *queueRoom) refused(queue string, size int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n, ok := r.takes[queue]; ok && n >= size {
-		r.takes[queue] = max(size-1, MinSQSMessageBytes)
+		r.takes[queue] = max(size-1, sqsmsg.MinSQSMessageBytes)
 	}
 }
 
@@ -447,7 +448,7 @@ func startSends(ctx context.Context, tr tracer, pendings []*Pending) []sendTrace
 }
 
 // traceSize is what carrying traceparent adds to a message, as SQS counts its size.
-func traceSize(tp string) int { return stringAttributeCost(TraceParentAttribute, tp) }
+func traceSize(tp string) int { return sqsmsg.StringAttributeCost(TraceParentAttribute, tp) }
 
 // traceRoom reports whether m can carry tp as an attribute within SQS's limits and
 // limit, the size its queue is known to take (queueRoom.limit); a message that sets
@@ -455,7 +456,7 @@ func traceSize(tp string) int { return stringAttributeCost(TraceParentAttribute,
 // was lowered) is sent again without it (outboxRun.refused): tracing never costs a
 // delivery.
 func traceRoom(m *persistence.Message, tp string, limit int) bool {
-	if tp == "" || len(m.Attributes) >= MaxMessageAttributes {
+	if tp == "" || len(m.Attributes) >= sqsmsg.MaxMessageAttributes {
 		return false
 	}
 	if _, ok := m.Attributes[TraceParentAttribute]; ok {
@@ -483,12 +484,12 @@ func InjectTrace(ctx context.Context, in *sqs.SendMessageInput) {
 	c := propagation.MapCarrier{}
 	w3c.Inject(ctx, c)
 	xrayHeader.Inject(ctx, c)
-	if tp := c[TraceParentAttribute]; tp != "" && len(in.MessageAttributes) < MaxMessageAttributes {
+	if tp := c[TraceParentAttribute]; tp != "" && len(in.MessageAttributes) < sqsmsg.MaxMessageAttributes {
 		if _, ok := in.MessageAttributes[TraceParentAttribute]; !ok {
 			if in.MessageAttributes == nil {
 				in.MessageAttributes = map[string]sqstypes.MessageAttributeValue{}
 			}
-			in.MessageAttributes[TraceParentAttribute] = stringAttribute(tp)
+			in.MessageAttributes[TraceParentAttribute] = sqsmsg.StringAttribute(tp)
 		}
 	}
 	if h := c["X-Amzn-Trace-Id"]; h != "" {

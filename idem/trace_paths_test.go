@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // wantAttr fails unless span s carries key with the value want.
@@ -438,15 +439,15 @@ func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
 		room  bool
 		value string
 	}{
-		{"fits to the byte", true, idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent)}, true, ""},
-		{"one byte over", true, idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent+1)}, false, ""},
-		{"the least queue, to the byte", false, idem.Message{Body: strings.Repeat("x", idem.MinSQSMessageBytes-traceparent)}, true, ""},
-		{"over the least queue", false, idem.Message{Body: strings.Repeat("x", idem.MinSQSMessageBytes-traceparent+1)}, false, ""},
+		{"fits to the byte", true, idem.Message{Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes-traceparent)}, true, ""},
+		{"one byte over", true, idem.Message{Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes-traceparent+1)}, false, ""},
+		{"the least queue, to the byte", false, idem.Message{Body: strings.Repeat("x", sqsmsg.MinSQSMessageBytes-traceparent)}, true, ""},
+		{"over the least queue", false, idem.Message{Body: strings.Repeat("x", sqsmsg.MinSQSMessageBytes-traceparent+1)}, false, ""},
 		{"its own traceparent", false, idem.Message{Body: "x", Attributes: map[string]string{idem.TraceParentAttribute: "mine"}}, true, "mine"},
 	} {
 		tr := newTraced(t, true, 0)
 		if c.known {
-			learn := idem.Message{QueueURL: q, Body: strings.Repeat("y", idem.MaxOutboundMessageBytes)}
+			learn := idem.Message{QueueURL: q, Body: strings.Repeat("y", sqsmsg.MaxOutboundMessageBytes)}
 			if errs := tr.client.Deliver(context.Background(), []*idem.Pending{{Key: "payments#first", Token: "t", Messages: []idem.Message{learn}}}); errs[0] != nil {
 				t.Fatal(errs[0])
 			}

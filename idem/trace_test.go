@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // capture is an SQS sender that keeps every SendMessageBatch entry, and the span each
@@ -68,8 +69,8 @@ const (
 )
 
 // traceKeys key the hashes the traced consumer's spans carry.
-var traceKeys = func() *idem.Keys {
-	k, err := idem.NewKeys([]byte("the traced consumer's stack secret"))
+var traceKeys = func() *sqsmsg.Keys {
+	k, err := sqsmsg.NewKeys([]byte("the traced consumer's stack secret"))
 	if err != nil {
 		panic(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
@@ -727,7 +728,7 @@ func TestRedrive(t *testing.T) {
 	e := upStack(t)
 	api := awstest.SQS(t)
 	// Three messages the consumer dead-lettered: keys, groups and an extra attribute.
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer"}
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer"}
 	type original struct{ id, key, group string }
 	originals := []original{{"m-1", "key:r-1", "g-1"}, {"m-2", "key:r-2", "g-2"}, {"m-3", "key:r-3", "g-1"}}
 	for _, o := range originals {
@@ -880,7 +881,7 @@ func TestRedriveOutbound(t *testing.T) {
 		return aws.ToString(q.QueueUrl)
 	}
 	out, elsewhere := newQueue("out"), newQueue("elsewhere")
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e)}
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e)}
 	m := idem.Message{QueueURL: out, Body: `{"receipt":"r-1"}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}
 	if err := dl.DeadLetterOutbound(ctx, m, errors.New("InvalidParameterValue: Message must be shorter than 1024 bytes.")); err != nil {
 		t.Fatal(err)
@@ -922,9 +923,9 @@ func TestRedriveOutbound(t *testing.T) {
 }
 
 // stackKeys are the keys of the stack's secret `idemctl up` exported.
-func stackKeys(t *testing.T, e env) *idem.Keys {
+func stackKeys(t *testing.T, e env) *sqsmsg.Keys {
 	t.Helper()
-	keys, err := idem.NewKeys([]byte(e["STACK_SECRET"]))
+	keys, err := sqsmsg.NewKeys([]byte(e["STACK_SECRET"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -953,10 +954,10 @@ func TestRedriveForgedDeadLetter(t *testing.T) {
 		QueueUrl: aws.String(e["QUEUE_URL"]), MessageBody: aws.String(forged), MessageGroupId: aws.String("g-forged"),
 		MessageDeduplicationId: aws.String("forged-1"),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-			idem.DLQOutboundQueueAttribute: {DataType: aws.String("String"), StringValue: aws.String(protected)},
-			idem.DLQReasonAttribute:        {DataType: aws.String("String"), StringValue: aws.String("a receipt its queue refused")},
-			idem.DLQSignatureAttribute:     {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
-			idem.KeyAttribute:              {DataType: aws.String("String"), StringValue: aws.String("payments#forged#0")},
+			sqsmsg.DLQOutboundQueueAttribute: {DataType: aws.String("String"), StringValue: aws.String(protected)},
+			sqsmsg.DLQReasonAttribute:        {DataType: aws.String("String"), StringValue: aws.String("a receipt its queue refused")},
+			sqsmsg.DLQSignatureAttribute:     {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
+			idem.KeyAttribute:                {DataType: aws.String("String"), StringValue: aws.String("payments#forged#0")},
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -1013,7 +1014,7 @@ func TestInspectDeadLetteredOutbound(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := idem.New(idem.Config{Store: store, Scope: e["IDEMPOTENCY_SCOPE"], TTL: time.Hour, Sender: api,
-		OutboxDeadLetter: &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"]}})
+		OutboxDeadLetter: &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"]}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
@@ -925,7 +926,7 @@ func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []
 	reasons := map[string]int{}
 	var redriven, full, bodies []string
 	err := drain(ctx, api, url, func(m sqstypes.Message) {
-		a, ok := m.MessageAttributes[idem.DLQReasonAttribute]
+		a, ok := m.MessageAttributes[sqsmsg.DLQReasonAttribute]
 		if !ok {
 			redriven = append(redriven, aws.ToString(m.Body))
 			return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // New returns a Reader over lookup (os.LookupEnv in main, a map in tests).
@@ -174,13 +175,13 @@ const (
 // StackSecret reads the stack's secret: STACK_SECRET's value as the stack's keys when it
 // is set, else the ARN in STACK_SECRET_ARN for the caller to load (internal/stacksecret);
 // neither set: nil and "" (no secret: logs leave keys out, nothing is signed).
-func (e *Reader) StackSecret() (keys *idem.Keys, arn string) {
+func (e *Reader) StackSecret() (keys *sqsmsg.Keys, arn string) {
 	arn = e.String(SecretARNVar, "")
 	v, ok := e.get(SecretVar)
 	if !ok {
 		return nil, arn
 	}
-	keys, err := idem.NewKeys([]byte(v))
+	keys, err := sqsmsg.NewKeys([]byte(v))
 	if err != nil {
 		e.errs = append(e.errs, SecretVar+": "+err.Error())
 	}

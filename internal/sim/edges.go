@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 )
 
@@ -59,7 +60,7 @@ func messageHash(src string, i int) uint32 {
 // outboundAttrs are the handler's own attributes of message i of src, under
 // config.attrs: 0 to 9 (with KeyAttribute, SQS's 10), with characters JSON escapes.
 func outboundAttrs(src string, i int) map[string]string {
-	n := int(messageHash(src, i) % idem.MaxMessageAttributes)
+	n := int(messageHash(src, i) % sqsmsg.MaxMessageAttributes)
 	if n == 0 {
 		return nil
 	}
@@ -90,10 +91,10 @@ func (w *world) shapeOutbound(m *idem.Message, pk, src string, i int) {
 	}
 }
 
-// cutBodyOp is the operation whose body a dead letter holds cut (idem.DLQBodyCutAttribute
+// cutBodyOp is the operation whose body a dead letter holds cut (sqsmsg.DLQBodyCutAttribute
 // names the whole body's length and SHA-256), or nil.
 func (w *world) cutBodyOp(m simsqs.Message) *op {
-	v, ok := m.Attributes[idem.DLQBodyCutAttribute]
+	v, ok := m.Attributes[sqsmsg.DLQBodyCutAttribute]
 	if !ok {
 		return nil
 	}
@@ -109,7 +110,7 @@ func (w *world) cutBodyOp(m simsqs.Message) *op {
 // checkEdges is the oracle of the edges.
 func (w *world) checkEdges() {
 	for _, m := range w.sqs.Messages(w.dlq) {
-		if _, ok := m.Attributes[idem.DLQOutboundQueueAttribute]; ok {
+		if _, ok := m.Attributes[sqsmsg.DLQOutboundQueueAttribute]; ok {
 			w.checkDeadOutbound(m)
 		}
 	}
@@ -117,7 +118,7 @@ func (w *world) checkEdges() {
 }
 
 // checkDeadOutbound: what a redrive sends back for an outbound dead letter
-// (idem.OriginalAttributes, the body) is the message the handler committed, and the
+// (sqsmsg.OriginalAttributes, the body) is the message the handler committed, and the
 // message did not fit its queue.
 func (w *world) checkDeadOutbound(m simsqs.Message) {
 	o := &w.obs
@@ -125,7 +126,7 @@ func (w *world) checkDeadOutbound(m simsqs.Message) {
 	if json.Unmarshal([]byte(m.Body), &b) != nil {
 		return // checkOutbound says so
 	}
-	attrs, err := idem.OriginalAttributes(m.Attributes)
+	attrs, err := sqsmsg.OriginalAttributes(m.Attributes)
 	if err != nil {
 		o.violation("redrive", "the dead letter of message %d of %s cannot be redriven: %v", b.I, shortID(b.Src), err)
 		return
@@ -148,7 +149,7 @@ func (w *world) checkDeadOutbound(m simsqs.Message) {
 		o.violation("redrive", "the dead letter of message %d of %s redrives with the attributes %v, not the %d committed %v", b.I, shortID(b.Src), got, len(want), want)
 	}
 	limit := simsqs.MaxQueueBytes
-	if q := aws.ToString(m.Attributes[idem.DLQOutboundQueueAttribute].StringValue); q == w.outFIFOURL {
+	if q := aws.ToString(m.Attributes[sqsmsg.DLQOutboundQueueAttribute].StringValue); q == w.outFIFOURL {
 		limit = w.sc.outMaxBytes
 	}
 	if size <= limit {

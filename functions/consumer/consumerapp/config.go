@@ -12,6 +12,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -54,7 +55,7 @@ type Config struct {
 	// key in the HTTP callers' namespace, sign dead letters and hash keys and groups in
 	// the logs. Nil (no secret): such keys are refused, dead letters go unsigned and logs
 	// leave keys and groups out. New refuses a SecretARN without Keys.
-	Keys      *idem.Keys
+	Keys      *sqsmsg.Keys
 	SecretARN string
 }
 

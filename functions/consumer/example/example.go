@@ -52,6 +52,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // Example is what the consumer needs to know about one message type, and all a
@@ -218,7 +219,7 @@ type Deps struct {
 // SQS is the part of the SQS client the consumer uses and hands to the handler;
 // *sqs.Client satisfies it.
 type SQS interface {
-	idem.SQSSender
+	sqsmsg.SQSSender
 	idem.SQSBatchSender
 }
 

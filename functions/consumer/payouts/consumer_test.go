@@ -23,6 +23,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/payouts"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
@@ -237,7 +238,7 @@ func TestRefusedBeforeTheCall(t *testing.T) {
 		t.Fatalf("%d dead letters, want 2", len(dlq))
 	}
 	for _, d := range dlq {
-		if reason := aws.ToString(d.MessageAttributes[idem.DLQReasonAttribute].StringValue); !strings.Contains(reason, bad.Reason) {
+		if reason := aws.ToString(d.MessageAttributes[sqsmsg.DLQReasonAttribute].StringValue); !strings.Contains(reason, bad.Reason) {
 			t.Errorf("dead letter reason %q, want %q", reason, bad.Reason)
 		}
 	}

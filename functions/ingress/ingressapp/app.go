@@ -22,12 +22,13 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // SQSAPI is the SQS call the ingress makes: one SendMessage per accepted request.
 // *sqs.Client satisfies it.
-type SQSAPI = idem.SQSSender
+type SQSAPI = sqsmsg.SQSSender
 
 // Deps are the ingress's outside connections. Logs and Metrics default to os.Stdout,
 // where Lambda sends both to CloudWatch Logs (metrics as EMF lines).
@@ -291,7 +292,7 @@ func (a *App) send(ctx context.Context, key, scoped string, rec *record, body []
 // key the consumer derives from it (consumerKey) is derived from what is sent. It carries
 // the ingress's signature of its key and body, without which the consumer refuses a key
 // of the HTTP callers' namespace (idem.KeyRule.Keys), and a deduplication id only the
-// holders of the stack's secret can compute (idem.Keys.IngressDeduplicationID).
+// holders of the stack's secret can compute (sqsmsg.Keys.IngressDeduplicationID).
 func (a *App) outgoing(scoped string, body []byte, group string) *sqs.SendMessageInput {
 	return &sqs.SendMessageInput{
 		QueueUrl:               aws.String(a.cfg.QueueURL),
@@ -300,7 +301,7 @@ func (a *App) outgoing(scoped string, body []byte, group string) *sqs.SendMessag
 		MessageDeduplicationId: aws.String(a.cfg.Keys.IngressDeduplicationID(scoped)),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
 			idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(scoped)},
-			idem.IngressSignatureAttribute: {DataType: aws.String("String"),
+			sqsmsg.IngressSignatureAttribute: {DataType: aws.String("String"),
 				StringValue: aws.String(a.cfg.Keys.SignIngress(scoped, string(body)))},
 		},
 	}

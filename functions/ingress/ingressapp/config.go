@@ -24,6 +24,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -32,14 +33,14 @@ const (
 	// DefaultMaxBodyBytes is the largest body accepted by default: 256 KiB. The message
 	// sent is the body plus the idempotency-key attribute (at most 15 + 6 + MaxKeyLength
 	// bytes as SQS counts it), far inside SQS's limit of 1 MiB per message
-	// (idem.MaxSQSMessageBytes), so the consumer can still dead-letter it with its
+	// (sqsmsg.MaxSQSMessageBytes), so the consumer can still dead-letter it with its
 	// reason attributes; and a body of that size, base64-encoded in the event, is far
 	// inside Lambda's 6 MB invocation payload
 	// (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
 	DefaultMaxBodyBytes = 256 * 1024
 	// maxBodyLimit is the most MAX_BODY_BYTES may be: SQS's message limit less room for
 	// the key attribute and the consumer's dead-letter attributes.
-	maxBodyLimit = idem.MaxSQSMessageBytes - 8*1024
+	maxBodyLimit = sqsmsg.MaxSQSMessageBytes - 8*1024
 	// MaxKeyLength is the longest Idempotency-Key accepted, in characters (Stripe's
 	// limit). Keys up to 128 characters are the SQS deduplication id as they are;
 	// longer ones are hashed to one (idem.DeduplicationID).
@@ -85,7 +86,7 @@ type Config struct {
 	// STACK_SECRET_ARN names, SecretARN, at init): the ingress signs every message it
 	// sends with them, which is what makes the consumer take its keys (idem.KeyRule.Keys),
 	// and hashes keys in its logs. New refuses a configuration without them.
-	Keys      *idem.Keys
+	Keys      *sqsmsg.Keys
 	SecretARN string
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
@@ -350,9 +351,9 @@ func (f *fixture) scoped(key string) string {
 }
 
 // keys are the stack's keys, as the functions derive them from its secret.
-func (f *fixture) keys(t *testing.T) *idem.Keys {
+func (f *fixture) keys(t *testing.T) *sqsmsg.Keys {
 	t.Helper()
-	keys, err := idem.NewKeys([]byte(f.env["STACK_SECRET"]))
+	keys, err := sqsmsg.NewKeys([]byte(f.env["STACK_SECRET"]))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -94,8 +95,8 @@ func TestCallersKeepTheirKeys(t *testing.T) {
 			QueueUrl: aws.String(f.queue), MessageBody: aws.String(ms[2].Body), MessageGroupId: aws.String(idem.DeduplicationID(ms[1].Group)),
 			MessageDeduplicationId: aws.String(idem.DeduplicationID(k)),
 			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-				idem.KeyAttribute:              {DataType: aws.String("String"), StringValue: aws.String(k)},
-				idem.IngressSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
+				idem.KeyAttribute:                {DataType: aws.String("String"), StringValue: aws.String(k)},
+				sqsmsg.IngressSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
 			},
 		}); err != nil {
 			t.Fatal(err)
@@ -121,7 +122,7 @@ func TestCallersKeepTheirKeys(t *testing.T) {
 	}
 	forged := 0
 	for _, m := range exampletest.ReceiveAll(t, f.st.SQS, f.env["DLQ_URL"]) {
-		if strings.Contains(aws.ToString(m.MessageAttributes[idem.DLQReasonAttribute].StringValue), idem.ErrForgedKey.Error()) {
+		if strings.Contains(aws.ToString(m.MessageAttributes[sqsmsg.DLQReasonAttribute].StringValue), idem.ErrForgedKey.Error()) {
 			forged++
 		}
 		if err := f.keys(t).VerifyDeadLetter(m); err != nil {

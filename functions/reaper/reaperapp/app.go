@@ -17,6 +17,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
@@ -42,7 +43,7 @@ type Config struct {
 	// Keys sign the outbound messages the reaper dead-letters, so that `idemctl redrive`
 	// sends them back to their queue (STACK_SECRET locally; deployed, main loads the secret
 	// SecretARN names). New refuses a SecretARN without Keys.
-	Keys      *idem.Keys
+	Keys      *sqsmsg.Keys
 	SecretARN string
 }
 
@@ -83,7 +84,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 // of those SQS refuses for good; *sqs.Client implements it.
 type SQSAPI interface {
 	idem.SQSBatchSender
-	idem.SQSSender
+	sqsmsg.SQSSender
 }
 
 // MetricSweepIncomplete counts sweeps that did not go through every shard: stopped at
@@ -142,7 +143,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	metrics := emf.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
 	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS, Tracer: d.Tracer}
 	if cfg.DLQURL != "" && d.SQS != nil {
-		r.DeadLetter = &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper", Keys: cfg.Keys}
+		r.DeadLetter = &sqsmsg.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper", Keys: cfg.Keys}
 	}
 	return tracing.Invocation(d.Tracer, "reaper", trace.SpanKindInternal, "timer", nil, func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
 		start := time.Now()

@@ -1,4 +1,4 @@
-package idem
+package sqsmsg
 
 import (
 	"crypto/hmac"

@@ -1,4 +1,4 @@
-package idem
+package sqsmsg
 
 import (
 	"context"
@@ -121,11 +121,6 @@ type SQSDeadLetter struct {
 	Keys *Keys
 }
 
-var (
-	_ DeadLetterer         = (*SQSDeadLetter)(nil)
-	_ OutboundDeadLetterer = (*SQSDeadLetter)(nil)
-)
-
 // DeadLetterOutbound sends an outbound message that SQS refused for good to the
 // dead-letter queue: its body, its KeyAttribute, its other attributes all together in
 // DLQAttributesAttribute (so none is dropped for want of room among SQS's 10), the
@@ -186,7 +181,7 @@ func OriginalAttributes(attrs map[string]types.MessageAttributeValue) (map[strin
 		return nil, fmt.Errorf("idem: the dead letter's %s attribute: %w", DLQAttributesAttribute, err)
 	}
 	for name, v := range carried {
-		out[name] = stringAttribute(v)
+		out[name] = StringAttribute(v)
 	}
 	return out, nil
 }
@@ -236,8 +231,8 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	}
 	attrs := map[string]types.MessageAttributeValue{}
 	add := func(name, value string) {
-		if value = attributeText(value, MaxDLQReasonBytes); value != "" {
-			attrs[name] = stringAttribute(value)
+		if value = AttributeText(value, MaxDLQReasonBytes); value != "" {
+			attrs[name] = StringAttribute(value)
 		}
 	}
 	add(DLQReasonAttribute, reason)
@@ -247,7 +242,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	add(DLQSourceAttribute, d.Source)
 	add(DLQOutboundQueueAttribute, outbound)
 	if envelope != "" {
-		attrs[DLQAttributesAttribute] = stringAttribute(envelope)
+		attrs[DLQAttributesAttribute] = StringAttribute(envelope)
 	}
 
 	if v, ok := copyAttribute(msg.MessageAttributes[KeyAttribute]); ok {
@@ -265,7 +260,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	if d.Keys != nil {
 		// A placeholder of the signature's size, so that the message is fitted with it;
 		// the signature, over what is sent, is written once the message fits.
-		attrs[DLQSignatureAttribute] = stringAttribute(strings.Repeat("0", sha256.Size*2))
+		attrs[DLQSignatureAttribute] = StringAttribute(strings.Repeat("0", sha256.Size*2))
 	}
 	names := make([]string, 0, len(msg.MessageAttributes))
 	for name := range msg.MessageAttributes {
@@ -308,7 +303,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 	}
 	if d.Keys != nil {
 		sig := d.Keys.deadLetterSignature(body, aws.ToString(in.MessageGroupId), attrs)
-		attrs[DLQSignatureAttribute] = stringAttribute(sig)
+		attrs[DLQSignatureAttribute] = StringAttribute(sig)
 	}
 	return in, nil
 }
@@ -354,9 +349,9 @@ func fitMessage(body string, attrs map[string]types.MessageAttributeValue, copie
 	if cutBody {
 		sum := sha256.Sum256([]byte(body))
 		mark := fmt.Sprintf("%d bytes, sha256 %s", len(body), hex.EncodeToString(sum[:]))
-		size += stringAttributeCost(DLQBodyCutAttribute, mark)
+		size += StringAttributeCost(DLQBodyCutAttribute, mark)
 		if kept := runePrefix(body, len(body)-(size-limit)); kept != "" {
-			attrs[DLQBodyCutAttribute] = stringAttribute(mark)
+			attrs[DLQBodyCutAttribute] = StringAttribute(mark)
 			return kept, nil
 		}
 	}
@@ -442,10 +437,10 @@ func copyAttribute(a events.SQSMessageAttribute) (types.MessageAttributeValue, b
 // attributeText makes s acceptable as an SQS string attribute: characters SQS refuses
 // (most control characters, U+FFFE, U+FFFF) become U+FFFD, as does invalid UTF-8,
 // and the result is cut at a rune boundary to at most limit bytes.
-func attributeText(s string, limit int) string {
+func AttributeText(s string, limit int) string {
 	var b strings.Builder
 	for _, r := range s {
-		if !sqsAllowed(r) {
+		if !SQSAllowed(r) {
 			r = utf8.RuneError
 		}
 		if b.Len()+utf8.RuneLen(r) > limit {
@@ -458,7 +453,7 @@ func attributeText(s string, limit int) string {
 
 // sqsAllowed reports whether SQS accepts r in a message or attribute value:
 // #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF.
-func sqsAllowed(r rune) bool {
+func SQSAllowed(r rune) bool {
 	switch {
 	case r == 0x9 || r == 0xA || r == 0xD:
 		return true
@@ -477,7 +472,7 @@ func sqsAllowed(r rune) bool {
 // alphanumerics and punctuation, else "dlq-" and the id's SHA-256 in hex.
 func dlqDeduplicationID(msgID string) string {
 	id := "dlq-" + msgID
-	if len(id) <= MaxDeduplicationIDChars && dedupChars(id) {
+	if len(id) <= MaxDeduplicationIDChars && DedupChars(id) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(msgID))
@@ -486,7 +481,7 @@ func dlqDeduplicationID(msgID string) string {
 
 // dedupChars reports whether s has only the characters SQS allows in a
 // MessageDeduplicationId: ASCII letters, digits and punctuation.
-func dedupChars(s string) bool {
+func DedupChars(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < '!' || c > '~' {
 			return false
@@ -494,3 +489,7 @@ func dedupChars(s string) bool {
 	}
 	return true
 }
+
+// KeyAttribute is the SQS message attribute that carries the producer's idempotency
+// key. Its data type must be String (or a custom String.* type).
+const KeyAttribute = "idempotency-key"

@@ -1,4 +1,4 @@
-package idem
+package sqsmsg
 
 import (
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,8 +39,8 @@ const (
 	// sum of a request's messages' sizes, which SQS limits to MaxSQSMessageBytes; the
 	// outbox keeps to MaxOutboundMessageBytes.
 	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html
-	maxBatchEntries = 10
-	maxBatchBytes   = MaxOutboundMessageBytes
+	MaxBatchEntries = 10
+	MaxBatchBytes   = MaxOutboundMessageBytes
 
 	// MaxDeduplicationIDChars is the longest MessageDeduplicationId and MessageGroupId
 	// SQS accepts, in ASCII letters, digits and punctuation.
@@ -59,11 +59,11 @@ func attributeCost(name, dataType string, valueBytes int) int {
 }
 
 // stringAttributeCost is attributeCost of a String attribute.
-func stringAttributeCost(name, value string) int {
+func StringAttributeCost(name, value string) int {
 	return attributeCost(name, stringType, len(value))
 }
 
 // stringAttribute is a String message attribute of value v.
-func stringAttribute(v string) types.MessageAttributeValue {
+func StringAttribute(v string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: aws.String(stringType), StringValue: aws.String(v)}
 }
