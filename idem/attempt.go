@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // Attempt is a handler's hold on its key: one acquisition, fenced by its lease token.
@@ -108,7 +109,7 @@ func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Con
 	}
 	ctx, span := a.c.startStep(ctx, a.lease.Key, name)
 	err := a.step(ctx, name, fn)
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	return err
 }
 

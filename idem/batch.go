@@ -15,6 +15,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -89,7 +90,7 @@ type BatchProcessor struct {
 	log         *slog.Logger
 	metrics     *emf.Metrics
 	outbox      Deliverer
-	tr          tracer
+	tr          telemetry.Tracer
 	keys        *sqsmsg.Keys
 }
 
@@ -106,7 +107,7 @@ func NewBatchProcessor(cfg BatchConfig) (*BatchProcessor, error) {
 	}
 	p := &BatchProcessor{
 		handle: cfg.Handle, deadLetter: cfg.DeadLetter, concurrency: cfg.Concurrency,
-		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics, outbox: cfg.Outbox, tr: newTracer(cfg.Tracer),
+		margin: cfg.DeadlineMargin, log: cfg.Logger, metrics: cfg.Metrics, outbox: cfg.Outbox, tr: telemetry.NewTracer(cfg.Tracer),
 		keys: cfg.Keys,
 	}
 	if p.concurrency == 0 {
@@ -352,7 +353,7 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 	start := time.Now()
 	ctx = withRecordNote(ctx) // the handler's note for this record's log line
 	var span trace.Span
-	if p.tr.on() {
+	if p.tr.On() {
 		ctx, span = p.startRecord(ctx, msg)
 	}
 	err := p.call("handler", func() error { return p.handle(ctx, msg) })
@@ -369,9 +370,9 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 		p.metrics.Add(emf.MetricPermanentFailure, 1)
 	default:
 		p.metrics.Add(emf.MetricPermanentFailure, 1)
-		dctx, dspan := p.startSpan(ctx, SpanDeadLetter)
+		dctx, dspan := p.startSpan(ctx, telemetry.SpanDeadLetter)
 		dlErr := p.call("dead-letter", func() error { return p.deadLetter.DeadLetter(dctx, msg, err) })
-		endSpan(dspan, dlErr)
+		telemetry.EndSpan(dspan, dlErr)
 		if dlErr != nil {
 			o = outcomeRetry
 			err = errors.Join(err, dlErr)

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"testing"
 	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 func TestCacheIsBoundedLRU(t *testing.T) {

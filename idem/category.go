@@ -2,6 +2,7 @@ package idem
 
 import (
 	"errors"
+
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // deliverTimeout bounds the sends and the marking of one Deliver call when the caller's
@@ -29,29 +30,6 @@ const deliverTimeout = 10 * time.Second
 // queue hold up the messages after it in its group. SQSDeadLetter implements it.
 type OutboundDeadLetterer interface {
 	DeadLetterOutbound(ctx context.Context, m persistence.Message, cause error) error
-}
-
-// Deliver sends the messages of pendings with SendMessageBatch, at most 10 to a request,
-// per queue in the order given, then marks each pending whose messages all went out as
-// sent in its record. It returns one error per pending, nil for those sent and marked.
-//
-// On a FIFO queue, once a message of a group was not sent, the later messages of that
-// group in this call are not sent either (they are failed with their pendings), so a
-// group's messages never overtake an earlier one: within a record, and across the
-// records of the call, in the order given. A message SQS refuses for good is isolated
-// (a request it spoiled is sent again one message at a time) and dead-lettered with
-// the reason (Config.OutboxDeadLetter), so it holds up neither its group nor another
-// key's messages; it is listed in Pending.Dead and in the record. A pending left
-// partly sent stays pending: the next delivery of its key or the reaper sends it again,
-// with the same keys and deduplication ids.
-func (c *Client) Deliver(ctx context.Context, pendings []*Pending) []error {
-	errs := deliver(ctx, c.tr, c.cfg.Sender, c.cfg.OutboxDeadLetter, c.cfg.Store, c.cfg.Clock, pendings)
-	for i, p := range pendings {
-		if errs[i] == nil && p.sent != nil {
-			c.cache.put(*p.sent) // a warm duplicate is answered with no request
-		}
-	}
-	return errs
 }
 
 // sendEntry is one message of one pending.
@@ -76,7 +54,7 @@ func (e sendEntry) size() int {
 type outboxRun struct {
 	api      SQSBatchSender
 	dl       OutboundDeadLetterer
-	room     *queueRoom // the queues' room for a traceparent (nil: tracing off)
+	room     *telemetry.QueueRoom // the queues' room for a traceparent (nil: tracing off)
 	pendings []*Pending
 
 	mu    sync.Mutex
@@ -101,8 +79,8 @@ func (d *outboxRun) deadLettered(e sendEntry, queue string, cause error) {
 	d.dead[e.pending] = append(d.dead[e.pending], persistence.DeadMessage{Index: e.index, Queue: queue, Reason: truncate(cause.Error(), 512)})
 }
 
-func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDeadLetterer, store persistence.Store, clock func() time.Time, pendings []*Pending) []error {
-	d := &outboxRun{api: api, dl: dl, room: tr.room, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]persistence.DeadMessage, len(pendings))}
+func deliver(ctx context.Context, tr telemetry.Tracer, api SQSBatchSender, dl OutboundDeadLetterer, store persistence.Store, clock func() time.Time, pendings []*Pending) []error {
+	d := &outboxRun{api: api, dl: dl, room: tr.Room, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]persistence.DeadMessage, len(pendings))}
 	if len(pendings) == 0 {
 		return d.errs
 	}
@@ -131,7 +109,7 @@ func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDead
 			}
 			e := sendEntry{pending: i, index: j, msg: m}
 			if sends != nil {
-				if traceRoom(m, sends[i].traceparent, tr.room.limit(m.QueueURL)) {
+				if traceRoom(m, sends[i].traceparent, tr.Room.Limit(m.QueueURL)) {
 					e.traceparent = sends[i].traceparent
 				}
 				e.amzn = sends[i].amzn
@@ -155,7 +133,7 @@ func deliver(ctx context.Context, tr tracer, api SQSBatchSender, dl OutboundDead
 			defer func() { <-sem }()
 			mctx, span := startMark(ctx, tr, sends, i, p)
 			err := store.MarkSent(mctx, p.Key, p.Token, len(p.Messages)-len(p.Dead), p.Dead, clock())
-			endSpan(span, err)
+			telemetry.EndSpan(span, err)
 			if err != nil {
 				d.fail(i, err, len(queues))
 			}
@@ -258,7 +236,7 @@ func (d *outboxRun) sendRequest(ctx context.Context, qn int, queue string, batch
 	for i, e := range batch {
 		switch f, isFailed := failed[i]; {
 		case ok[i]:
-			d.room.took(queue, e.size())
+			d.room.Took(queue, e.size())
 		case isFailed && f.SenderFault && laterOfGroupSent(batch, ok, i, fifo):
 			// Sent again, it would overtake the later message of its group.
 			d.poison(ctx, queue, e, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)), notSent)
@@ -282,7 +260,7 @@ func (d *outboxRun) refused(ctx context.Context, qn int, queue string, e sendEnt
 		d.poison(ctx, queue, e, cause, notSent)
 		return
 	}
-	d.room.refused(queue, e.size())
+	d.room.Refused(queue, e.size())
 	e.traceparent = ""
 	d.sendRequest(ctx, qn, queue, []sendEntry{e}, fifo, stopped, false)
 }
@@ -357,11 +335,11 @@ func batchEntry(i int, e sendEntry) sqstypes.SendMessageBatchRequestEntry {
 		if entry.MessageAttributes == nil {
 			entry.MessageAttributes = map[string]sqstypes.MessageAttributeValue{}
 		}
-		entry.MessageAttributes[TraceParentAttribute] = sqsmsg.StringAttribute(e.traceparent)
+		entry.MessageAttributes[telemetry.TraceParentAttribute] = sqsmsg.StringAttribute(e.traceparent)
 	}
 	if e.amzn != "" {
 		entry.MessageSystemAttributes = map[string]sqstypes.MessageSystemAttributeValue{
-			AWSTraceHeader: {DataType: aws.String("String"), StringValue: aws.String(e.amzn)},
+			telemetry.AWSTraceHeader: {DataType: aws.String("String"), StringValue: aws.String(e.amzn)},
 		}
 	}
 	return entry

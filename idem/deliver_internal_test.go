@@ -1,9 +1,11 @@
 package idem
 
 import (
+	"testing"
+
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
-	"testing"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // TestSendEntrySize: an entry counts as SQS counts it (the body, then each attribute's
@@ -16,7 +18,7 @@ func TestSendEntrySize(t *testing.T) {
 		t.Errorf("without a traceparent: %d bytes, want %d", got, plain)
 	}
 	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	if got, want := (sendEntry{msg: m, traceparent: tp}).size(), plain+len(TraceParentAttribute)+len("String")+len(tp); got != want {
+	if got, want := (sendEntry{msg: m, traceparent: tp}).size(), plain+len(telemetry.TraceParentAttribute)+len("String")+len(tp); got != want {
 		t.Errorf("with a traceparent: %d bytes, want %d", got, want)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -107,7 +108,7 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 		if len(got) != 1 || aws.ToString(got[0].Body) != body || aws.ToString(got[0].MessageAttributes[idem.KeyAttribute].StringValue) != key {
 			t.Fatalf("queue holds %d messages, want the one of 1024 bytes", len(got))
 		}
-		if _, has := got[0].MessageAttributes[idem.TraceParentAttribute]; has {
+		if _, has := got[0].MessageAttributes[telemetry.TraceParentAttribute]; has {
 			t.Errorf("the delivered message carries a traceparent: it is over its queue's limit")
 		}
 		if rec := e.record(t, c, "sized-1"); len(rec.Dead) != 0 || rec.Sent != 1 {
@@ -171,7 +172,7 @@ func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 		t.Fatalf("queue holds %d messages, want 3", len(got))
 	}
 	for _, m := range got[1:] {
-		if _, has := m.MessageAttributes[idem.TraceParentAttribute]; has {
+		if _, has := m.MessageAttributes[telemetry.TraceParentAttribute]; has {
 			t.Errorf("a message of 1500 bytes carries a traceparent over its queue's limit")
 		}
 	}
@@ -206,7 +207,7 @@ func TestEachOutboundMessageCarriesItsOwnRecordsTrace(t *testing.T) {
 	}
 	sends := map[trace.SpanID]trace.TraceID{} // SpanSend -> its trace
 	for _, s := range tr.rec.GetSpans() {
-		if s.Name == idem.SpanSend {
+		if s.Name == telemetry.SpanSend {
 			sends[s.SpanContext.SpanID()] = s.SpanContext.TraceID()
 		}
 	}
@@ -216,7 +217,7 @@ func TestEachOutboundMessageCarriesItsOwnRecordsTrace(t *testing.T) {
 		if !ok {
 			t.Fatalf("a message with key %q, of no record", key)
 		}
-		carrier := propagation.MapCarrier{idem.TraceParentAttribute: aws.ToString(e.MessageAttributes[idem.TraceParentAttribute].StringValue)}
+		carrier := propagation.MapCarrier{telemetry.TraceParentAttribute: aws.ToString(e.MessageAttributes[telemetry.TraceParentAttribute].StringValue)}
 		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 		if !sc.IsValid() || sc.TraceID() != producer.TraceID() || sends[sc.SpanID()] != producer.TraceID() {
 			t.Errorf("message %s carries %s/%s, want a SpanSend of its own record's trace %s", key, sc.TraceID(), sc.SpanID(), producer.TraceID())

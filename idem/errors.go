@@ -3,6 +3,7 @@ package idem
 import (
 	"errors"
 	"fmt"
+
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -208,7 +209,7 @@ func (m Mode) String() string {
 type Client struct {
 	cfg   Config
 	cache *cache
-	tr    tracer
+	tr    telemetry.Tracer
 }
 
 // New validates cfg and returns a Client.
@@ -249,7 +250,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Clock = time.Now
 	}
 	cfg.PayloadFields = append([]string(nil), cfg.PayloadFields...)
-	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize), tr: newTracer(cfg.Tracer)}, nil
+	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize), tr: telemetry.NewTracer(cfg.Tracer)}, nil
 }
 
 // Scope returns the configured scope.
@@ -277,7 +278,7 @@ func (c *Client) Do(ctx context.Context, req *Request, h HandlerFunc) (Result, e
 // from the store are returned and next is not run.
 func (c *Client) Middleware(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, req *Request) (Result, error) {
-		if c.tr.on() && !trace.SpanContextFromContext(ctx).IsValid() {
+		if c.tr.On() && !trace.SpanContextFromContext(ctx).IsValid() {
 			return c.handleRoot(ctx, req, next) // called outside a traced record
 		}
 		return c.handle(ctx, req, next)
@@ -334,7 +335,7 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 		}
 		return Result{}, herr
 	}
-	cctx, commit := c.startSpan(ctx, SpanCommit, pk)
+	cctx, commit := c.startSpan(ctx, telemetry.SpanCommit, pk)
 	out, err := c.complete(cctx, att, pk, hash, res)
 	endCommit(commit, res, out, err)
 	if err != nil {
@@ -439,7 +440,7 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.
 		// acknowledged (a resend carries the same keys and deduplication ids); the reaper
 		// sends them when no delivery comes.
 		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox,
-			sent: &cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt}}}, false, nil
+			OnSent: c.cacheOnSent(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})}}, false, nil
 	case old.Status == persistence.StatusCompleted:
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
 		return &Result{Response: old.Response, Replayed: true}, false, nil
@@ -463,7 +464,7 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.
 
 // run calls the handler; a panic becomes a retryable error so the lease is released.
 func (c *Client) run(ctx context.Context, next Handler, req *Request, att *Attempt) (res Result, err error) {
-	ctx, span := c.startSpan(ctx, SpanHandler, att.lease.Key)
+	ctx, span := c.startSpan(ctx, telemetry.SpanHandler, att.lease.Key)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("idem: handler panicked: %v", p)
@@ -505,7 +506,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	if err == nil {
 		if len(res.Messages) > 0 && !out.Guarded {
 			out.pending = &Pending{Key: pk, Token: att.lease.Token, Messages: res.Messages,
-				sent: &cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)}}
+				OnSent: c.cacheOnSent(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})}
 		} else {
 			c.cache.put(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})
 		}
@@ -619,7 +620,7 @@ const failTimeout = 5 * time.Second
 func (c *Client) fail(ctx context.Context, att *Attempt, f persistence.Failure) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
 	defer cancel()
-	ctx, span := c.startSpan(ctx, SpanRelease, att.lease.Key)
+	ctx, span := c.startSpan(ctx, telemetry.SpanRelease, att.lease.Key)
 	if persistence.FailEvent(f) == persistence.EventRefuse {
 		f.RefusedBy = deliveryOf(ctx)
 	}

@@ -7,11 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // MaxRawKeyBytes is the longest key stored as is; longer keys (and all keys when

@@ -1,9 +1,10 @@
 package idem
 
 import (
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"strings"
 	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // TestRedactKey: what errors and the dead letters' reasons show of a key: nothing of it

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -56,7 +55,8 @@ type Pending struct {
 	// dead-lettered instead of sent.
 	Dead []persistence.DeadMessage
 
-	sent      *cached           // the completed record for the cache, once the messages are sent
+	// OnSent, when set, runs once the messages are all sent and marked (Client.Deliver).
+	OnSent    func()
 	committed time.Time         // when they were committed (the reaper sends in that order)
 	origin    trace.SpanContext // the span of the record that committed them: their send's parent
 }
@@ -179,63 +179,3 @@ func DeduplicationID(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hashedIDPrefix + hex.EncodeToString(sum[:])
 }
-
-// pendingSlot carries a record's pending messages from the middleware to the
-// BatchProcessor through the record's context.
-type pendingSlot struct {
-	p   *Pending
-	log func(o outcome, extra error) // the record's log line, written once its outcome is final
-}
-
-type pendingSlotKey struct{}
-
-// batchPendings is the set of lease tokens whose messages the running batch will send at
-// its end: a duplicate of such a key later in the same batch is a plain replay.
-type batchPendings struct {
-	mu     sync.Mutex
-	tokens map[string]bool
-}
-
-type batchPendingsKey struct{}
-
-func withPendingSlot(ctx context.Context, s *pendingSlot) context.Context {
-	return context.WithValue(ctx, pendingSlotKey{}, s)
-}
-
-func withBatchPendings(ctx context.Context) context.Context {
-	return context.WithValue(ctx, batchPendingsKey{}, &batchPendings{tokens: map[string]bool{}})
-}
-
-// sentByThisBatch reports whether the running batch holds the messages of token.
-func sentByThisBatch(ctx context.Context, token string) bool {
-	b, ok := ctx.Value(batchPendingsKey{}).(*batchPendings)
-	if !ok || b == nil {
-		return false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tokens[token]
-}
-
-// hand gives p to the BatchProcessor running this record, or delivers it at once when
-// there is none.
-func (c *Client) hand(ctx context.Context, p *Pending) error {
-	if p == nil {
-		return nil
-	}
-	c.traceOrigin(ctx, p)
-	if s, ok := ctx.Value(pendingSlotKey{}).(*pendingSlot); ok && s != nil {
-		s.p = p
-		if b, ok := ctx.Value(batchPendingsKey{}).(*batchPendings); ok && b != nil {
-			b.mu.Lock()
-			b.tokens[p.Token] = true
-			b.mu.Unlock()
-		}
-		return nil
-	}
-	return c.Deliver(ctx, []*Pending{p})[0]
-}
-
-// Message is an outbound SQS message that a handler asks for in Result.Messages; the
-// record stores it (persistence.Message).
-type Message = persistence.Message

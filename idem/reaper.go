@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -113,7 +114,7 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	tr := newTracer(r.Tracer)
+	tr := telemetry.NewTracer(r.Tracer)
 	ctx, span := startSweep(ctx, tr)
 	defer func() { endSweep(span, res, err) }()
 	deadline, hasDeadline := ctx.Deadline()

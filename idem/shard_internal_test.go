@@ -1,9 +1,10 @@
 package idem
 
 import (
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"strconv"
 	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // TestShardsSpreadKeysThatDifferInOrder: the in-flight shard of a key depends on the

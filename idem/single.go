@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // handleSingle is ModeSingleTransaction: run the handler, then commit its result with
@@ -78,7 +79,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if res.Guarded {
 		writes, rec.Outbox, rec.Home = nil, nil, 0
 	}
-	pctx, commit := c.startSpan(ctx, SpanCommit, pk)
+	pctx, commit := c.startSpan(ctx, telemetry.SpanCommit, pk)
 	out, err := c.putSingle(pctx, rec, writes, hash, seen)
 	endCommit(commit, res, Result{Attempt: rec.Attempt}, err)
 	var wce *persistence.WriteConditionError
@@ -115,8 +116,8 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	result := Result{Response: res.Response, Attempt: rec.Attempt, Guarded: res.Guarded}
 	if len(rec.Outbox) > 0 {
-		entry := &cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)}
-		if err := c.hand(ctx, &Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox, sent: entry}); err != nil {
+		entry := cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)}
+		if err := c.hand(ctx, &Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox, OnSent: c.cacheOnSent(entry)}); err != nil {
 			return Result{}, err
 		}
 		return result, nil

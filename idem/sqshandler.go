@@ -67,7 +67,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 	return func(ctx context.Context, msg events.SQSMessage) error {
 		key, err := rule.Key(msg)
 		if err != nil {
-			if client.tr.on() {
+			if client.tr.On() {
 				client.traceRecord(ctx, "", "", "permanent", nil)
 			}
 			logRecordOutcome(ctx, log, msg, "permanent", slog.LevelWarn, nil, 0, err)
@@ -109,7 +109,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		default:
 			outcome, level = "retry", slog.LevelWarn
 		}
-		if client.tr.on() {
+		if client.tr.On() {
 			client.traceRecord(ctx, key, cfg.Keys.LogHash(key), outcome, &res)
 		}
 		logRecordOutcome(ctx, log, msg, outcome, level, attrs, d, err)

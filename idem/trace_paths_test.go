@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // wantAttr fails unless span s carries key with the value want.
@@ -101,46 +102,46 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		}
 		spans := exp.GetSpans()
 		pk, _ := c.RecordKey(secretKey)
-		request := one(t, spans, idem.SpanRequest)
-		wantAttr(t, request, idem.AttrRecord, idem.RecordTraceID(pk))
-		noAttr(t, request, idem.AttrKeyHash) // a Client has no Keys: a plain hash would let a guess be checked
+		request := one(t, spans, telemetry.SpanRequest)
+		wantAttr(t, request, telemetry.AttrRecord, telemetry.RecordTraceID(pk))
+		noAttr(t, request, telemetry.AttrKeyHash) // a Client has no Keys: a plain hash would let a guess be checked
 		wantAttr(t, request, "idem.replayed", "false")
-		wantAttr(t, request, idem.AttrAttempt, "1")
+		wantAttr(t, request, telemetry.AttrAttempt, "1")
 		wantStatus(t, request, codes.Unset, "")
-		acquire := one(t, spans, idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionAcquired)
-		wantAttr(t, acquire, idem.AttrAttempt, "1")
-		wantAttr(t, acquire, idem.AttrOwner, "worker-1")
-		if tok := spanAttr(acquire, idem.AttrLeaseToken); len(tok) != 8 {
+		acquire := one(t, spans, telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionAcquired)
+		wantAttr(t, acquire, telemetry.AttrAttempt, "1")
+		wantAttr(t, acquire, telemetry.AttrOwner, "worker-1")
+		if tok := spanAttr(acquire, telemetry.AttrLeaseToken); len(tok) != 8 {
 			t.Errorf("lease token on the span %q, want its first 8 characters", tok)
 		}
-		handler := one(t, spans, idem.SpanHandler)
-		wantAttr(t, handler, idem.AttrAttempt, "1")
+		handler := one(t, spans, telemetry.SpanHandler)
+		wantAttr(t, handler, telemetry.AttrAttempt, "1")
 		wantStatus(t, handler, codes.Unset, "")
-		commit := one(t, spans, idem.SpanCommit)
+		commit := one(t, spans, telemetry.SpanCommit)
 		wantAttr(t, commit, "idem.writes", "0")
-		wantAttr(t, commit, idem.AttrMessages, "0")
+		wantAttr(t, commit, telemetry.AttrMessages, "0")
 		wantAttr(t, commit, "idem.guarded", "false")
-		wantAttr(t, commit, idem.AttrAttempt, "1")
+		wantAttr(t, commit, telemetry.AttrAttempt, "1")
 		noSecrets(t, spans)
 
 		exp.Reset()
 		if res, err := c.Do(ctx, req(secretKey, secretBody), ok); err != nil || !res.Replayed {
 			t.Fatalf("the duplicate: %+v %v", res, err)
 		}
-		request = one(t, exp.GetSpans(), idem.SpanRequest)
+		request = one(t, exp.GetSpans(), telemetry.SpanRequest)
 		wantAttr(t, request, "idem.replayed", "true")
-		noAttr(t, request, idem.AttrAttempt) // no acquisition ran the handler
-		wantAttr(t, one(t, exp.GetSpans(), idem.SpanAcquire), idem.AttrDecision, idem.DecisionReplayed)
+		noAttr(t, request, telemetry.AttrAttempt) // no acquisition ran the handler
+		wantAttr(t, one(t, exp.GetSpans(), telemetry.SpanAcquire), telemetry.AttrDecision, telemetry.DecisionReplayed)
 
 		exp.Reset()
 		if _, err := c.Do(ctx, req(secretKey, `{"iban":"other"}`), ok); !errors.Is(err, idem.ErrPayloadMismatch) {
 			t.Fatalf("another payload: %v", err)
 		}
 		spans = exp.GetSpans()
-		wantAttr(t, one(t, spans, idem.SpanAcquire), idem.AttrDecision, idem.DecisionMismatch)
-		request = one(t, spans, idem.SpanRequest)
-		noAttr(t, request, idem.AttrAttempt)
+		wantAttr(t, one(t, spans, telemetry.SpanAcquire), telemetry.AttrDecision, telemetry.DecisionMismatch)
+		request = one(t, spans, telemetry.SpanRequest)
+		noAttr(t, request, telemetry.AttrAttempt)
 		wantStatus(t, request, codes.Error, "payload")
 	})
 
@@ -152,9 +153,9 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 			t.Fatal("the handler's error was not returned")
 		}
 		spans := exp.GetSpans()
-		wantStatus(t, one(t, spans, idem.SpanHandler), codes.Error, "the bank timed out")
-		release := one(t, spans, idem.SpanRelease)
-		wantAttr(t, release, idem.AttrRetryable, "true")
+		wantStatus(t, one(t, spans, telemetry.SpanHandler), codes.Error, "the bank timed out")
+		release := one(t, spans, telemetry.SpanRelease)
+		wantAttr(t, release, telemetry.AttrRetryable, "true")
 		wantStatus(t, release, codes.Unset, "") // the release itself was written
 
 		exp.Reset()
@@ -164,17 +165,17 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 			t.Fatalf("the refusal: %v", err)
 		}
 		spans = exp.GetSpans()
-		wantAttr(t, one(t, spans, idem.SpanAcquire), idem.AttrDecision, idem.DecisionTakenOver)
-		wantAttr(t, one(t, spans, idem.SpanHandler), idem.AttrAttempt, "2")
-		wantAttr(t, one(t, spans, idem.SpanRelease), idem.AttrRetryable, "false")
+		wantAttr(t, one(t, spans, telemetry.SpanAcquire), telemetry.AttrDecision, telemetry.DecisionTakenOver)
+		wantAttr(t, one(t, spans, telemetry.SpanHandler), telemetry.AttrAttempt, "2")
+		wantAttr(t, one(t, spans, telemetry.SpanRelease), telemetry.AttrRetryable, "false")
 
 		exp.Reset()
 		var stored *idem.StoredError
 		if _, err := c.Do(ctx, req("k-retry", `{}`), ok); !errors.As(err, &stored) {
 			t.Fatalf("after the refusal: %v", err)
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionStored)
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionStored)
 		wantStatus(t, acquire, codes.Unset, "") // the store answered: a decision, not its failure
 	})
 
@@ -193,10 +194,10 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		if !errors.As(inner, &held) {
 			t.Fatalf("the second delivery: %v, want a LeaseHeldError", inner)
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionInProgress)
-		wantAttr(t, acquire, idem.AttrOwner, "worker-1")
-		wantAttr(t, acquire, idem.AttrLeaseUntil, held.Until.UTC().Format(time.RFC3339Nano))
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionInProgress)
+		wantAttr(t, acquire, telemetry.AttrOwner, "worker-1")
+		wantAttr(t, acquire, telemetry.AttrLeaseUntil, held.Until.UTC().Format(time.RFC3339Nano))
 	})
 
 	t.Run("a takeover lost to another holder", func(t *testing.T) {
@@ -211,9 +212,9 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		if _, err := racer.Do(ctx, req("k-race", `{}`), ok); !errors.Is(err, idem.ErrInProgress) {
 			t.Fatalf("the lost takeover: %v", err)
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionInProgress)
-		noAttr(t, acquire, idem.AttrOwner) // the winner is not known
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionInProgress)
+		noAttr(t, acquire, telemetry.AttrOwner) // the winner is not known
 	})
 
 	t.Run("the store down", func(t *testing.T) {
@@ -221,8 +222,8 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		if _, err := c.Do(ctx, req("k-down", `{}`), ok); err == nil {
 			t.Fatal("no error")
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionError)
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionError)
 		wantStatus(t, acquire, codes.Error, "store down")
 	})
 
@@ -231,9 +232,9 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		if _, err := c.Do(ctx, req("k-commit", `{}`), ok); err == nil {
 			t.Fatal("no error")
 		}
-		commit := one(t, exp.GetSpans(), idem.SpanCommit)
+		commit := one(t, exp.GetSpans(), telemetry.SpanCommit)
 		wantStatus(t, commit, codes.Error, "commit refused")
-		noAttr(t, commit, idem.AttrAttempt) // nothing was committed by any attempt
+		noAttr(t, commit, telemetry.AttrAttempt) // nothing was committed by any attempt
 	})
 
 	t.Run("a record written without an attempt count, taken over", func(t *testing.T) {
@@ -254,10 +255,10 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		if _, err := c.Do(ctx, req("k-old", `{}`), ok); err != nil {
 			t.Fatal(err)
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionTakenOver)
-		wantAttr(t, acquire, idem.AttrPreviousOwner, "elsewhere")
-		wantAttr(t, acquire, idem.AttrAttempt, "1")
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionTakenOver)
+		wantAttr(t, acquire, telemetry.AttrPreviousOwner, "elsewhere")
+		wantAttr(t, acquire, telemetry.AttrAttempt, "1")
 	})
 }
 
@@ -289,11 +290,11 @@ func TestInjectTrace(t *testing.T) {
 		"one of its own":      {attrs(1), wantTP, 2},
 		"nine of its own":     {attrs(9), wantTP, 10},
 		"ten already":         {attrs(10), "", 10},
-		"its own traceparent": {map[string]sqstypes.MessageAttributeValue{idem.TraceParentAttribute: {DataType: aws.String("String"), StringValue: aws.String("mine")}}, "mine", 1},
+		"its own traceparent": {map[string]sqstypes.MessageAttributeValue{telemetry.TraceParentAttribute: {DataType: aws.String("String"), StringValue: aws.String("mine")}}, "mine", 1},
 	} {
 		in := &sqs.SendMessageInput{MessageAttributes: c.attrs}
-		idem.InjectTrace(ctx, in)
-		got := in.MessageAttributes[idem.TraceParentAttribute]
+		telemetry.InjectTrace(ctx, in)
+		got := in.MessageAttributes[telemetry.TraceParentAttribute]
 		if aws.ToString(got.StringValue) != c.wantTP || len(in.MessageAttributes) != c.n {
 			t.Errorf("%s: traceparent %q of %d attributes, want %q of %d", name, aws.ToString(got.StringValue), len(in.MessageAttributes), c.wantTP, c.n)
 		}
@@ -305,13 +306,13 @@ func TestInjectTrace(t *testing.T) {
 				t.Errorf("%s: the producer's attribute %s was lost", name, k)
 			}
 		}
-		h := in.MessageSystemAttributes[idem.AWSTraceHeader]
+		h := in.MessageSystemAttributes[telemetry.AWSTraceHeader]
 		if aws.ToString(h.StringValue) != wantHeader || aws.ToString(h.DataType) != "String" {
 			t.Errorf("%s: AWSTraceHeader %q (%q), want %q", name, aws.ToString(h.StringValue), aws.ToString(h.DataType), wantHeader)
 		}
 	}
 	in := &sqs.SendMessageInput{}
-	idem.InjectTrace(context.Background(), in)
+	telemetry.InjectTrace(context.Background(), in)
 	if in.MessageAttributes != nil || in.MessageSystemAttributes != nil {
 		t.Errorf("without a span: %v %v", in.MessageAttributes, in.MessageSystemAttributes)
 	}
@@ -327,40 +328,40 @@ func TestRecordSpanContexts(t *testing.T) {
 	ctx, producer := tr.tp.Tracer("test").Start(context.Background(), "producer", trace.WithSpanKind(trace.SpanKindProducer))
 	producer.End()
 	in := &sqs.SendMessageInput{}
-	idem.InjectTrace(ctx, in)
+	telemetry.InjectTrace(ctx, in)
 	msg := func(id, key string) events.SQSMessage {
 		return events.SQSMessage{
 			MessageId: id, Body: `{}`, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input",
-			Attributes: map[string]string{"ApproximateReceiveCount": "3", idem.AWSTraceHeader: aws.ToString(in.MessageSystemAttributes[idem.AWSTraceHeader].StringValue)},
+			Attributes: map[string]string{"ApproximateReceiveCount": "3", telemetry.AWSTraceHeader: aws.ToString(in.MessageSystemAttributes[telemetry.AWSTraceHeader].StringValue)},
 			MessageAttributes: map[string]events.SQSMessageAttribute{
-				idem.KeyAttribute:         {DataType: "String", StringValue: aws.String(key)},
-				idem.TraceParentAttribute: {DataType: "String", StringValue: in.MessageAttributes[idem.TraceParentAttribute].StringValue},
+				idem.KeyAttribute:              {DataType: "String", StringValue: aws.String(key)},
+				telemetry.TraceParentAttribute: {DataType: "String", StringValue: in.MessageAttributes[telemetry.TraceParentAttribute].StringValue},
 			},
 		}
 	}
 
 	inv := tr.deliver(t, msg("m-both", "k-both"))
-	process := one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	process := one(t, tr.rec.GetSpans(), telemetry.SpanProcess)
 	if process.Parent.SpanID() != producer.SpanContext().SpanID() || len(process.Links) != 1 || process.Links[0].SpanContext.SpanID() != inv.SpanID() {
 		t.Errorf("both contexts of one trace: parent %v, links %v; want the producer, and the invocation linked", process.Parent.SpanID(), process.Links)
 	}
-	wantAttr(t, process, idem.AttrReceiveCount, "3")
+	wantAttr(t, process, telemetry.AttrReceiveCount, "3")
 
 	tr.rec.Reset()
 	other := msg("m-other", "k-other")
-	other.Attributes[idem.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	other.Attributes[telemetry.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	tr.deliver(t, other)
-	process = one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	process = one(t, tr.rec.GetSpans(), telemetry.SpanProcess)
 	if process.Parent.SpanID() != producer.SpanContext().SpanID() || len(process.Links) != 2 || process.Links[1].SpanContext.SpanID().String() != "53995c3f42cd8ad8" {
 		t.Errorf("an X-Ray context of another trace: parent %v, links %v; want the producer, the X-Ray context linked", process.Parent.SpanID(), process.Links)
 	}
 
 	tr.rec.Reset()
 	binary := msg("m-binary", "k-binary")
-	binary.MessageAttributes[idem.TraceParentAttribute] = events.SQSMessageAttribute{DataType: "Binary", BinaryValue: []byte("00-x")}
-	delete(binary.Attributes, idem.AWSTraceHeader)
+	binary.MessageAttributes[telemetry.TraceParentAttribute] = events.SQSMessageAttribute{DataType: "Binary", BinaryValue: []byte("00-x")}
+	delete(binary.Attributes, telemetry.AWSTraceHeader)
 	tr.deliver(t, binary)
-	if process = one(t, tr.rec.GetSpans(), idem.SpanProcess); process.Parent.IsValid() {
+	if process = one(t, tr.rec.GetSpans(), telemetry.SpanProcess); process.Parent.IsValid() {
 		t.Errorf("a binary traceparent: parent %v, want a root", process.Parent)
 	}
 }
@@ -406,16 +407,16 @@ func TestRecordSpanOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 		spans := exp.GetSpans()
-		process := one(t, spans, idem.SpanProcess)
+		process := one(t, spans, telemetry.SpanProcess)
 		wantAttr(t, process, "idem.batch_outcome", c.outcome)
 		wantStatus(t, process, c.code, c.text)
 		switch c.msg.MessageId {
 		case "m-ok":
-			wantAttr(t, process, idem.AttrAttempt, "1")
-			wantAttr(t, one(t, spans, idem.SpanSend), idem.AttrDeadLettered, "0")
+			wantAttr(t, process, telemetry.AttrAttempt, "1")
+			wantAttr(t, one(t, spans, telemetry.SpanSend), telemetry.AttrDeadLettered, "0")
 		case "m-dup":
-			wantAttr(t, process, idem.AttrOutcome, "duplicate")
-			noAttr(t, process, idem.AttrAttempt)
+			wantAttr(t, process, telemetry.AttrOutcome, "duplicate")
+			noAttr(t, process, telemetry.AttrAttempt)
 		}
 	}
 	if len(dl.ids) != 1 || dl.ids[0] != "m-keyless" {
@@ -430,7 +431,7 @@ func TestRecordSpanOutcomes(t *testing.T) {
 // SQS's least MaximumMessageSize gives a larger message none. A message that sets a
 // traceparent of its own keeps it.
 func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
-	const traceparent = len(idem.TraceParentAttribute) + len("String") + len("00-") + 32 + len("-") + 16 + len("-01")
+	const traceparent = len(telemetry.TraceParentAttribute) + len("String") + len("00-") + 32 + len("-") + 16 + len("-01")
 	const q = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
 	for _, c := range []struct {
 		name  string
@@ -443,7 +444,7 @@ func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
 		{"one byte over", true, idem.Message{Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes-traceparent+1)}, false, ""},
 		{"the least queue, to the byte", false, idem.Message{Body: strings.Repeat("x", sqsmsg.MinSQSMessageBytes-traceparent)}, true, ""},
 		{"over the least queue", false, idem.Message{Body: strings.Repeat("x", sqsmsg.MinSQSMessageBytes-traceparent+1)}, false, ""},
-		{"its own traceparent", false, idem.Message{Body: "x", Attributes: map[string]string{idem.TraceParentAttribute: "mine"}}, true, "mine"},
+		{"its own traceparent", false, idem.Message{Body: "x", Attributes: map[string]string{telemetry.TraceParentAttribute: "mine"}}, true, "mine"},
 	} {
 		tr := newTraced(t, true, 0)
 		if c.known {
@@ -457,7 +458,7 @@ func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
 		if errs[0] != nil || len(tr.out.entries) == 0 {
 			t.Fatalf("%s: %v, %d entries sent", c.name, errs[0], len(tr.out.entries))
 		}
-		got, has := tr.out.entries[len(tr.out.entries)-1].MessageAttributes[idem.TraceParentAttribute]
+		got, has := tr.out.entries[len(tr.out.entries)-1].MessageAttributes[telemetry.TraceParentAttribute]
 		if has != c.room || c.value != "" && aws.ToString(got.StringValue) != c.value {
 			t.Errorf("%s: traceparent %v %q, want %v %q", c.name, has, aws.ToString(got.StringValue), c.room, c.value)
 		}
@@ -497,16 +498,16 @@ func TestReapSpanOfALeaseThatMovedOn(t *testing.T) {
 			t.Fatal(err)
 		}
 		spans := exp.GetSpans()
-		reap := one(t, spans, idem.SpanReap)
-		wantAttr(t, reap, idem.AttrLeaseToken, "01234567")
+		reap := one(t, spans, telemetry.SpanReap)
+		wantAttr(t, reap, telemetry.AttrLeaseToken, "01234567")
 		wantStatus(t, reap, codes.Unset, "")
-		wantStatus(t, one(t, spans, idem.SpanSweep), codes.Unset, "")
+		wantStatus(t, one(t, spans, telemetry.SpanSweep), codes.Unset, "")
 		if moved {
-			wantAttr(t, reap, idem.AttrReaped, "false")
-			noAttr(t, reap, idem.AttrLate)
+			wantAttr(t, reap, telemetry.AttrReaped, "false")
+			noAttr(t, reap, telemetry.AttrLate)
 		} else {
-			wantAttr(t, reap, idem.AttrReaped, "true")
-			wantAttr(t, reap, idem.AttrLate, fmt.Sprint(later.Sub(now.Truncate(time.Millisecond).Add(time.Second)).Milliseconds()))
+			wantAttr(t, reap, telemetry.AttrReaped, "true")
+			wantAttr(t, reap, telemetry.AttrLate, fmt.Sprint(later.Sub(now.Truncate(time.Millisecond).Add(time.Second)).Milliseconds()))
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 )
 
@@ -158,7 +159,7 @@ func (w *world) checkDeadOutbound(m simsqs.Message) {
 }
 
 // checkTraceContexts: each delivered outbound message that carries a traceparent is in
-// the trace of a delivery of its own operation: every record's span (idem.SpanProcess)
+// the trace of a delivery of its own operation: every record's span (telemetry.SpanProcess)
 // is the root of a trace of its own here (producers send no trace context), and the
 // send of a record's messages is under the span of the record that committed them, or
 // of a later delivery of its key that found them pending.
@@ -168,7 +169,7 @@ func (w *world) checkTraceContexts() {
 	}
 	records := map[trace.TraceID]string{} // a record span's trace -> the input message's id
 	for _, s := range w.sc.cfg.spans.rec.GetSpans() {
-		if s.Name != idem.SpanProcess {
+		if s.Name != telemetry.SpanProcess {
 			continue
 		}
 		for _, kv := range s.Attributes {
@@ -182,12 +183,12 @@ func (w *world) checkTraceContexts() {
 		inputs[a.Msg.ID] = a.Msg
 	}
 	for _, a := range w.sqs.Accepted() {
-		tp, ok := a.Msg.Attributes[idem.TraceParentAttribute]
+		tp, ok := a.Msg.Attributes[telemetry.TraceParentAttribute]
 		var b outbound
 		if !ok || (a.Queue != w.outFIFO && a.Queue != w.outStd) || json.Unmarshal([]byte(a.Msg.Body), &b) != nil {
 			continue
 		}
-		carrier := propagation.MapCarrier{idem.TraceParentAttribute: aws.ToString(tp.StringValue)}
+		carrier := propagation.MapCarrier{telemetry.TraceParentAttribute: aws.ToString(tp.StringValue)}
 		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 		in, found := inputs[records[sc.TraceID()]]
 		if !found {

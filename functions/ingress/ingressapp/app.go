@@ -23,6 +23,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
@@ -256,7 +257,7 @@ func (a *App) send(ctx context.Context, key, scoped string, rec *record, body []
 	sctx, cancel := context.WithDeadline(ctx, rec.SendingUntil)
 	defer cancel()
 	in := a.outgoing(scoped, body, rec.Group)
-	idem.InjectTrace(sctx, in) // the consumer's record span goes under this request's
+	telemetry.InjectTrace(sctx, in) // the consumer's record span goes under this request's
 	out, err := a.sqs.SendMessage(sctx, in)
 	// The writes after a send run on a context of their own: the request's may be
 	// what just ended.

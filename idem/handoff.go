@@ -1,0 +1,95 @@
+package idem
+
+import (
+	"context"
+	"sync"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+)
+
+// pendingSlot carries a record's pending messages from the middleware to the
+// BatchProcessor through the record's context.
+type pendingSlot struct {
+	p   *Pending
+	log func(o outcome, extra error) // the record's log line, written once its outcome is final
+}
+
+type pendingSlotKey struct{}
+
+// batchPendings is the set of lease tokens whose messages the running batch will send at
+// its end: a duplicate of such a key later in the same batch is a plain replay.
+type batchPendings struct {
+	mu     sync.Mutex
+	tokens map[string]bool
+}
+
+type batchPendingsKey struct{}
+
+func withPendingSlot(ctx context.Context, s *pendingSlot) context.Context {
+	return context.WithValue(ctx, pendingSlotKey{}, s)
+}
+
+func withBatchPendings(ctx context.Context) context.Context {
+	return context.WithValue(ctx, batchPendingsKey{}, &batchPendings{tokens: map[string]bool{}})
+}
+
+// sentByThisBatch reports whether the running batch holds the messages of token.
+func sentByThisBatch(ctx context.Context, token string) bool {
+	b, ok := ctx.Value(batchPendingsKey{}).(*batchPendings)
+	if !ok || b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tokens[token]
+}
+
+// hand gives p to the BatchProcessor running this record, or delivers it at once when
+// there is none.
+func (c *Client) hand(ctx context.Context, p *Pending) error {
+	if p == nil {
+		return nil
+	}
+	c.traceOrigin(ctx, p)
+	if s, ok := ctx.Value(pendingSlotKey{}).(*pendingSlot); ok && s != nil {
+		s.p = p
+		if b, ok := ctx.Value(batchPendingsKey{}).(*batchPendings); ok && b != nil {
+			b.mu.Lock()
+			b.tokens[p.Token] = true
+			b.mu.Unlock()
+		}
+		return nil
+	}
+	return c.Deliver(ctx, []*Pending{p})[0]
+}
+
+// Message is an outbound SQS message that a handler asks for in Result.Messages; the
+// record stores it (persistence.Message).
+type Message = persistence.Message
+
+// Deliver sends the messages of pendings with SendMessageBatch, at most 10 to a request,
+// per queue in the order given, then marks each pending whose messages all went out as
+// sent in its record. It returns one error per pending, nil for those sent and marked.
+//
+// On a FIFO queue, once a message of a group was not sent, the later messages of that
+// group in this call are not sent either (they are failed with their pendings), so a
+// group's messages never overtake an earlier one: within a record, and across the
+// records of the call, in the order given. A message SQS refuses for good is isolated
+// (a request it spoiled is sent again one message at a time) and dead-lettered with
+// the reason (Config.OutboxDeadLetter), so it holds up neither its group nor another
+// key's messages; it is listed in Pending.Dead and in the record. A pending left
+// partly sent stays pending: the next delivery of its key or the reaper sends it again,
+// with the same keys and deduplication ids.
+func (c *Client) Deliver(ctx context.Context, pendings []*Pending) []error {
+	errs := deliver(ctx, c.tr, c.cfg.Sender, c.cfg.OutboxDeadLetter, c.cfg.Store, c.cfg.Clock, pendings)
+	for i, p := range pendings {
+		if errs[i] == nil && p.OnSent != nil {
+			p.OnSent()
+		}
+	}
+	return errs
+}
+
+// cacheOnSent is what a pending does once its messages are sent and marked: a warm
+// duplicate of its key is answered from e with no request.
+func (c *Client) cacheOnSent(e cached) func() { return func() { c.cache.put(e) } }
