@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
@@ -70,7 +71,7 @@ type BatchConfig struct {
 
 // Deliverer sends committed outbound messages; *Client implements it.
 type Deliverer interface {
-	Deliver(ctx context.Context, pendings []*Pending) []error
+	Deliver(ctx context.Context, pendings []*outbox.Pending) []error
 }
 
 // BatchProcessor runs the records of an SQS event through a RecordFunc and returns a
@@ -216,7 +217,7 @@ func (p *BatchProcessor) flush(ctx context.Context, recs []events.SQSMessage, un
 func (p *BatchProcessor) send(ctx context.Context, recs []events.SQSMessage, units [][]int, outcomes []outcome, slots []pendingSlot) map[int]error {
 	causes := map[int]error{}
 	var idx []int
-	var pendings []*Pending
+	var pendings []*outbox.Pending
 	for i := range slots {
 		if slots[i].p != nil && outcomes[i] == outcomeOK {
 			idx = append(idx, i)
@@ -492,6 +493,6 @@ func deliveryOf(ctx context.Context) persistence.Delivery {
 
 // SQSDeadLetter dead-letters both a batch's records and the outbox's refused messages.
 var (
-	_ DeadLetterer         = (*sqsmsg.SQSDeadLetter)(nil)
-	_ OutboundDeadLetterer = (*sqsmsg.SQSDeadLetter)(nil)
+	_ DeadLetterer                = (*sqsmsg.SQSDeadLetter)(nil)
+	_ outbox.OutboundDeadLetterer = (*sqsmsg.SQSDeadLetter)(nil)
 )

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
@@ -47,7 +48,7 @@ func TestCallerKeyIsOneToOne(t *testing.T) {
 				t.Fatalf("%s and %s share the record key %q", other, pair, rk)
 			}
 			records[rk] = pair
-			id := idem.DeduplicationID(ck)
+			id := outbox.DeduplicationID(ck)
 			if len(id) == 0 || len(id) > 128 {
 				t.Fatalf("DeduplicationID(%q) = %q: not an SQS id", ck, id)
 			}

@@ -55,5 +55,5 @@ func PublicReason(err error) string {
 
 // failureOf is the Failure a handler's or a commit's error err records.
 func failureOf(err error, retryable bool) persistence.Failure {
-	return persistence.Failure{Reason: truncate(err.Error(), 1024), Retryable: retryable, Category: CategoryOf(err), Public: truncate(PublicReason(err), 1024)}
+	return persistence.Failure{Reason: persistence.Truncate(err.Error(), 1024), Retryable: retryable, Category: CategoryOf(err), Public: persistence.Truncate(PublicReason(err), 1024)}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
@@ -24,7 +25,7 @@ import (
 // flakySender is SQS on moto, but for the SendMessageBatch requests it is told to fail
 // (by their number, from 1), which fail as a lost connection does.
 type flakySender struct {
-	api   idem.SQSBatchSender
+	api   outbox.SQSBatchSender
 	n     atomic.Int64
 	fails map[int64]bool
 }
@@ -52,7 +53,7 @@ func fifoQueue(t *testing.T, client *sqs.Client, name string, attrs map[string]s
 
 func drainQueue(t *testing.T, client *sqs.Client, url string) []sqstypes.Message {
 	t.Helper()
-	return (&outbox{sqs: client, url: url}).drain(t)
+	return (&outboxQueues{sqs: client, url: url}).drain(t)
 }
 
 func keyedFIFORecord(id, group, key, body string) events.SQSMessage {
@@ -354,8 +355,8 @@ func TestDeliverWithoutASender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &idem.Pending{Key: "nosender#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
-	errs := c.Deliver(context.Background(), []*idem.Pending{p})
+	p := &outbox.Pending{Key: "nosender#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
+	errs := c.Deliver(context.Background(), []*outbox.Pending{p})
 	if len(errs) != 1 || errs[0] == nil || !strings.Contains(errs[0].Error(), "Config.Sender") {
 		t.Fatalf("errors %v, want one naming Config.Sender", errs)
 	}
@@ -369,7 +370,7 @@ func TestDeliverOfAMessageWithoutAttributesSendsNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := c.Deliver(context.Background(), []*idem.Pending{{Key: "s#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}}}})
+	errs := c.Deliver(context.Background(), []*outbox.Pending{{Key: "s#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}}}})
 	if errs[0] != nil || len(out.entries) != 1 {
 		t.Fatalf("%v, %d entries sent", errs[0], len(out.entries))
 	}

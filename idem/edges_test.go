@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
@@ -31,7 +32,7 @@ import (
 // refuses one whose body alone is too large), and passes the others on to moto. moto
 // 5.2.1 checks a queue's MaximumMessageSize against the body alone (sizeLimitedSQS).
 type sizeLimitedBatch struct {
-	next     idem.SQSBatchSender
+	next     outbox.SQSBatchSender
 	limit    int
 	requests atomic.Int64
 }
@@ -90,7 +91,7 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return idem.OutboundKey(pk, 0)
+			return outbox.OutboundKey(pk, 0)
 		}
 		key := outKey("sized-1")
 		body := strings.Repeat("x", sqsmsg.MinSQSMessageBytes-len(idem.KeyAttribute)-len("String")-len(key))
@@ -148,7 +149,7 @@ func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 		t.Helper()
 		attrCost := len(idem.KeyAttribute) + len("String") + len(key)
 		m := idem.Message{QueueURL: out, Body: strings.Repeat("z", size-attrCost), GroupID: "g", DeduplicationID: key, Attributes: map[string]string{idem.KeyAttribute: key}}
-		if errs := c.Deliver(ctx, []*idem.Pending{{Key: "payments#" + key, Token: "t", Messages: []idem.Message{m}}}); errs[0] != nil {
+		if errs := c.Deliver(ctx, []*outbox.Pending{{Key: "payments#" + key, Token: "t", Messages: []idem.Message{m}}}); errs[0] != nil {
 			t.Fatalf("deliver %s: %v", key, errs[0])
 		}
 	}
@@ -196,7 +197,7 @@ func TestEachOutboundMessageCarriesItsOwnRecordsTrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		producers[idem.OutboundKey(pk, 0)] = producer
+		producers[outbox.OutboundKey(pk, 0)] = producer
 	}
 	resp, err := tr.batch.Process(context.Background(), events.SQSEvent{Records: records})
 	if err != nil || len(resp.BatchItemFailures) != 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
@@ -110,7 +111,7 @@ func IsPermanent(err error) bool {
 	var we *persistence.WriteConditionError
 	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) || errors.Is(err, persistence.ErrRefused) ||
 		errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrInvalidKey) ||
-		errors.Is(err, persistence.ErrResponseTooLarge) || errors.Is(err, ErrInvalidMessage) ||
+		errors.Is(err, persistence.ErrResponseTooLarge) || errors.Is(err, outbox.ErrInvalidMessage) ||
 		errors.Is(err, persistence.ErrInvalidRequest)
 }
 

@@ -4,13 +4,14 @@ import (
 	"context"
 	"sync"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // pendingSlot carries a record's pending messages from the middleware to the
 // BatchProcessor through the record's context.
 type pendingSlot struct {
-	p   *Pending
+	p   *outbox.Pending
 	log func(o outcome, extra error) // the record's log line, written once its outcome is final
 }
 
@@ -46,7 +47,7 @@ func sentByThisBatch(ctx context.Context, token string) bool {
 
 // hand gives p to the BatchProcessor running this record, or delivers it at once when
 // there is none.
-func (c *Client) hand(ctx context.Context, p *Pending) error {
+func (c *Client) hand(ctx context.Context, p *outbox.Pending) error {
 	if p == nil {
 		return nil
 	}
@@ -60,7 +61,7 @@ func (c *Client) hand(ctx context.Context, p *Pending) error {
 		}
 		return nil
 	}
-	return c.Deliver(ctx, []*Pending{p})[0]
+	return c.Deliver(ctx, []*outbox.Pending{p})[0]
 }
 
 // Message is an outbound SQS message that a handler asks for in Result.Messages; the
@@ -80,8 +81,8 @@ type Message = persistence.Message
 // key's messages; it is listed in Pending.Dead and in the record. A pending left
 // partly sent stays pending: the next delivery of its key or the reaper sends it again,
 // with the same keys and deduplication ids.
-func (c *Client) Deliver(ctx context.Context, pendings []*Pending) []error {
-	errs := deliver(ctx, c.tr, c.cfg.Sender, c.cfg.OutboxDeadLetter, c.cfg.Store, c.cfg.Clock, pendings)
+func (c *Client) Deliver(ctx context.Context, pendings []*outbox.Pending) []error {
+	errs := outbox.Deliver(ctx, c.tr, c.cfg.Sender, c.cfg.OutboxDeadLetter, c.cfg.Store, c.cfg.Clock, pendings)
 	for i, p := range pendings {
 		if errs[i] == nil && p.OnSent != nil {
 			p.OnSent()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -92,7 +93,7 @@ type Result struct {
 	// the record (Record.Public) beside the error; "" tells nothing but the category.
 	Tell func(index int, item map[string]types.AttributeValue) string
 
-	pending *Pending // outbound messages to send once the caller is done with the record
+	pending *outbox.Pending // outbound messages to send once the caller is done with the record
 }
 
 // Handler handles a request. The idempotency middleware guarantees that, for one key,
@@ -138,7 +139,7 @@ type Config struct {
 	Clock func() time.Time
 	// Sender sends the outbound messages of Result.Messages (an *sqs.Client). A handler
 	// that returns messages while it is nil fails permanently before anything commits.
-	Sender SQSBatchSender
+	Sender outbox.SQSBatchSender
 	// Mode chooses how a first delivery is committed: ModeLease (the default) or
 	// ModeSingleTransaction. See Mode.
 	Mode Mode
@@ -146,7 +147,7 @@ type Config struct {
 	// queue, say): it is dead-lettered with the reason instead of staying pending and
 	// holding up the messages after it (an *SQSDeadLetter on the consumer's dead-letter
 	// queue). When nil, such a message stays pending and is reported at every try.
-	OutboxDeadLetter OutboundDeadLetterer
+	OutboxDeadLetter outbox.OutboundDeadLetterer
 	// Tracer, when set, records a span for each decision, handler run, step, commit,
 	// release and outbound send (see SpanAcquire and the other span names); nil records
 	// nothing and costs nothing.
@@ -360,7 +361,7 @@ func (c *Client) prepare(key, pk string, res Result) ([]persistence.Message, err
 		return nil, Permanent(fmt.Errorf("%w: the message's key is %s, its guard's %s: key the messages by the guard's business id (key source %s)",
 			ErrHomeKey, redactKey(key), redactKey(res.HomeKey), KeyFromField))
 	}
-	msgs, err := prepareMessages(pk, res.Messages)
+	msgs, err := outbox.PrepareMessages(pk, res.Messages)
 	if err != nil {
 		return nil, err
 	}
@@ -439,7 +440,7 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.
 		// tells how long ago. Every delivery that finds them sends them before it is
 		// acknowledged (a resend carries the same keys and deduplication ids); the reaper
 		// sends them when no delivery comes.
-		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox,
+		return &Result{Response: old.Response, Replayed: true, pending: &outbox.Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox,
 			OnSent: c.cacheOnSent(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})}}, false, nil
 	case old.Status == persistence.StatusCompleted:
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
@@ -505,7 +506,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	}
 	if err == nil {
 		if len(res.Messages) > 0 && !out.Guarded {
-			out.pending = &Pending{Key: pk, Token: att.lease.Token, Messages: res.Messages,
+			out.pending = &outbox.Pending{Key: pk, Token: att.lease.Token, Messages: res.Messages,
 				OnSent: c.cacheOnSent(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})}
 		} else {
 			c.cache.put(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})

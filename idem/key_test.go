@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
@@ -83,14 +84,14 @@ func TestRecordKeyIsOneToOne(t *testing.T) {
 // message as the other's duplicate for 5 minutes.
 func TestDeduplicationIDIsOneToOne(t *testing.T) {
 	long := strings.Repeat("d", 129)
-	hashed := idem.DeduplicationID(long)
+	hashed := outbox.DeduplicationID(long)
 	if !strings.HasPrefix(hashed, "sha256-") || len(hashed) != len("sha256-")+64 {
 		t.Fatalf("DeduplicationID(129 chars) = %q, want sha256-<hex>", hashed)
 	}
 	inputs := []string{long, hashed, "sha256-", "sha256-x", "sha256:" + hashed[len("sha256-"):], "pay-1", strings.Repeat("d", 128), "zahlung-ü"}
 	seen := map[string]string{}
 	for _, in := range inputs {
-		id := idem.DeduplicationID(in)
+		id := outbox.DeduplicationID(in)
 		if other, ok := seen[id]; ok {
 			t.Fatalf("inputs %.60q and %.60q share the deduplication id %q", other, in, id)
 		}
@@ -100,7 +101,7 @@ func TestDeduplicationIDIsOneToOne(t *testing.T) {
 		}
 	}
 	for _, kept := range []string{"pay-1", strings.Repeat("d", 128), "a:b#c"} {
-		if got := idem.DeduplicationID(kept); got != kept {
+		if got := outbox.DeduplicationID(kept); got != kept {
 			t.Errorf("DeduplicationID(%q) = %q, want it kept as it is", kept, got)
 		}
 	}

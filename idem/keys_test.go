@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
@@ -141,7 +142,7 @@ func TestIngressDeduplicationID(t *testing.T) {
 	other, _ := sqsmsg.NewKeys(bytes.Repeat([]byte("t"), sqsmsg.MinSecretBytes))
 	id := keys.IngressDeduplicationID("http~k")
 	if id != keys.IngressDeduplicationID("http~k") || id == keys.IngressDeduplicationID("http~j") || id == other.IngressDeduplicationID("http~k") ||
-		id == idem.DeduplicationID("http~k") || len(id) > 128 || idem.DeduplicationID(id) != id {
+		id == outbox.DeduplicationID("http~k") || len(id) > 128 || outbox.DeduplicationID(id) != id {
 		t.Fatalf("IngressDeduplicationID = %q", id)
 	}
 	var none *sqsmsg.Keys

@@ -21,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
@@ -28,13 +29,13 @@ import (
 
 // outbox is a FIFO queue on the emulator that handlers send to, and an SQS client that
 // counts its requests.
-type outbox struct {
+type outboxQueues struct {
 	sqs   *sqs.Client
 	calls *awstest.Calls
 	url   string
 }
 
-func newOutbox(t *testing.T) *outbox {
+func newOutbox(t *testing.T) *outboxQueues {
 	t.Helper()
 	calls := awstest.NewCalls()
 	client := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
@@ -47,11 +48,11 @@ func newOutbox(t *testing.T) *outbox {
 	}
 	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
 	calls.Reset()
-	return &outbox{sqs: client, calls: calls, url: aws.ToString(q.QueueUrl)}
+	return &outboxQueues{sqs: client, calls: calls, url: aws.ToString(q.QueueUrl)}
 }
 
 // drain receives and deletes everything in the queue (awstest.Drain).
-func (o *outbox) drain(t *testing.T) []sqstypes.Message {
+func (o *outboxQueues) drain(t *testing.T) []sqstypes.Message {
 	t.Helper()
 	all, err := awstest.Drain(context.Background(), o.sqs, o.url)
 	if err != nil {
@@ -60,7 +61,7 @@ func (o *outbox) drain(t *testing.T) []sqstypes.Message {
 	return all
 }
 
-func (o *outbox) msg(body, group string) idem.Message {
+func (o *outboxQueues) msg(body, group string) idem.Message {
 	return idem.Message{QueueURL: o.url, Body: body, GroupID: group}
 }
 
@@ -82,7 +83,7 @@ func (f *failingSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchI
 }
 
 // journalEffect commits the counted effect of id, a guard entry and one outbound message.
-func journalEffect(e *env, o *outbox, runs *atomic.Int64, id string) idem.HandlerFunc {
+func journalEffect(e *env, o *outboxQueues, runs *atomic.Int64, id string) idem.HandlerFunc {
 	return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
 		runs.Add(1)
 		return idem.Result{
@@ -149,8 +150,8 @@ func TestOutboxSendsOnceAfterTheCommit(t *testing.T) {
 			t.Fatalf("queue holds %v, want the one receipt", bodies(got))
 		}
 		m := got[0]
-		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != idem.OutboundKey("contract#k1", 0) {
-			t.Errorf("key attribute %q, want the message's own key, %q", v, idem.OutboundKey("contract#k1", 0))
+		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != outbox.OutboundKey("contract#k1", 0) {
+			t.Errorf("key attribute %q, want the message's own key, %q", v, outbox.OutboundKey("contract#k1", 0))
 		}
 		if g := m.Attributes["MessageGroupId"]; g != "g-k1" {
 			t.Errorf("group %q, want g-k1", g)
@@ -583,7 +584,7 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 					runs.Add(1)
 					return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite("msg " + name)}, Messages: []idem.Message{m}}, nil
 				})
-				if !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
+				if !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
 					t.Errorf("%s: %v, want a permanent ErrInvalidMessage", name, err)
 				}
 				if n := e.bizCount(t, "msg "+name); n != 0 {
@@ -610,17 +611,17 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 					return idem.Result{Messages: msgs}, nil
 				}
 			}
-			if _, err := c.Do(ctx, req("too many messages", `{}`), many(idem.MaxOutboundMessages+1)); !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
-				t.Errorf("%d messages: %v, want a permanent ErrInvalidMessage", idem.MaxOutboundMessages+1, err)
+			if _, err := c.Do(ctx, req("too many messages", `{}`), many(outbox.MaxOutboundMessages+1)); !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
+				t.Errorf("%d messages: %v, want a permanent ErrInvalidMessage", outbox.MaxOutboundMessages+1, err)
 			}
 			if n := len(o.drain(t)); n != 0 {
 				t.Fatalf("%d messages sent", n)
 			}
-			if _, err := c.Do(ctx, req("as many messages as allowed", `{}`), many(idem.MaxOutboundMessages)); err != nil {
-				t.Fatalf("%d messages: %v", idem.MaxOutboundMessages, err)
+			if _, err := c.Do(ctx, req("as many messages as allowed", `{}`), many(outbox.MaxOutboundMessages)); err != nil {
+				t.Fatalf("%d messages: %v", outbox.MaxOutboundMessages, err)
 			}
-			if n := len(o.drain(t)); n != idem.MaxOutboundMessages {
-				t.Fatalf("%d messages sent, want %d", n, idem.MaxOutboundMessages)
+			if n := len(o.drain(t)); n != outbox.MaxOutboundMessages {
+				t.Fatalf("%d messages sent, want %d", n, outbox.MaxOutboundMessages)
 			}
 		})
 	}
@@ -826,8 +827,8 @@ func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
 		var applied []string
 		for i, m := range got {
 			key := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue)
-			if key != idem.OutboundKey(pk, i) || m.Attributes["MessageDeduplicationId"] != idem.DeduplicationID(key) {
-				t.Errorf("message %d: key %q, deduplication id %q; want %q and its deduplication id", i, key, m.Attributes["MessageDeduplicationId"], idem.OutboundKey(pk, i))
+			if key != outbox.OutboundKey(pk, i) || m.Attributes["MessageDeduplicationId"] != outbox.DeduplicationID(key) {
+				t.Errorf("message %d: key %q, deduplication id %q; want %q and its deduplication id", i, key, m.Attributes["MessageDeduplicationId"], outbox.OutboundKey(pk, i))
 			}
 			_, err := down.Do(ctx, req(key, aws.ToString(m.Body)), func(_ context.Context, r *idem.Request) (idem.Result, error) {
 				applied = append(applied, string(r.Payload))
@@ -848,7 +849,7 @@ func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
 			n.Body = "b"
 			return idem.Result{Messages: []idem.Message{m, n}}, nil
 		}
-		if _, err := c.Do(ctx, req("order-2", `{}`), same); !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
+		if _, err := c.Do(ctx, req("order-2", `{}`), same); !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
 			t.Fatalf("two messages with one key: %v, want ErrInvalidMessage", err)
 		}
 		if n := len(o.drain(t)); n != 0 {
@@ -888,7 +889,7 @@ func TestWarmCacheOnlyOnceTheOutboxIsSent(t *testing.T) {
 				runs.Add(1)
 				return idem.Result{Response: []byte("ok"), Messages: []idem.Message{o.msg("receipt", "g")}}, nil
 			})
-			warm := func(s idem.SQSBatchSender) *idem.Client {
+			warm := func(s outbox.SQSBatchSender) *idem.Client {
 				return e.client(t, withMode(mode), func(c *idem.Config) { c.CacheSize = 10; c.Sender = s })
 			}
 			sent := warm(o.sqs)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -37,10 +38,10 @@ type Reaper struct {
 	// Sender sends outbound messages that a consumer committed but did not send (it
 	// crashed between its commit and its send, and no delivery of the key came back).
 	// When nil, such records are counted in SweepResult.Unsent and left in place.
-	Sender SQSBatchSender
+	Sender outbox.SQSBatchSender
 	// DeadLetter keeps an outbound message SQS refuses for good, as
 	// Config.OutboxDeadLetter does for the consumers (optional).
-	DeadLetter OutboundDeadLetterer
+	DeadLetter outbox.OutboundDeadLetterer
 	// Scope, when set, limits the reaper to the records of that scope (Config.Scope):
 	// records of other scopes in the same table and layout belong to other consumers,
 	// whose reaper knows their lease grace, their longest lease and their queues. They
@@ -135,7 +136,7 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	complete := false
 	defer func() {
 		cut := clock().Add(-grace - maxLease)
-		var pendings []*Pending
+		var pendings []*outbox.Pending
 		for _, s := range moved {
 			p, err := r.pendingOf(ctx, s, clock())
 			switch {
@@ -151,15 +152,15 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			res.Unsent += len(pendings)
 			return
 		}
-		slices.SortStableFunc(pendings, func(a, b *Pending) int { return a.committed.Compare(b.committed) })
+		slices.SortStableFunc(pendings, func(a, b *outbox.Pending) int { return a.Committed.Compare(b.Committed) })
 		for i, p := range pendings {
-			if !p.committed.Before(cut) {
+			if !p.Committed.Before(cut) {
 				res.Unsent += len(pendings) - i // the next sweeps send them
 				pendings = pendings[:i]
 				break
 			}
 		}
-		for i, err := range deliver(ctx, tr, r.Sender, r.DeadLetter, r.Store, clock, pendings) {
+		for i, err := range outbox.Deliver(ctx, tr, r.Sender, r.DeadLetter, r.Store, clock, pendings) {
 			res.DeadLettered += len(pendings[i].Dead)
 			if err == nil {
 				res.Sent++
@@ -222,7 +223,7 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 // pendingOf returns the pending outbound messages of a listed record that was not
 // reapable because it is COMPLETED with an outbox still stored; nil when it is not; an
 // error when it could not be read.
-func (r *Reaper) pendingOf(ctx context.Context, s persistence.StaleLease, now time.Time) (*Pending, error) {
+func (r *Reaper) pendingOf(ctx context.Context, s persistence.StaleLease, now time.Time) (*outbox.Pending, error) {
 	rec, err := r.Store.Get(ctx, s.Key, now)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, nil
@@ -233,7 +234,7 @@ func (r *Reaper) pendingOf(ctx context.Context, s persistence.StaleLease, now ti
 	if rec.Status != persistence.StatusCompleted || len(rec.Outbox) == 0 || rec.LeaseToken != s.Token {
 		return nil, nil
 	}
-	return &Pending{Key: rec.Key, Token: rec.LeaseToken, Messages: rec.Outbox, committed: rec.UpdatedAt}, nil
+	return &outbox.Pending{Key: rec.Key, Token: rec.LeaseToken, Messages: rec.Outbox, Committed: rec.UpdatedAt}, nil
 }
 
 // Unlock is the operator's version of a reap: it fails the key's IN_PROGRESS record

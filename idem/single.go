@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
@@ -63,8 +64,8 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 			return Result{}, herr // nothing stored: the next delivery runs again
 		}
 		// A permanent failure is stored and replayed, as in ModeLease.
-		rec.Status, rec.Error = persistence.StatusFailed, truncate(herr.Error(), 1024)
-		rec.Category, rec.Public = CategoryOf(herr), truncate(PublicReason(herr), 1024)
+		rec.Status, rec.Error = persistence.StatusFailed, persistence.Truncate(herr.Error(), 1024)
+		rec.Category, rec.Public = CategoryOf(herr), persistence.Truncate(PublicReason(herr), 1024)
 		out, err := c.putSingle(ctx, rec, nil, hash, seen)
 		if err != nil {
 			return Result{}, unrecordedPut(herr, err)
@@ -117,7 +118,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	result := Result{Response: res.Response, Attempt: rec.Attempt, Guarded: res.Guarded}
 	if len(rec.Outbox) > 0 {
 		entry := cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)}
-		if err := c.hand(ctx, &Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox, OnSent: c.cacheOnSent(entry)}); err != nil {
+		if err := c.hand(ctx, &outbox.Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox, OnSent: c.cacheOnSent(entry)}); err != nil {
 			return Result{}, err
 		}
 		return result, nil
@@ -259,11 +260,4 @@ func explain(wce *persistence.WriteConditionError, res Result) (error, bool) {
 		}
 	}
 	return err, explained
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

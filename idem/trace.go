@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -195,7 +196,7 @@ func (d *decision) end(att *Attempt, replay *Result, err error) {
 	s.End()
 }
 
-func pendingCount(p *Pending) int {
+func pendingCount(p *outbox.Pending) int {
 	if p == nil {
 		return 0
 	}
@@ -227,9 +228,9 @@ func (c *Client) startSpan(ctx context.Context, name string, pk string) (context
 // ---------------------------------------------------------------- outbound messages
 
 // traceOrigin keeps, on p, the span whose record committed it: its send span goes under it.
-func (c *Client) traceOrigin(ctx context.Context, p *Pending) {
+func (c *Client) traceOrigin(ctx context.Context, p *outbox.Pending) {
 	if c.tr.On() && p != nil {
-		p.origin = trace.SpanContextFromContext(ctx)
+		p.Origin = trace.SpanContextFromContext(ctx)
 	}
 }
 

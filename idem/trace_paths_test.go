@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
@@ -449,12 +450,12 @@ func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
 		tr := newTraced(t, true, 0)
 		if c.known {
 			learn := idem.Message{QueueURL: q, Body: strings.Repeat("y", sqsmsg.MaxOutboundMessageBytes)}
-			if errs := tr.client.Deliver(context.Background(), []*idem.Pending{{Key: "payments#first", Token: "t", Messages: []idem.Message{learn}}}); errs[0] != nil {
+			if errs := tr.client.Deliver(context.Background(), []*outbox.Pending{{Key: "payments#first", Token: "t", Messages: []idem.Message{learn}}}); errs[0] != nil {
 				t.Fatal(errs[0])
 			}
 		}
 		c.msg.QueueURL = q
-		errs := tr.client.Deliver(context.Background(), []*idem.Pending{{Key: "payments#k", Token: "t", Messages: []idem.Message{c.msg}}})
+		errs := tr.client.Deliver(context.Background(), []*outbox.Pending{{Key: "payments#k", Token: "t", Messages: []idem.Message{c.msg}}})
 		if errs[0] != nil || len(tr.out.entries) == 0 {
 			t.Fatalf("%s: %v, %d entries sent", c.name, errs[0], len(tr.out.entries))
 		}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
@@ -522,8 +523,8 @@ func TestRecordSpanWithoutAnOutbox(t *testing.T) {
 // message carries no attribute (not even the key's), sends it with the traceparent alone.
 func TestTracedDeliverOfAMessageWithoutAttributes(t *testing.T) {
 	tr := newTraced(t, true, 0)
-	p := &idem.Pending{Key: "payments#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
-	tr.client.Deliver(context.Background(), []*idem.Pending{p})
+	p := &outbox.Pending{Key: "payments#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
+	tr.client.Deliver(context.Background(), []*outbox.Pending{p})
 	if len(tr.out.entries) != 1 {
 		t.Fatalf("%d entries sent, want 1", len(tr.out.entries))
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
@@ -385,10 +386,10 @@ func TestSend(t *testing.T) {
 		if got := attr(sm, idem.KeyAttribute); got != m.Key || m.Key == "" {
 			t.Errorf("%s: key attribute %q, want %q", m.ID, got, m.Key)
 		}
-		if got, want := sm.Attributes["MessageDeduplicationId"], idem.DeduplicationID(m.Key); got != want {
+		if got, want := sm.Attributes["MessageDeduplicationId"], outbox.DeduplicationID(m.Key); got != want {
 			t.Errorf("%s: deduplication id %q, want %q", m.ID, got, want)
 		}
-		if got, want := sm.Attributes["MessageGroupId"], idem.DeduplicationID(m.Group); got != want {
+		if got, want := sm.Attributes["MessageGroupId"], outbox.DeduplicationID(m.Group); got != want {
 			t.Errorf("%s: group %q, want %q", m.ID, got, want)
 		}
 	}
@@ -590,7 +591,7 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, sender := range []idem.SQSBatchSender{refusingSender{}, awstest.SQS(t)} {
+	for i, sender := range []outbox.SQSBatchSender{refusingSender{}, awstest.SQS(t)} {
 		c, err := idem.New(idem.Config{Store: store, Scope: scope, TTL: time.Hour, Sender: sender, Clock: func() time.Time { return time.Now().Add(time.Duration(i) * time.Hour) }})
 		if err != nil {
 			t.Fatal(err)
@@ -897,7 +898,7 @@ func TestRedriveOutbound(t *testing.T) {
 	}
 	got := receiveAll(t, out)
 	if len(got) != 1 || aws.ToString(got[0].Body) != m.Body || attr(got[0], idem.KeyAttribute) != "payments#p-1#0" ||
-		got[0].Attributes["MessageGroupId"] != "acct-1" || got[0].Attributes["MessageDeduplicationId"] != idem.DeduplicationID("payments#p-1#0") {
+		got[0].Attributes["MessageGroupId"] != "acct-1" || got[0].Attributes["MessageDeduplicationId"] != outbox.DeduplicationID("payments#p-1#0") {
 		t.Fatalf("outbound queue holds %+v, want the message with its key, group and deduplication id", got)
 	}
 	for name := range got[0].MessageAttributes {

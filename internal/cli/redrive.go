@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -334,7 +335,7 @@ func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.Se
 	if r.fifo {
 		group := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
 		if group == "" { // from a standard dead-letter queue: one group per key
-			group = idem.DeduplicationID(key)
+			group = outbox.DeduplicationID(key)
 			if key == "" {
 				group = "redrive"
 			}
@@ -359,7 +360,7 @@ func outboundInput(m types.Message, attrs map[string]types.MessageAttributeValue
 			group = "redrive"
 		}
 		in.MessageGroupId = aws.String(group)
-		in.MessageDeduplicationId = aws.String(idem.DeduplicationID(aws.ToString(attrs[idem.KeyAttribute].StringValue)))
+		in.MessageDeduplicationId = aws.String(outbox.DeduplicationID(aws.ToString(attrs[idem.KeyAttribute].StringValue)))
 	}
 	return in
 }

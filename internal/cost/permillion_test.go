@@ -23,6 +23,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cost"
@@ -141,7 +142,7 @@ func (p *powertools) handle(ctx context.Context, msg events.SQSMessage) error {
 			in.MessageGroupId = aws.String(m.GroupID)
 		}
 		if strings.HasSuffix(m.QueueURL, ".fifo") {
-			in.MessageDeduplicationId = aws.String(idem.DeduplicationID(fmt.Sprint(key, "#", i)))
+			in.MessageDeduplicationId = aws.String(outbox.DeduplicationID(fmt.Sprint(key, "#", i)))
 		}
 		if _, err := p.sqs.SendMessage(ctx, in); err != nil {
 			return err

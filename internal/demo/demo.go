@@ -33,6 +33,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
@@ -589,7 +590,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		allBad := badMessages(bads)
 		for _, i := range parkedBad {
 			m := allBad[i]
-			m.DedupID = idem.DeduplicationID("redrive-" + m.DedupID)
+			m.DedupID = outbox.DeduplicationID("redrive-" + m.DedupID)
 			msgs = append(msgs, m)
 		}
 		n, err := send(ctx, o.SQS, queueURL, msgs, 4)
@@ -717,7 +718,7 @@ func message(m example.Message, group, dedup string) Message {
 // original is m as a correct producer sends it: in its group, with the deduplication id
 // derived from its key.
 func original(m example.Message) Message {
-	return message(m, m.Group, idem.DeduplicationID(m.Key))
+	return message(m, m.Group, outbox.DeduplicationID(m.Key))
 }
 
 // stream splits the traffic: the first half of the messages; then the second half
@@ -753,9 +754,9 @@ func stream(rng *rand.Rand, ps []example.Message, bad []Message) (first, second,
 func badMessages(bads []example.Bad) []Message {
 	out := make([]Message, len(bads))
 	for i, b := range bads {
-		out[i] = Message{Body: b.Body, Key: b.Key, Group: b.Group, DedupID: fmt.Sprintf("bad-%d-%s", i, idem.DeduplicationID(b.ID))}
+		out[i] = Message{Body: b.Body, Key: b.Key, Group: b.Group, DedupID: fmt.Sprintf("bad-%d-%s", i, outbox.DeduplicationID(b.ID))}
 		if len(out[i].DedupID) > 128 {
-			out[i].DedupID = idem.DeduplicationID(out[i].DedupID)
+			out[i].DedupID = outbox.DeduplicationID(out[i].DedupID)
 		}
 	}
 	return out

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -114,7 +115,7 @@ func TestFencingUnderRealTiming(t *testing.T) {
 			entries[i] = sqstypes.SendMessageBatchRequestEntry{
 				Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(p.Body),
 				// One group per message, so that no message waits behind another's retry.
-				MessageGroupId: aws.String(fmt.Sprintf("fence-%d", i)), MessageDeduplicationId: aws.String(idem.DeduplicationID(p.Key)),
+				MessageGroupId: aws.String(fmt.Sprintf("fence-%d", i)), MessageDeduplicationId: aws.String(outbox.DeduplicationID(p.Key)),
 				MessageAttributes: map[string]sqstypes.MessageAttributeValue{
 					idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(p.Key)},
 				},

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
@@ -83,7 +84,7 @@ func (w *world) shapeOutbound(m *idem.Message, pk, src string, i int) {
 	if !w.sc.cfg.exact || m.QueueURL != w.outFIFOURL || w.sc.outMaxBytes > 1500 || strings.Contains(m.Body, `"pad"`) || messageHash(src, i)%3 != 0 {
 		return
 	}
-	size := len(m.Body) + len(`,"pad":""`) + len(idem.KeyAttribute) + len("String") + len(idem.OutboundKey(pk, i))
+	size := len(m.Body) + len(`,"pad":""`) + len(idem.KeyAttribute) + len("String") + len(outbox.OutboundKey(pk, i))
 	for name, v := range m.Attributes {
 		size += len(name) + len("String") + len(v)
 	}

@@ -168,7 +168,7 @@ func (sc *scenario) forge(r *rand.Rand) {
 
 // longKeys gives one operation a key at or past a length limit, and sometimes adds an
 // operation whose key looks like that key's hashed form: "sha256-<hex>" is what
-// idem.DeduplicationID makes of a key over 128 characters, "sha256:<hex>" what
+// outbox.DeduplicationID makes of a key over 128 characters, "sha256:<hex>" what
 // idem.RecordKey makes of one over MaxRawKeyBytes.
 func (sc *scenario) longKeys(r *rand.Rand) {
 	twinned := map[*op]bool{}

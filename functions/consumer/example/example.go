@@ -51,6 +51,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
@@ -220,7 +221,7 @@ type Deps struct {
 // *sqs.Client satisfies it.
 type SQS interface {
 	sqsmsg.SQSSender
-	idem.SQSBatchSender
+	outbox.SQSBatchSender
 }
 
 // LeaseOnly is implemented by an example whose handler cannot run in

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -307,17 +308,17 @@ func TestHandler(t *testing.T) {
 // checkReceipt checks the SendMessageBatch entry of the receipt of p sent under key.
 func checkReceipt(t *testing.T, in sqstypes.SendMessageBatchRequestEntry, key string, p ledger.Payment) {
 	t.Helper()
-	if got, want := aws.ToString(in.MessageDeduplicationId), idem.DeduplicationID(key); got != want {
+	if got, want := aws.ToString(in.MessageDeduplicationId), outbox.DeduplicationID(key); got != want {
 		t.Errorf("MessageDeduplicationId = %q, want %q", got, want)
 	}
-	if got, want := aws.ToString(in.MessageGroupId), idem.DeduplicationID(p.AccountID); got != want {
+	if got, want := aws.ToString(in.MessageGroupId), outbox.DeduplicationID(p.AccountID); got != want {
 		t.Errorf("MessageGroupId = %q, want %q", got, want)
 	}
 	pk, err := idem.RecordKey("test", key, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := aws.ToString(in.MessageAttributes["idempotency-key"].StringValue), idem.OutboundKey(pk, 0); got != want {
+	if got, want := aws.ToString(in.MessageAttributes["idempotency-key"].StringValue), outbox.OutboundKey(pk, 0); got != want {
 		t.Errorf("idempotency-key attribute = %q, want the receipt's own key %q", got, want)
 	}
 	var r ledger.Receipt

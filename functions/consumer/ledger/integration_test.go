@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -134,8 +135,8 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != idem.OutboundKey(pk, 0) {
-			t.Errorf("receipt %s: idempotency-key attribute %q, want %q (the payment's key is %q)", r.PaymentID, got, idem.OutboundKey(pk, 0), r.IdempotencyKey)
+		if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != outbox.OutboundKey(pk, 0) {
+			t.Errorf("receipt %s: idempotency-key attribute %q, want %q (the payment's key is %q)", r.PaymentID, got, outbox.OutboundKey(pk, 0), r.IdempotencyKey)
 		}
 		all = append(all, r)
 	}

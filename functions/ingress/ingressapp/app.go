@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
@@ -146,7 +147,7 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 	if err != nil {
 		return invalid(titleBadKey, err.Error())
 	}
-	group := idem.DeduplicationID(msg.Group)
+	group := outbox.DeduplicationID(msg.Group)
 	consumerKey, err := a.consumerKey(a.outgoing(scoped, body, group))
 	if err != nil {
 		return invalid(titleInvalidBody, "the consumer could not key this message: "+err.Error())

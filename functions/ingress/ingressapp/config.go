@@ -43,7 +43,7 @@ const (
 	maxBodyLimit = sqsmsg.MaxSQSMessageBytes - 8*1024
 	// MaxKeyLength is the longest Idempotency-Key accepted, in characters (Stripe's
 	// limit). Keys up to 128 characters are the SQS deduplication id as they are;
-	// longer ones are hashed to one (idem.DeduplicationID).
+	// longer ones are hashed to one (outbox.DeduplicationID).
 	MaxKeyLength = 255
 )
 

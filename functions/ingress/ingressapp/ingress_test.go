@@ -26,6 +26,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -86,7 +87,7 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 	msgs := f.inputMessages(t)
 	scoped := f.scoped(key) // the caller's key: the one the consumer sees
 	if len(msgs) != 1 || keyOf(msgs[0]) != scoped || aws.ToString(msgs[0].Body) != m.Body ||
-		msgs[0].Attributes["MessageDeduplicationId"] != f.keys(t).IngressDeduplicationID(scoped) || msgs[0].Attributes["MessageGroupId"] != idem.DeduplicationID(m.Group) {
+		msgs[0].Attributes["MessageDeduplicationId"] != f.keys(t).IngressDeduplicationID(scoped) || msgs[0].Attributes["MessageGroupId"] != outbox.DeduplicationID(m.Group) {
 		t.Fatalf("input queue: %+v, want the one message with the caller's key %s, its dedup id and group %s", msgs, scoped, m.Group)
 	}
 	// ReceiveAll hid it for a minute: make it visible for the consumer.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -92,8 +93,8 @@ func TestCallersKeepTheirKeys(t *testing.T) {
 	ns, _ := ingressapp.Namespace(ingressapp.ScopeCaller, assumedRole("payments-client", "x"))
 	for _, k := range []string{squat, idem.CallerKey(ns, squat)} {
 		if _, err := f.st.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{
-			QueueUrl: aws.String(f.queue), MessageBody: aws.String(ms[2].Body), MessageGroupId: aws.String(idem.DeduplicationID(ms[1].Group)),
-			MessageDeduplicationId: aws.String(idem.DeduplicationID(k)),
+			QueueUrl: aws.String(f.queue), MessageBody: aws.String(ms[2].Body), MessageGroupId: aws.String(outbox.DeduplicationID(ms[1].Group)),
+			MessageDeduplicationId: aws.String(outbox.DeduplicationID(k)),
 			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
 				idem.KeyAttribute:                {DataType: aws.String("String"), StringValue: aws.String(k)},
 				sqsmsg.IngressSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
@@ -201,7 +202,7 @@ func TestLogsGiveNoKeyAway(t *testing.T) {
 	wantCode(t, "GET", f.get(t, key), http.StatusOK)
 	ingress := f.logs.String()
 	for who, logs := range map[string]string{"ingress": ingress, "consumer": consumer} {
-		for _, leak := range []string{key, idem.HashKey(key), idem.HashKey(f.scoped(key)), `"group":`, idem.DeduplicationID(m.Group)} {
+		for _, leak := range []string{key, idem.HashKey(key), idem.HashKey(f.scoped(key)), `"group":`, outbox.DeduplicationID(m.Group)} {
 			if strings.Contains(logs, leak) {
 				t.Errorf("the %s's logs carry %q:\n%s", who, leak, logs)
 			}
@@ -210,7 +211,7 @@ func TestLogsGiveNoKeyAway(t *testing.T) {
 			t.Errorf("the %s's logs lack the key's keyed hash, which an operator finds its lines by:\n%s", who, logs)
 		}
 	}
-	if !strings.Contains(consumer, `"group_hash":"`+f.keys(t).LogHash(idem.DeduplicationID(m.Group))+`"`) {
+	if !strings.Contains(consumer, `"group_hash":"`+f.keys(t).LogHash(outbox.DeduplicationID(m.Group))+`"`) {
 		t.Errorf("the consumer's logs lack the group's keyed hash:\n%s", consumer)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
@@ -83,7 +84,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 // SQSAPI is what the reaper sends with: pending outbound messages, and the dead letters
 // of those SQS refuses for good; *sqs.Client implements it.
 type SQSAPI interface {
-	idem.SQSBatchSender
+	outbox.SQSBatchSender
 	sqsmsg.SQSSender
 }
 

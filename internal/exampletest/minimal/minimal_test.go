@@ -16,6 +16,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -60,7 +61,7 @@ func TestConsumerRunsIt(t *testing.T) {
 		r := exampletest.FIFORecord(id, "notes", body, map[string]events.SQSMessageAttribute{
 			idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)},
 		})
-		r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID(key)
+		r.Attributes["MessageDeduplicationId"] = outbox.DeduplicationID(key)
 		r.EventSourceARN = inputARN
 		return r
 	}

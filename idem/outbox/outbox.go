@@ -1,4 +1,4 @@
-package idem
+package outbox
 
 import (
 	"context"
@@ -57,13 +57,13 @@ type Pending struct {
 
 	// OnSent, when set, runs once the messages are all sent and marked (Client.Deliver).
 	OnSent    func()
-	committed time.Time         // when they were committed (the reaper sends in that order)
-	origin    trace.SpanContext // the span of the record that committed them: their send's parent
+	Committed time.Time         // when they were committed (the reaper sends in that order)
+	Origin    trace.SpanContext // the span of the record that committed them: their send's parent
 }
 
 // prepareMessages validates a handler's outbound messages and fills in what the
 // middleware derives: the deduplication id of FIFO messages and the key attribute.
-func prepareMessages(pk string, msgs []persistence.Message) ([]persistence.Message, error) {
+func PrepareMessages(pk string, msgs []persistence.Message) ([]persistence.Message, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package idem
+package outbox
 
 import (
 	"context"
@@ -76,10 +76,10 @@ func (d *outboxRun) fail(i int, err error, order int) {
 func (d *outboxRun) deadLettered(e sendEntry, queue string, cause error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.dead[e.pending] = append(d.dead[e.pending], persistence.DeadMessage{Index: e.index, Queue: queue, Reason: truncate(cause.Error(), 512)})
+	d.dead[e.pending] = append(d.dead[e.pending], persistence.DeadMessage{Index: e.index, Queue: queue, Reason: persistence.Truncate(cause.Error(), 512)})
 }
 
-func deliver(ctx context.Context, tr telemetry.Tracer, api SQSBatchSender, dl OutboundDeadLetterer, store persistence.Store, clock func() time.Time, pendings []*Pending) []error {
+func Deliver(ctx context.Context, tr telemetry.Tracer, api SQSBatchSender, dl OutboundDeadLetterer, store persistence.Store, clock func() time.Time, pendings []*Pending) []error {
 	d := &outboxRun{api: api, dl: dl, room: tr.Room, pendings: pendings, errs: make([]error, len(pendings)), first: make([]int, len(pendings)), dead: make([][]persistence.DeadMessage, len(pendings))}
 	if len(pendings) == 0 {
 		return d.errs

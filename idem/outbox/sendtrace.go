@@ -1,4 +1,4 @@
-package idem
+package outbox
 
 import (
 	"context"
@@ -27,8 +27,8 @@ func startSends(ctx context.Context, tr telemetry.Tracer, pendings []*Pending) [
 	out := make([]sendTrace, len(pendings))
 	for i, p := range pendings {
 		pctx := ctx
-		if p.origin.IsValid() {
-			pctx = trace.ContextWithSpanContext(ctx, p.origin)
+		if p.Origin.IsValid() {
+			pctx = trace.ContextWithSpanContext(ctx, p.Origin)
 		}
 		sctx, span := tr.Start(pctx, telemetry.SpanSend, trace.SpanKindProducer, telemetry.RecordAttr(p.Key), attribute.Int(telemetry.AttrMessages, len(p.Messages)),
 			attribute.String("messaging.system", "aws_sqs"), attribute.String("messaging.operation.type", "send"))
