@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
@@ -769,7 +770,7 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 		}
 		e.clock.Advance(2 * time.Minute)
 		hold("live") // acquired now: lease ends a minute from now
-		r := &idem.Reaper{Store: e.store, Shards: 3, Grace: 30 * time.Second, PageSize: 2, Clock: e.clock.Now}
+		r := &reaper.Reaper{Store: e.store, Shards: 3, Grace: 30 * time.Second, PageSize: 2, Clock: e.clock.Now}
 		res, err := r.Sweep(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -788,7 +789,7 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 				t.Errorf("%s: %+v err=%v, want %s", key, rec, err, want)
 				continue
 			}
-			if want == persistence.StatusFailed && (!rec.Retryable || rec.Error != idem.ReasonLeaseExpired) {
+			if want == persistence.StatusFailed && (!rec.Retryable || rec.Error != reaper.ReasonLeaseExpired) {
 				t.Errorf("%s reaped as %+v", key, rec)
 			}
 		}
@@ -851,9 +852,9 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 			crashed(storeC, fmt.Sprintf("c#k%d", i))
 			crashed(storeD, fmt.Sprintf("d#k%d", i))
 		}
-		sweep := func(s persistence.Store, scope string) idem.SweepResult {
+		sweep := func(s persistence.Store, scope string) reaper.SweepResult {
 			t.Helper()
-			res, err := (&idem.Reaper{Store: s, Scope: scope, Shards: 1, PageSize: 2, Clock: e.clock.Now}).Sweep(ctx)
+			res, err := (&reaper.Reaper{Store: s, Scope: scope, Shards: 1, PageSize: 2, Clock: e.clock.Now}).Sweep(ctx)
 			if err != nil {
 				t.Fatalf("reaper of scope %q: %v (after %+v)", scope, err, res)
 			}
@@ -905,7 +906,7 @@ func TestReaperLosesRaceToLateCompletion(t *testing.T) {
 			t.Fatalf("late completion: res=%+v err=%v listed=%d", res, err, len(listed))
 		}
 		// The reaper read the lease before the completion and acts after it.
-		if err := e.store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
+		if err := e.store.Reap(ctx, listed[0], reaper.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
 			t.Fatalf("reap after completion: %v, want ErrLeaseLost", err)
 		}
 		pk, _ := c.RecordKey("late")
@@ -932,14 +933,14 @@ func TestUnlockFailsAStuckLockFenced(t *testing.T) {
 		}()
 		<-started
 		pk, _ := c.RecordKey("stuck")
-		if _, err := idem.Unlock(ctx, e.store, pk, "operator unlock", e.clock.Now()); err != nil {
+		if _, err := reaper.Unlock(ctx, e.store, pk, "operator unlock", e.clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
 		if err := <-done; !errors.Is(err, idem.ErrLeaseLost) {
 			t.Fatalf("holder after unlock: %v", err)
 		}
-		if _, err := idem.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
+		if _, err := reaper.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
 			t.Fatal("unlock of a FAILED record succeeded")
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
@@ -287,7 +288,7 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 			e.clock.Advance(time.Second)
 		}
 		e.clock.Advance(6 * time.Minute) // past the leases (5 minutes without a deadline) and the grace
-		r := &idem.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: client, DeadLetter: dl}
+		r := &reaper.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: client, DeadLetter: dl}
 		sw, err := r.Sweep(ctx)
 		if err != nil || sw.Sent != 2 || sw.DeadLettered != 1 || sw.Unsent != 0 {
 			t.Fatalf("sweep: %+v, %v; want both records done, one message dead-lettered", sw, err)

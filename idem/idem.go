@@ -218,7 +218,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("idem: Config.Store is nil")
 	}
-	if err := validScope(cfg.Scope); err != nil {
+	if err := persistence.ValidScope(cfg.Scope); err != nil {
 		return nil, err
 	}
 	for name, d := range map[string]time.Duration{"TTL": cfg.TTL, "LeaseGrace": cfg.LeaseGrace, "MaxLease": cfg.MaxLease, "DefaultLease": cfg.DefaultLease} {

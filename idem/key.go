@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
@@ -43,21 +44,7 @@ func RecordKey(scope, key string, hash bool) (string, error) {
 }
 
 // CheckScope reports why scope cannot be a Config.Scope (or a Reaper.Scope), or nil.
-func CheckScope(scope string) error { return validScope(scope) }
-
-func validScope(scope string) error {
-	switch {
-	case scope == "":
-		return fmt.Errorf("idem: scope is empty")
-	case strings.Contains(scope, "#"):
-		return fmt.Errorf("idem: scope %q contains '#'", scope)
-	case len(scope) > 256:
-		return fmt.Errorf("idem: scope longer than 256 bytes")
-	case !utf8.ValidString(scope):
-		return fmt.Errorf("idem: scope is not valid UTF-8")
-	}
-	return nil
-}
+func CheckScope(scope string) error { return persistence.ValidScope(scope) }
 
 // HashKey returns a short, stable hash of a key: the first 16 hex digits of its SHA-256.
 // It is not for logs: anyone can hash a guessed key and compare (Keys.LogHash is keyed

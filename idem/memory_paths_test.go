@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // memBase is a time with nothing below the second, so that the tests can add
@@ -650,7 +651,7 @@ func TestMemoryStoreReapIsFencedOnTheListedLeaseEnd(t *testing.T) {
 	if err := store.Extend(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, memBase.Add(5*time.Second), memBase); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, staleCut); !errors.Is(err, idem.ErrLeaseLost) {
+	if err := store.Reap(ctx, listed[0], reaper.ReasonLeaseExpired, staleCut); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Errorf("reap of a lease extended since its listing: %v, want ErrLeaseLost", err)
 	}
 	if r, _ := store.Get(ctx, "s#k", staleCut); r == nil || r.Status != persistence.StatusInProgress || r.Inflight != "0" {
@@ -661,16 +662,16 @@ func TestMemoryStoreReapIsFencedOnTheListedLeaseEnd(t *testing.T) {
 		t.Fatalf("stale: %+v, %v", listed, err)
 	}
 	now := staleCut.Add(3*time.Second + 777777*time.Nanosecond)
-	if err := store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, now); err != nil {
+	if err := store.Reap(ctx, listed[0], reaper.ReasonLeaseExpired, now); err != nil {
 		t.Fatal(err)
 	}
 	r, err := store.Get(ctx, "s#k", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != persistence.StatusFailed || !r.Retryable || r.Error != idem.ReasonLeaseExpired || r.Inflight != "" || !r.UpdatedAt.Equal(now.Truncate(time.Millisecond)) {
+	if r.Status != persistence.StatusFailed || !r.Retryable || r.Error != reaper.ReasonLeaseExpired || r.Inflight != "" || !r.UpdatedAt.Equal(now.Truncate(time.Millisecond)) {
 		t.Errorf("after the reap: status %s retryable %v error %q shard %q updated %v; want FAILED, retryable, %q, no shard, %v",
-			r.Status, r.Retryable, r.Error, r.Inflight, r.UpdatedAt, idem.ReasonLeaseExpired, now.Truncate(time.Millisecond))
+			r.Status, r.Retryable, r.Error, r.Inflight, r.UpdatedAt, reaper.ReasonLeaseExpired, now.Truncate(time.Millisecond))
 	}
 	if again, _, _ := store.Stale(ctx, "0", staleCut.Add(time.Hour), 10, ""); len(again) != 0 {
 		t.Errorf("stale after the reap: %+v, want none", again)

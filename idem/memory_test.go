@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestMemoryStoreHonoursTheContext: every call of the in-memory store on a done context
@@ -59,7 +59,7 @@ func TestMemoryStoreHonoursTheContext(t *testing.T) {
 		"Get":     func() error { _, err := store.Get(done, "s#k", now); return err },
 		"Stale":   func() error { _, _, err := store.Stale(done, "0", now.Add(time.Hour), 10, ""); return err },
 		"Reap": func() error {
-			return store.Reap(done, persistence.StaleLease{Key: "s#k", Token: "tok", LeaseUntil: now.Add(time.Minute)}, idem.ReasonLeaseExpired, now.Add(time.Hour))
+			return store.Reap(done, persistence.StaleLease{Key: "s#k", Token: "tok", LeaseUntil: now.Add(time.Minute)}, reaper.ReasonLeaseExpired, now.Add(time.Hour))
 		},
 	}
 	for name, call := range calls {

@@ -23,6 +23,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
@@ -216,7 +217,7 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 		// No delivery of "reaped" comes back: the reaper sends its message, in both modes,
 		// once no record committed before it can be missing from its listing (Grace +
 		// MaxLease after the commit; the lease is 5 minutes without a deadline).
-		r := &idem.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: o.sqs}
+		r := &reaper.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: o.sqs}
 		e.clock.Advance(5 * time.Minute)
 		if sw, err := r.Sweep(ctx); err != nil || sw.Sent != 0 {
 			t.Fatalf("sweep before grace and lease: %+v, %v; want nothing sent yet", sw, err)
@@ -495,13 +496,13 @@ func TestUnlockClearsAPermanentFailure(t *testing.T) {
 			t.Fatalf("before the clear: %v, want the stored error", err)
 		}
 		pk, _ := c.RecordKey("k")
-		if _, err := idem.Unlock(ctx, e.store, pk, "cleared by the operator", e.clock.Now()); err != nil {
+		if _, err := reaper.Unlock(ctx, e.store, pk, "cleared by the operator", e.clock.Now()); err != nil {
 			t.Fatalf("unlock: %v", err)
 		}
 		if res, err := c.Do(ctx, req("k", `{}`), h); err != nil || res.Replayed || string(res.Response) != "ok" {
 			t.Fatalf("after the clear: %+v, %v; want a run", res, err)
 		}
-		if _, err := idem.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
+		if _, err := reaper.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
 			t.Fatal("unlock of a COMPLETED record succeeded")
 		}
 	})

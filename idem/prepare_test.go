@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestResultShapesRefused: a result whose Guarded or HomeGuard cannot be kept is refused
@@ -62,7 +63,7 @@ func TestUnlockReportsItsErrors(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	mem := persistence.NewMemoryStore()
-	if _, err := idem.Unlock(ctx, mem, "s#none", "operator", now); !errors.Is(err, idem.ErrNotFound) {
+	if _, err := reaper.Unlock(ctx, mem, "s#none", "operator", now); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Unlock of a key with no record: %v, want ErrNotFound", err)
 	}
 	for key, status := range map[string]persistence.Status{"s#held": persistence.StatusInProgress, "s#failed": persistence.StatusFailed} {
@@ -71,7 +72,7 @@ func TestUnlockReportsItsErrors(t *testing.T) {
 		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
 			t.Fatalf("create %s: %v %v", key, created, err)
 		}
-		if _, err := idem.Unlock(ctx, opsFail{mem}, key, "operator", now); !errors.Is(err, idem.ErrLeaseLost) {
+		if _, err := reaper.Unlock(ctx, opsFail{mem}, key, "operator", now); !errors.Is(err, idem.ErrLeaseLost) {
 			t.Errorf("Unlock of a %s record whose write loses: %v, want ErrLeaseLost", status, err)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -99,7 +99,7 @@ func BenchmarkReaperSweep(b *testing.B) {
 	rc := &readCounter{DynamoDBAPI: ddb}
 	store, _ := persistence.NewDynamoStore(rc, table)
 	b.ResetTimer()
-	var res idem.SweepResult
+	var res reaper.SweepResult
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		// Put the stale locks back for every iteration after the first.
@@ -113,7 +113,7 @@ func BenchmarkReaperSweep(b *testing.B) {
 		rc.scanned.Store(0)
 		b.StartTimer()
 		var err error
-		res, err = (&idem.Reaper{Store: store, Shards: 4, Grace: time.Second}).Sweep(ctx)
+		res, err = (&reaper.Reaper{Store: store, Shards: 4, Grace: time.Second}).Sweep(ctx)
 		if err != nil || res.Reaped != 10 {
 			b.Fatalf("sweep: %+v %v", res, err)
 		}

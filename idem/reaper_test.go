@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestReaperRefusesBadConfig: a reaper without a store, or with a scope no consumer can
@@ -22,18 +23,18 @@ import (
 // panic: the reaper's Lambda reports the error and retries on its schedule).
 func TestReaperRefusesBadConfig(t *testing.T) {
 	for name, c := range map[string]struct {
-		r    idem.Reaper
+		r    reaper.Reaper
 		want string
 	}{
-		"no store":     {idem.Reaper{}, "idem: Reaper.Store is nil"},
-		"scope with #": {idem.Reaper{Store: persistence.NewMemoryStore(), Scope: "a#b"}, "idem: Reaper.Scope: "},
+		"no store":     {reaper.Reaper{}, "idem: Reaper.Store is nil"},
+		"scope with #": {reaper.Reaper{Store: persistence.NewMemoryStore(), Scope: "a#b"}, "idem: Reaper.Scope: "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res, err := c.r.Sweep(context.Background())
 			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 				t.Fatalf("Sweep: %v, want an error starting %q", err, c.want)
 			}
-			if res != (idem.SweepResult{}) {
+			if res != (reaper.SweepResult{}) {
 				t.Errorf("Sweep counted %+v before failing", res)
 			}
 		})
@@ -63,7 +64,7 @@ func TestReaperDefaults(t *testing.T) {
 	store := persistence.NewMemoryStore()
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	sender := &okSender{}
-	r := &idem.Reaper{Store: store, Clock: func() time.Time { return now }, Sender: sender}
+	r := &reaper.Reaper{Store: store, Clock: func() time.Time { return now }, Sender: sender}
 	create := func(rec *persistence.Record) {
 		t.Helper()
 		rec.LeaseToken, rec.Attempt, rec.ExpiresAt, rec.CreatedAt = "tok-"+rec.Key, 1, now.Add(24*time.Hour), now.Add(-time.Hour)
@@ -76,7 +77,7 @@ func TestReaperDefaults(t *testing.T) {
 	create(&persistence.Record{Key: "s#committed", Status: persistence.StatusCompleted, Inflight: "0", LeaseUntil: now.Add(-4 * time.Minute),
 		UpdatedAt: now.Add(-5 * time.Minute), Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt"}}})
 
-	sweep := func(when string) idem.SweepResult {
+	sweep := func(when string) reaper.SweepResult {
 		t.Helper()
 		res, err := r.Sweep(ctx)
 		if err != nil {
@@ -91,7 +92,7 @@ func TestReaperDefaults(t *testing.T) {
 	if res := sweep("31 s after the lease"); res.Reaped != 1 || res.Sent != 0 || res.Unsent != 1 {
 		t.Fatalf("31 s after the lease ended: %+v; want the lease of shard 3 reaped, the outbox committed 5 min ago still left", res)
 	}
-	if rec, err := store.Get(ctx, "s#crashed", now); err != nil || rec.Status != persistence.StatusFailed || rec.Error != idem.ReasonLeaseExpired {
+	if rec, err := store.Get(ctx, "s#crashed", now); err != nil || rec.Status != persistence.StatusFailed || rec.Error != reaper.ReasonLeaseExpired {
 		t.Fatalf("reaped record: %+v, %v", rec, err)
 	}
 	// 15 min after the commit: past MaxLease but not past Grace + MaxLease. A record
@@ -151,7 +152,7 @@ func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 		t.Fatalf("create s#done: %v %v", created, err)
 	}
 	sender := &okSender{}
-	r := &idem.Reaper{Store: &unreadable{Store: mem, key: "s#unread"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}
+	r := &reaper.Reaper{Store: &unreadable{Store: mem, key: "s#unread"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}
 	res, err := r.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +191,7 @@ func TestIncompleteSweepSendsNothing(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pendingOutbox(t, mem, "s#old", now, 2*time.Hour)
 	sender := &okSender{}
-	r := &idem.Reaper{Store: &staleFails{Store: mem, shard: "1"}, Shards: 2, Clock: func() time.Time { return now }, Sender: sender}
+	r := &reaper.Reaper{Store: &staleFails{Store: mem, shard: "1"}, Shards: 2, Clock: func() time.Time { return now }, Sender: sender}
 	res, err := r.Sweep(ctx)
 	if err == nil || res.Unsent != 1 || res.Sent != 0 || sender.sent.Load() != 0 {
 		t.Fatalf("sweep with shard 1 unlisted: %+v, %v, %d sent; want its error and the outbox of shard 0 left unsent", res, err, sender.sent.Load())
@@ -205,7 +206,7 @@ func TestSweepCountsAFailedSend(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pendingOutbox(t, mem, "s#old", now, 2*time.Hour)
 	sender := &failingSender{}
-	res, err := (&idem.Reaper{Store: mem, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
+	res, err := (&reaper.Reaper{Store: mem, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
 	if err != nil || res.Sent != 0 || res.Unsent != 1 || sender.calls.Load() != 1 {
 		t.Fatalf("sweep with SQS down: %+v, %v, %d calls; want one unsent", res, err, sender.calls.Load())
 	}
@@ -238,7 +239,7 @@ func TestSweepStopsAtItsMarginMidPage(t *testing.T) {
 	// 600 ms before the 1 s margin when the sweep starts; the listing takes 900 ms.
 	ctx, cancel := context.WithTimeout(context.Background(), 1600*time.Millisecond)
 	defer cancel()
-	res, err := (&idem.Reaper{Store: &slowListing{Store: mem, took: 900 * time.Millisecond}, Shards: 1, Margin: time.Second}).Sweep(ctx)
+	res, err := (&reaper.Reaper{Store: &slowListing{Store: mem, took: 900 * time.Millisecond}, Shards: 1, Margin: time.Second}).Sweep(ctx)
 	if err != nil || !res.Truncated || res.Reaped != 0 || res.Scanned != 1 {
 		t.Fatalf("sweep: %+v, %v; want the listed lease left, truncated", res, err)
 	}
@@ -270,7 +271,7 @@ func TestSweepRecordDeletedAfterItsListing(t *testing.T) {
 		pendingOutbox(t, mem, key, now, ago)
 	}
 	sender := &okSender{}
-	res, err := (&idem.Reaper{Store: &gone{Store: mem, key: "s#deleted"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
+	res, err := (&reaper.Reaper{Store: &gone{Store: mem, key: "s#deleted"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
 	if err != nil || res.Lost != 1 || res.Sent != 1 || res.Unsent != 0 || sender.sent.Load() != 1 {
 		t.Fatalf("sweep: %+v, %v, %d sent; want the deleted record lost and the other's outbox sent", res, err, sender.sent.Load())
 	}
@@ -302,7 +303,7 @@ func TestReaperPageAndMarginDefaults(t *testing.T) {
 		}
 	}
 	store := &limits{Store: mem}
-	r := &idem.Reaper{Store: store, Shards: 1, Clock: func() time.Time { return now }}
+	r := &reaper.Reaper{Store: store, Shards: 1, Clock: func() time.Time { return now }}
 
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()

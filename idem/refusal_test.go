@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // receive is message id as SQS hands it out for the n-th time, keyed by key.
@@ -79,7 +80,7 @@ func TestLateCopyOfARefusedMessage(t *testing.T) {
 		}
 		refused("after the late copy", persistence.Delivery{MessageID: "m-1", ReceiveCount: 2})
 		e.clock.Advance(time.Hour)
-		r := idem.Reaper{Store: e.store, Shards: 1, Grace: time.Second, Clock: e.clock.Now}
+		r := reaper.Reaper{Store: e.store, Shards: 1, Grace: time.Second, Clock: e.clock.Now}
 		if res, err := r.Sweep(ctx); err != nil || res.Reaped != 0 {
 			t.Fatalf("sweep: %+v, %v; want nothing to reap", res, err)
 		}
@@ -120,7 +121,7 @@ func TestReapLosesToAnExtension(t *testing.T) {
 			if err := r.Attempt.Extend(ctx, time.Minute); err != nil {
 				t.Fatalf("extend: %v", err)
 			}
-			if err := e.store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
+			if err := e.store.Reap(ctx, listed[0], reaper.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
 				t.Fatalf("reap of the listed lease after the extension: %v, want ErrLeaseLost", err)
 			}
 			return idem.Result{Response: []byte("kept"), Writes: []types.TransactWriteItem{e.bizWrite("extended")}}, nil

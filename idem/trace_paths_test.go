@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
@@ -494,7 +495,7 @@ func TestReapSpanOfALeaseThatMovedOn(t *testing.T) {
 		if moved {
 			store = movedOn{store}
 		}
-		r := &idem.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
+		r := &reaper.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
 		if _, err := r.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}

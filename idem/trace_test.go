@@ -23,6 +23,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
@@ -414,7 +415,7 @@ func TestReaperSpans(t *testing.T) {
 		t.Fatalf("create: %v %v", created, err)
 	}
 	later := now.Add(2 * time.Minute)
-	r := &idem.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
+	r := &reaper.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
 	res, err := r.Sweep(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestTransitionTable walks the state machine (persistence.Transitions) on every store and
@@ -146,7 +147,7 @@ func (w *walker) apply(t *testing.T, row persistence.Transition, key string, see
 	case persistence.EventClear:
 		return fenced(w.e.store.Retry(w.ctx, key, seen.LeaseToken, "cleared", now))
 	case persistence.EventReap:
-		return fenced(w.e.store.Reap(w.ctx, persistence.StaleLease{Key: key, Token: seen.LeaseToken, LeaseUntil: seen.LeaseUntil}, idem.ReasonLeaseExpired, now))
+		return fenced(w.e.store.Reap(w.ctx, persistence.StaleLease{Key: key, Token: seen.LeaseToken, LeaseUntil: seen.LeaseUntil}, reaper.ReasonLeaseExpired, now))
 	case persistence.EventPut, persistence.EventPutOver:
 		put := *fresh
 		put.Status, put.Inflight, put.Response = persistence.StatusCompleted, "", []byte("ok")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // defaultUnlockReason is the error recorded on an unlocked record.
@@ -39,7 +40,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		return fail(stderr, "unlock", err)
 	}
 	now := time.Now()
-	rec, err := idem.Unlock(ctx, ref.store, ref.pk, *reason, now)
+	rec, err := reaper.Unlock(ctx, ref.store, ref.pk, *reason, now)
 	switch {
 	case errors.Is(err, idem.ErrNotFound):
 		return fail(stderr, "unlock", fmt.Errorf("no record for key %q (scope %s) in table %s", ref.key, ref.scope, ref.table))

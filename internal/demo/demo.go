@@ -35,6 +35,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -59,7 +60,7 @@ type DynamoDBAPI interface {
 // Functions are the consumers and the reaper of Options.Functions.
 type Functions struct {
 	Consumer func(instance int) runner.Handler
-	Reap     func(ctx context.Context) (idem.SweepResult, error)
+	Reap     func(ctx context.Context) (reaper.SweepResult, error)
 	Close    func()
 }
 
@@ -357,13 +358,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return s, err
 	}
 	// The reaper also sends the outbound messages a killed consumer committed but never sent.
-	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace, Sender: o.SQS}
+	sweeper := &reaper.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace, Sender: o.SQS}
 	var seenMu sync.Mutex
 	seen := map[string]bool{}
 	var reaped int64
 	var lastSweep time.Time
-	sweep := func(ctx context.Context) (idem.SweepResult, error) {
-		sweepOnce := reaper.Sweep
+	sweep := func(ctx context.Context) (reaper.SweepResult, error) {
+		sweepOnce := sweeper.Sweep
 		if fns.Reap != nil {
 			sweepOnce = fns.Reap
 		}

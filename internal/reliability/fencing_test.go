@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
@@ -97,7 +98,7 @@ func TestFencingUnderRealTiming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: 500 * time.Millisecond}
+	reaper := &reaper.Reaper{Store: store, Shards: cfg.Shards, Grace: 500 * time.Millisecond}
 
 	ex := cfg.Example
 	lookup := func(k string) (string, bool) { v, ok := w.vars[k]; return v, ok }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestSQSText: the characters SQS refuses in a message body are refused before anything
@@ -54,7 +55,7 @@ func TestStatusOf(t *testing.T) {
 		{"no record", nil, Status{Key: key, Status: StatusAccepted, Location: loc}},
 		{"held", &persistence.Record{Status: persistence.StatusInProgress, PayloadHash: hash, Attempt: 2},
 			Status{Key: key, Status: StatusInProgress, Attempts: 2, Location: loc}},
-		{"reaped", &persistence.Record{Status: persistence.StatusFailed, Retryable: true, Error: idem.ReasonLeaseExpired, PayloadHash: hash, Attempt: 1},
+		{"reaped", &persistence.Record{Status: persistence.StatusFailed, Retryable: true, Error: reaper.ReasonLeaseExpired, PayloadHash: hash, Attempt: 1},
 			Status{Key: key, Status: StatusInProgress, Category: string(persistence.CategoryRetrying), Attempts: 1, Location: loc}},
 		{"throttled", &persistence.Record{Status: persistence.StatusFailed, Retryable: true, Error: raw, Category: persistence.CategoryRetrying, Owner: "req-7", PayloadHash: hash, Attempt: 1},
 			Status{Key: key, Status: StatusInProgress, Category: string(persistence.CategoryRetrying), RequestID: "req-7", Attempts: 1, Location: loc}},

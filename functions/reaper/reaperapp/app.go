@@ -1,5 +1,5 @@
 // Package reaperapp builds the reaper Lambda's handler: one sweep of the idempotency
-// table's in-flight index per scheduled event (see idem.Reaper).
+// table's in-flight index per scheduled event (see reaper.Reaper).
 package reaperapp
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -30,7 +31,7 @@ type Config struct {
 	Layout           persistence.Layout // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
 	// Scope (IDEMPOTENCY_SCOPE, optional; the template sets the consumer's): the reaper
 	// sweeps only that scope's records, and leaves those of other consumers sharing the
-	// table and layout to their own reaper (idem.Reaper.Scope). Unset: every record.
+	// table and layout to their own reaper (reaper.Reaper.Scope). Unset: every record.
 	Scope            string
 	Shards           int           // INFLIGHT_SHARDS (default 4): as the consumer's
 	Grace            time.Duration // LEASE_GRACE (default 30s): how long past its end a lease is reaped
@@ -89,14 +90,14 @@ type SQSAPI interface {
 }
 
 // MetricSweepIncomplete counts sweeps that did not go through every shard: stopped at
-// their deadline margin (idem.SweepResult.Truncated) or by an error. It is emitted on
+// their deadline margin (reaper.SweepResult.Truncated) or by an error. It is emitted on
 // every sweep, 0 when the sweep completed, so an alarm on it always has data. Emitted
 // here rather than by idem: completing a sweep within one invocation is the reaper
 // function's contract, not the library's.
 const MetricSweepIncomplete = "SweepIncomplete"
 
 // Handler is the reaper's Lambda handler for an EventBridge scheduled event.
-type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error)
+type Handler func(ctx context.Context, ev events.EventBridgeEvent) (reaper.SweepResult, error)
 
 // Deps are the reaper's outside connections; Logs and Metrics default to os.Stdout.
 type Deps struct {
@@ -142,11 +143,11 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
 	metrics := emf.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
-	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS, Tracer: d.Tracer}
+	r := &reaper.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS, Tracer: d.Tracer}
 	if cfg.DLQURL != "" && d.SQS != nil {
 		r.DeadLetter = &sqsmsg.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper", Keys: cfg.Keys}
 	}
-	return tracing.Invocation(d.Tracer, "reaper", trace.SpanKindInternal, "timer", nil, func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
+	return tracing.Invocation(d.Tracer, "reaper", trace.SpanKindInternal, "timer", nil, func(ctx context.Context, ev events.EventBridgeEvent) (reaper.SweepResult, error) {
 		start := time.Now()
 		res, err := r.Sweep(ctx)
 		metrics.Add(emf.MetricReaped, res.Reaped)

@@ -20,6 +20,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -77,7 +78,7 @@ func TestScheduledSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res idem.SweepResult
+	var res reaper.SweepResult
 	if err := json.Unmarshal(out, &res); err != nil || res.Reaped != 1 || res.Scanned != 1 {
 		t.Fatalf("sweep result %s (%v), want 1 reaped", out, err)
 	}
@@ -165,7 +166,7 @@ func TestSweepStopsBeforeDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	out, err := lambda.NewHandler(h).Invoke(ctx, []byte(`{"detail-type":"Scheduled Event","detail":{}}`))
-	var res idem.SweepResult
+	var res reaper.SweepResult
 	if err != nil || json.Unmarshal(out, &res) != nil || !res.Truncated {
 		t.Fatalf("out=%s err=%v, want a truncated sweep", out, err)
 	}

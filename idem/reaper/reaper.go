@@ -1,4 +1,4 @@
-package idem
+package reaper
 
 import (
 	"context"
@@ -92,7 +92,7 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 		return res, errors.New("idem: Reaper.Store is nil")
 	}
 	if r.Scope != "" {
-		if err := validScope(r.Scope); err != nil {
+		if err := persistence.ValidScope(r.Scope); err != nil {
 			return res, fmt.Errorf("idem: Reaper.Scope: %w", err)
 		}
 	}
@@ -141,7 +141,9 @@ func (r *Reaper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			p, err := r.pendingOf(ctx, s, clock())
 			switch {
 			case err != nil:
-				cut = minTime(cut, s.LeaseUntil.Add(-maxLease))
+				if t := s.LeaseUntil.Add(-maxLease); t.Before(cut) {
+					cut = t
+				}
 			case p != nil:
 				pendings = append(pendings, p)
 			default:

@@ -1,4 +1,4 @@
-package idem
+package reaper
 
 import (
 	"encoding/json"
