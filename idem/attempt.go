@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
@@ -167,7 +168,7 @@ func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
 	a.mu.Lock()
 	a.lease.Until = until
 	a.mu.Unlock()
-	extended(ctx, until) // the message waits as long (SQSConfig.Visibility)
+	handoff.Extended(ctx, until) // the message waits as long (SQSConfig.Visibility)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
@@ -78,12 +79,12 @@ func TestFlatBodyAtTheSizeBoundStaysSmall(t *testing.T) {
 // and the group's next record runs in the same batch.
 func TestDeepBodyIsDeadLetteredAtOnce(t *testing.T) {
 	h := &countingHandler{}
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dl := &fakeDL{}
-	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dl})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, DeadLetter: dl})
 	deep := strings.Repeat("[", 1<<19) + strings.Repeat("]", 1<<19)
 	first, next := keyedMsg("m1", "k-deep", deep), keyedMsg("m2", "k-next", `{"amount_cents":1}`)
 	first.Attributes = map[string]string{"MessageGroupId": "acct-1"}

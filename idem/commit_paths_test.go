@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // commitFaults is a store whose Complete and FailWith fail with the errors set (nil:
@@ -154,11 +155,11 @@ func TestPendingOutboxOfAGroupSentByADeliveryWithoutOne(t *testing.T) {
 			return idem.Result{Response: []byte("done"), Messages: []idem.Message{o.msg("receipt", "g-out")}}, nil
 		})
 		crashed := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &failingSender{} })
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: crashed, Handler: h})
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: crashed, Handler: h})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: crashed})
+		bp := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, Outbox: crashed})
 		resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "g-in", "grouped", `{}`)}})
 		if err != nil || len(resp.BatchItemFailures) != 1 {
 			t.Fatalf("batch whose send fails: %+v, %v; want its record retried", resp, err)

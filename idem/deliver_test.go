@@ -19,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
@@ -107,7 +108,7 @@ func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
 		// request, which fails; B's message, committed after A in the group, must wait.
 		flaky = &flakySender{api: client, fails: map[int64]bool{1: true}}
 		c = e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = flaky })
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
 			if r.Key == "rec-a" {
 				return idem.Result{Messages: msgs("A", 10)}, nil
 			}
@@ -116,7 +117,7 @@ func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c})
+		bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf, Outbox: c})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +258,7 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 		})
 		metrics := emf.NewMetrics(nil, "ns", "test")
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = client; cfg.OutboxDeadLetter = dl })
-		bp := sqsProcessor(t, c, handler, idem.BatchConfig{Metrics: metrics})
+		bp := sqsProcessor(t, c, handler, sqsbatch.BatchConfig{Metrics: metrics})
 		ev := events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "big-1", `{"n":1}`), keyedFIFORecord("m-2", "in", "small-2", `{"n":2}`)}}
 		if resp, err := bp.Process(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want both records acknowledged", resp, err)

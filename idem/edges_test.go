@@ -22,6 +22,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
@@ -52,14 +53,14 @@ func (s *sizeLimitedBatch) SendMessageBatch(ctx context.Context, in *sqs.SendMes
 }
 
 // sqsProcessor is a BatchProcessor with cfg running handler on c, which is its outbox.
-func sqsProcessor(t *testing.T, c *idem.Client, handler idem.Handler, cfg idem.BatchConfig) *idem.BatchProcessor {
+func sqsProcessor(t *testing.T, c *idem.Client, handler idem.Handler, cfg sqsbatch.BatchConfig) *sqsbatch.BatchProcessor {
 	t.Helper()
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: handler})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: handler})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Handle, cfg.Outbox = rf, c
-	bp, err := idem.NewBatchProcessor(cfg)
+	bp, err := sqsbatch.NewBatchProcessor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 		handler := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{Messages: []idem.Message{{QueueURL: out, Body: body, GroupID: "g"}}}, nil
 		})
-		bp := sqsProcessor(t, c, handler, idem.BatchConfig{Tracer: tp})
+		bp := sqsProcessor(t, c, handler, sqsbatch.BatchConfig{Tracer: tp})
 		if resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "sized-1", `{}`)}}); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want the record acknowledged", resp, err)
 		}
@@ -247,7 +248,7 @@ func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	cause := errors.New("validate: amount_cents is not a number")
 	handler := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{}, idem.Permanent(cause) })
 	dl := &sqsmsg.SQSDeadLetter{API: &sizeLimitedSQS{next: client, limit: sqsmsg.MaxSQSMessageBytes}, QueueURL: dlq, Source: "consumer", Keys: keys}
-	bp := sqsProcessor(t, c, handler, idem.BatchConfig{DeadLetter: dl})
+	bp := sqsProcessor(t, c, handler, sqsbatch.BatchConfig{DeadLetter: dl})
 
 	dedup := strings.Repeat("d", sqsmsg.MaxDeduplicationIDChars)
 	body := strings.Repeat("é", (sqsmsg.MaxSQSMessageBytes-100)/2) // 2-byte runes: a cut may fall inside one

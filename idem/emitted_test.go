@@ -18,6 +18,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
@@ -70,11 +71,11 @@ func TestNothingEmittedNamesAKeyAGroupACallerOrABody(t *testing.T) {
 		}
 		return idem.Result{Response: []byte(body)}, nil
 	})
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, Logger: log, Metrics: metrics, Keys: keys})
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: h, Logger: log, Metrics: metrics, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProcessor(t, idem.BatchConfig{Handle: record, Outbox: client, Tracer: tp, Logger: log, Metrics: metrics, Keys: keys, DeadLetter: &fakeDL{}})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: record, Outbox: client, Tracer: tp, Logger: log, Metrics: metrics, Keys: keys, DeadLetter: &fakeDL{}})
 	msg := func(n, group string) events.SQSMessage {
 		m := keyedMsg("m-"+n, keyOf(n), body)
 		m.Attributes = map[string]string{"MessageGroupId": group}

@@ -3,6 +3,7 @@ package idem
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
@@ -164,3 +165,18 @@ type WriteConditionError = persistence.WriteConditionError
 
 // FailedWrite is one business write whose condition failed (persistence.FailedWrite).
 type FailedWrite = persistence.FailedWrite
+
+// LeaseHeldError is ErrInProgress with the end of the lease that holds the key:
+// errors.Is(err, ErrInProgress) is true for it, and errors.As gives Until.
+type LeaseHeldError struct {
+	Key   string    // the record's key, redacted
+	Owner string    // the holder, as recorded
+	Until time.Time // when the holder's lease ends unless extended
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("idem: acquire %s: %v (lease held by %q until %s)", e.Key, ErrInProgress, e.Owner, e.Until.Format(time.RFC3339Nano))
+}
+
+// Unwrap returns ErrInProgress.
+func (e *LeaseHeldError) Unwrap() error { return ErrInProgress }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // The examples run against persistence.MemoryStore: no AWS, same conditions as DynamoStore.
@@ -93,7 +94,7 @@ func ExampleNewSQSHandler() {
 	})
 	// The key is the idempotency-key attribute, else the FIFO MessageDeduplicationId,
 	// else the body's KeyField; the body is the payload.
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: pay, KeyField: "payment_id"})
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: pay, KeyField: "payment_id"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -160,14 +161,14 @@ func ExampleBatchProcessor() {
 		fmt.Println("  apply", req.Key)
 		return idem.Result{Response: []byte(`{"ok":true}`)}, nil
 	})
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: order})
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: order})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	// Concurrency 1 runs one group after the other, so the lines print in event order;
 	// by default ten groups run at once, each in its own order.
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, DeadLetter: printDLQ{}, Concurrency: 1})
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, DeadLetter: printDLQ{}, Concurrency: 1})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
@@ -442,13 +443,13 @@ func FuzzBatchRecord(f *testing.F) {
 			}
 			return idem.Result{Response: []byte(`"ok"`)}, nil
 		})
-		handle, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: business, KeyField: "payment_id"})
+		handle, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: business, KeyField: "payment_id"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var logs bytes.Buffer // slog's handler serializes the writes of concurrent records
 		sender := &dlqSender{}
-		p, err := idem.NewBatchProcessor(idem.BatchConfig{
+		p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{
 			Handle:     handle,
 			DeadLetter: &sqsmsg.SQSDeadLetter{API: sender, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo"},
 			Logger:     slog.New(slog.NewJSONHandler(&logs, nil)),

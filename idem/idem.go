@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
@@ -427,7 +428,7 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.
 	}
 	switch {
 	case old.Status == persistence.StatusCompleted && len(old.Outbox) > 0 &&
-		(sentByThisBatch(ctx, old.LeaseToken) || old.OutboxGroup != "" && deliveryGroup(ctx) != "" && deliveryGroup(ctx) != old.OutboxGroup):
+		(handoff.SentByBatch(ctx, old.LeaseToken) || old.OutboxGroup != "" && handoff.Group(ctx) != "" && handoff.Group(ctx) != old.OutboxGroup):
 		// This very batch committed them and sends them at its end, before the record
 		// that committed them is acknowledged: a duplicate in the batch is answered. So
 		// is a delivery in another FIFO group than the one that committed them: sent
@@ -449,7 +450,7 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.
 		return nil, false, &LeaseHeldError{Key: persistence.Redact(pk), Owner: old.Owner, Until: old.LeaseUntil}
 	case old.Status == persistence.StatusFailed && !old.Retryable:
 		return nil, false, &StoredError{Key: pk, Message: old.Error}
-	case persistence.StateOf(old, now) == persistence.StateRefused && deliveryOf(ctx).CopyOf(old.RefusedBy):
+	case persistence.StateOf(old, now) == persistence.StateRefused && handoff.Delivery(ctx).CopyOf(old.RefusedBy):
 		// A copy of the message a business rule refused, handed out before that
 		// delivery (its visibility ran out) and running late: the message was
 		// dead-lettered. Taking the record over would clear the refusal, and nothing
@@ -484,7 +485,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	exp := now.Add(c.cfg.TTL)
 	out := Result{Response: res.Response, Attempt: att.number, Guarded: res.Guarded}
 	writes := guardWrites(res.Writes, res.Guards, hash)
-	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: deliveryGroup(ctx), Home: homeOf(res)}, now)
+	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: handoff.Group(ctx), Home: homeOf(res)}, now)
 	var wce *persistence.WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, appliedHash := guardFired(wce, res.Guards)
@@ -623,7 +624,7 @@ func (c *Client) fail(ctx context.Context, att *Attempt, f persistence.Failure) 
 	defer cancel()
 	ctx, span := c.startSpan(ctx, telemetry.SpanRelease, att.lease.Key)
 	if persistence.FailEvent(f) == persistence.EventRefuse {
-		f.RefusedBy = deliveryOf(ctx)
+		f.RefusedBy = handoff.Delivery(ctx)
 	}
 	now := c.cfg.Clock()
 	err := c.cfg.Store.FailWith(ctx, att.lease, f, now.Add(c.cfg.TTL), now)

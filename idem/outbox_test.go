@@ -24,6 +24,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
@@ -716,11 +717,11 @@ func TestBatchSendsTheOutboxOnce(t *testing.T) {
 				})
 				var logs bytes.Buffer
 				log := slog.New(slog.NewJSONHandler(&logs, nil))
-				rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h, Logger: log})
+				rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h, Logger: log})
 				if err != nil {
 					t.Fatal(err)
 				}
-				p := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: c, Logger: log})
+				p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, Outbox: c, Logger: log})
 				resp, err := p.Process(ctx, ev)
 				if err != nil {
 					t.Fatal(err)

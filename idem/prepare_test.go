@@ -15,6 +15,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // TestResultShapesRefused: a result whose Guarded or HomeGuard cannot be kept is refused
@@ -85,13 +86,13 @@ func TestCommitWithEverythingCompressed(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &okSender{} })
 		text := strings.Repeat("all work and no play ", 200) // 4 KiB, compressible
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{Response: []byte(text), Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/out.fifo", Body: text, GroupID: "g"}}}, nil
 		})})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: c})
+		bp := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, Outbox: c})
 		resp, err := bp.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "compressed", `{}`)}})
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want the record applied", resp, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // receive is message id as SQS hands it out for the n-th time, keyed by key.
@@ -45,12 +46,12 @@ func TestLateCopyOfARefusedMessage(t *testing.T) {
 			}
 			return idem.Result{Response: []byte("paid"), Writes: []types.TransactWriteItem{e.bizWrite("acct-1")}}, nil
 		})
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h})
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h})
 		if err != nil {
 			t.Fatal(err)
 		}
 		dl := &fakeDL{}
-		p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dl})
+		p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, DeadLetter: dl})
 		deliver := func(msg events.SQSMessage) {
 			t.Helper()
 			resp, err := p.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
@@ -44,7 +45,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	rec := &persistence.Record{
 		Key: pk, Status: persistence.StatusCompleted, LeaseToken: att.lease.Token, LeaseUntil: att.lease.Until,
 		ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: hash, Attempt: 1, Owner: att.lease.Owner, CreatedAt: now, UpdatedAt: now,
-		OutboxGroup: deliveryGroup(ctx),
+		OutboxGroup: handoff.Group(ctx),
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		rec.PayloadHash = gm.applied

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
@@ -29,7 +30,7 @@ func TestSingleRedeliveryReadFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := events.SQSMessage{MessageId: "m-1", Attributes: map[string]string{"ApproximateReceiveCount": "2"}}
-	ctx := context.WithValue(context.Background(), messageKey{}, msg)
+	ctx := handoff.WithMessage(context.Background(), msg)
 	runs := 0
 	_, err = c.Do(ctx, &Request{Key: "k-1", Payload: []byte(`{}`)}, HandlerFunc(func(context.Context, *Request) (Result, error) {
 		runs++

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // forEachMode runs fn for both modes against both stores: the outcomes a caller sees
@@ -422,11 +423,11 @@ func TestSingleTransactionRedeliveryReadsFirst(t *testing.T) {
 		var runs atomic.Int64
 		deliver := func(receives string) events.SQSEventResponse {
 			c := e.client(t, withMode(idem.ModeSingleTransaction)) // a new container: its cache is cold
-			rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: effect(e, &runs, "redelivered", "done")})
+			rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: effect(e, &runs, "redelivered", "done")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf})
+			bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -486,11 +487,11 @@ func TestSingleTransactionRedeliveryTakesOverWithOneCommit(t *testing.T) {
 			attempt = r.Attempt.Number()
 			return effect(e, &runs, "crashed", "done")(ctx, r)
 		}
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(h)})
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(h)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf})
+		bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // countingHandler is a business handler fake: it counts runs per key and fails or
@@ -100,7 +101,7 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 	}}
 	m := emf.NewMetrics(nil, "ns", "svc")
 	keys := testKeys(t)
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{
 		Client: newClient(t), Handler: h, KeyField: "payment_id", Metrics: m,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Keys: keys,
 	})
@@ -183,7 +184,7 @@ func TestSQSHandlerInProgress(t *testing.T) {
 	release := make(chan struct{})
 	h := &countingHandler{block: map[string]chan struct{}{"k": release}, start: make(chan string, 1)}
 	m := emf.NewMetrics(nil, "ns", "svc")
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,12 +211,12 @@ func TestSQSHandlerInProgress(t *testing.T) {
 func TestSQSHandlerThroughBatchProcessor(t *testing.T) {
 	h := &countingHandler{fail: map[string]error{"k-poison": idem.Permanent(errors.New("bad"))}}
 	m := emf.NewMetrics(nil, "ns", "svc")
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dl := &fakeDL{}
-	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dl, Metrics: m})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, DeadLetter: dl, Metrics: m})
 
 	group := func(msg events.SQSMessage, g string) events.SQSMessage {
 		msg.Attributes = map[string]string{"MessageGroupId": g}
@@ -273,21 +274,21 @@ func TestNewSQSHandlerValidation(t *testing.T) {
 	h := &countingHandler{}
 	for _, tt := range []struct {
 		name string
-		cfg  idem.SQSConfig
+		cfg  sqsbatch.SQSConfig
 		want string
 	}{
-		{"no client", idem.SQSConfig{Handler: h}, "Client is nil"},
-		{"no handler", idem.SQSConfig{Client: c}, "Handler is nil"},
-		{"key from a field without one", idem.SQSConfig{Client: c, Handler: h, KeySource: idem.KeyFromField}, "needs a JSON field"},
-		{"an unknown key source", idem.SQSConfig{Client: c, Handler: h, KeySource: idem.KeySource(9)}, "is not a key source"},
+		{"no client", sqsbatch.SQSConfig{Handler: h}, "Client is nil"},
+		{"no handler", sqsbatch.SQSConfig{Client: c}, "Handler is nil"},
+		{"key from a field without one", sqsbatch.SQSConfig{Client: c, Handler: h, KeySource: idem.KeyFromField}, "needs a JSON field"},
+		{"an unknown key source", sqsbatch.SQSConfig{Client: c, Handler: h, KeySource: idem.KeySource(9)}, "is not a key source"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := idem.NewSQSHandler(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := sqsbatch.NewSQSHandler(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want %q", err, tt.want)
 			}
 		})
 	}
-	if _, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h}); err != nil {
+	if _, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h}); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
 }
@@ -301,7 +302,7 @@ func TestSQSHandlerObservesTheHandlersDuration(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 		return idem.Result{}, nil
 	})
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestSQSHandlerCountsAGuardedDuplicate(t *testing.T) {
 	guarded := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Writes: []types.TransactWriteItem{journal(e, "pay-g"), e.bizWrite("pay-g")}, Guards: []int{0}}, nil
 	})
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: guarded, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: guarded, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

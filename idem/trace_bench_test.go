@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // discard is an exporter that drops what it is given: the benchmark measures what
@@ -47,11 +48,11 @@ func BenchmarkTracing(b *testing.B) {
 				return idem.Result{Response: []byte(`{"ok":true}`), Writes: []types.TransactWriteItem{benchWrite},
 					Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/receipts.fifo", Body: `{"receipt":1}`, GroupID: "acct-042"}}}, nil
 			})
-			rec, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h})
+			rec, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h})
 			if err != nil {
 				b.Fatal(err)
 			}
-			p, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rec, Outbox: c, Tracer: tp})
+			p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rec, Outbox: c, Tracer: tp})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
@@ -54,13 +55,13 @@ func wantStatus(t *testing.T, s tracetest.SpanStub, code codes.Code, text string
 
 // tracedOKRecord is the SQS handler of a traced client on a MemoryStore whose handler
 // answers "ok".
-func tracedOKRecord(t *testing.T, tp trace.TracerProvider) idem.RecordFunc {
+func tracedOKRecord(t *testing.T, tp trace.TracerProvider) sqsbatch.RecordFunc {
 	t.Helper()
 	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Response: []byte(`"ok"`)}, nil
 	})})
 	if err != nil {
@@ -378,7 +379,7 @@ func TestRecordSpanOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
 		if string(r.Payload) == `"fail"` {
 			return idem.Result{}, errors.New("downstream unavailable")
 		}
@@ -388,7 +389,7 @@ func TestRecordSpanOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dl := &fakeDL{}
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Outbox: client, DeadLetter: dl, Tracer: tp})
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, Outbox: client, DeadLetter: dl, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
@@ -62,7 +63,7 @@ type traced struct {
 	rec    *tracetest.InMemoryExporter
 	tp     *sdktrace.TracerProvider
 	client *idem.Client
-	batch  *idem.BatchProcessor
+	batch  *sqsbatch.BatchProcessor
 	out    *capture
 }
 
@@ -102,11 +103,11 @@ func newTraced(t *testing.T, tracing bool, attrs int) *traced {
 		}
 		return idem.Result{Response: []byte(`"ok"`), Messages: []idem.Message{m}}, nil
 	})
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, Keys: traceKeys})
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: h, Keys: traceKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Outbox: client, Tracer: provider, Keys: traceKeys})
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, Outbox: client, Tracer: provider, Keys: traceKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +509,7 @@ func TestCachedDuplicateSpans(t *testing.T) {
 // handler sends nothing) still ends each record's span, with the record's outcome.
 func TestRecordSpanWithoutAnOutbox(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: tracedOKRecord(t, tp), Tracer: tp})
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: tracedOKRecord(t, tp), Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

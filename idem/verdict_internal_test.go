@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
@@ -33,7 +34,7 @@ func TestCompletedRecordWithoutAnOutboxIsCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.WithValue(context.Background(), messageKey{}, events.SQSMessage{Attributes: map[string]string{"MessageGroupId": "g2"}})
+	ctx := handoff.WithMessage(context.Background(), events.SQSMessage{Attributes: map[string]string{"MessageGroupId": "g2"}})
 	for range 2 {
 		res, err := c.Do(ctx, &Request{Key: "k", Payload: []byte(`{}`)}, func(context.Context, *Request) (Result, error) {
 			t.Fatal("the handler ran")

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
@@ -150,7 +150,7 @@ func (s *Stack) CheckGrants(t testing.TB, function string, used []string) string
 		}
 		logical[r.URL] = r.LogicalID
 		// The queue as a consumer finds it from a record's eventSourceARN.
-		url, err := idem.QueueURLFromARN(r.ARN)
+		url, err := sqsbatch.QueueURLFromARN(r.ARN)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
@@ -96,19 +97,19 @@ func New(cfg Config, d Deps) (Handler, error) {
 		return nil, err
 	}
 	// A client that can also change a message's visibility (*sqs.Client can) hides a
-	// message that waits on a lease until the lease ends (idem.Visibility).
-	var vis *idem.Visibility
-	if api, ok := d.SQS.(idem.VisibilityAPI); ok {
-		vis = &idem.Visibility{API: api, Clock: d.Clock, Logger: log}
+	// message that waits on a lease until the lease ends (sqsbatch.Visibility).
+	var vis *sqsbatch.Visibility
+	if api, ok := d.SQS.(sqsbatch.VisibilityAPI); ok {
+		vis = &sqsbatch.Visibility{API: api, Clock: d.Clock, Logger: log}
 	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{
 		Client: client, Handler: business, KeyField: cfg.KeyField, KeySource: cfg.KeySource, Logger: log, Metrics: metrics,
 		Visibility: vis, Keys: cfg.Keys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{
 		Handle:         record,
 		DeadLetter:     dlq,
 		Concurrency:    cfg.Concurrency,

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -36,7 +37,7 @@ type stack struct {
 	// the records in the ledger), and record the consumer's handler of one SQS message
 	// under it: what a deployed consumer runs per record.
 	rule   idem.KeyRule
-	record idem.RecordFunc
+	record sqsbatch.RecordFunc
 }
 
 func newStack(t *testing.T) (context.Context, *stack) { return newStackIn(t, false) }
@@ -90,7 +91,7 @@ func newStackIn(t *testing.T, inLedger bool) (context.Context, *stack) {
 	if inLedger {
 		st.rule = ledger.RecordsKeyRule()
 	}
-	if st.record, err = idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, KeyField: st.rule.Field, KeySource: st.rule.Source}); err != nil {
+	if st.record, err = sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: h, KeyField: st.rule.Field, KeySource: st.rule.Source}); err != nil {
 		t.Fatal(err)
 	}
 	return ctx, st

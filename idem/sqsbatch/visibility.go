@@ -1,4 +1,4 @@
-package idem
+package sqsbatch
 
 import (
 	"context"
@@ -12,22 +12,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 )
-
-// LeaseHeldError is ErrInProgress with the end of the lease that holds the key:
-// errors.Is(err, ErrInProgress) is true for it, and errors.As gives Until.
-type LeaseHeldError struct {
-	Key   string    // the record's key, redacted
-	Owner string    // the holder, as recorded
-	Until time.Time // when the holder's lease ends unless extended
-}
-
-func (e *LeaseHeldError) Error() string {
-	return fmt.Sprintf("idem: acquire %s: %v (lease held by %q until %s)", e.Key, ErrInProgress, e.Owner, e.Until.Format(time.RFC3339Nano))
-}
-
-// Unwrap returns ErrInProgress.
-func (e *LeaseHeldError) Unwrap() error { return ErrInProgress }
 
 // VisibilityAPI is the SQS call Visibility makes; *sqs.Client satisfies it.
 type VisibilityAPI interface {
@@ -125,13 +112,10 @@ func (v *Visibility) hideUntil(ctx context.Context, msg events.SQSMessage, until
 
 // inProgress hides msg until the lease that err reports ends; other errors are ignored.
 func (v *Visibility) inProgress(ctx context.Context, msg events.SQSMessage, err error) {
-	if held, ok := errors.AsType[*LeaseHeldError](err); ok {
+	if held, ok := errors.AsType[*idem.LeaseHeldError](err); ok {
 		v.hideUntil(ctx, msg, held.Until, "in_progress")
 	}
 }
-
-// deliveryKey is the context key of the delivery a handler runs for.
-type deliveryKey struct{}
 
 type delivery struct {
 	v   *Visibility
@@ -144,12 +128,10 @@ func (v *Visibility) withDelivery(ctx context.Context, msg events.SQSMessage) co
 	if v == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, deliveryKey{}, delivery{v: v, msg: msg})
+	return handoff.WithExtender(ctx, delivery{v: v, msg: msg})
 }
 
-// extended moves the visibility of the message ctx runs for, if any, to the new lease end.
-func extended(ctx context.Context, until time.Time) {
-	if d, ok := ctx.Value(deliveryKey{}).(delivery); ok {
-		d.v.hideUntil(ctx, d.msg, until, "extend")
-	}
+// Extended moves the visibility of the message to the new lease end.
+func (d delivery) Extended(ctx context.Context, until time.Time) {
+	d.v.hideUntil(ctx, d.msg, until, "extend")
 }

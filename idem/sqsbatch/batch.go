@@ -1,4 +1,4 @@
-package idem
+package sqsbatch
 
 import (
 	"context"
@@ -12,9 +12,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -172,7 +173,7 @@ func (p *BatchProcessor) Process(ctx context.Context, ev events.SQSEvent) (event
 	var slots []pendingSlot
 	if p.outbox != nil {
 		slots = make([]pendingSlot, len(ev.Records))
-		ctx = withBatchPendings(ctx)
+		ctx = handoff.WithBatch(ctx)
 	}
 	sem := make(chan struct{}, p.concurrency)
 	var wg sync.WaitGroup
@@ -296,9 +297,9 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 			p.metrics.Add(emf.MetricSkipped, 1)
 			p.logRecord(ctx, msg, outcomeInvalid, 0, errors.New("idem: record has no messageId"), false)
 		} else {
-			rctx := context.WithValue(ctx, messageKey{}, msg)
+			rctx := handoff.WithMessage(ctx, msg)
 			if slots != nil {
-				rctx = withPendingSlot(rctx, &slots[i])
+				rctx = handoff.WithHolder(rctx, &slots[i])
 			}
 			outcomes[i] = p.runRecord(rctx, msg)
 		}
@@ -309,23 +310,6 @@ func (p *BatchProcessor) runUnit(ctx context.Context, recs []events.SQSMessage, 
 			return
 		}
 	}
-}
-
-type messageKey struct{}
-
-// deliveryGroup is the FIFO message group of the SQS record ctx runs for ("" outside a
-// BatchProcessor, or on a standard queue).
-func deliveryGroup(ctx context.Context) string {
-	m, _ := MessageFromContext(ctx)
-	return m.Attributes["MessageGroupId"]
-}
-
-// MessageFromContext returns the SQS record a BatchProcessor runs ctx for: a handler can
-// read the message's id, attributes and receive count. ok is false outside a
-// BatchProcessor's record.
-func MessageFromContext(ctx context.Context) (msg events.SQSMessage, ok bool) {
-	msg, ok = ctx.Value(messageKey{}).(events.SQSMessage)
-	return msg, ok
 }
 
 // lateErr returns why no record may start now, or nil.
@@ -359,7 +343,7 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 	}
 	err := p.call("handler", func() error { return p.handle(ctx, msg) })
 	var o outcome
-	permanent := err != nil && IsPermanent(err)
+	permanent := err != nil && idem.IsPermanent(err)
 	switch {
 	case err == nil:
 		o = outcomeOK
@@ -383,7 +367,7 @@ func (p *BatchProcessor) runRecord(ctx context.Context, msg events.SQSMessage) o
 		}
 	}
 	d := time.Since(start)
-	if slot, ok := ctx.Value(pendingSlotKey{}).(*pendingSlot); ok && slot != nil {
+	if slot, ok := handoff.HolderOf(ctx).(*pendingSlot); ok && slot != nil {
 		// The batch's outbound messages go out after every record ran, and may still
 		// turn this record into a failure: its one line is written then.
 		slot.log = func(o outcome, extra error) {
@@ -477,22 +461,18 @@ func (p *BatchProcessor) response(recs []events.SQSMessage, outcomes []outcome) 
 	return resp, nil
 }
 
-// deliveryOf is the delivery of the SQS record ctx runs for; zero outside a
-// BatchProcessor, or when the record carries no receive count.
-func deliveryOf(ctx context.Context) persistence.Delivery {
-	m, ok := MessageFromContext(ctx)
-	if !ok || m.MessageId == "" {
-		return persistence.Delivery{}
-	}
-	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
-	if err != nil {
-		return persistence.Delivery{}
-	}
-	return persistence.Delivery{MessageID: m.MessageId, ReceiveCount: n}
-}
-
 // SQSDeadLetter dead-letters both a batch's records and the outbox's refused messages.
 var (
 	_ DeadLetterer                = (*sqsmsg.SQSDeadLetter)(nil)
 	_ outbox.OutboundDeadLetterer = (*sqsmsg.SQSDeadLetter)(nil)
 )
+
+// pendingSlot holds a record's pending messages, which the middleware hands it
+// (handoff.Hand), until the batch sends them at its end.
+type pendingSlot struct {
+	p   *outbox.Pending
+	log func(o outcome, extra error) // the record's log line, written once its outcome is final
+}
+
+// Hold takes the record's pending messages.
+func (s *pendingSlot) Hold(p *outbox.Pending) { s.p = p }

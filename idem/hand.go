@@ -2,48 +2,12 @@ package idem
 
 import (
 	"context"
-	"sync"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
-
-// pendingSlot carries a record's pending messages from the middleware to the
-// BatchProcessor through the record's context.
-type pendingSlot struct {
-	p   *outbox.Pending
-	log func(o outcome, extra error) // the record's log line, written once its outcome is final
-}
-
-type pendingSlotKey struct{}
-
-// batchPendings is the set of lease tokens whose messages the running batch will send at
-// its end: a duplicate of such a key later in the same batch is a plain replay.
-type batchPendings struct {
-	mu     sync.Mutex
-	tokens map[string]bool
-}
-
-type batchPendingsKey struct{}
-
-func withPendingSlot(ctx context.Context, s *pendingSlot) context.Context {
-	return context.WithValue(ctx, pendingSlotKey{}, s)
-}
-
-func withBatchPendings(ctx context.Context) context.Context {
-	return context.WithValue(ctx, batchPendingsKey{}, &batchPendings{tokens: map[string]bool{}})
-}
-
-// sentByThisBatch reports whether the running batch holds the messages of token.
-func sentByThisBatch(ctx context.Context, token string) bool {
-	b, ok := ctx.Value(batchPendingsKey{}).(*batchPendings)
-	if !ok || b == nil {
-		return false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tokens[token]
-}
 
 // hand gives p to the BatchProcessor running this record, or delivers it at once when
 // there is none.
@@ -52,13 +16,7 @@ func (c *Client) hand(ctx context.Context, p *outbox.Pending) error {
 		return nil
 	}
 	c.traceOrigin(ctx, p)
-	if s, ok := ctx.Value(pendingSlotKey{}).(*pendingSlot); ok && s != nil {
-		s.p = p
-		if b, ok := ctx.Value(batchPendingsKey{}).(*batchPendings); ok && b != nil {
-			b.mu.Lock()
-			b.tokens[p.Token] = true
-			b.mu.Unlock()
-		}
+	if handoff.Hand(ctx, p) {
 		return nil
 	}
 	return c.Deliver(ctx, []*outbox.Pending{p})[0]
@@ -94,3 +52,10 @@ func (c *Client) Deliver(ctx context.Context, pendings []*outbox.Pending) []erro
 // cacheOnSent is what a pending does once its messages are sent and marked: a warm
 // duplicate of its key is answered from e with no request.
 func (c *Client) cacheOnSent(e cached) func() { return func() { c.cache.put(e) } }
+
+// MessageFromContext returns the SQS record a BatchProcessor runs ctx for: a handler can
+// read the message's id, attributes and receive count. ok is false outside a
+// BatchProcessor's record.
+func MessageFromContext(ctx context.Context) (msg events.SQSMessage, ok bool) {
+	return handoff.Message(ctx)
+}

@@ -1,4 +1,4 @@
-package idem
+package sqsbatch
 
 import (
 	"context"
@@ -8,23 +8,27 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // SQSConfig configures NewSQSHandler. Client and Handler are required.
 type SQSConfig struct {
 	// Client runs Handler idempotently (required).
-	Client *Client
+	Client *idem.Client
 	// Handler is the business handler (required). Request.Payload is the message body.
-	Handler Handler
+	Handler idem.Handler
 	// KeyField is the top-level JSON field of the body used as the key when the message
 	// has neither the KeyAttribute attribute nor a MessageDeduplicationId ("" = none);
 	// with KeySource KeyFromField, the key of every message.
 	KeyField string
 	// KeySource says where the key comes from (default KeyFromMessage; see KeySource).
-	KeySource KeySource
+	KeySource idem.KeySource
 	// Logger receives one line per record (default: discard) when the RecordFunc runs
 	// outside a BatchProcessor. Under a BatchProcessor, which logs every record, the
 	// key hash, outcome and attempt go on the processor's line instead: one per record.
@@ -58,7 +62,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rule := KeyRule{Source: cfg.KeySource, Field: cfg.KeyField, Keys: cfg.Keys}
+	rule := idem.KeyRule{Source: cfg.KeySource, Field: cfg.KeyField, Keys: cfg.Keys}
 	if err := rule.Check(); err != nil {
 		return nil, err
 	}
@@ -67,9 +71,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 	return func(ctx context.Context, msg events.SQSMessage) error {
 		key, err := rule.Key(msg)
 		if err != nil {
-			if client.tr.On() {
-				client.traceRecord(ctx, "", "", "permanent", nil)
-			}
+			traceRecord(ctx, client, "", "", "permanent", nil)
 			logRecordOutcome(ctx, log, msg, "permanent", slog.LevelWarn, nil, 0, err)
 			return err
 		}
@@ -79,7 +81,7 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 		}
 
 		start := time.Now()
-		res, err := h.Handle(vis.withDelivery(ctx, msg), &Request{Key: key, Payload: []byte(msg.Body)})
+		res, err := h.Handle(vis.withDelivery(ctx, msg), &idem.Request{Key: key, Payload: []byte(msg.Body)})
 		d := time.Since(start)
 		metrics.Observe(emf.MetricHandlerDuration, float64(d.Microseconds())/1000)
 
@@ -97,21 +99,19 @@ func NewSQSHandler(cfg SQSConfig) (RecordFunc, error) {
 			outcome = "applied"
 			metrics.Add(emf.MetricAcquired, 1)
 			attrs = append(attrs, slog.Int("attempt", res.Attempt))
-		case errors.Is(err, ErrInProgress):
+		case errors.Is(err, idem.ErrInProgress):
 			outcome = "in_progress"
 			metrics.Add(emf.MetricInProgress, 1)
 			vis.inProgress(ctx, msg, err)
 		case errors.Is(err, persistence.ErrLeaseLost):
 			outcome, level = "lease_lost", slog.LevelError
 			metrics.Add(emf.MetricLeaseLost, 1)
-		case IsPermanent(err):
+		case idem.IsPermanent(err):
 			outcome, level = "permanent", slog.LevelWarn
 		default:
 			outcome, level = "retry", slog.LevelWarn
 		}
-		if client.tr.On() {
-			client.traceRecord(ctx, key, cfg.Keys.LogHash(key), outcome, &res)
-		}
+		traceRecord(ctx, client, key, cfg.Keys.LogHash(key), outcome, &res)
 		logRecordOutcome(ctx, log, msg, outcome, level, attrs, d, err)
 		return err
 	}, nil
@@ -135,4 +135,25 @@ func logRecordOutcome(ctx context.Context, log *slog.Logger, msg events.SQSMessa
 	}
 	// The record's own context may be done; the line must still be written.
 	log.LogAttrs(context.WithoutCancel(ctx), level, "idempotent handler", line...)
+}
+
+// traceRecord puts what the SQS handler learned of its record on the record's span;
+// keyHash is the key's Keys.LogHash ("": left out).
+func traceRecord(ctx context.Context, c *idem.Client, key, keyHash, outcome string, res *idem.Result) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attribute.String(telemetry.AttrScope, c.Scope()), attribute.String(telemetry.AttrOutcome, outcome))
+	if keyHash != "" {
+		span.SetAttributes(attribute.String(telemetry.AttrKeyHash, keyHash))
+	}
+	if key != "" {
+		if pk, err := c.RecordKey(key); err == nil {
+			span.SetAttributes(telemetry.RecordAttr(pk))
+		}
+	}
+	if res != nil && res.Attempt > 0 {
+		span.SetAttributes(attribute.Int(telemetry.AttrAttempt, res.Attempt))
+	}
 }
