@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 // TestNilAttempt: a Request without an attempt (a handler called outside Client.Do, as in
@@ -44,7 +45,7 @@ type storeOnly struct{ persistence.Store }
 // Applied on a store that cannot read guards is an error, not a crash.
 func TestAttemptRefusalsAndBookkeeping(t *testing.T) {
 	ctx := context.Background()
-	for _, store := range []persistence.Store{persistence.NewMemoryStore(), storeOnly{persistence.NewMemoryStore()}} {
+	for _, store := range []persistence.Store{memstore.NewMemoryStore(), storeOnly{memstore.NewMemoryStore()}} {
 		c, err := idem.New(idem.Config{Store: store, Scope: "t"})
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +89,7 @@ func TestAttemptRefusalsAndBookkeeping(t *testing.T) {
 // and a step added twice is recorded once.
 func TestMemoryStoreKeepsItsOwnCopy(t *testing.T) {
 	ctx := context.Background()
-	m := persistence.NewMemoryStore()
+	m := memstore.NewMemoryStore()
 	now := time.Now()
 	rec := &persistence.Record{
 		Key: "pk", Status: persistence.StatusInProgress, LeaseToken: "tok", LeaseUntil: now.Add(time.Minute), Inflight: "0",

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
@@ -78,7 +78,7 @@ func TestRecordLogNamesWhyTheDeadLetterFailed(t *testing.T) {
 // holder had the key.
 func TestRecordWhoseCommitLostTheLeaseIsLoggedAsAnError(t *testing.T) {
 	var logs bytes.Buffer
-	c, err := idem.New(idem.Config{Store: &commitFaults{Store: persistence.NewMemoryStore(), complete: idem.ErrLeaseLost}, Scope: "s"})
+	c, err := idem.New(idem.Config{Store: &commitFaults{Store: memstore.NewMemoryStore(), complete: idem.ErrLeaseLost}, Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}

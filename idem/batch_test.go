@@ -18,7 +18,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
@@ -692,7 +692,7 @@ func TestNewBatchProcessorValidation(t *testing.T) {
 // queue that would keep a second copy.
 func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
 	out := &capture{}
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "batchdup", Sender: out})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "batchdup", Sender: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -727,7 +727,7 @@ func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
 // invocation is over) starts no record: each is returned to SQS as skipped, no record is
 // written and no handler runs.
 func TestBatchOnADoneContextRunsNothing(t *testing.T) {
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -769,7 +769,7 @@ func (canceledNotDone) Err() error { return context.Canceled }
 // TestBatchReportsAMessageIDOnce: SQS may hand a batch the same message twice; when both
 // fail, its id is reported once.
 func TestBatchReportsAMessageIDOnce(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "s"})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
@@ -22,7 +22,7 @@ const benchBody = `{"payment_id":"pay-000123","account_id":"acct-042","amount_ce
 
 func benchClient(b *testing.B, cache int) *idem.Client {
 	b.Helper()
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", CacheSize: cache})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", CacheSize: cache})
 	if err != nil {
 		b.Fatal(err)
 	}

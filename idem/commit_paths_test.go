@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
@@ -86,7 +87,7 @@ func TestFailuresThatCannotBeRecorded(t *testing.T) {
 			}},
 	} {
 		s := c.store
-		s.Store = persistence.NewMemoryStore()
+		s.Store = memstore.NewMemoryStore()
 		cl, err := idem.New(idem.Config{Store: s, Scope: "s"})
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
@@ -82,7 +83,7 @@ func (e *env) client(t *testing.T, mod ...func(*idem.Config)) *idem.Client {
 }
 
 func newMemoryEnv(t *testing.T) *env {
-	s := persistence.NewMemoryStore()
+	s := memstore.NewMemoryStore()
 	return &env{
 		store: s, clock: newClock(), bizTable: "effects", bizKeyAttr: "id",
 		bizKey: func(id string) map[string]types.AttributeValue {

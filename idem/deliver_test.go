@@ -17,7 +17,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
@@ -333,7 +333,7 @@ func (q queueDown) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchI
 func TestDeliverTellsTheFirstCause(t *testing.T) {
 	const a, b = "https://sqs.us-east-1.amazonaws.com/123456789012/a.fifo", "https://sqs.us-east-1.amazonaws.com/123456789012/b.fifo"
 	errA, errB := errors.New("queue a throttled"), errors.New("queue b throttled")
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "cause", Sender: queueDown{a: errA, b: errB}})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "cause", Sender: queueDown{a: errA, b: errB}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestDeliverTellsTheFirstCause(t *testing.T) {
 // TestDeliverWithoutASender: pending messages and no sender configured is an error for
 // each pending, naming Config.Sender, and nothing is marked sent.
 func TestDeliverWithoutASender(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "nosender"})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "nosender"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestDeliverWithoutASender(t *testing.T) {
 // reaches the sender with none (nil), not with an empty map, when tracing is off.
 func TestDeliverOfAMessageWithoutAttributesSendsNone(t *testing.T) {
 	out := &capture{}
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "s", Sender: out})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s", Sender: out})
 	if err != nil {
 		t.Fatal(err)
 	}

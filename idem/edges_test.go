@@ -21,7 +21,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
@@ -141,7 +141,7 @@ func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 	dlq := fifoQueue(t, client, "dlq", nil)
 	tp, _ := spanRecorder(t)
 	sender := &sizeLimitedBatch{next: client, limit: sqsmsg.MaxSQSMessageBytes}
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
 		OutboxDeadLetter: &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments"})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
@@ -54,7 +54,7 @@ func TestNothingEmittedNamesAKeyAGroupACallerOrABody(t *testing.T) {
 	var logs, metricsOut bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := emf.NewMetrics(&metricsOut, "ns", "svc")
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: unreachableSQS{}, Tracer: tp})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: unreachableSQS{}, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

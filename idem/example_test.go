@@ -12,15 +12,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
-// The examples run against persistence.MemoryStore: no AWS, same conditions as DynamoStore.
+// The examples run against memstore.MemoryStore: no AWS, same conditions as DynamoStore.
 
 func ExampleClient_Do() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments"})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -83,7 +83,7 @@ func ExampleClient_Do() {
 
 func ExampleNewSQSHandler() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments"})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -138,7 +138,7 @@ func fifoRecord(id, group, dedup, body string) events.SQSMessage {
 
 func ExampleBatchProcessor() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "orders"})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "orders"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -214,7 +214,7 @@ func ExampleBatchProcessor() {
 
 func ExampleMemoryStore() {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	client, err := idem.New(idem.Config{Store: store, Scope: "ledger"})
 	if err != nil {
 		fmt.Println(err)

@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
@@ -428,7 +428,7 @@ func FuzzBatchRecord(f *testing.F) {
 		if json.Unmarshal(raw, &msg) != nil {
 			return
 		}
-		client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "fuzz", CacheSize: 10})
+		client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "fuzz", CacheSize: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 func TestRecordKey(t *testing.T) {
@@ -116,7 +116,7 @@ func TestCheckScope(t *testing.T) {
 		if err := idem.CheckScope(ok); err != nil {
 			t.Errorf("CheckScope(%d bytes %.12q): %v, want nil", len(ok), ok, err)
 		}
-		if _, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: ok}); err != nil {
+		if _, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: ok}); err != nil {
 			t.Errorf("New with the scope %.12q (%d bytes): %v", ok, len(ok), err)
 		}
 	}
@@ -124,14 +124,14 @@ func TestCheckScope(t *testing.T) {
 		if err := idem.CheckScope(bad); err == nil {
 			t.Errorf("CheckScope(%d bytes %.12q) = nil, want an error", len(bad), bad)
 		}
-		if _, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: bad}); err == nil {
+		if _, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: bad}); err == nil {
 			t.Errorf("New with the scope %.12q (%d bytes) succeeded", bad, len(bad))
 		}
 	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	s := persistence.NewMemoryStore()
+	s := memstore.NewMemoryStore()
 	for name, cfg := range map[string]idem.Config{
 		"no store":       {Scope: "s"},
 		"no scope":       {Store: s},
@@ -160,7 +160,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // index's 4 default shards, where the reaper's default of 4 lists them.
 func TestDefaultShards(t *testing.T) {
 	ctx := context.Background()
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +189,7 @@ func TestDefaultShards(t *testing.T) {
 func TestPayloadFieldsAreCopied(t *testing.T) {
 	ctx := context.Background()
 	fields := []string{"amount"}
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "s", PayloadFields: fields})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s", PayloadFields: fields})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestPayloadFieldsAreCopied(t *testing.T) {
 // (its fields cannot be read) is refused for good; both before any record is written
 // or the handler runs.
 func TestDoRefusesAnInvalidKeyOrPayload(t *testing.T) {
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s", PayloadFields: []string{"amount"}})
 	if err != nil {
 		t.Fatal(err)

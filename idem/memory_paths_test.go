@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
@@ -26,7 +27,7 @@ var memBase = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 
 // memInProgress creates an IN_PROGRESS record of key under token on shard "0" whose
 // lease ends at until.
-func memInProgress(t *testing.T, store *persistence.MemoryStore, key, token string, until time.Time) *persistence.Record {
+func memInProgress(t *testing.T, store *memstore.MemoryStore, key, token string, until time.Time) *persistence.Record {
 	t.Helper()
 	rec := &persistence.Record{Key: key, Status: persistence.StatusInProgress, LeaseToken: token, LeaseUntil: until, Inflight: "0",
 		Owner: "req-1", Attempt: 1, CreatedAt: memBase, UpdatedAt: memBase, ExpiresAt: memBase.Add(24 * time.Hour)}
@@ -46,7 +47,7 @@ func memInProgress(t *testing.T, store *persistence.MemoryStore, key, token stri
 // gives ErrLeaseLost and leaves the record as it was.
 func TestMemoryStoreTakeoverIsRefusedUnlessTheRecordIsExactlyAsSeen(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	lease := memBase.Add(time.Second)
 	stored := memInProgress(t, store, "s#k", "t1", lease)
 	now := memBase.Add(time.Minute) // the lease has run out
@@ -89,7 +90,7 @@ func TestMemoryStoreTakeoverIsRefusedUnlessTheRecordIsExactlyAsSeen(t *testing.T
 // failure (reason, retryable flag, category, public reason).
 func TestMemoryStoreTakeoverInstallsTheNewLeaseAndClearsTheFailure(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Second))
 	l1 := persistence.Lease{Key: "s#k", Token: "t1"}
 	if err := store.AddStep(ctx, l1, "charged", memBase); err != nil {
@@ -161,7 +162,7 @@ func randomText(n int) string {
 // it, and nothing is committed: the lease is still held and no outbox is stored.
 func TestMemoryStoreCompleteRefusesAnOutboxTooLargeToStore(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
 	l := persistence.Lease{Key: "s#k", Token: "t1"}
 	msg := idem.Message{QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/q", Body: randomText(3 * persistence.MaxStoredResponse)}
@@ -187,7 +188,7 @@ func TestMemoryStoreCompleteRefusesAnOutboxTooLargeToStore(t *testing.T) {
 // random bytes gzip cannot shrink, the outbox is under the compression threshold).
 func TestMemoryStoreCompleteTooLargeErrorReportsTheStoredTotal(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
 	resp := make([]byte, persistence.MaxStoredResponse-64)
 	rand.New(rand.NewSource(7)).Read(resp)
@@ -211,7 +212,7 @@ func TestMemoryStoreCompleteTooLargeErrorReportsTheStoredTotal(t *testing.T) {
 // record leaves the in-flight listing.
 func TestMemoryStoreCompleteWithoutOutboxClearsThePendingGroup(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
 	msgs := []idem.Message{{QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/q.fifo", Body: "hi", GroupID: "g1"}}
 	if err := store.Complete(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, persistence.Completion{Response: []byte(`1`), ExpiresAt: memBase.Add(time.Hour), Outbox: msgs, Group: "g1"}, memBase); err != nil {
@@ -247,7 +248,7 @@ func TestMemoryStoreCompleteWithoutOutboxClearsThePendingGroup(t *testing.T) {
 // earlier try was applied); a record that is gone gives ErrNotFound.
 func TestMemoryStorePutIsConditionedOnTheRecordAsSeen(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	now := memBase.Add(time.Minute)
 	done := func(key, token string) *persistence.Record {
 		return &persistence.Record{Key: key, Status: persistence.StatusCompleted, LeaseToken: token, LeaseUntil: now.Add(time.Minute), Response: []byte(`"done"`),
@@ -309,7 +310,7 @@ func TestMemoryStorePutIsConditionedOnTheRecordAsSeen(t *testing.T) {
 // millisecond and its TTL to the second.
 func TestMemoryStorePutStoresTimesAtTheirStoredPrecision(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	sub := 987654321 * time.Nanosecond
 	rec := &persistence.Record{Key: "s#k", Status: persistence.StatusCompleted, LeaseToken: "t1", LeaseUntil: memBase.Add(time.Minute + sub),
 		Response: []byte(`1`), Attempt: 1, CreatedAt: memBase.Add(sub), UpdatedAt: memBase.Add(2*time.Second + sub), ExpiresAt: memBase.Add(time.Hour + sub)}
@@ -361,7 +362,7 @@ func TestMemoryStoreEvaluatesOnlyAttributeNotExistsGuards(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			store := persistence.NewMemoryStore()
+			store := memstore.NewMemoryStore()
 			for i, token := range []string{"t1", "t2"} {
 				rec := &persistence.Record{Key: fmt.Sprintf("s#%d", i), Status: persistence.StatusCompleted, LeaseToken: token, ExpiresAt: memBase.Add(time.Hour)}
 				_, err := store.Put(ctx, rec, []types.TransactWriteItem{c.write}, nil, memBase)
@@ -392,7 +393,7 @@ func TestMemoryStoreEvaluatesOnlyAttributeNotExistsGuards(t *testing.T) {
 // and change nothing.
 func TestMemoryStoreRetryClearsOnlyANonRetryableFailureUnderItsToken(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#run", "t1", memBase.Add(time.Minute))
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
 	if err := store.FailWith(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, persistence.Failure{Reason: "bad input"}, memBase.Add(time.Hour), memBase); err != nil {
@@ -440,7 +441,7 @@ func TestMemoryStoreRetryClearsOnlyANonRetryableFailureUnderItsToken(t *testing.
 // cannot resolve, is refused with an error rather than answered with a guess.
 func TestMemoryStoreReadGuardReadsByOneStringKey(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	item := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "7"}, "amount": &types.AttributeValueMemberN{Value: "12"}}
 	rec := &persistence.Record{Key: "s#k", Status: persistence.StatusCompleted, LeaseToken: "t1", ExpiresAt: memBase.Add(time.Hour)}
 	if _, err := store.Put(ctx, rec, []types.TransactWriteItem{guardPut(item, "attribute_not_exists(id)", nil)}, nil, memBase); err != nil {
@@ -468,7 +469,7 @@ func TestMemoryStoreReadGuardReadsByOneStringKey(t *testing.T) {
 // that TTL has passed.
 func TestMemoryStoreFailWithSetsTheTTLAndTheUpdateTime(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
 	now := memBase.Add(10*time.Second + 456789*time.Microsecond)
 	expiresAt := now.Add(time.Minute)
@@ -493,7 +494,7 @@ func TestMemoryStoreFailWithSetsTheTTLAndTheUpdateTime(t *testing.T) {
 // the update time (to the millisecond).
 func TestMemoryStoreAddStepIsFencedAndStampsTheUpdate(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
 	if err := store.AddStep(ctx, persistence.Lease{Key: "s#k", Token: "t0"}, "charged", memBase); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Errorf("step under another token: %v, want ErrLeaseLost", err)
@@ -521,7 +522,7 @@ func TestMemoryStoreAddStepIsFencedAndStampsTheUpdate(t *testing.T) {
 // staleFixture stores in-flight records of shard "0" whose lease ends do not follow
 // their keys' order (with ties, listed by key), inserted out of order, plus records the
 // listing must skip. It returns the keys in listing order (lease end, then key).
-func staleFixture(t *testing.T, store *persistence.MemoryStore) []string {
+func staleFixture(t *testing.T, store *memstore.MemoryStore) []string {
 	t.Helper()
 	ctx := context.Background()
 	type lease struct {
@@ -570,7 +571,7 @@ var staleCut = memBase.Add(time.Minute)
 // whatever the page size; the last page has no cursor.
 func TestMemoryStoreStaleListsInLeaseOrderAcrossPages(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	want := staleFixture(t, store)
 	for _, limit := range []int{1, 2, 3, 5, 11} {
 		var got []string
@@ -603,7 +604,7 @@ func TestMemoryStoreStaleListsInLeaseOrderAcrossPages(t *testing.T) {
 // last one: in both cases no cursor comes back.
 func TestMemoryStoreStaleWithoutALimitOrOnAFullLastPageEnds(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	want := staleFixture(t, store)
 	for _, limit := range []int{0, len(want)} {
 		page, next, err := store.Stale(ctx, "0", staleCut, limit, "")
@@ -626,7 +627,7 @@ func TestMemoryStoreStaleWithoutALimitOrOnAFullLastPageEnds(t *testing.T) {
 // "from the start".
 func TestMemoryStoreStaleRefusesAMalformedCursor(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	staleFixture(t, store)
 	for _, cursor := range []string{"garbage", "1795780800000", "soon|s#c"} {
 		if page, next, err := store.Stale(ctx, "0", staleCut, 5, cursor); err == nil {
@@ -641,7 +642,7 @@ func TestMemoryStoreStaleRefusesAMalformedCursor(t *testing.T) {
 // the in-flight listing, stamped with the reap time (to the millisecond).
 func TestMemoryStoreReapIsFencedOnTheListedLeaseEnd(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Second))
 	listed, _, err := store.Stale(ctx, "0", staleCut, 10, "")
 	if err != nil || len(listed) != 1 {

@@ -23,6 +23,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
@@ -113,7 +114,7 @@ func (e *env) forget(t *testing.T, c *idem.Client, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, ok := e.store.(*persistence.MemoryStore); ok {
+	if m, ok := e.store.(*memstore.MemoryStore); ok {
 		m.Forget(pk)
 		return
 	}

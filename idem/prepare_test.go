@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
@@ -33,7 +34,7 @@ func TestResultShapesRefused(t *testing.T) {
 		"HomeGuard on a write that is no Put": {HomeGuard: true, HomeKey: "k", Guards: []int{0}, Writes: []types.TransactWriteItem{del}},
 		"messages without a Sender":           {Writes: []types.TransactWriteItem{put}, Messages: []idem.Message{msg}},
 	} {
-		mem := persistence.NewMemoryStore()
+		mem := memstore.NewMemoryStore()
 		c, err := idem.New(idem.Config{Store: mem, Scope: "s"}) // no Sender
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +64,7 @@ func (opsFail) Reap(context.Context, persistence.StaleLease, string, time.Time) 
 func TestUnlockReportsItsErrors(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	if _, err := reaper.Unlock(ctx, mem, "s#none", "operator", now); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Unlock of a key with no record: %v, want ErrNotFound", err)
 	}
@@ -140,7 +141,7 @@ func TestTakeoverOutcomes(t *testing.T) {
 		"an unknown status": {"BOGUS", func(s persistence.Store) persistence.Store { return s },
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "unknown status") }},
 	} {
-		mem := persistence.NewMemoryStore()
+		mem := memstore.NewMemoryStore()
 		first, err := idem.New(idem.Config{Store: mem, Scope: "s"})
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +171,7 @@ func TestTakeoverOutcomes(t *testing.T) {
 		}
 	}
 
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s"}) // the real clock: nanoseconds
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
@@ -27,7 +28,7 @@ func TestReaperRefusesBadConfig(t *testing.T) {
 		want string
 	}{
 		"no store":     {reaper.Reaper{}, "idem: Reaper.Store is nil"},
-		"scope with #": {reaper.Reaper{Store: persistence.NewMemoryStore(), Scope: "a#b"}, "idem: Reaper.Scope: "},
+		"scope with #": {reaper.Reaper{Store: memstore.NewMemoryStore(), Scope: "a#b"}, "idem: Reaper.Scope: "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res, err := c.r.Sweep(context.Background())
@@ -61,7 +62,7 @@ func (s *okSender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchI
 // listing).
 func TestReaperDefaults(t *testing.T) {
 	ctx := context.Background()
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	sender := &okSender{}
 	r := &reaper.Reaper{Store: store, Clock: func() time.Time { return now }, Sender: sender}
@@ -124,7 +125,7 @@ func (u *unreadable) Get(ctx context.Context, key string, now time.Time) (*persi
 // pendingOutbox writes a COMPLETED record of key, committed ago before now (its lease
 // ended a minute later), still in the in-flight index with one outbound message pending:
 // what a crash between the commit and the send leaves.
-func pendingOutbox(t *testing.T, mem *persistence.MemoryStore, key string, now time.Time, ago time.Duration) {
+func pendingOutbox(t *testing.T, mem *memstore.MemoryStore, key string, now time.Time, ago time.Duration) {
 	t.Helper()
 	rec := &persistence.Record{Key: key, Status: persistence.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
 		LeaseUntil: now.Add(-ago + time.Minute), UpdatedAt: now.Add(-ago), CreatedAt: now.Add(-ago - time.Minute), ExpiresAt: now.Add(time.Hour),
@@ -140,7 +141,7 @@ func pendingOutbox(t *testing.T, mem *persistence.MemoryStore, key string, now t
 // Grace + MaxLease.
 func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 	ctx := context.Background()
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	for key, ago := range map[string]time.Duration{"s#earliest": 40 * time.Minute, "s#unread": 18 * time.Minute, "s#later": 17 * time.Minute, "s#latest": 16 * time.Minute} {
 		pendingOutbox(t, mem, key, now, ago)
@@ -187,7 +188,7 @@ func (s *staleFails) Stale(ctx context.Context, shard string, before time.Time, 
 // before it.
 func TestIncompleteSweepSendsNothing(t *testing.T) {
 	ctx := context.Background()
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pendingOutbox(t, mem, "s#old", now, 2*time.Hour)
 	sender := &okSender{}
@@ -202,7 +203,7 @@ func TestIncompleteSweepSendsNothing(t *testing.T) {
 // stays pending for the next sweep.
 func TestSweepCountsAFailedSend(t *testing.T) {
 	ctx := context.Background()
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pendingOutbox(t, mem, "s#old", now, 2*time.Hour)
 	sender := &failingSender{}
@@ -229,7 +230,7 @@ func (s *slowListing) Stale(ctx context.Context, shard string, before time.Time,
 // TestSweepStopsAtItsMarginMidPage: a sweep whose listing used up the time before its
 // margin reaps nothing more of the page and says it was truncated.
 func TestSweepStopsAtItsMarginMidPage(t *testing.T) {
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Now()
 	rec := &persistence.Record{Key: "s#dead", Status: persistence.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,
 		LeaseUntil: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)}
@@ -265,7 +266,7 @@ func (g *gone) Get(ctx context.Context, key string, now time.Time) (*persistence
 // it is counted lost and holds back nothing: the outbox after it is sent.
 func TestSweepRecordDeletedAfterItsListing(t *testing.T) {
 	ctx := context.Background()
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	for key, ago := range map[string]time.Duration{"s#deleted": 50 * time.Minute, "s#pending": 40 * time.Minute} {
 		pendingOutbox(t, mem, key, now, ago)
@@ -293,7 +294,7 @@ func (l *limits) Stale(ctx context.Context, shard string, before time.Time, limi
 // context ends in 1 s stops at once, under the 2 s margin, reaping nothing.
 func TestReaperPageAndMarginDefaults(t *testing.T) {
 	ctx := context.Background()
-	mem := persistence.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	for i := range 150 {
 		rec := &persistence.Record{Key: fmt.Sprintf("s#k%03d", i), Status: persistence.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,

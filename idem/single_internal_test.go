@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 // readFails is a store whose reads of records fail, as a throttled DynamoDB's would.
@@ -25,7 +26,7 @@ func (readFails) Get(context.Context, string, time.Time) (*persistence.Record, e
 // that read fails, nothing is decided: the handler does not run, and the error, which
 // names the store's, is retried.
 func TestSingleRedeliveryReadFails(t *testing.T) {
-	c, err := New(Config{Store: readFails{persistence.NewMemoryStore()}, Scope: "payments", Mode: ModeSingleTransaction})
+	c, err := New(Config{Store: readFails{memstore.NewMemoryStore()}, Scope: "payments", Mode: ModeSingleTransaction})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
@@ -321,7 +322,7 @@ func TestModesAfterTheOtherMode(t *testing.T) {
 
 // TestModeSingleRefusesStepsAndExtend: a handler that needs a lease says so at once.
 func TestModeSingleRefusesStepsAndExtend(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "s", Mode: idem.ModeSingleTransaction})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s", Mode: idem.ModeSingleTransaction})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func TestModeSingleRefusesStepsAndExtend(t *testing.T) {
 	if !errors.Is(stepErr, idem.ErrNotInThisMode) || !errors.Is(extendErr, idem.ErrNotInThisMode) || !errors.Is(err, idem.ErrNotInThisMode) {
 		t.Fatalf("step %v, extend %v, Do %v; want ErrNotInThisMode", stepErr, extendErr, err)
 	}
-	if _, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "s", Mode: 7}); err == nil {
+	if _, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s", Mode: 7}); err == nil {
 		t.Fatal("idem.New accepted an unknown mode")
 	}
 }
@@ -540,7 +541,7 @@ func TestModesStoreATruncatedError(t *testing.T) {
 }
 
 // putRefusedForGood is a store whose single-transaction writes are refused for good.
-type putRefusedForGood struct{ *persistence.MemoryStore }
+type putRefusedForGood struct{ *memstore.MemoryStore }
 
 func (putRefusedForGood) Put(context.Context, *persistence.Record, []types.TransactWriteItem, *persistence.Record, time.Time) (*persistence.Record, error) {
 	return nil, idem.Permanent(errors.New("injected: the put is refused for good"))
@@ -550,7 +551,7 @@ func (putRefusedForGood) Put(context.Context, *persistence.Record, []types.Trans
 // whose record the store refuses for good is permanent (dead-lettered, not retried for
 // ever): the store's permanent error is returned as it is.
 func TestSinglePutRefusedForGoodStaysPermanent(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: putRefusedForGood{persistence.NewMemoryStore()}, Scope: "s", Mode: idem.ModeSingleTransaction})
+	c, err := idem.New(idem.Config{Store: putRefusedForGood{memstore.NewMemoryStore()}, Scope: "s", Mode: idem.ModeSingleTransaction})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
@@ -60,7 +60,7 @@ func (h *countingHandler) count(key string) int {
 
 func newClient(t *testing.T) *idem.Client {
 	t.Helper()
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "t"})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "t"})
 	if err != nil {
 		t.Fatalf("idem.New: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
@@ -40,7 +40,7 @@ func BenchmarkTracing(b *testing.B) {
 				tp = p
 			}
 			out := &capture{}
-			c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: out, Tracer: tp})
+			c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: out, Tracer: tp})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
@@ -57,7 +58,7 @@ func wantStatus(t *testing.T, s tracetest.SpanStub, code codes.Code, text string
 // answers "ok".
 func tracedOKRecord(t *testing.T, tp trace.TracerProvider) sqsbatch.RecordFunc {
 	t.Helper()
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	}
 
 	t.Run("applied then replayed", func(t *testing.T) {
-		c, exp := newClient(t, persistence.NewMemoryStore(), "worker-1")
+		c, exp := newClient(t, memstore.NewMemoryStore(), "worker-1")
 		if _, err := c.Do(ctx, req(secretKey, secretBody), ok); err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +150,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("failed retryably, then for good", func(t *testing.T) {
-		c, exp := newClient(t, persistence.NewMemoryStore(), "worker-1")
+		c, exp := newClient(t, memstore.NewMemoryStore(), "worker-1")
 		if _, err := c.Do(ctx, req("k-retry", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{}, errors.New("the bank timed out")
 		}); err == nil {
@@ -183,7 +184,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("held by a live lease", func(t *testing.T) {
-		store := persistence.NewMemoryStore()
+		store := memstore.NewMemoryStore()
 		first, _ := newClient(t, store, "worker-1")
 		second, exp := newClient(t, store, "worker-2")
 		var inner error
@@ -204,7 +205,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("a takeover lost to another holder", func(t *testing.T) {
-		store := persistence.NewMemoryStore()
+		store := memstore.NewMemoryStore()
 		c, _ := newClient(t, store, "worker-1")
 		if _, err := c.Do(ctx, req("k-race", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{}, errors.New("transient")
@@ -221,7 +222,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("the store down", func(t *testing.T) {
-		c, exp := newClient(t, createFails{persistence.NewMemoryStore(), errors.New("injected: store down")}, "worker-1")
+		c, exp := newClient(t, createFails{memstore.NewMemoryStore(), errors.New("injected: store down")}, "worker-1")
 		if _, err := c.Do(ctx, req("k-down", `{}`), ok); err == nil {
 			t.Fatal("no error")
 		}
@@ -231,7 +232,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	})
 
 	t.Run("a commit that fails", func(t *testing.T) {
-		c, exp := newClient(t, &commitFaults{Store: persistence.NewMemoryStore(), complete: errors.New("injected: commit refused")}, "worker-1")
+		c, exp := newClient(t, &commitFaults{Store: memstore.NewMemoryStore(), complete: errors.New("injected: commit refused")}, "worker-1")
 		if _, err := c.Do(ctx, req("k-commit", `{}`), ok); err == nil {
 			t.Fatal("no error")
 		}
@@ -243,7 +244,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	t.Run("a record written without an attempt count, taken over", func(t *testing.T) {
 		// A record another writer left (a Powertools record has no attempt attribute):
 		// its lease ended, so the next delivery takes it over from that holder.
-		store := persistence.NewMemoryStore()
+		store := memstore.NewMemoryStore()
 		now := time.Now()
 		pk, err := idem.RecordKey("payments", "k-old", false)
 		if err != nil {
@@ -375,7 +376,7 @@ func TestRecordSpanContexts(t *testing.T) {
 // many of its messages were dead-lettered.
 func TestRecordSpanOutcomes(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: &capture{}, Tracer: tp})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: &capture{}, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +485,7 @@ func TestReapSpanOfALeaseThatMovedOn(t *testing.T) {
 	later := now.Add(2 * time.Minute)
 	for _, moved := range []bool{false, true} {
 		tp, exp := spanRecorder(t)
-		var store persistence.Store = persistence.NewMemoryStore()
+		var store persistence.Store = memstore.NewMemoryStore()
 		pk, err := idem.RecordKey("payments", "k-stale", false)
 		if err != nil {
 			t.Fatal(err)

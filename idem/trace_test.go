@@ -23,6 +23,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
@@ -89,7 +90,7 @@ func newTraced(t *testing.T, tracing bool, attrs int) *traced {
 	if tracing {
 		provider = tp
 	}
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Sender: out, Owner: "worker-1", Tracer: provider})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: out, Owner: "worker-1", Tracer: provider})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestTracingOff(t *testing.T) {
 // shows the step as skipped rather than missing.
 func TestStepDoneSpan(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	c, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +404,7 @@ func TestStepDoneSpan(t *testing.T) {
 // previous holder, under the request's own span (Client.Do called outside a record).
 func TestReaperSpans(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	store := persistence.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	now := time.Now()
 	pk, err := idem.RecordKey("payments", secretKey, false)
 	if err != nil {
@@ -483,7 +484,7 @@ func TestRecordSpanWithoutAKey(t *testing.T) {
 // acquire span, with the decision cached, or mismatch for another payload.
 func TestCachedDuplicateSpans(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "payments", CacheSize: 10, Tracer: tp})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", CacheSize: 10, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 // releaseFails is a store whose FailWith fails while fails is above zero, as a throttled
@@ -34,7 +35,7 @@ func (s *releaseFails) FailWith(ctx context.Context, l persistence.Lease, f pers
 // records it. What the error says (ErrRefused, the store's error) stays visible.
 func TestUnrecordedRefusalIsRetried(t *testing.T) {
 	ctx := context.Background()
-	store := &releaseFails{Store: persistence.NewMemoryStore()}
+	store := &releaseFails{Store: memstore.NewMemoryStore()}
 	store.fails.Store(1)
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	c, err := idem.New(idem.Config{Store: store, Scope: "payments", Clock: func() time.Time { return now }})

@@ -9,13 +9,14 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 // completedWithAGroup is a store whose every key holds a completed record of a FIFO group
 // with no outbox (as a store of the caller's own may keep one), and which counts the
 // acquisitions.
 type completedWithAGroup struct {
-	*persistence.MemoryStore
+	*memstore.MemoryStore
 	creates atomic.Int32
 }
 
@@ -29,7 +30,7 @@ func (s *completedWithAGroup) Create(_ context.Context, rec *persistence.Record,
 // send is answered, and kept in the warm cache, whatever group it names: the next
 // duplicate makes no request.
 func TestCompletedRecordWithoutAnOutboxIsCached(t *testing.T) {
-	store := &completedWithAGroup{MemoryStore: persistence.NewMemoryStore()}
+	store := &completedWithAGroup{MemoryStore: memstore.NewMemoryStore()}
 	c, err := New(Config{Store: store, Scope: "s", CacheSize: 10})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
@@ -263,7 +264,7 @@ func (v *visCalls) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMess
 func TestExtendMovesVisibility(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	client, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "vis", Clock: clock})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "vis", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

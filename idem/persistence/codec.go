@@ -139,10 +139,10 @@ func (s *Schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 	set := func(canonical string, v types.AttributeValue) { item[s.n(canonical)] = v }
 	set(attrStatus, AvS(string(r.Status)))
 	set(attrLeaseToken, AvS(r.LeaseToken))
-	set(AttrLeaseUntil, avN(epochMillis(r.LeaseUntil)))
+	set(AttrLeaseUntil, avN(EpochMillis(r.LeaseUntil)))
 	set(AttrAttempt, avN(int64(r.Attempt)))
-	set(attrCreatedAt, avN(epochMillis(r.CreatedAt)))
-	set(attrUpdatedAt, avN(epochMillis(r.UpdatedAt)))
+	set(attrCreatedAt, avN(EpochMillis(r.CreatedAt)))
+	set(attrUpdatedAt, avN(EpochMillis(r.UpdatedAt)))
 	if r.Inflight != "" && s.hasIndex() {
 		set(AttrInflight, AvS(r.Inflight))
 	}
@@ -250,7 +250,7 @@ func (s *Schema) Unmarshal(item map[string]types.AttributeValue) (*Record, error
 	r.Key = key
 	r.Status = Status(str(attrStatus))
 	r.LeaseToken = str(attrLeaseToken)
-	r.LeaseUntil = fromMillis(num(AttrLeaseUntil))
+	r.LeaseUntil = FromMillis(num(AttrLeaseUntil))
 	r.Inflight = str(AttrInflight)
 	if v := num(AttrExpiresAt); v != 0 {
 		r.ExpiresAt = time.Unix(v, 0).UTC()
@@ -262,8 +262,8 @@ func (s *Schema) Unmarshal(item map[string]types.AttributeValue) (*Record, error
 	refusedBy := str(attrRefusedBy)
 	r.Attempt = int(num(AttrAttempt))
 	r.Owner = str(attrOwner)
-	r.CreatedAt = fromMillis(num(attrCreatedAt))
-	r.UpdatedAt = fromMillis(num(attrUpdatedAt))
+	r.CreatedAt = FromMillis(num(attrCreatedAt))
+	r.UpdatedAt = FromMillis(num(attrUpdatedAt))
 	r.Sent = int(num(attrSent))
 	r.OutboxGroup = str(attrOutboxGroup)
 	enc := str(AttrResponseEnc)

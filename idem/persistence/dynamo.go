@@ -98,7 +98,7 @@ func (e *expr) v(name string, v types.AttributeValue) string {
 
 // cond is the condition of a write of event ev (its row of the transitions table) with
 // the values a.
-func (e *expr) cond(ev Event, a condArgs) string { return transitionOf(ev).expr(e, a) }
+func (e *expr) cond(ev Event, a CondArgs) string { return TransitionOf(ev).expr(e, a) }
 
 func (e *expr) namesOrNil() map[string]string {
 	if len(e.names) == 0 {
@@ -125,7 +125,7 @@ func (s *DynamoStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.s.Table),
 		Item:                                item,
-		ConditionExpression:                 aws.String(e.cond(EventAcquire, condArgs{now: now})),
+		ConditionExpression:                 aws.String(e.cond(EventAcquire, CondArgs{Now: now})),
 		ExpressionAttributeNames:            e.names,
 		ExpressionAttributeValues:           e.vals,
 		ReturnValues:                        types.ReturnValueAllOld,
@@ -166,10 +166,10 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	e := s.expr()
 	set := []string{
 		e.a(attrLeaseToken) + " = " + e.v("tok", AvS(next.Token)),
-		e.a(AttrLeaseUntil) + " = " + e.v("lu", avN(epochMillis(next.Until))),
+		e.a(AttrLeaseUntil) + " = " + e.v("lu", avN(EpochMillis(next.Until))),
 		e.a(attrStatus) + " = " + e.v("inprogress", AvS(string(StatusInProgress))),
 		e.a(attrOwner) + " = " + e.v("owner", AvS(next.Owner)),
-		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
+		e.a(attrUpdatedAt) + " = " + e.v("now", avN(EpochMillis(now))),
 		e.a(AttrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix())),
 	}
 	if s.s.hasIndex() {
@@ -177,7 +177,7 @@ func (s *DynamoStore) Takeover(ctx context.Context, seen *Record, next Lease, ex
 	}
 	update := "SET " + strings.Join(set, ", ") + " ADD " + e.a(AttrAttempt) + " " + e.v("one", avN(1)) +
 		" REMOVE " + e.a(attrError) + ", " + e.a(attrRetryable) + ", " + e.a(attrErrorCategory) + ", " + e.a(attrErrorPublic) + ", " + e.a(attrRefusedBy)
-	cond := e.cond(EventTakeover, seenArgs(seen))
+	cond := e.cond(EventTakeover, SeenArgs(seen))
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.s.Table),
 		Key:                       s.s.key(seen.Key),
@@ -228,7 +228,7 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	e := s.expr()
 	set := []string{
 		e.a(attrStatus) + " = " + e.v("completed", AvS(string(StatusCompleted))),
-		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
+		e.a(attrUpdatedAt) + " = " + e.v("now", avN(EpochMillis(now))),
 	}
 	var remove []string
 	if home == nil {
@@ -277,7 +277,7 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	if len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")
 	}
-	cond := e.cond(EventCommit, condArgs{token: l.Token})
+	cond := e.cond(EventCommit, CondArgs{Token: l.Token})
 	upd := &types.Update{
 		TableName:                 aws.String(s.s.Table),
 		Key:                       s.s.key(l.Key),
@@ -424,10 +424,10 @@ func (s *DynamoStore) Put(ctx context.Context, rec *Record, writes []types.Trans
 		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", Redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
 	}
 	e := s.expr()
-	cond := e.cond(EventPut, condArgs{now: now})
+	cond := e.cond(EventPut, CondArgs{Now: now})
 	if seen != nil {
 		e = s.expr()
-		cond = e.cond(EventPutOver, seenArgs(seen))
+		cond = e.cond(EventPutOver, SeenArgs(seen))
 	}
 	// existing decides a failed condition on the record: the record as it is, or nil
 	// when it holds our own token (a try applied earlier whose answer was lost).
@@ -506,7 +506,7 @@ func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int,
 	e := s.expr()
 	set := []string{
 		e.a(attrSent) + " = " + e.v("sent", avN(int64(sent))),
-		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
+		e.a(attrUpdatedAt) + " = " + e.v("now", avN(EpochMillis(now))),
 	}
 	if len(dead) > 0 {
 		raw, err := json.Marshal(dead)
@@ -516,7 +516,7 @@ func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int,
 		set = append(set, e.a(attrOutboxDead)+" = "+e.v("dead", AvS(string(raw))))
 	}
 	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join([]string{e.a(attrOutbox), e.a(attrOutboxEnc), e.a(attrOutboxGroup), e.a(AttrInflight)}, ", ")
-	cond := e.cond(EventMarkSent, condArgs{token: token})
+	cond := e.cond(EventMarkSent, CondArgs{Token: token})
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.s.Table), Key: s.s.key(key),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
@@ -536,8 +536,8 @@ func (s *DynamoStore) MarkSent(ctx context.Context, key, token string, sent int,
 func (s *DynamoStore) Retry(ctx context.Context, key, token, reason string, now time.Time) error {
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s", e.a(attrRetryable), e.v("true", avBool(true)),
-		e.a(attrError), e.v("reason", AvS(nonEmpty(reason))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
-	cond := e.cond(EventClear, condArgs{token: token})
+		e.a(attrError), e.v("reason", AvS(NonEmpty(reason))), e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))))
+	cond := e.cond(EventClear, CondArgs{Token: token})
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.s.Table), Key: s.s.key(key),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
@@ -566,7 +566,7 @@ func (s *DynamoStore) completedBy(ctx context.Context, l Lease, item map[string]
 }
 
 // fenced is one UpdateItem of key conditioned as ev's row says, with the values a.
-func (s *DynamoStore) fenced(ctx context.Context, ev Event, op, key string, a condArgs, e *expr, update string) error {
+func (s *DynamoStore) fenced(ctx context.Context, ev Event, op, key string, a CondArgs, e *expr, update string) error {
 	cond := e.cond(ev, a)
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.s.Table), Key: s.s.key(key),
@@ -581,10 +581,10 @@ func (s *DynamoStore) FailWith(ctx context.Context, l Lease, f Failure, expiresA
 	e := s.expr()
 	set := []string{
 		e.a(attrStatus) + " = " + e.v("failed", AvS(string(StatusFailed))),
-		e.a(attrError) + " = " + e.v("reason", AvS(nonEmpty(f.Reason))),
+		e.a(attrError) + " = " + e.v("reason", AvS(NonEmpty(f.Reason))),
 		e.a(attrRetryable) + " = " + e.v("retryable", avBool(f.Retryable)),
 		e.a(AttrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix())),
-		e.a(attrUpdatedAt) + " = " + e.v("now", avN(epochMillis(now))),
+		e.a(attrUpdatedAt) + " = " + e.v("now", avN(EpochMillis(now))),
 	}
 	remove := []string{e.a(AttrInflight)}
 	if f.Category != "" {
@@ -603,23 +603,23 @@ func (s *DynamoStore) FailWith(ctx context.Context, l Lease, f Failure, expiresA
 		remove = append(remove, e.a(attrRefusedBy))
 	}
 	update := "SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")
-	return s.fenced(ctx, FailEvent(f), "fail", l.Key, condArgs{token: l.Token}, e, update)
+	return s.fenced(ctx, FailEvent(f), "fail", l.Key, CondArgs{Token: l.Token}, e, update)
 }
 
 // AddStep is one fenced UpdateItem adding to the steps set.
 func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, now time.Time) error {
 	e := s.expr()
-	update := fmt.Sprintf("SET %s = %s ADD %s %s", e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))),
+	update := fmt.Sprintf("SET %s = %s ADD %s %s", e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))),
 		e.a(attrSteps), e.v("step", &types.AttributeValueMemberSS{Value: []string{step}}))
-	return s.fenced(ctx, EventStep, "step "+step, l.Key, condArgs{token: l.Token}, e, update)
+	return s.fenced(ctx, EventStep, "step "+step, l.Key, CondArgs{Token: l.Token}, e, update)
 }
 
 // Extend is one fenced UpdateItem of lease_until (which also moves the record in the
 // in-flight index).
 func (s *DynamoStore) Extend(ctx context.Context, l Lease, until, now time.Time) error {
 	e := s.expr()
-	update := fmt.Sprintf("SET %s = %s, %s = %s", e.a(AttrLeaseUntil), e.v("lu", avN(epochMillis(until))), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))))
-	return s.fenced(ctx, EventExtend, "extend", l.Key, condArgs{token: l.Token}, e, update)
+	update := fmt.Sprintf("SET %s = %s, %s = %s", e.a(AttrLeaseUntil), e.v("lu", avN(EpochMillis(until))), e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))))
+	return s.fenced(ctx, EventExtend, "extend", l.Key, CondArgs{Token: l.Token}, e, update)
 }
 
 // Get is a strongly consistent GetItem.
@@ -639,7 +639,7 @@ func (s *DynamoStore) Get(ctx context.Context, key string, now time.Time) (*Reco
 	if err != nil {
 		return nil, fmt.Errorf("idem: get %s: %w", Redact(key), err)
 	}
-	if rec.expired(now) {
+	if rec.Expired(now) {
 		return nil, fmt.Errorf("idem: get %s: %w (expired)", Redact(key), ErrNotFound)
 	}
 	return rec, nil
@@ -659,7 +659,7 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.s.Table),
 		IndexName:                 aws.String(s.s.index),
-		KeyConditionExpression:    aws.String(fmt.Sprintf("%s = %s AND %s < %s", e.a(AttrInflight), e.v("shard", AvS(shard)), e.a(AttrLeaseUntil), e.v("before", avN(epochMillis(before))))),
+		KeyConditionExpression:    aws.String(fmt.Sprintf("%s = %s AND %s < %s", e.a(AttrInflight), e.v("shard", AvS(shard)), e.a(AttrLeaseUntil), e.v("before", avN(EpochMillis(before))))),
 		ExpressionAttributeNames:  e.names,
 		ExpressionAttributeValues: e.vals,
 	}
@@ -723,9 +723,9 @@ func (s *DynamoStore) Stale(ctx context.Context, shard string, before time.Time,
 func (s *DynamoStore) Reap(ctx context.Context, sl StaleLease, reason string, now time.Time) error {
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s, %s = %s REMOVE %s",
-		e.a(attrStatus), e.v("failed", AvS(string(StatusFailed))), e.a(attrError), e.v("reason", AvS(nonEmpty(reason))),
-		e.a(attrRetryable), e.v("true", avBool(true)), e.a(attrUpdatedAt), e.v("now", avN(epochMillis(now))), e.a(AttrInflight))
-	return s.fenced(ctx, EventReap, "reap", sl.Key, condArgs{token: sl.Token, leaseUntil: sl.LeaseUntil}, e, update)
+		e.a(attrStatus), e.v("failed", AvS(string(StatusFailed))), e.a(attrError), e.v("reason", AvS(NonEmpty(reason))),
+		e.a(attrRetryable), e.v("true", avBool(true)), e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))), e.a(AttrInflight))
+	return s.fenced(ctx, EventReap, "reap", sl.Key, CondArgs{Token: sl.Token, LeaseUntil: sl.LeaseUntil}, e, update)
 }
 
 // fenceErr turns a failed fencing condition into ErrLeaseLost and wraps other errors.
@@ -740,7 +740,7 @@ func fenceErr(op, key string, err error) error {
 	return fmt.Errorf("idem: %s %s: %w", op, Redact(key), err)
 }
 
-func nonEmpty(s string) string {
+func NonEmpty(s string) string {
 	if s == "" {
 		return "unspecified"
 	}

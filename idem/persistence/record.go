@@ -62,7 +62,7 @@ type Record struct {
 // expired reports whether the record's TTL has passed: DynamoDB deletes such items late,
 // so every read and condition treats them as absent. Like DynamoDB's condition
 // (CondAbsent), it compares whole seconds.
-func (r *Record) expired(now time.Time) bool {
+func (r *Record) Expired(now time.Time) bool {
 	return !r.ExpiresAt.IsZero() && r.ExpiresAt.Unix() < now.Unix()
 }
 
@@ -101,7 +101,7 @@ func (d Delivery) CopyOf(by Delivery) bool {
 }
 
 // hasStep reports whether step was recorded as completed.
-func (r *Record) hasStep(step string) bool {
+func (r *Record) HasStep(step string) bool {
 	for _, s := range r.Steps {
 		if s == step {
 			return true
@@ -119,8 +119,8 @@ func (r *Record) Clone() *Record {
 	return &c
 }
 
-func epochMillis(t time.Time) int64 { return t.UnixMilli() }
-func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+func EpochMillis(t time.Time) int64 { return t.UnixMilli() }
+func FromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 // DeadMessage is an outbound message that SQS refused for good and that was
 // dead-lettered instead of sent.

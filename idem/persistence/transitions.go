@@ -56,7 +56,7 @@ const (
 // StateOf is the state of rec at now (nil: absent).
 func StateOf(rec *Record, now time.Time) State {
 	switch {
-	case rec == nil || rec.expired(now):
+	case rec == nil || rec.Expired(now):
 		return StateAbsent
 	case rec.Status == StatusInProgress:
 		return StateInProgress
@@ -154,7 +154,7 @@ func Transitions() []Transition {
 
 // transitionOf is the row of ev. Every event has one (TestTransitionTable); an unknown
 // event gets a row whose condition no record meets.
-func transitionOf(ev Event) Transition {
+func TransitionOf(ev Event) Transition {
 	for _, t := range transitions {
 		if t.Event == ev {
 			return t
@@ -164,27 +164,27 @@ func transitionOf(ev Event) Transition {
 }
 
 // condArgs are the values a row's conditions compare the stored record with.
-type condArgs struct {
-	token string
+type CondArgs struct {
+	Token string
 	// status is CondStatus's value when the row names none (the status the writer saw).
 	status     Status
-	leaseUntil time.Time // CondLease: the lease end seen or listed
-	now        time.Time // CondAbsent: expiry is judged at now
+	LeaseUntil time.Time // CondLease: the lease end seen or listed
+	Now        time.Time // CondAbsent: expiry is judged at now
 }
 
 // seenArgs are the condition values of a write on the record as seen.
-func seenArgs(seen *Record) condArgs {
-	return condArgs{token: seen.LeaseToken, status: seen.Status, leaseUntil: seen.LeaseUntil}
+func SeenArgs(seen *Record) CondArgs {
+	return CondArgs{Token: seen.LeaseToken, status: seen.Status, LeaseUntil: seen.LeaseUntil}
 }
 
 // condForm is one condition in its two forms: DynamoDB's expression and Go's predicate.
 type condForm struct {
-	expr  func(e *expr, t Transition, a condArgs) string
-	holds func(r *Record, t Transition, a condArgs) bool
+	expr  func(e *expr, t Transition, a CondArgs) string
+	holds func(r *Record, t Transition, a CondArgs) bool
 }
 
 // wantStatus is the status CondStatus compares with.
-func (t Transition) wantStatus(a condArgs) Status {
+func (t Transition) wantStatus(a CondArgs) Status {
 	if t.Status != "" {
 		return t.Status
 	}
@@ -193,49 +193,49 @@ func (t Transition) wantStatus(a condArgs) Status {
 
 var condForms = map[Cond]condForm{
 	CondAbsent: {
-		expr: func(e *expr, _ Transition, a condArgs) string {
-			return fmt.Sprintf("attribute_not_exists(%s) OR %s < %s", e.key(), e.a(AttrExpiresAt), e.v("now_s", avN(a.now.Unix())))
+		expr: func(e *expr, _ Transition, a CondArgs) string {
+			return fmt.Sprintf("attribute_not_exists(%s) OR %s < %s", e.key(), e.a(AttrExpiresAt), e.v("now_s", avN(a.Now.Unix())))
 		},
 		// DynamoDB compares whole seconds: expires_at < now's second.
-		holds: func(r *Record, _ Transition, a condArgs) bool {
-			return r == nil || !r.ExpiresAt.IsZero() && r.ExpiresAt.Unix() < a.now.Unix()
+		holds: func(r *Record, _ Transition, a CondArgs) bool {
+			return r == nil || !r.ExpiresAt.IsZero() && r.ExpiresAt.Unix() < a.Now.Unix()
 		},
 	},
 	CondToken: {
-		expr: func(e *expr, _ Transition, a condArgs) string {
-			return e.a(attrLeaseToken) + " = " + e.v("cond_tok", AvS(a.token))
+		expr: func(e *expr, _ Transition, a CondArgs) string {
+			return e.a(attrLeaseToken) + " = " + e.v("cond_tok", AvS(a.Token))
 		},
-		holds: func(r *Record, _ Transition, a condArgs) bool { return r != nil && r.LeaseToken == a.token },
+		holds: func(r *Record, _ Transition, a CondArgs) bool { return r != nil && r.LeaseToken == a.Token },
 	},
 	CondStatus: {
-		expr: func(e *expr, t Transition, a condArgs) string {
+		expr: func(e *expr, t Transition, a CondArgs) string {
 			return e.a(attrStatus) + " = " + e.v("cond_status", AvS(string(t.wantStatus(a))))
 		},
-		holds: func(r *Record, t Transition, a condArgs) bool { return r != nil && r.Status == t.wantStatus(a) },
+		holds: func(r *Record, t Transition, a CondArgs) bool { return r != nil && r.Status == t.wantStatus(a) },
 	},
 	CondLease: {
-		expr: func(e *expr, _ Transition, a condArgs) string {
-			return e.a(AttrLeaseUntil) + " = " + e.v("cond_lu", avN(epochMillis(a.leaseUntil)))
+		expr: func(e *expr, _ Transition, a CondArgs) string {
+			return e.a(AttrLeaseUntil) + " = " + e.v("cond_lu", avN(EpochMillis(a.LeaseUntil)))
 		},
-		holds: func(r *Record, _ Transition, a condArgs) bool {
-			return r != nil && epochMillis(r.LeaseUntil) == epochMillis(a.leaseUntil)
+		holds: func(r *Record, _ Transition, a CondArgs) bool {
+			return r != nil && EpochMillis(r.LeaseUntil) == EpochMillis(a.LeaseUntil)
 		},
 	},
 	CondOutbox: {
-		expr:  func(e *expr, _ Transition, _ condArgs) string { return "attribute_exists(" + e.a(attrOutbox) + ")" },
-		holds: func(r *Record, _ Transition, _ condArgs) bool { return r != nil && len(r.Outbox) > 0 },
+		expr:  func(e *expr, _ Transition, _ CondArgs) string { return "attribute_exists(" + e.a(attrOutbox) + ")" },
+		holds: func(r *Record, _ Transition, _ CondArgs) bool { return r != nil && len(r.Outbox) > 0 },
 	},
 	CondNotRetryable: {
-		expr: func(e *expr, _ Transition, _ condArgs) string {
+		expr: func(e *expr, _ Transition, _ CondArgs) string {
 			return e.a(attrRetryable) + " = " + e.v("cond_false", avBool(false))
 		},
-		holds: func(r *Record, _ Transition, _ condArgs) bool { return r != nil && !r.Retryable },
+		holds: func(r *Record, _ Transition, _ CondArgs) bool { return r != nil && !r.Retryable },
 	},
 }
 
 // expr is the row's condition expression for DynamoDB, its names and values added to e.
 // A condition that is a disjunction is parenthesised when others join it.
-func (t Transition) expr(e *expr, a condArgs) string {
+func (t Transition) expr(e *expr, a CondArgs) string {
 	parts := make([]string, 0, len(t.Conds))
 	for _, c := range t.Conds {
 		p := condForms[c].expr(e, t, a)
@@ -248,7 +248,7 @@ func (t Transition) expr(e *expr, a condArgs) string {
 }
 
 // holds reports whether the stored record r (nil: none) meets every condition of the row.
-func (t Transition) holds(r *Record, a condArgs) bool {
+func (t Transition) Holds(r *Record, a CondArgs) bool {
 	for _, c := range t.Conds {
 		if !condForms[c].holds(r, t, a) {
 			return false

@@ -25,6 +25,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cost"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -283,7 +284,7 @@ func TestCostPerMillion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		attempts, err := idem.New(idem.Config{Store: persistence.NewMemoryStore(), Scope: "baseline"})
+		attempts, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "baseline"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
-	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -65,18 +65,18 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 // setup returns the ledger handler wrapped in the idem middleware on a MemoryStore.
-func setup(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *persistence.MemoryStore) {
+func setup(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *memstore.MemoryStore) {
 	h, mw, s, _ := setupClock(t, sender)
 	return h, mw, s
 }
 
-func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *persistence.MemoryStore, *clock) {
+func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *memstore.MemoryStore, *clock) {
 	t.Helper()
 	h, err := ledger.NewHandler(ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL})
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
-	s := persistence.NewMemoryStore()
+	s := memstore.NewMemoryStore()
 	clk := &clock{t: time.Now()}
 	c, err := idem.New(idem.Config{Store: s, Scope: "test", Sender: sender, Clock: clk.now})
 	if err != nil {

@@ -1,4 +1,4 @@
-package persistence
+package memstore
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // MemoryStore is a Store in process memory with the same conditions as DynamoStore, for
@@ -20,16 +21,16 @@ import (
 // NewMemoryStore.
 type MemoryStore struct {
 	mu        sync.Mutex
-	recs      map[string]*Record
+	recs      map[string]*persistence.Record
 	committed [][]types.TransactWriteItem
 	guards    map[string]map[string]types.AttributeValue // guard identity -> item
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ persistence.Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{recs: make(map[string]*Record), guards: make(map[string]map[string]types.AttributeValue)}
+	return &MemoryStore{recs: make(map[string]*persistence.Record), guards: make(map[string]map[string]types.AttributeValue)}
 }
 
 // Committed returns the business writes of every completion so far, one slice per
@@ -55,19 +56,19 @@ func ctxErr(ctx context.Context, op string) error {
 }
 
 // Create mirrors the conditional PutItem.
-func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*Record, bool, error) {
+func (m *MemoryStore) Create(ctx context.Context, rec *persistence.Record, now time.Time) (*persistence.Record, bool, error) {
 	if err := ctxErr(ctx, "acquire put"); err != nil {
 		return nil, false, err
 	}
 	if rec.Response != nil {
-		if _, _, err := EncodeResponse(rec.Response); err != nil {
+		if _, _, err := persistence.EncodeResponse(rec.Response); err != nil {
 			return nil, false, err
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.recs[rec.Key]
-	if !transitionOf(EventAcquire).holds(old, condArgs{now: now}) {
+	if !persistence.TransitionOf(persistence.EventAcquire).Holds(old, persistence.CondArgs{Now: now}) {
 		return old.Clone(), false, nil
 	}
 	m.recs[rec.Key] = rec.Clone()
@@ -79,65 +80,65 @@ func (m *MemoryStore) Create(ctx context.Context, rec *Record, now time.Time) (*
 
 // held returns the record of key if it meets the conditions of ev's row (the
 // transitions table) with a, else ErrLeaseLost.
-func (m *MemoryStore) held(ev Event, op, key string, a condArgs) (*Record, error) {
+func (m *MemoryStore) held(ev persistence.Event, op, key string, a persistence.CondArgs) (*persistence.Record, error) {
 	r := m.recs[key]
-	if !transitionOf(ev).holds(r, a) {
-		return nil, fmt.Errorf("idem: %s %s: %w", op, Redact(key), ErrLeaseLost)
+	if !persistence.TransitionOf(ev).Holds(r, a) {
+		return nil, fmt.Errorf("idem: %s %s: %w", op, persistence.Redact(key), persistence.ErrLeaseLost)
 	}
 	return r, nil
 }
 
 // Takeover mirrors the compare-and-swap UpdateItem.
-func (m *MemoryStore) Takeover(ctx context.Context, seen *Record, next Lease, expiresAt, now time.Time) (*Record, error) {
+func (m *MemoryStore) Takeover(ctx context.Context, seen *persistence.Record, next persistence.Lease, expiresAt, now time.Time) (*persistence.Record, error) {
 	if err := ctxErr(ctx, "takeover"); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(EventTakeover, "takeover", seen.Key, seenArgs(seen))
+	r, err := m.held(persistence.EventTakeover, "takeover", seen.Key, persistence.SeenArgs(seen))
 	if err != nil {
 		return nil, err
 	}
-	r.LeaseToken, r.LeaseUntil, r.Status = next.Token, next.Until.Truncate(time.Millisecond), StatusInProgress
+	r.LeaseToken, r.LeaseUntil, r.Status = next.Token, next.Until.Truncate(time.Millisecond), persistence.StatusInProgress
 	r.Inflight, r.Owner, r.UpdatedAt = next.Shard, next.Owner, now.Truncate(time.Millisecond)
 	r.ExpiresAt = expiresAt.Truncate(time.Second)
 	r.Attempt++
-	r.Error, r.Retryable, r.Category, r.Public, r.RefusedBy = "", false, "", "", Delivery{}
+	r.Error, r.Retryable, r.Category, r.Public, r.RefusedBy = "", false, "", "", persistence.Delivery{}
 	return r.Clone(), nil
 }
 
 // Complete mirrors the fenced update or transaction. Of the business writes' conditions
 // it evaluates one kind, the guard's: a Put conditioned on attribute_not_exists(<attr>)
 // fails when a Put committed earlier to the same table had the same value of <attr>.
-func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now time.Time) error {
+func (m *MemoryStore) Complete(ctx context.Context, l persistence.Lease, c persistence.Completion, now time.Time) error {
 	if err := ctxErr(ctx, "complete"); err != nil {
 		return err
 	}
-	data, _, err := EncodeResponse(c.Response)
+	data, _, err := persistence.EncodeResponse(c.Response)
 	if err != nil {
 		return err
 	}
-	outbox, _, err := EncodeOutbox(c.Outbox)
+	outbox, _, err := persistence.EncodeOutbox(c.Outbox)
 	if err != nil {
 		return err
 	}
-	if len(data)+len(outbox) > MaxStoredResponse {
-		return fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", ErrResponseTooLarge, len(data)+len(outbox), MaxStoredResponse)
+	if len(data)+len(outbox) > persistence.MaxStoredResponse {
+		return fmt.Errorf("%w: response and outbox are %d bytes stored, limit %d", persistence.ErrResponseTooLarge, len(data)+len(outbox), persistence.MaxStoredResponse)
 	}
-	if len(c.Writes) > MaxWrites {
-		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", Redact(l.Key), ErrInvalidRequest, len(c.Writes), MaxWrites)
+	if len(c.Writes) > persistence.MaxWrites {
+		return fmt.Errorf("idem: complete %s: %w: %d business writes, a transaction holds at most %d besides the completion", persistence.Redact(l.Key), persistence.ErrInvalidRequest, len(c.Writes), persistence.MaxWrites)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(EventCommit, "complete", l.Key, condArgs{token: l.Token})
+	r, err := m.held(persistence.EventCommit, "complete", l.Key, persistence.CondArgs{Token: l.Token})
 	if err != nil {
 		return err
 	}
 	if err := m.commitWrites(l.Key, "complete", c.Writes); err != nil {
 		return err
 	}
-	r.Status, r.Response = StatusCompleted, append([]byte{}, c.Response...)
-	r.Outbox = append([]Message(nil), c.Outbox...)
+	r.Status, r.Response = persistence.StatusCompleted, append([]byte{}, c.Response...)
+	r.Outbox = append([]persistence.Message(nil), c.Outbox...)
 	r.OutboxGroup = ""
 	if len(c.Outbox) == 0 {
 		r.Inflight = ""
@@ -154,7 +155,7 @@ func (m *MemoryStore) Complete(ctx context.Context, l Lease, c Completion, now t
 // commitWrites evaluates the guards among writes and, when none fails, logs the writes
 // as committed. The caller holds m.mu.
 func (m *MemoryStore) commitWrites(key, op string, writes []types.TransactWriteItem) error {
-	var wce *WriteConditionError
+	var wce *persistence.WriteConditionError
 	for i, w := range writes {
 		id, ok := guardIdentity(w)
 		if !ok {
@@ -162,13 +163,13 @@ func (m *MemoryStore) commitWrites(key, op string, writes []types.TransactWriteI
 		}
 		if old, taken := m.guards[id]; taken {
 			if wce == nil {
-				wce = &WriteConditionError{Index: i, Reason: "The conditional request failed"}
+				wce = &persistence.WriteConditionError{Index: i, Reason: "The conditional request failed"}
 			}
-			wce.Failed = append(wce.Failed, FailedWrite{Index: i, Item: old})
+			wce.Failed = append(wce.Failed, persistence.FailedWrite{Index: i, Item: old})
 		}
 	}
 	if wce != nil {
-		return fmt.Errorf("idem: %s %s: %w", op, Redact(key), wce)
+		return fmt.Errorf("idem: %s %s: %w", op, persistence.Redact(key), wce)
 	}
 	for _, w := range writes {
 		if id, ok := guardIdentity(w); ok {
@@ -182,29 +183,29 @@ func (m *MemoryStore) commitWrites(key, op string, writes []types.TransactWriteI
 }
 
 // Put mirrors the conditional put or transaction of ModeSingleTransaction.
-func (m *MemoryStore) Put(ctx context.Context, rec *Record, writes []types.TransactWriteItem, seen *Record, now time.Time) (*Record, error) {
+func (m *MemoryStore) Put(ctx context.Context, rec *persistence.Record, writes []types.TransactWriteItem, seen *persistence.Record, now time.Time) (*persistence.Record, error) {
 	if err := ctxErr(ctx, "put"); err != nil {
 		return nil, err
 	}
-	if _, err := MarshalRecord(rec); err != nil {
+	if _, err := persistence.MarshalRecord(rec); err != nil {
 		return nil, err
 	}
-	if len(writes) > MaxWrites {
-		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", Redact(rec.Key), ErrInvalidRequest, len(writes), MaxWrites)
+	if len(writes) > persistence.MaxWrites {
+		return nil, fmt.Errorf("idem: put %s: %w: %d business writes, a transaction holds at most %d besides the record", persistence.Redact(rec.Key), persistence.ErrInvalidRequest, len(writes), persistence.MaxWrites)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.recs[rec.Key]
-	row, a := transitionOf(EventPut), condArgs{now: now}
+	row, a := persistence.TransitionOf(persistence.EventPut), persistence.CondArgs{Now: now}
 	if seen != nil {
-		row, a = transitionOf(EventPutOver), seenArgs(seen)
+		row, a = persistence.TransitionOf(persistence.EventPutOver), persistence.SeenArgs(seen)
 	}
-	if !row.holds(old, a) {
+	if !row.Holds(old, a) {
 		if ok && old.LeaseToken == rec.LeaseToken {
 			return nil, nil
 		}
 		if !ok {
-			return nil, fmt.Errorf("idem: put %s: %w", Redact(rec.Key), ErrNotFound)
+			return nil, fmt.Errorf("idem: put %s: %w", persistence.Redact(rec.Key), persistence.ErrNotFound)
 		}
 		return old.Clone(), nil
 	}
@@ -241,18 +242,18 @@ func guardIdentity(w types.TransactWriteItem) (string, bool) {
 }
 
 // MarkSent mirrors the conditioned update.
-func (m *MemoryStore) MarkSent(ctx context.Context, key, token string, sent int, dead []DeadMessage, now time.Time) error {
+func (m *MemoryStore) MarkSent(ctx context.Context, key, token string, sent int, dead []persistence.DeadMessage, now time.Time) error {
 	if err := ctxErr(ctx, "mark sent"); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(EventMarkSent, "mark sent", key, condArgs{token: token})
+	r, err := m.held(persistence.EventMarkSent, "mark sent", key, persistence.CondArgs{Token: token})
 	if err != nil {
 		return nil //nolint:nilerr // sent and marked by another delivery or the reaper, or gone
 	}
 	r.Outbox, r.Sent, r.Inflight, r.OutboxGroup, r.UpdatedAt = nil, sent, "", "", now.Truncate(time.Millisecond)
-	r.Dead = append([]DeadMessage(nil), dead...)
+	r.Dead = append([]persistence.DeadMessage(nil), dead...)
 	return nil
 }
 
@@ -263,11 +264,11 @@ func (m *MemoryStore) Retry(ctx context.Context, key, token, reason string, now 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(EventClear, "retry", key, condArgs{token: token})
+	r, err := m.held(persistence.EventClear, "retry", key, persistence.CondArgs{Token: token})
 	if err != nil {
 		return err
 	}
-	r.Retryable, r.Error, r.UpdatedAt = true, nonEmpty(reason), now.Truncate(time.Millisecond)
+	r.Retryable, r.Error, r.UpdatedAt = true, persistence.NonEmpty(reason), now.Truncate(time.Millisecond)
 	return nil
 }
 
@@ -292,34 +293,34 @@ func (m *MemoryStore) ReadGuard(ctx context.Context, table string, key map[strin
 }
 
 // FailWith mirrors the fenced update.
-func (m *MemoryStore) FailWith(ctx context.Context, l Lease, f Failure, expiresAt, now time.Time) error {
+func (m *MemoryStore) FailWith(ctx context.Context, l persistence.Lease, f persistence.Failure, expiresAt, now time.Time) error {
 	if err := ctxErr(ctx, "fail"); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(FailEvent(f), "fail", l.Key, condArgs{token: l.Token})
+	r, err := m.held(persistence.FailEvent(f), "fail", l.Key, persistence.CondArgs{Token: l.Token})
 	if err != nil {
 		return err
 	}
-	r.Status, r.Error, r.Retryable, r.Inflight = StatusFailed, nonEmpty(f.Reason), f.Retryable, ""
+	r.Status, r.Error, r.Retryable, r.Inflight = persistence.StatusFailed, persistence.NonEmpty(f.Reason), f.Retryable, ""
 	r.Category, r.Public, r.RefusedBy = f.Category, f.Public, f.RefusedBy
 	r.ExpiresAt, r.UpdatedAt = expiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
 	return nil
 }
 
 // AddStep mirrors the fenced ADD.
-func (m *MemoryStore) AddStep(ctx context.Context, l Lease, step string, now time.Time) error {
+func (m *MemoryStore) AddStep(ctx context.Context, l persistence.Lease, step string, now time.Time) error {
 	if err := ctxErr(ctx, "step"); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(EventStep, "step "+step, l.Key, condArgs{token: l.Token})
+	r, err := m.held(persistence.EventStep, "step "+step, l.Key, persistence.CondArgs{Token: l.Token})
 	if err != nil {
 		return err
 	}
-	if !r.hasStep(step) {
+	if !r.HasStep(step) {
 		r.Steps = append(r.Steps, step)
 	}
 	r.UpdatedAt = now.Truncate(time.Millisecond)
@@ -327,13 +328,13 @@ func (m *MemoryStore) AddStep(ctx context.Context, l Lease, step string, now tim
 }
 
 // Extend mirrors the fenced lease update.
-func (m *MemoryStore) Extend(ctx context.Context, l Lease, until, now time.Time) error {
+func (m *MemoryStore) Extend(ctx context.Context, l persistence.Lease, until, now time.Time) error {
 	if err := ctxErr(ctx, "extend"); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(EventExtend, "extend", l.Key, condArgs{token: l.Token})
+	r, err := m.held(persistence.EventExtend, "extend", l.Key, persistence.CondArgs{Token: l.Token})
 	if err != nil {
 		return err
 	}
@@ -342,29 +343,29 @@ func (m *MemoryStore) Extend(ctx context.Context, l Lease, until, now time.Time)
 }
 
 // Get returns a copy of the live record.
-func (m *MemoryStore) Get(ctx context.Context, key string, now time.Time) (*Record, error) {
+func (m *MemoryStore) Get(ctx context.Context, key string, now time.Time) (*persistence.Record, error) {
 	if err := ctxErr(ctx, "get"); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.recs[key]
-	if !ok || r.expired(now) {
-		return nil, fmt.Errorf("idem: get %s: %w", Redact(key), ErrNotFound)
+	if !ok || r.Expired(now) {
+		return nil, fmt.Errorf("idem: get %s: %w", persistence.Redact(key), persistence.ErrNotFound)
 	}
 	return r.Clone(), nil
 }
 
 // Stale lists in-flight records of a shard by lease end, like the index query.
-func (m *MemoryStore) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]StaleLease, string, error) {
+func (m *MemoryStore) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]persistence.StaleLease, string, error) {
 	if err := ctxErr(ctx, "stale"); err != nil {
 		return nil, "", err
 	}
 	m.mu.Lock()
-	var all []StaleLease
+	var all []persistence.StaleLease
 	for _, r := range m.recs {
 		if r.Inflight == shard && r.LeaseUntil.Before(before) {
-			all = append(all, StaleLease{Key: r.Key, Token: r.LeaseToken, LeaseUntil: r.LeaseUntil, Owner: r.Owner, Attempt: r.Attempt})
+			all = append(all, persistence.StaleLease{Key: r.Key, Token: r.LeaseToken, LeaseUntil: r.LeaseUntil, Owner: r.Owner, Attempt: r.Attempt})
 		}
 	}
 	m.mu.Unlock()
@@ -381,7 +382,7 @@ func (m *MemoryStore) Stale(ctx context.Context, shard string, before time.Time,
 		if !ok || err != nil {
 			return nil, "", fmt.Errorf("idem: stale: bad cursor %q", cursor)
 		}
-		lu := fromMillis(n)
+		lu := persistence.FromMillis(n)
 		start = sort.Search(len(all), func(i int) bool {
 			s := all[i]
 			return s.LeaseUntil.After(lu) || s.LeaseUntil.Equal(lu) && s.Key > key
@@ -392,21 +393,21 @@ func (m *MemoryStore) Stale(ctx context.Context, shard string, before time.Time,
 		return all, "", nil
 	}
 	last := all[limit-1]
-	return all[:limit], strconv.FormatInt(epochMillis(last.LeaseUntil), 10) + "|" + last.Key, nil
+	return all[:limit], strconv.FormatInt(persistence.EpochMillis(last.LeaseUntil), 10) + "|" + last.Key, nil
 }
 
 // Reap mirrors the reaper's conditioned update.
-func (m *MemoryStore) Reap(ctx context.Context, sl StaleLease, reason string, now time.Time) error {
+func (m *MemoryStore) Reap(ctx context.Context, sl persistence.StaleLease, reason string, now time.Time) error {
 	if err := ctxErr(ctx, "reap"); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(EventReap, "reap", sl.Key, condArgs{token: sl.Token, leaseUntil: sl.LeaseUntil})
+	r, err := m.held(persistence.EventReap, "reap", sl.Key, persistence.CondArgs{Token: sl.Token, LeaseUntil: sl.LeaseUntil})
 	if err != nil {
 		return err
 	}
-	r.Status, r.Error, r.Retryable, r.Inflight = StatusFailed, nonEmpty(reason), true, ""
+	r.Status, r.Error, r.Retryable, r.Inflight = persistence.StatusFailed, persistence.NonEmpty(reason), true, ""
 	r.UpdatedAt = now.Truncate(time.Millisecond)
 	return nil
 }
