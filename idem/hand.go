@@ -59,3 +59,8 @@ func (c *Client) cacheOnSent(e cached) func() { return func() { c.cache.put(e) }
 func MessageFromContext(ctx context.Context) (msg events.SQSMessage, ok bool) {
 	return handoff.Message(ctx)
 }
+
+// DeduplicationID is s as an SQS MessageDeduplicationId or MessageGroupId
+// (outbox.DeduplicationID): what a handler gives a FIFO message's GroupID and
+// DeduplicationID.
+func DeduplicationID(s string) string { return outbox.DeduplicationID(s) }

@@ -170,7 +170,7 @@ func TestIntegrationReserveOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.group != outbox.DeduplicationID(r.SKU) || !strings.HasPrefix(c.group, "sha256-") || c.dedup != outbox.DeduplicationID(inventory.Key(r)) || c.keyAttr != outbox.OutboundKey(pk, 0) {
+	if c.group != idem.DeduplicationID(r.SKU) || !strings.HasPrefix(c.group, "sha256-") || c.dedup != idem.DeduplicationID(inventory.Key(r)) || c.keyAttr != outbox.OutboundKey(pk, 0) {
 		t.Fatalf("confirmation group %q, deduplication id %q, key attribute %q; want the sku's, the key's and the confirmation's own key", c.group, c.dedup, c.keyAttr)
 	}
 }

@@ -308,10 +308,10 @@ func TestHandler(t *testing.T) {
 // checkReceipt checks the SendMessageBatch entry of the receipt of p sent under key.
 func checkReceipt(t *testing.T, in sqstypes.SendMessageBatchRequestEntry, key string, p ledger.Payment) {
 	t.Helper()
-	if got, want := aws.ToString(in.MessageDeduplicationId), outbox.DeduplicationID(key); got != want {
+	if got, want := aws.ToString(in.MessageDeduplicationId), idem.DeduplicationID(key); got != want {
 		t.Errorf("MessageDeduplicationId = %q, want %q", got, want)
 	}
-	if got, want := aws.ToString(in.MessageGroupId), outbox.DeduplicationID(p.AccountID); got != want {
+	if got, want := aws.ToString(in.MessageGroupId), idem.DeduplicationID(p.AccountID); got != want {
 		t.Errorf("MessageGroupId = %q, want %q", got, want)
 	}
 	pk, err := idem.RecordKey("test", key, false)

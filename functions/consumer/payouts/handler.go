@@ -19,7 +19,6 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example/guarded"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 )
 
 // StepTransfer names the step that calls the gateway (idem.Attempt.Step).
@@ -154,7 +153,7 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 		Guards:   []int{0},
 		Messages: []idem.Message{{
 			QueueURL: h.cfg.NoticesQueueURL, Body: string(notice),
-			GroupID: outbox.DeduplicationID(p.PayeeID), DeduplicationID: outbox.DeduplicationID(req.Key),
+			GroupID: idem.DeduplicationID(p.PayeeID), DeduplicationID: idem.DeduplicationID(req.Key),
 		}},
 		Explain: func(index int, _ map[string]types.AttributeValue) string {
 			if index != 1 {
