@@ -59,7 +59,15 @@ type config struct {
 	// slowReaper: the reaper's writes take seconds each (a reaper far from the table, or
 	// throttled), so that between its listing and its reaps the leases it listed move on.
 	slowReaper bool
+	// fastReaper: a beating consumer's reaper sweeps every fastReaperEvery, and its writes
+	// are slow (as slowReaper's): it lists a lease that lapsed during its holder's pause
+	// often, and its reap may land after the holder extended it (the reap race: the
+	// extension must win). Drawn after the consumers, so no other draw moves.
+	fastReaper bool
 }
+
+// fastReaperEvery is the period of a fast reaper (config.fastReaper).
+const fastReaperEvery = 3 * time.Second
 
 // configRand is the seed's source for its configuration.
 func configRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0xc0f1)) }
@@ -97,6 +105,9 @@ func (c config) String() string {
 	}
 	if c.slowReaper {
 		s += "+slowreaper"
+	}
+	if c.fastReaper {
+		s += "+fastreaper"
 	}
 	return s
 }
