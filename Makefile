@@ -32,7 +32,7 @@ tools: ## check that the tools of the targets named with it (alone: test and dem
 # and the fault proxies. The other packages drive those from outside (idemctl, the swap
 # test, the rename, the Makefile checks, ...): without -race their tests cost half the CPU,
 # and a data race they could reach is in code whose own tests run with -race.
-RACE_PKGS := ./idem/ ./functions/consumer/ledger/ ./functions/... ./internal/runner/ ./internal/lambdaenv/ ./internal/faults/ ./internal/demo/
+RACE_PKGS := ./idem/... ./functions/consumer/ledger/ ./functions/... ./internal/runner/ ./internal/lambdaenv/ ./internal/faults/ ./internal/demo/
 # The reliability suite runs last and alone (with -race: its consumers run in the test
 # process): its checks hold real timing (reaps within two reaper periods, stalled commits
 # fenced, invocations within their timeout) that the other packages' load stretched past
@@ -166,7 +166,7 @@ sim-holes: tools ## put each hole (issues 19, 22, 26: internal/sim/holes) back i
 # moto). Resumable: the report (MUTATION_OUT/mutation.md and .json) keeps every decided
 # mutant of an unchanged file; MUTATION_FLAGS='-retry-survivors -only-survivors' runs the
 # survivors again. Not part of make test.
-MUTATION_PKGS ?= ./idem/ ./functions/ingress/ingressapp/
+MUTATION_PKGS ?= ./idem/ ./idem/persistence/ ./idem/persistence/memstore/ ./idem/outbox/ ./idem/reaper/ ./idem/sqsbatch/ ./idem/sqsmsg/ ./functions/ingress/ingressapp/
 MUTATION_FILES ?=
 MUTATION_OPS ?= all
 MUTATION_KILLERS ?= sim,own,functions

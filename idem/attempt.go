@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // Attempt is a handler's hold on its key: one acquisition, fenced by its lease token.
@@ -15,13 +18,13 @@ import (
 type Attempt struct {
 	c       *Client
 	mu      sync.Mutex
-	lease   Lease
+	lease   persistence.Lease
 	number  int
 	steps   []string
-	expired *Record // the expired record this attempt replaced, if it was still stored
-	hash    string  // the payload's fingerprint
-	single  bool    // ModeSingleTransaction: no lease, no steps
-	prev    *Record // the record this attempt took over (its holder's lease had ended), for the trace
+	expired *persistence.Record // the expired record this attempt replaced, if it was still stored
+	hash    string              // the payload's fingerprint
+	single  bool                // ModeSingleTransaction: no lease, no steps
+	prev    *persistence.Record // the record this attempt took over (its holder's lease had ended), for the trace
 }
 
 // Number is 1 for the first acquisition of the key and grows with each takeover.
@@ -64,11 +67,11 @@ func (a *Attempt) LeaseUntil() time.Time {
 // TTL passed) but was still stored when this attempt replaced it, with the same payload;
 // nil otherwise. A handler can use it to learn that the key was handled before, beyond
 // the retention.
-func (a *Attempt) Expired() *Record {
+func (a *Attempt) Expired() *persistence.Record {
 	if a == nil || a.expired == nil {
 		return nil
 	}
-	return a.expired.clone()
+	return a.expired.Clone()
 }
 
 // Done reports whether step was completed by this or an earlier attempt.
@@ -107,7 +110,7 @@ func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Con
 	}
 	ctx, span := a.c.startStep(ctx, a.lease.Key, name)
 	err := a.step(ctx, name, fn)
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	return err
 }
 
@@ -119,7 +122,7 @@ func (a *Attempt) step(ctx context.Context, name string, fn func(ctx context.Con
 	// A holder past its own lease end may have been taken over: do not start a side
 	// effect that the new holder may be running too. The record's fence catches the rest.
 	if !a.c.cfg.Clock().Before(until) {
-		return fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, ErrLeaseLost, until.Format(time.RFC3339Nano))
+		return fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, persistence.ErrLeaseLost, until.Format(time.RFC3339Nano))
 	}
 	if err := fn(ctx); err != nil {
 		return err
@@ -165,7 +168,7 @@ func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
 	a.mu.Lock()
 	a.lease.Until = until
 	a.mu.Unlock()
-	extended(ctx, until) // the message waits as long (SQSConfig.Visibility)
+	handoff.Extended(ctx, until) // the message waits as long (SQSConfig.Visibility)
 	return nil
 }
 
@@ -182,7 +185,7 @@ func (a *Attempt) Applied(ctx context.Context, table string, key map[string]type
 	if a == nil {
 		return false, ErrNoLease
 	}
-	gr, ok := a.c.cfg.Store.(GuardReader)
+	gr, ok := a.c.cfg.Store.(persistence.GuardReader)
 	if !ok {
 		return false, fmt.Errorf("idem: applied: the store (%T) cannot read guards", a.c.cfg.Store)
 	}
@@ -190,7 +193,7 @@ func (a *Attempt) Applied(ctx context.Context, table string, key map[string]type
 	if err != nil || len(item) == 0 {
 		return false, err
 	}
-	if v, ok := item[attrGuardHash].(*types.AttributeValueMemberS); ok && v.Value != a.hash {
+	if v, ok := item[persistence.AttrGuardHash].(*types.AttributeValueMemberS); ok && v.Value != a.hash {
 		return false, &guardMismatchError{applied: v.Value}
 	}
 	return true, nil

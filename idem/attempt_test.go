@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 // TestNilAttempt: a Request without an attempt (a handler called outside Client.Do, as in
@@ -35,7 +37,7 @@ func TestNilAttempt(t *testing.T) {
 }
 
 // storeOnly hides every method of a store but Store's: no GuardReader.
-type storeOnly struct{ idem.Store }
+type storeOnly struct{ persistence.Store }
 
 // TestAttemptRefusalsAndBookkeeping, in a lease-mode attempt: a step without a name and
 // an extension by zero or less are refused (the step not run, the lease unchanged); an
@@ -43,12 +45,12 @@ type storeOnly struct{ idem.Store }
 // Applied on a store that cannot read guards is an error, not a crash.
 func TestAttemptRefusalsAndBookkeeping(t *testing.T) {
 	ctx := context.Background()
-	for _, store := range []idem.Store{idem.NewMemoryStore(), storeOnly{idem.NewMemoryStore()}} {
+	for _, store := range []persistence.Store{memstore.NewMemoryStore(), storeOnly{memstore.NewMemoryStore()}} {
 		c, err := idem.New(idem.Config{Store: store, Scope: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, guards := store.(idem.GuardReader)
+		_, guards := store.(persistence.GuardReader)
 		_, err = c.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, func(ctx context.Context, r *idem.Request) (idem.Result, error) {
 			a := r.Attempt
 			ran := 0
@@ -87,18 +89,18 @@ func TestAttemptRefusalsAndBookkeeping(t *testing.T) {
 // and a step added twice is recorded once.
 func TestMemoryStoreKeepsItsOwnCopy(t *testing.T) {
 	ctx := context.Background()
-	m := idem.NewMemoryStore()
+	m := memstore.NewMemoryStore()
 	now := time.Now()
-	rec := &idem.Record{
-		Key: "pk", Status: idem.StatusInProgress, LeaseToken: "tok", LeaseUntil: now.Add(time.Minute), Inflight: "0",
+	rec := &persistence.Record{
+		Key: "pk", Status: persistence.StatusInProgress, LeaseToken: "tok", LeaseUntil: now.Add(time.Minute), Inflight: "0",
 		ExpiresAt: now.Add(time.Hour), PayloadHash: "h", Attempt: 1,
 		Response: []byte("resp"), Steps: []string{"s0"}, Outbox: []idem.Message{{QueueURL: "q", Body: "b"}},
-		Dead: []idem.DeadMessage{{Queue: "q", Reason: "r"}},
+		Dead: []persistence.DeadMessage{{Queue: "q", Reason: "r"}},
 	}
 	if _, created, err := m.Create(ctx, rec, now); err != nil || !created {
 		t.Fatalf("create: %v, %v", created, err)
 	}
-	l := idem.Lease{Key: "pk", Token: "tok", Until: now.Add(time.Minute)}
+	l := persistence.Lease{Key: "pk", Token: "tok", Until: now.Add(time.Minute)}
 	for range 2 {
 		if err := m.AddStep(ctx, l, "s1", now); err != nil {
 			t.Fatal(err)

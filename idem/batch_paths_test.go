@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // TestBatchRunsARecordWithExactlyTheMarginLeft: a record starts while at least the
@@ -25,7 +27,7 @@ func TestBatchRunsARecordWithExactlyTheMarginLeft(t *testing.T) {
 	}{{2 * time.Second, true}, {2*time.Second - time.Nanosecond, false}} {
 		synctest.Test(t, func(t *testing.T) {
 			ran := false
-			p, err := idem.NewBatchProcessor(idem.BatchConfig{DeadlineMargin: 2 * time.Second, Handle: func(context.Context, events.SQSMessage) error {
+			p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{DeadlineMargin: 2 * time.Second, Handle: func(context.Context, events.SQSMessage) error {
 				ran = true
 				return nil
 			}})
@@ -47,7 +49,7 @@ func TestBatchRunsARecordWithExactlyTheMarginLeft(t *testing.T) {
 // dead-letter queue's.
 func TestRecordLogNamesWhyTheDeadLetterFailed(t *testing.T) {
 	var logs bytes.Buffer
-	p, err := idem.NewBatchProcessor(idem.BatchConfig{
+	p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{
 		Handle: func(context.Context, events.SQSMessage) error {
 			return idem.Permanent(errors.New("the body is refused"))
 		},
@@ -76,17 +78,17 @@ func TestRecordLogNamesWhyTheDeadLetterFailed(t *testing.T) {
 // holder had the key.
 func TestRecordWhoseCommitLostTheLeaseIsLoggedAsAnError(t *testing.T) {
 	var logs bytes.Buffer
-	c, err := idem.New(idem.Config{Store: &commitFaults{Store: idem.NewMemoryStore(), complete: idem.ErrLeaseLost}, Scope: "s"})
+	c, err := idem.New(idem.Config{Store: &commitFaults{Store: memstore.NewMemoryStore(), complete: idem.ErrLeaseLost}, Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Response: []byte("r")}, nil
 	})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

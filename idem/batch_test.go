@@ -17,6 +17,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // recorder is a RecordFunc fake: it records which messages started, the start/end
@@ -134,9 +137,9 @@ func failureIDs(resp events.SQSEventResponse) []string {
 	return ids
 }
 
-func newProcessor(t *testing.T, cfg idem.BatchConfig) *idem.BatchProcessor {
+func newProcessor(t *testing.T, cfg sqsbatch.BatchConfig) *sqsbatch.BatchProcessor {
 	t.Helper()
-	p, err := idem.NewBatchProcessor(cfg)
+	p, err := sqsbatch.NewBatchProcessor(cfg)
 	if err != nil {
 		t.Fatalf("NewBatchProcessor: %v", err)
 	}
@@ -277,7 +280,7 @@ func TestBatchProcessorOutcomes(t *testing.T) {
 		for _, conc := range []int{1, 4} {
 			t.Run(fmt.Sprintf("%s/concurrency=%d", tt.name, conc), func(t *testing.T) {
 				rec := &recorder{fail: tt.fail, panics: tt.panics}
-				cfg := idem.BatchConfig{Handle: rec.handle, Concurrency: conc}
+				cfg := sqsbatch.BatchConfig{Handle: rec.handle, Concurrency: conc}
 				var dl *fakeDL
 				if tt.dl != nil {
 					dl = &fakeDL{err: tt.dl.err, panic: tt.dl.panic}
@@ -319,7 +322,7 @@ func TestBatchProcessorOrderWithinGroup(t *testing.T) {
 		}
 	}
 	rec := &recorder{sleep: 2 * time.Millisecond}
-	resp, err := newProcessor(t, idem.BatchConfig{Handle: rec.handle, Concurrency: 4}).Process(context.Background(), fifoEvent(ids...))
+	resp, err := newProcessor(t, sqsbatch.BatchConfig{Handle: rec.handle, Concurrency: 4}).Process(context.Background(), fifoEvent(ids...))
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Process = %v, %v; want no failures", resp, err)
 	}
@@ -352,7 +355,7 @@ func TestBatchProcessorGroupsRunConcurrently(t *testing.T) {
 			return fmt.Errorf("group %s never ran alongside %s", other[g], g)
 		}
 	}}
-	resp, err := newProcessor(t, idem.BatchConfig{Handle: rec.handle, Concurrency: 2}).Process(context.Background(), fifoEvent("A1", "A2", "B1", "B2"))
+	resp, err := newProcessor(t, sqsbatch.BatchConfig{Handle: rec.handle, Concurrency: 2}).Process(context.Background(), fifoEvent("A1", "A2", "B1", "B2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +384,7 @@ func TestBatchProcessorConcurrencyBound(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{sleep: 10 * time.Millisecond}
-			resp, err := newProcessor(t, idem.BatchConfig{Handle: rec.handle, Concurrency: tt.conc}).Process(context.Background(), tt.ev)
+			resp, err := newProcessor(t, sqsbatch.BatchConfig{Handle: rec.handle, Concurrency: tt.conc}).Process(context.Background(), tt.ev)
 			if err != nil || len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("Process = %v, %v; want no failures", resp, err)
 			}
@@ -499,7 +502,7 @@ func TestBatchProcessorDeadline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{before: tt.before}
-			p := newProcessor(t, idem.BatchConfig{Handle: rec.handle, DeadlineMargin: tt.margin, Concurrency: tt.conc})
+			p := newProcessor(t, sqsbatch.BatchConfig{Handle: rec.handle, DeadlineMargin: tt.margin, Concurrency: tt.conc})
 			resp, err := p.Process(tt.ctx(t), tt.ev)
 			if err != nil {
 				t.Fatalf("Process error: %v", err)
@@ -519,7 +522,7 @@ func TestBatchProcessorMissingMessageID(t *testing.T) {
 	ev.Records[1].MessageId = ""
 	ev.Records = append(ev.Records, stdMsg(""), stdMsg("s1"))
 	rec := &recorder{fail: map[string]error{"B2": errTransient}}
-	resp, err := newProcessor(t, idem.BatchConfig{Handle: rec.handle}).Process(context.Background(), ev)
+	resp, err := newProcessor(t, sqsbatch.BatchConfig{Handle: rec.handle}).Process(context.Background(), ev)
 	if err == nil || !strings.Contains(err.Error(), "without a messageId") {
 		t.Errorf("Process error = %v, want one about records without a messageId", err)
 	}
@@ -533,7 +536,7 @@ func TestBatchProcessorMissingMessageID(t *testing.T) {
 	// empty id either: the whole batch is retried.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // within the default 2s margin
 	defer cancel()
-	resp, err = newProcessor(t, idem.BatchConfig{Handle: rec.handle}).Process(ctx, events.SQSEvent{Records: []events.SQSMessage{stdMsg(""), stdMsg("s2")}})
+	resp, err = newProcessor(t, sqsbatch.BatchConfig{Handle: rec.handle}).Process(ctx, events.SQSEvent{Records: []events.SQSMessage{stdMsg(""), stdMsg("s2")}})
 	if err == nil || !strings.Contains(err.Error(), "without a messageId") {
 		t.Errorf("past the deadline: Process error = %v, want one about records without a messageId", err)
 	}
@@ -544,14 +547,14 @@ func TestBatchProcessorMissingMessageID(t *testing.T) {
 
 func TestBatchProcessorLogsAndMetrics(t *testing.T) {
 	var logs bytes.Buffer
-	m := idem.NewMetrics(nil, "ns", "svc")
+	m := emf.NewMetrics(nil, "ns", "svc")
 	rec := &recorder{fail: map[string]error{
 		"A1": idem.Permanent(errors.New("bad")),
 		"B1": errTransient,
 		"C1": idem.Permanent(errors.New("bad too")),
 	}, panics: map[string]bool{"D1": true}}
 	keys := testKeys(t)
-	p := newProcessor(t, idem.BatchConfig{
+	p := newProcessor(t, sqsbatch.BatchConfig{
 		Handle:     rec.handle,
 		DeadLetter: dlByID{"C1": errors.New("dlq down")},
 		Logger:     slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -602,10 +605,10 @@ func TestBatchProcessorLogsAndMetrics(t *testing.T) {
 	}
 
 	want := map[string]float64{
-		idem.MetricPermanentFailure: 2, // A1 (dead-lettered), C1 (dead-letter failed)
-		idem.MetricDeadLettered:     1,
-		idem.MetricRetry:            2, // B1, D1 (panic)
-		idem.MetricSkipped:          1, // B2
+		emf.MetricPermanentFailure: 2, // A1 (dead-lettered), C1 (dead-letter failed)
+		emf.MetricDeadLettered:     1,
+		emf.MetricRetry:            2, // B1, D1 (panic)
+		emf.MetricSkipped:          1, // B2
 	}
 	if got := m.Snapshot(); !mapsEqual(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
@@ -633,7 +636,7 @@ func mapsEqual(a, b map[string]float64) bool {
 
 func TestBatchProcessorResponseJSON(t *testing.T) {
 	rec := &recorder{fail: map[string]error{"s2": errTransient}}
-	p := newProcessor(t, idem.BatchConfig{Handle: rec.handle})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: rec.handle})
 	for _, tt := range []struct {
 		name string
 		ev   events.SQSEvent
@@ -659,17 +662,17 @@ func TestNewBatchProcessorValidation(t *testing.T) {
 	ok := func(context.Context, events.SQSMessage) error { return nil }
 	tests := []struct {
 		name    string
-		cfg     idem.BatchConfig
+		cfg     sqsbatch.BatchConfig
 		wantErr string
 	}{
-		{"valid", idem.BatchConfig{Handle: ok}, ""},
-		{"nil handle", idem.BatchConfig{}, "Handle is nil"},
-		{"negative concurrency", idem.BatchConfig{Handle: ok, Concurrency: -1}, "Concurrency"},
-		{"negative margin", idem.BatchConfig{Handle: ok, DeadlineMargin: -time.Second}, "DeadlineMargin"},
+		{"valid", sqsbatch.BatchConfig{Handle: ok}, ""},
+		{"nil handle", sqsbatch.BatchConfig{}, "Handle is nil"},
+		{"negative concurrency", sqsbatch.BatchConfig{Handle: ok, Concurrency: -1}, "Concurrency"},
+		{"negative margin", sqsbatch.BatchConfig{Handle: ok, DeadlineMargin: -time.Second}, "DeadlineMargin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := idem.NewBatchProcessor(tt.cfg)
+			p, err := sqsbatch.NewBatchProcessor(tt.cfg)
 			if tt.wantErr == "" {
 				if err != nil || p == nil {
 					t.Fatalf("NewBatchProcessor = %v, %v", p, err)
@@ -689,7 +692,7 @@ func TestNewBatchProcessorValidation(t *testing.T) {
 // queue that would keep a second copy.
 func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
 	out := &capture{}
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "batchdup", Sender: out})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "batchdup", Sender: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -698,11 +701,11 @@ func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
 		runs.Add(1)
 		return idem.Result{Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "receipt"}}}, nil
 	})
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c})
+	bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf, Outbox: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -724,21 +727,21 @@ func TestBatchAnswersADuplicateOfItsOwnPendingMessages(t *testing.T) {
 // invocation is over) starts no record: each is returned to SQS as skipped, no record is
 // written and no handler runs.
 func TestBatchOnADoneContextRunsNothing(t *testing.T) {
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var runs atomic.Int64
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		runs.Add(1)
 		return idem.Result{}, nil
 	})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics := idem.NewMetrics(nil, "ns", "test")
-	bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Metrics: metrics})
+	metrics := emf.NewMetrics(nil, "ns", "test")
+	bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -752,7 +755,7 @@ func TestBatchOnADoneContextRunsNothing(t *testing.T) {
 	// random).
 	resp, err := bp.Process(canceledNotDone{context.Background()}, ev)
 	snap := metrics.Snapshot()
-	if err != nil || len(resp.BatchItemFailures) != 10 || runs.Load() != 0 || mem.Len() != 0 || snap[idem.MetricSkipped] != 10 || snap[idem.MetricRetry] != 0 {
+	if err != nil || len(resp.BatchItemFailures) != 10 || runs.Load() != 0 || mem.Len() != 0 || snap[emf.MetricSkipped] != 10 || snap[emf.MetricRetry] != 0 {
 		t.Fatalf("a batch on a canceled context: %d failures, %v, %d runs, %d records, metrics %v; want all 10 skipped and nothing run or written",
 			len(resp.BatchItemFailures), err, runs.Load(), mem.Len(), snap)
 	}
@@ -766,17 +769,17 @@ func (canceledNotDone) Err() error { return context.Canceled }
 // TestBatchReportsAMessageIDOnce: SQS may hand a batch the same message twice; when both
 // fail, its id is reported once.
 func TestBatchReportsAMessageIDOnce(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s"})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{}, errors.New("transient")
 	})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf})
+	bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf})
 	if err != nil {
 		t.Fatal(err)
 	}

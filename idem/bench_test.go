@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // The benchmarks measure idem's own overhead per message with the in-memory store: key
@@ -20,7 +22,7 @@ const benchBody = `{"payment_id":"pay-000123","account_id":"acct-042","amount_ce
 
 func benchClient(b *testing.B, cache int) *idem.Client {
 	b.Helper()
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", CacheSize: cache})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", CacheSize: cache})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,11 +79,11 @@ func BenchmarkDuplicateWarmCache(b *testing.B) { benchDuplicate(b, 1000) }
 // BatchProcessor and the SQS handler; ns/msg is the per-message cost.
 func BenchmarkBatchFIFO(b *testing.B) {
 	c := benchClient(b, 0)
-	rec, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(benchHandler)})
+	rec, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(benchHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rec})
+	p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rec})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func BenchmarkBatchFIFO(b *testing.B) {
 }
 
 // runBatches times p over b.N batches of benchBatches; ns/msg is the per-message cost.
-func runBatches(b *testing.B, p *idem.BatchProcessor) {
+func runBatches(b *testing.B, p *sqsbatch.BatchProcessor) {
 	b.Helper()
 	batches := benchBatches(b.N)
 	ctx := context.Background()

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // allocated returns the bytes f allocates.
@@ -36,7 +38,7 @@ func TestDeepBodyIsRefusedWithinBoundedMemory(t *testing.T) {
 		if !errors.Is(err, idem.ErrJSONTooLarge) {
 			t.Errorf("depth %d: %v, want ErrJSONTooLarge", n, err)
 		}
-		if len(doc) <= idem.MaxSQSMessageBytes && !strings.Contains(err.Error(), "nested deeper than") {
+		if len(doc) <= sqsmsg.MaxSQSMessageBytes && !strings.Contains(err.Error(), "nested deeper than") {
 			t.Errorf("depth %d: %v, want it to say it is nested too deep", n, err)
 		}
 	}
@@ -49,9 +51,9 @@ func TestDeepBodyIsRefusedWithinBoundedMemory(t *testing.T) {
 	if _, err := idem.CanonicalJSON(at); err != nil {
 		t.Errorf("a document nested exactly %d deep: %v", idem.MaxJSONDepth, err)
 	}
-	long := []byte(`"` + strings.Repeat("x", idem.MaxSQSMessageBytes) + `"`)
+	long := []byte(`"` + strings.Repeat("x", sqsmsg.MaxSQSMessageBytes) + `"`)
 	if _, err := idem.HashPayload(long); !errors.Is(err, idem.ErrJSONTooLarge) {
-		t.Errorf("a body longer than %d bytes: %v, want ErrJSONTooLarge", idem.MaxSQSMessageBytes, err)
+		t.Errorf("a body longer than %d bytes: %v, want ErrJSONTooLarge", sqsmsg.MaxSQSMessageBytes, err)
 	}
 }
 
@@ -59,7 +61,7 @@ func TestDeepBodyIsRefusedWithinBoundedMemory(t *testing.T) {
 // objects, each a map once decoded) is fingerprinted in far less memory than the
 // consumer's 256 MB.
 func TestFlatBodyAtTheSizeBoundStaysSmall(t *testing.T) {
-	n := (idem.MaxSQSMessageBytes - 2) / 3
+	n := (sqsmsg.MaxSQSMessageBytes - 2) / 3
 	doc := []byte("[" + strings.TrimSuffix(strings.Repeat("{},", n), ",") + "]")
 	var err error
 	got := allocated(func() { _, err = idem.HashPayload(doc) })
@@ -77,12 +79,12 @@ func TestFlatBodyAtTheSizeBoundStaysSmall(t *testing.T) {
 // and the group's next record runs in the same batch.
 func TestDeepBodyIsDeadLetteredAtOnce(t *testing.T) {
 	h := &countingHandler{}
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dl := &fakeDL{}
-	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dl})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, DeadLetter: dl})
 	deep := strings.Repeat("[", 1<<19) + strings.Repeat("]", 1<<19)
 	first, next := keyedMsg("m1", "k-deep", deep), keyedMsg("m2", "k-next", `{"amount_cents":1}`)
 	first.Attributes = map[string]string{"MessageGroupId": "acct-1"}

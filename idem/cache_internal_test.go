@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 func TestCacheIsBoundedLRU(t *testing.T) {
@@ -43,27 +45,27 @@ func TestCacheIsBoundedLRU(t *testing.T) {
 func TestCodecRoundTrip(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_123).UTC()
 	big := make([]byte, 5000) // zeros: compresses
-	in := &Record{Key: "s#k", Status: StatusFailed, LeaseToken: "t", LeaseUntil: now, Inflight: "", ExpiresAt: now.Truncate(time.Second),
+	in := &persistence.Record{Key: "s#k", Status: persistence.StatusFailed, LeaseToken: "t", LeaseUntil: now, Inflight: "", ExpiresAt: now.Truncate(time.Second),
 		PayloadHash: "h", Response: big, Error: "e", Retryable: true, Attempt: 3, Steps: []string{"a", "b"}, Owner: "o", CreatedAt: now, UpdatedAt: now}
-	item, err := marshalRecord(in)
+	item, err := persistence.MarshalRecord(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := item[attrResponseEnc]; !ok {
+	if _, ok := item[persistence.AttrResponseEnc]; !ok {
 		t.Fatal("large response not compressed")
 	}
-	if _, ok := item[attrInflight]; ok {
+	if _, ok := item[persistence.AttrInflight]; ok {
 		t.Fatal("inflight written for a record that is not in progress")
 	}
-	out, err := unmarshalRecord(item)
+	out, err := persistence.UnmarshalRecord(item)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprintf("%+v", *out) != fmt.Sprintf("%+v", *in) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", *out, *in)
 	}
-	item[attrAttempt] = avS("three")
-	if _, err := unmarshalRecord(item); err == nil {
+	item[persistence.AttrAttempt] = persistence.AvS("three")
+	if _, err := persistence.UnmarshalRecord(item); err == nil {
 		t.Fatal("wrong attribute type accepted")
 	}
 }
@@ -74,12 +76,12 @@ func TestCompressionThreshold(t *testing.T) {
 	for _, c := range []struct {
 		size int
 		enc  string
-	}{{compressAbove, ""}, {compressAbove + 1, "gzip"}} {
-		data, enc, err := encodeResponse(make([]byte, c.size)) // zeros: compress well
+	}{{persistence.CompressAbove, ""}, {persistence.CompressAbove + 1, "gzip"}} {
+		data, enc, err := persistence.EncodeResponse(make([]byte, c.size)) // zeros: compress well
 		if err != nil || enc != c.enc {
 			t.Errorf("%d bytes: encoding %q, %v; want %q", c.size, enc, err, c.enc)
 		}
-		back, err := decodeResponse(data, enc)
+		back, err := persistence.DecodeResponse(data, enc)
 		if err != nil || len(back) != c.size {
 			t.Errorf("%d bytes: decoded %d, %v", c.size, len(back), err)
 		}
@@ -144,7 +146,7 @@ func TestCachePutOfACachedKeyReplacesIt(t *testing.T) {
 // TestDecodeRefusesACorruptResponse: a stored response that says gzip and is not is an
 // error, not a panic.
 func TestDecodeRefusesACorruptResponse(t *testing.T) {
-	if _, err := decodeResponse([]byte("not gzip"), "gzip"); err == nil {
+	if _, err := persistence.DecodeResponse([]byte("not gzip"), "gzip"); err == nil {
 		t.Error("corrupt gzip decoded")
 	}
 }
@@ -152,18 +154,18 @@ func TestDecodeRefusesACorruptResponse(t *testing.T) {
 // TestDecodeRefusesACorruptOutbox: a stored outbox that is not the JSON of messages is
 // an error, not an outbox with nothing to send.
 func TestDecodeRefusesACorruptOutbox(t *testing.T) {
-	data, enc, err := encodeOutbox([]Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}})
+	data, enc, err := persistence.EncodeOutbox([]persistence.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msgs, err := decodeOutbox(data, enc); err != nil || len(msgs) != 1 || msgs[0].Body != "b" {
+	if msgs, err := persistence.DecodeOutbox(data, enc); err != nil || len(msgs) != 1 || msgs[0].Body != "b" {
 		t.Fatalf("a stored outbox: %+v, %v", msgs, err)
 	}
 	for what, c := range map[string]struct {
 		data []byte
 		enc  string
 	}{"not JSON": {[]byte("not JSON"), ""}, "not gzip": {[]byte("not gzip"), "gzip"}} {
-		if msgs, err := decodeOutbox(c.data, c.enc); err == nil {
+		if msgs, err := persistence.DecodeOutbox(c.data, c.enc); err == nil {
 			t.Errorf("an outbox %s: %+v, want an error", what, msgs)
 		}
 	}
@@ -184,15 +186,15 @@ func TestDecodeBoundsAndChecksAResponse(t *testing.T) {
 		}
 		return buf.Bytes()
 	}
-	if out, err := decodeResponse(gz(maxResponseBytes), "gzip"); err != nil || len(out) != maxResponseBytes {
+	if out, err := persistence.DecodeResponse(gz(persistence.MaxResponseBytes), "gzip"); err != nil || len(out) != persistence.MaxResponseBytes {
 		t.Errorf("exactly the bound: %d bytes, %v", len(out), err)
 	}
-	if out, err := decodeResponse(gz(maxResponseBytes+1), "gzip"); err == nil {
+	if out, err := persistence.DecodeResponse(gz(persistence.MaxResponseBytes+1), "gzip"); err == nil {
 		t.Errorf("one byte over the bound: %d bytes decoded, want an error", len(out))
 	}
 	damaged := gz(1000)
 	damaged[len(damaged)-8] ^= 0xff // the CRC-32 of the data
-	if out, err := decodeResponse(damaged, "gzip"); err == nil {
+	if out, err := persistence.DecodeResponse(damaged, "gzip"); err == nil {
 		t.Errorf("a damaged response decoded (%d bytes)", len(out))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // CallerKeyPrefix starts every key of the HTTP callers' namespace: the keys the ingress
@@ -53,15 +54,15 @@ var ErrForgedKey = errors.New("idem: a key of the HTTP callers' namespace on a m
 
 // checkNamespace refuses key, the key of msg, when it is in the HTTP callers' namespace
 // and msg does not carry the ingress's signature of it and of its body.
-func checkNamespace(keys *Keys, msg events.SQSMessage, key string) error {
+func checkNamespace(keys *sqsmsg.Keys, msg events.SQSMessage, key string) error {
 	if !strings.HasPrefix(key, CallerKeyPrefix) {
 		return nil
 	}
-	sig := msg.MessageAttributes[IngressSignatureAttribute].StringValue
+	sig := msg.MessageAttributes[sqsmsg.IngressSignatureAttribute].StringValue
 	if sig != nil && keys.VerifyIngress(key, msg.Body, *sig) {
 		return nil
 	}
-	why := "no valid " + IngressSignatureAttribute + " attribute"
+	why := "no valid " + sqsmsg.IngressSignatureAttribute + " attribute"
 	if keys == nil {
 		why = "no stack secret to verify it with (KeyRule.Keys)"
 	}

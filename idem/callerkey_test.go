@@ -12,6 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // TestCallerKeyIsOneToOne: two (namespace, key) pairs never share a caller key, nor,
@@ -45,7 +48,7 @@ func TestCallerKeyIsOneToOne(t *testing.T) {
 				t.Fatalf("%s and %s share the record key %q", other, pair, rk)
 			}
 			records[rk] = pair
-			id := idem.DeduplicationID(ck)
+			id := outbox.DeduplicationID(ck)
 			if len(id) == 0 || len(id) > 128 {
 				t.Fatalf("DeduplicationID(%q) = %q: not an SQS id", ck, id)
 			}
@@ -70,8 +73,8 @@ func TestForgedKeyIsRefused(t *testing.T) {
 	body := `{"payment_id":"` + ck + `","amount_cents":1}`
 	signed := func(key, body, signedBody string) events.SQSMessage {
 		return events.SQSMessage{MessageId: "m", Body: body, MessageAttributes: map[string]events.SQSMessageAttribute{
-			idem.KeyAttribute:              {DataType: "String", StringValue: aws.String(key)},
-			idem.IngressSignatureAttribute: {DataType: "String", StringValue: aws.String(keys.SignIngress(key, signedBody))},
+			idem.KeyAttribute:                {DataType: "String", StringValue: aws.String(key)},
+			sqsmsg.IngressSignatureAttribute: {DataType: "String", StringValue: aws.String(keys.SignIngress(key, signedBody))},
 		}}
 	}
 	rule := idem.KeyRule{Source: idem.KeyFromMessage, Field: "payment_id", Keys: keys}
@@ -83,7 +86,7 @@ func TestForgedKeyIsRefused(t *testing.T) {
 		"attribute, another's body": signed(ck, `{"amount_cents":999}`, body),
 		"attribute, a bad signature": func() events.SQSMessage {
 			m := signed(ck, body, body)
-			m.MessageAttributes[idem.IngressSignatureAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String(strings.Repeat("0", 64))}
+			m.MessageAttributes[sqsmsg.IngressSignatureAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String(strings.Repeat("0", 64))}
 			return m
 		}(),
 		"deduplication id": {MessageId: "m", Body: body, Attributes: map[string]string{"MessageDeduplicationId": ck}},
@@ -91,11 +94,11 @@ func TestForgedKeyIsRefused(t *testing.T) {
 	}
 	for what, msg := range forged {
 		k, err := rule.Key(msg)
-		if !errors.Is(err, idem.ErrForgedKey) || !idem.IsPermanent(err) || idem.CategoryOf(err) != idem.CategoryInvalid {
+		if !errors.Is(err, idem.ErrForgedKey) || !idem.IsPermanent(err) || idem.CategoryOf(err) != persistence.CategoryInvalid {
 			t.Errorf("%s: key %q, %v; want a permanent ErrForgedKey", what, k, err)
 		}
 	}
-	if _, err := rule.Key(keyedMsg("m", ck, body)); err == nil || !strings.Contains(err.Error(), "no valid "+idem.IngressSignatureAttribute) {
+	if _, err := rule.Key(keyedMsg("m", ck, body)); err == nil || !strings.Contains(err.Error(), "no valid "+sqsmsg.IngressSignatureAttribute) {
 		t.Errorf("unsigned: %v; want the missing signature named", err)
 	}
 	if _, err := (idem.KeyRule{Source: idem.KeyFromMessage}).Key(signed(ck, body, body)); !errors.Is(err, idem.ErrForgedKey) || !strings.Contains(err.Error(), "no stack secret") {
@@ -121,16 +124,16 @@ func TestCategoryOf(t *testing.T) {
 	refusal := idem.Public(idem.Refuse("currency EUR does not match the account's JPY"), "the currencies differ")
 	for _, c := range []struct {
 		err    error
-		want   idem.Category
+		want   persistence.Category
 		public string
 	}{
-		{refusal, idem.CategoryRefused, "the currencies differ"},
-		{fmt.Errorf("idem: complete: %w", &idem.WriteConditionError{Index: 1, Reason: "ConditionalCheckFailed"}), idem.CategoryRefused, ""},
-		{idem.Permanent(errors.New("ledger: amount_cents: must be positive")), idem.CategoryInvalid, ""},
-		{fmt.Errorf("idem: acquire: %w", idem.ErrPayloadMismatch), idem.CategoryInvalid, ""},
-		{fmt.Errorf("idem: complete: %w: item too large", idem.ErrInvalidRequest), idem.CategoryInvalid, ""},
-		{errors.New("AccessDeniedException: User: arn:aws:sts::111122223333:assumed-role/consumer/fn is not authorized"), idem.CategoryRetrying, ""},
-		{fmt.Errorf("wrapped: %w", refusal), idem.CategoryRefused, "the currencies differ"},
+		{refusal, persistence.CategoryRefused, "the currencies differ"},
+		{fmt.Errorf("idem: complete: %w", &idem.WriteConditionError{Index: 1, Reason: "ConditionalCheckFailed"}), persistence.CategoryRefused, ""},
+		{idem.Permanent(errors.New("ledger: amount_cents: must be positive")), persistence.CategoryInvalid, ""},
+		{fmt.Errorf("idem: acquire: %w", idem.ErrPayloadMismatch), persistence.CategoryInvalid, ""},
+		{fmt.Errorf("idem: complete: %w: item too large", idem.ErrInvalidRequest), persistence.CategoryInvalid, ""},
+		{errors.New("AccessDeniedException: User: arn:aws:sts::111122223333:assumed-role/consumer/fn is not authorized"), persistence.CategoryRetrying, ""},
+		{fmt.Errorf("wrapped: %w", refusal), persistence.CategoryRefused, "the currencies differ"},
 	} {
 		if got := idem.CategoryOf(c.err); got != c.want {
 			t.Errorf("CategoryOf(%v) = %s, want %s", c.err, got, c.want)

@@ -1,39 +1,23 @@
 package idem
 
-import "errors"
+import (
+	"errors"
 
-// Category is what kind of failure a record's error is, for whoever sent the message:
-// the ingress reports it to HTTP callers instead of the error, whose text may name
-// accounts, roles, tables and other callers' data. The raw error stays in the record and
-// in the logs.
-type Category string
-
-// The categories, from CategoryOf.
-const (
-	// CategoryRetrying: a redelivery retries it (a crash, a throttled or failed call, a
-	// lost lease).
-	CategoryRetrying Category = "retrying"
-	// CategoryRefused: a business rule refused it (ErrRefused); redriven after the state
-	// it read changed, it runs again.
-	CategoryRefused Category = "refused"
-	// CategoryInvalid: the message cannot pass as it is (invalid input, its key used with
-	// another body, a key of the HTTP callers' namespace it may not use, a request the
-	// store refused as invalid).
-	CategoryInvalid Category = "invalid"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // CategoryOf is the category of err: the one mapping from an error to what its sender is
 // told. A business rule's refusal (errors.Is(err, ErrRefused)) is CategoryRefused, any
 // other error retrying cannot fix (IsPermanent) CategoryInvalid, the rest
 // CategoryRetrying.
-func CategoryOf(err error) Category {
+func CategoryOf(err error) persistence.Category {
 	switch {
-	case errors.Is(err, ErrRefused):
-		return CategoryRefused
+	case errors.Is(err, persistence.ErrRefused):
+		return persistence.CategoryRefused
 	case IsPermanent(err):
-		return CategoryInvalid
+		return persistence.CategoryInvalid
 	}
-	return CategoryRetrying
+	return persistence.CategoryRetrying
 }
 
 // PublicError is an error with a reason its handler chose to show to whoever sent the
@@ -69,19 +53,7 @@ func PublicReason(err error) string {
 	return ""
 }
 
-// Failure is what a failed attempt records: the error's text, whether the next delivery
-// may take the key over, and what its sender may be told of it (Category, Public).
-type Failure struct {
-	Reason    string
-	Retryable bool
-	Category  Category
-	Public    string
-	// RefusedBy is the delivery a business rule's refusal came in (Record.RefusedBy);
-	// zero for other failures, and outside an SQS batch.
-	RefusedBy Delivery
-}
-
 // failureOf is the Failure a handler's or a commit's error err records.
-func failureOf(err error, retryable bool) Failure {
-	return Failure{Reason: truncate(err.Error(), 1024), Retryable: retryable, Category: CategoryOf(err), Public: truncate(PublicReason(err), 1024)}
+func failureOf(err error, retryable bool) persistence.Failure {
+	return persistence.Failure{Reason: persistence.Truncate(err.Error(), 1024), Retryable: retryable, Category: CategoryOf(err), Public: persistence.Truncate(PublicReason(err), 1024)}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // gzipSize is the size of b compressed by gzip at the default level, as encodeBlob
@@ -32,7 +33,7 @@ func gzipSize(t *testing.T, b []byte) int {
 // (here exactly as large), it is stored raw, with no encoding.
 func TestStoredResponseCompressedOnlyWhenSmaller(t *testing.T) {
 	r := rand.New(rand.NewChaCha8([32]byte{1}))
-	noise := make([]byte, compressAbove+100)
+	noise := make([]byte, persistence.CompressAbove+100)
 	for i := range noise {
 		noise[i] = byte(r.Uint32())
 	}
@@ -46,7 +47,7 @@ func TestStoredResponseCompressedOnlyWhenSmaller(t *testing.T) {
 	if tie == nil {
 		t.Fatal("found no response that gzip leaves the same size")
 	}
-	data, enc, err := encodeResponse(tie)
+	data, enc, err := persistence.EncodeResponse(tie)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestStoredResponseCompressedOnlyWhenSmaller(t *testing.T) {
 	}
 	// More zeros compress to fewer bytes than the raw size: then gzip pays.
 	smaller := append(tie, make([]byte, 64)...)
-	if data, enc, err = encodeResponse(smaller); err != nil || enc != "gzip" || len(data) >= len(smaller) {
+	if data, enc, err = persistence.EncodeResponse(smaller); err != nil || enc != "gzip" || len(data) >= len(smaller) {
 		t.Errorf("response of %d bytes: stored %d bytes with encoding %q (%v), want gzip and fewer bytes", len(smaller), len(data), enc, err)
 	}
 }
@@ -75,21 +76,21 @@ func randomText(seed byte, n int) string {
 // refused with ErrResponseTooLarge, the error giving their combined stored size.
 func TestMarshalRefusesResponseAndOutboxTogetherTooLarge(t *testing.T) {
 	resp := []byte(randomText(1, 280*1024))
-	outbox := []Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/out", Body: randomText(2, 280*1024)}}
-	respData, _, err := encodeResponse(resp)
+	outbox := []persistence.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/out", Body: randomText(2, 280*1024)}}
+	respData, _, err := persistence.EncodeResponse(resp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	outData, _, err := encodeOutbox(outbox)
+	outData, _, err := persistence.EncodeOutbox(outbox)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stored := len(respData) + len(outData)
-	if stored <= MaxStoredResponse {
+	if stored <= persistence.MaxStoredResponse {
 		t.Fatalf("test data too small: %d bytes stored together", stored)
 	}
-	_, err = marshalRecord(&Record{Key: "k", Status: StatusCompleted, Response: resp, Outbox: outbox})
-	if !errors.Is(err, ErrResponseTooLarge) {
+	_, err = persistence.MarshalRecord(&persistence.Record{Key: "k", Status: persistence.StatusCompleted, Response: resp, Outbox: outbox})
+	if !errors.Is(err, persistence.ErrResponseTooLarge) {
 		t.Fatalf("marshalRecord = %v, want ErrResponseTooLarge", err)
 	}
 	m := regexp.MustCompile(`are (-?\d+) bytes stored`).FindStringSubmatch(err.Error())
@@ -104,14 +105,14 @@ func TestMarshalRefusesResponseAndOutboxTogetherTooLarge(t *testing.T) {
 // A number attribute that is not an integer makes the item undecodable, the error
 // naming the attribute.
 func TestUnmarshalRefusesANonIntegerNumberNamingTheAttribute(t *testing.T) {
-	for _, attr := range []string{attrAttempt, attrLeaseUntil, attrExpiresAt} {
+	for _, attr := range []string{persistence.AttrAttempt, persistence.AttrLeaseUntil, persistence.AttrExpiresAt} {
 		for _, bad := range []string{"1.5", "1e3", "99999999999999999999"} {
-			item, err := marshalRecord(&Record{Key: "k", Status: StatusCompleted, Attempt: 1})
+			item, err := persistence.MarshalRecord(&persistence.Record{Key: "k", Status: persistence.StatusCompleted, Attempt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			item[attr] = &types.AttributeValueMemberN{Value: bad}
-			r, err := unmarshalRecord(item)
+			r, err := persistence.UnmarshalRecord(item)
 			if err == nil || !strings.Contains(err.Error(), "attribute "+attr) {
 				t.Errorf("%s = %s: unmarshalRecord = %+v, %v; want an error naming %s", attr, bad, r, err, attr)
 			}
@@ -123,26 +124,26 @@ func TestUnmarshalRefusesANonIntegerNumberNamingTheAttribute(t *testing.T) {
 // record's key looks like: the partition key with the prefix for a table without a
 // sort key, the static partition key and the sort key with the prefix otherwise.
 func TestUnmarshalForeignItemErrorDescribesTheKey(t *testing.T) {
-	single, err := Layout{Table: "t1", PartitionKey: "id", KeyPrefix: "rec#"}.schema()
+	single, err := persistence.Layout{Table: "t1", PartitionKey: "id", KeyPrefix: "rec#"}.Schema()
 	if err != nil {
 		t.Fatal(err)
 	}
-	composite, err := Layout{Table: "t2", PartitionKey: "p", SortKey: "s", StaticPartitionKey: "idem", KeyPrefix: "rec#"}.schema()
+	composite, err := persistence.Layout{Table: "t2", PartitionKey: "p", SortKey: "s", StaticPartitionKey: "idem", KeyPrefix: "rec#"}.Schema()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		s    *schema
+		s    *persistence.Schema
 		item map[string]types.AttributeValue
 		want string
 	}{
-		{single, map[string]types.AttributeValue{"id": avS("other#1")}, `its key is not id = "rec#" + record key`},
-		{composite, map[string]types.AttributeValue{"p": avS("other"), "s": avS("rec#1")}, `its key is not p = "idem", s = "rec#" + record key`},
+		{single, map[string]types.AttributeValue{"id": persistence.AvS("other#1")}, `its key is not id = "rec#" + record key`},
+		{composite, map[string]types.AttributeValue{"p": persistence.AvS("other"), "s": persistence.AvS("rec#1")}, `its key is not p = "idem", s = "rec#" + record key`},
 	}
 	for _, tt := range tests {
-		_, err := tt.s.unmarshal(tt.item)
-		if err == nil || !strings.Contains(err.Error(), "table "+tt.s.table) || !strings.HasSuffix(err.Error(), tt.want) {
-			t.Errorf("table %s: unmarshal = %v, want an error ending %q", tt.s.table, err, tt.want)
+		_, err := tt.s.Unmarshal(tt.item)
+		if err == nil || !strings.Contains(err.Error(), "table "+tt.s.Table) || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("table %s: unmarshal = %v, want an error ending %q", tt.s.Table, err, tt.want)
 		}
 	}
 }

@@ -17,24 +17,27 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // commitFaults is a store whose Complete and FailWith fail with the errors set (nil:
 // the store's own answer), and which counts the FailWith calls.
 type commitFaults struct {
-	idem.Store
+	persistence.Store
 	complete, fail error
 	fails          atomic.Int64
 }
 
-func (s *commitFaults) Complete(ctx context.Context, l idem.Lease, c idem.Completion, now time.Time) error {
+func (s *commitFaults) Complete(ctx context.Context, l persistence.Lease, c persistence.Completion, now time.Time) error {
 	if s.complete != nil {
 		return s.complete
 	}
 	return s.Store.Complete(ctx, l, c, now)
 }
 
-func (s *commitFaults) FailWith(ctx context.Context, l idem.Lease, f idem.Failure, exp, now time.Time) error {
+func (s *commitFaults) FailWith(ctx context.Context, l persistence.Lease, f persistence.Failure, exp, now time.Time) error {
 	s.fails.Add(1)
 	if s.fail != nil {
 		return s.fail
@@ -84,7 +87,7 @@ func TestFailuresThatCannotBeRecorded(t *testing.T) {
 			}},
 	} {
 		s := c.store
-		s.Store = idem.NewMemoryStore()
+		s.Store = memstore.NewMemoryStore()
 		cl, err := idem.New(idem.Config{Store: s, Scope: "s"})
 		if err != nil {
 			t.Fatal(err)
@@ -153,11 +156,11 @@ func TestPendingOutboxOfAGroupSentByADeliveryWithoutOne(t *testing.T) {
 			return idem.Result{Response: []byte("done"), Messages: []idem.Message{o.msg("receipt", "g-out")}}, nil
 		})
 		crashed := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &failingSender{} })
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: crashed, Handler: h})
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: crashed, Handler: h})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: crashed})
+		bp := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, Outbox: crashed})
 		resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "g-in", "grouped", `{}`)}})
 		if err != nil || len(resp.BatchItemFailures) != 1 {
 			t.Fatalf("batch whose send fails: %+v, %v; want its record retried", resp, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -44,7 +45,7 @@ func TestContentBasedDeduplicationIDIsNotAKey(t *testing.T) {
 		t.Fatal("the queue gave the message no deduplication id")
 	}
 	h := &countingHandler{}
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}

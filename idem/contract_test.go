@@ -21,6 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
@@ -48,7 +51,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // env is one store under test plus a business "effect counter" committed through
 // Result.Writes, so tests can count effects the way a user would observe them.
 type env struct {
-	store      idem.Store
+	store      persistence.Store
 	clock      *fakeClock
 	bizTable   string                                          // where business effects go
 	bizKeyAttr string                                          // the business items' key attribute that says one exists
@@ -62,7 +65,7 @@ type env struct {
 // dynamoClient is what the tests call on DynamoDB directly: *dynamodb.Client on moto, or
 // the simulator's in-memory DynamoDB (internal/simdb).
 type dynamoClient interface {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
@@ -80,7 +83,7 @@ func (e *env) client(t *testing.T, mod ...func(*idem.Config)) *idem.Client {
 }
 
 func newMemoryEnv(t *testing.T) *env {
-	s := idem.NewMemoryStore()
+	s := memstore.NewMemoryStore()
 	return &env{
 		store: s, clock: newClock(), bizTable: "effects", bizKeyAttr: "id",
 		bizKey: func(id string) map[string]types.AttributeValue {
@@ -135,31 +138,31 @@ func newSimLayoutEnv(t *testing.T, layout string) *env {
 // dynamoAdmin is a DynamoDB that can also create tables.
 type dynamoAdmin interface {
 	dynamoClient
-	idem.TableAdmin
+	persistence.TableAdmin
 }
 
 func newDynamoStoreEnv(t *testing.T, ddb dynamoAdmin, layout string) *env {
 	t.Helper()
 	ctx := context.Background()
 	table := awstest.Name(t, "idem")
-	l := idem.Layout{Table: table}
+	l := persistence.Layout{Table: table}
 	e := &env{clock: newClock(), ddb: ddb, table: table, bizKeyAttr: "id"}
 	e.bizKey = func(id string) map[string]types.AttributeValue {
 		return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}
 	}
 	switch layout {
 	case layoutPowertools:
-		l = idem.PowertoolsLayout(table)
+		l = persistence.PowertoolsLayout(table)
 	case layoutSingle:
 		// One table for everything: records under the static partition key IDEMPOTENCY,
 		// business items under BUSINESS.
-		l = idem.Layout{Table: table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY", KeyPrefix: "record#"}
+		l = persistence.Layout{Table: table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY", KeyPrefix: "record#"}
 		e.bizTable, e.bizKeyAttr = table, "SK"
 		e.bizKey = func(id string) map[string]types.AttributeValue {
 			return map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "BUSINESS"}, "SK": &types.AttributeValueMemberS{Value: id}}
 		}
 	}
-	if err := idem.CreateTableFor(ctx, ddb, l); err != nil {
+	if err := persistence.CreateTableFor(ctx, ddb, l); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
 	if e.bizTable == "" {
@@ -174,7 +177,7 @@ func newDynamoStoreEnv(t *testing.T, ddb dynamoAdmin, layout string) *env {
 			t.Fatalf("create effects table: %v", err)
 		}
 	}
-	store, err := idem.NewDynamoStoreLayout(ddb, l)
+	store, err := persistence.NewDynamoStoreLayout(ddb, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +284,7 @@ func TestFirstDeliveryRunsAndDuplicateReplays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Status != idem.StatusCompleted || rec.Inflight != "" || string(rec.Response) != "done" ||
+		if rec.Status != persistence.StatusCompleted || rec.Inflight != "" || string(rec.Response) != "done" ||
 			!rec.ExpiresAt.Equal(e.clock.Now().Add(7*24*time.Hour)) || rec.Attempt != 1 {
 			t.Fatalf("record after completion: %+v", rec)
 		}
@@ -433,7 +436,7 @@ func TestHolderPastItsLeaseIsFencedOut(t *testing.T) {
 		}
 		pk, _ := c.RecordKey("fenced")
 		rec, err := e.store.Get(ctx, pk, e.clock.Now())
-		if err != nil || rec.Status != idem.StatusCompleted || string(rec.Response) != "fresh" {
+		if err != nil || rec.Status != persistence.StatusCompleted || string(rec.Response) != "fresh" {
 			t.Fatalf("record: %+v err=%v", rec, err)
 		}
 	})
@@ -484,7 +487,7 @@ func TestStaleHolderCannotCommitWhileTheTakerHolds(t *testing.T) {
 		}
 		pk, _ := c.RecordKey("taken")
 		rec, err := e.store.Get(ctx, pk, e.clock.Now())
-		if err != nil || rec.Status != idem.StatusCompleted || string(rec.Response) != "fresh" || e.bizCount(t, "taken") != 1 {
+		if err != nil || rec.Status != persistence.StatusCompleted || string(rec.Response) != "fresh" || e.bizCount(t, "taken") != 1 {
 			t.Fatalf("record %+v, %v, %d effects: want the taker's response and one effect", rec, err, e.bizCount(t, "taken"))
 		}
 	})
@@ -658,7 +661,7 @@ func TestResponseSizes(t *testing.T) {
 			t.Fatalf("replay of large response: err=%v len=%d", err, len(res.Response))
 		}
 		// Incompressible and over the limit: refused before the write, nothing committed.
-		noise := make([]byte, idem.MaxStoredResponse+1)
+		noise := make([]byte, persistence.MaxStoredResponse+1)
 		var x uint32 = 1
 		for i := range noise {
 			x ^= x << 13
@@ -677,11 +680,11 @@ func TestResponseSizes(t *testing.T) {
 		}
 		pk, _ := c.RecordKey("huge")
 		rec, err := e.store.Get(ctx, pk, e.clock.Now())
-		if err != nil || rec.Status != idem.StatusFailed || rec.Retryable {
+		if err != nil || rec.Status != persistence.StatusFailed || rec.Retryable {
 			t.Fatalf("record after oversize: %+v err=%v", rec, err)
 		}
 		// Exactly at the limit: stored as it is, and replayed.
-		limit := noise[:idem.MaxStoredResponse]
+		limit := noise[:persistence.MaxStoredResponse]
 		if _, err := c.Do(ctx, req("at the limit", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{Response: limit}, nil
 		}); err != nil {
@@ -700,7 +703,7 @@ func TestResponseSizes(t *testing.T) {
 			t.Fatalf("a response and an outbox over the limit together: %v", err)
 		}
 		// A store refuses to create a record whose response is over the limit.
-		over := &idem.Record{Key: pk + "-created", Status: idem.StatusCompleted, ExpiresAt: e.clock.Now().Add(time.Hour), Response: noise}
+		over := &persistence.Record{Key: pk + "-created", Status: persistence.StatusCompleted, ExpiresAt: e.clock.Now().Add(time.Hour), Response: noise}
 		if _, _, err := e.store.Create(ctx, over, e.clock.Now()); !errors.Is(err, idem.ErrResponseTooLarge) {
 			t.Fatalf("Create of a record with an oversize response: %v", err)
 		}
@@ -768,7 +771,7 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 		}
 		e.clock.Advance(2 * time.Minute)
 		hold("live") // acquired now: lease ends a minute from now
-		r := &idem.Reaper{Store: e.store, Shards: 3, Grace: 30 * time.Second, PageSize: 2, Clock: e.clock.Now}
+		r := &reaper.Reaper{Store: e.store, Shards: 3, Grace: 30 * time.Second, PageSize: 2, Clock: e.clock.Now}
 		res, err := r.Sweep(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -780,14 +783,14 @@ func TestReaperFailsOnlyStaleLeases(t *testing.T) {
 		if res.MaxLate != 30*time.Second {
 			t.Errorf("sweep MaxLate = %s, want 30s", res.MaxLate)
 		}
-		for key, want := range map[string]idem.Status{"s1": idem.StatusFailed, "s2": idem.StatusFailed, "s3": idem.StatusFailed, "live": idem.StatusInProgress, "done": idem.StatusCompleted} {
+		for key, want := range map[string]persistence.Status{"s1": persistence.StatusFailed, "s2": persistence.StatusFailed, "s3": persistence.StatusFailed, "live": persistence.StatusInProgress, "done": persistence.StatusCompleted} {
 			pk, _ := c.RecordKey(key)
 			rec, err := e.store.Get(ctx, pk, e.clock.Now())
 			if err != nil || rec.Status != want {
 				t.Errorf("%s: %+v err=%v, want %s", key, rec, err, want)
 				continue
 			}
-			if want == idem.StatusFailed && (!rec.Retryable || rec.Error != idem.ReasonLeaseExpired) {
+			if want == persistence.StatusFailed && (!rec.Retryable || rec.Error != reaper.ReasonLeaseExpired) {
 				t.Errorf("%s reaped as %+v", key, rec)
 			}
 		}
@@ -814,7 +817,7 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 	runStores(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		table := awstest.Name(t, "shared")
-		layoutA := idem.Layout{Table: table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY#a", KeyPrefix: "rec#"}
+		layoutA := persistence.Layout{Table: table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY#a", KeyPrefix: "rec#"}
 		layoutB := layoutA
 		layoutB.StaticPartitionKey, layoutB.KeyPrefix = "IDEMPOTENCY#b", "req#"
 		// C differs from A by its static partition key alone: the same key prefix.
@@ -823,20 +826,20 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 		// D differs from A by its key prefix alone: the same static partition key.
 		layoutD := layoutA
 		layoutD.KeyPrefix = "d-rec#"
-		if err := idem.CreateTableFor(ctx, e.ddb.(dynamoAdmin), layoutA); err != nil {
+		if err := persistence.CreateTableFor(ctx, e.ddb.(dynamoAdmin), layoutA); err != nil {
 			t.Fatal(err)
 		}
-		storeA, errA := idem.NewDynamoStoreLayout(e.ddb, layoutA)
-		storeB, errB := idem.NewDynamoStoreLayout(e.ddb, layoutB)
-		storeC, errC := idem.NewDynamoStoreLayout(e.ddb, layoutC)
-		storeD, errD := idem.NewDynamoStoreLayout(e.ddb, layoutD)
+		storeA, errA := persistence.NewDynamoStoreLayout(e.ddb, layoutA)
+		storeB, errB := persistence.NewDynamoStoreLayout(e.ddb, layoutB)
+		storeC, errC := persistence.NewDynamoStoreLayout(e.ddb, layoutC)
+		storeD, errD := persistence.NewDynamoStoreLayout(e.ddb, layoutD)
 		if err := errors.Join(errA, errB, errC, errD); err != nil {
 			t.Fatal(err)
 		}
 		now := e.clock.Now()
-		crashed := func(s idem.Store, key string) {
+		crashed := func(s persistence.Store, key string) {
 			t.Helper()
-			rec := &idem.Record{Key: key, Status: idem.StatusInProgress, LeaseToken: "tok-" + key, LeaseUntil: now.Add(-time.Hour),
+			rec := &persistence.Record{Key: key, Status: persistence.StatusInProgress, LeaseToken: "tok-" + key, LeaseUntil: now.Add(-time.Hour),
 				Inflight: "0", ExpiresAt: now.Add(time.Hour), Attempt: 1, CreatedAt: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour)}
 			if _, created, err := s.Create(ctx, rec, now); err != nil || !created {
 				t.Fatalf("stale lease %s: created=%v err=%v", key, created, err)
@@ -850,9 +853,9 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 			crashed(storeC, fmt.Sprintf("c#k%d", i))
 			crashed(storeD, fmt.Sprintf("d#k%d", i))
 		}
-		sweep := func(s idem.Store, scope string) idem.SweepResult {
+		sweep := func(s persistence.Store, scope string) reaper.SweepResult {
 			t.Helper()
-			res, err := (&idem.Reaper{Store: s, Scope: scope, Shards: 1, PageSize: 2, Clock: e.clock.Now}).Sweep(ctx)
+			res, err := (&reaper.Reaper{Store: s, Scope: scope, Shards: 1, PageSize: 2, Clock: e.clock.Now}).Sweep(ctx)
 			if err != nil {
 				t.Fatalf("reaper of scope %q: %v (after %+v)", scope, err, res)
 			}
@@ -871,10 +874,10 @@ func TestReaperOnATableSharedByTwoConsumers(t *testing.T) {
 			t.Fatalf("reaper d: %+v, want 3 reaped", res)
 		}
 		for _, c := range []struct {
-			s      idem.Store
+			s      persistence.Store
 			prefix string
-			want   idem.Status
-		}{{storeA, "a#", idem.StatusFailed}, {storeB, "b#", idem.StatusFailed}, {storeC, "c#", idem.StatusFailed}, {storeD, "d#", idem.StatusFailed}, {storeA, "other#", idem.StatusInProgress}} {
+			want   persistence.Status
+		}{{storeA, "a#", persistence.StatusFailed}, {storeB, "b#", persistence.StatusFailed}, {storeC, "c#", persistence.StatusFailed}, {storeD, "d#", persistence.StatusFailed}, {storeA, "other#", persistence.StatusInProgress}} {
 			for i := range 3 {
 				rec, err := c.s.Get(ctx, fmt.Sprintf("%sk%d", c.prefix, i), e.clock.Now())
 				if err != nil || rec.Status != c.want {
@@ -893,7 +896,7 @@ func TestReaperLosesRaceToLateCompletion(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		c := e.client(t, func(cfg *idem.Config) { cfg.DefaultLease = time.Minute; cfg.Shards = 1 })
-		var listed []idem.StaleLease
+		var listed []persistence.StaleLease
 		res, err := c.Do(ctx, req("late", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
 			e.clock.Advance(2 * time.Minute)
 			var err error
@@ -904,12 +907,12 @@ func TestReaperLosesRaceToLateCompletion(t *testing.T) {
 			t.Fatalf("late completion: res=%+v err=%v listed=%d", res, err, len(listed))
 		}
 		// The reaper read the lease before the completion and acts after it.
-		if err := e.store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
+		if err := e.store.Reap(ctx, listed[0], reaper.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
 			t.Fatalf("reap after completion: %v, want ErrLeaseLost", err)
 		}
 		pk, _ := c.RecordKey("late")
 		rec, err := e.store.Get(ctx, pk, e.clock.Now())
-		if err != nil || rec.Status != idem.StatusCompleted || string(rec.Response) != "late but fine" || e.bizCount(t, "late") != 1 {
+		if err != nil || rec.Status != persistence.StatusCompleted || string(rec.Response) != "late but fine" || e.bizCount(t, "late") != 1 {
 			t.Fatalf("completion not intact: %+v err=%v", rec, err)
 		}
 	})
@@ -931,14 +934,14 @@ func TestUnlockFailsAStuckLockFenced(t *testing.T) {
 		}()
 		<-started
 		pk, _ := c.RecordKey("stuck")
-		if _, err := idem.Unlock(ctx, e.store, pk, "operator unlock", e.clock.Now()); err != nil {
+		if _, err := reaper.Unlock(ctx, e.store, pk, "operator unlock", e.clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
 		if err := <-done; !errors.Is(err, idem.ErrLeaseLost) {
 			t.Fatalf("holder after unlock: %v", err)
 		}
-		if _, err := idem.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
+		if _, err := reaper.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
 			t.Fatal("unlock of a FAILED record succeeded")
 		}
 	})
@@ -1028,7 +1031,7 @@ func TestEmptyResponseRoundTrips(t *testing.T) {
 
 // txSpy records the size of every transaction it passes on.
 type txSpy struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	mu    sync.Mutex
 	items []int
 }
@@ -1052,9 +1055,9 @@ func TestRecordFoldedIntoItsGuard(t *testing.T) {
 			t.Parallel()
 			runStores(t, func(t *testing.T, e *env) {
 				ctx := context.Background()
-				store := e.store.(*idem.DynamoStore)
+				store := e.store.(*persistence.DynamoStore)
 				spy := &txSpy{DynamoDBAPI: e.ddb}
-				folded, err := idem.NewDynamoStoreLayout(spy, idem.Layout{Table: e.table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY", KeyPrefix: "record#"})
+				folded, err := persistence.NewDynamoStoreLayout(spy, persistence.Layout{Table: e.table, PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEMPOTENCY", KeyPrefix: "record#"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1098,7 +1101,7 @@ func TestRecordFoldedIntoItsGuard(t *testing.T) {
 					t.Fatal(err)
 				}
 				item := got.Item
-				if s, _ := item["status"].(*types.AttributeValueMemberS); s == nil || s.Value != string(idem.StatusCompleted) {
+				if s, _ := item["status"].(*types.AttributeValueMemberS); s == nil || s.Value != string(persistence.StatusCompleted) {
 					t.Fatalf("the journal entry is not the completed record: %v", item)
 				}
 				if a, _ := item["amount"].(*types.AttributeValueMemberN); a == nil || a.Value != "5" {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -40,7 +41,7 @@ func sqsAttrSize(name string, v types.MessageAttributeValue) int {
 // MaximumMessageSize against the body alone, so the tests against moto put this in
 // front of the real client to hold the dead-letterer to AWS's rule.
 type sizeLimitedSQS struct {
-	next  idem.SQSSender
+	next  sqsmsg.SQSSender
 	limit int
 	sent  []*sqs.SendMessageInput
 }
@@ -83,8 +84,8 @@ func dropOrder(msg events.SQSMessage) []string {
 	slices.Sort(originals)
 	originals = originals[:10-5-1] // 10 attributes: 5 dlq-*, the key, 4 others
 	slices.Reverse(originals)
-	return append(originals, "reason-cut", idem.DLQSourceAttribute, idem.DLQFailedAtAttribute,
-		idem.DLQSourceQueueAttribute, "body-cut")
+	return append(originals, "reason-cut", sqsmsg.DLQSourceAttribute, sqsmsg.DLQFailedAtAttribute,
+		sqsmsg.DLQSourceQueueAttribute, "body-cut")
 }
 
 // TestSQSDeadLetterSizeLimitSweep dead-letters one message under every limit from its
@@ -95,14 +96,14 @@ func dropOrder(msg events.SQSMessage) []string {
 func TestSQSDeadLetterSizeLimitSweep(t *testing.T) {
 	msg := bigMsg(300)
 	full := &captureSender{}
-	base := idem.SQSDeadLetter{API: full, QueueURL: "http://q/dlq.fifo", Source: "consumer-fn", Clock: func() time.Time { return fixedNow }}
+	base := sqsmsg.SQSDeadLetter{API: full, QueueURL: "http://q/dlq.fifo", Source: "consumer-fn", Clock: func() time.Time { return fixedNow }}
 	if err := base.DeadLetter(context.Background(), msg, longCause); err != nil {
 		t.Fatalf("DeadLetter with the default limit: %v", err)
 	}
 	fullAttrs := full.in.MessageAttributes
 	fullSize := sqsSize(full.in)
-	fullReason := attrString(fullAttrs, idem.DLQReasonAttribute)
-	if len(fullAttrs) != 10 || len(fullReason) < idem.MaxDLQReasonBytes-utf8.UTFMax {
+	fullReason := attrString(fullAttrs, sqsmsg.DLQReasonAttribute)
+	if len(fullAttrs) != 10 || len(fullReason) < sqsmsg.MaxDLQReasonBytes-utf8.UTFMax {
 		t.Fatalf("the default limit trimmed a %d-byte message: %d attributes, reason of %d bytes", fullSize, len(fullAttrs), len(fullReason))
 	}
 	order := dropOrder(msg)
@@ -136,14 +137,14 @@ func TestSQSDeadLetterSizeLimitSweep(t *testing.T) {
 			t.Fatalf("limit %d: message is %d bytes", limit, size)
 		}
 		body := aws.ToString(in.MessageBody)
-		_, bodyCut := a[idem.DLQBodyCutAttribute]
+		_, bodyCut := a[sqsmsg.DLQBodyCutAttribute]
 		if attrString(a, idem.KeyAttribute) != "key-9" || (body != msg.Body) != bodyCut || !strings.HasPrefix(msg.Body, body) || body == "" {
 			t.Fatalf("limit %d: key changed, or body of %d bytes (cut %v) not the message's or a prefix of it", limit, len(body), bodyCut)
 		}
 		if bodyCut && limit-size >= utf8.UTFMax {
 			t.Fatalf("limit %d: body cut to %d bytes leaves %d bytes unused", limit, len(body), limit-size)
 		}
-		reason, hasReason := a[idem.DLQReasonAttribute]
+		reason, hasReason := a[sqsmsg.DLQReasonAttribute]
 		gone := func(item string) bool {
 			switch item {
 			case "reason-cut":
@@ -173,15 +174,15 @@ func TestSQSDeadLetterSizeLimitSweep(t *testing.T) {
 				if !ok || !strings.HasPrefix(fullReason, cut) || !utf8.ValidString(r) {
 					t.Fatalf("limit %d: reason %q is not a rune-boundary cut of the full reason ending in …", limit, r)
 				}
-				if len(r) > idem.MinDLQReasonBytes && n > slices.Index(order, idem.DLQSourceAttribute) {
+				if len(r) > sqsmsg.MinDLQReasonBytes && n > slices.Index(order, sqsmsg.DLQSourceAttribute) {
 					t.Fatalf("limit %d: dlq-* attributes dropped while the reason is %d bytes, above the minimum", limit, len(r))
 				}
-				if len(r) <= idem.MinDLQReasonBytes-utf8.UTFMax {
-					t.Fatalf("limit %d: reason cut to %d bytes, below the minimum %d", limit, len(r), idem.MinDLQReasonBytes)
+				if len(r) <= sqsmsg.MinDLQReasonBytes-utf8.UTFMax {
+					t.Fatalf("limit %d: reason cut to %d bytes, below the minimum %d", limit, len(r), sqsmsg.MinDLQReasonBytes)
 				}
 				// A cut above the minimum is the longest that fits, but for the rest of
 				// the rune at the cut.
-				if len(r) > idem.MinDLQReasonBytes && limit-size >= utf8.UTFMax {
+				if len(r) > sqsmsg.MinDLQReasonBytes && limit-size >= utf8.UTFMax {
 					t.Fatalf("limit %d: reason cut to %d bytes leaves %d bytes unused", limit, len(r), limit-size)
 				}
 			}
@@ -224,7 +225,7 @@ func TestSQSDeadLetterSizeLimitSteps(t *testing.T) {
 	send := func(t *testing.T, limit int) *sqs.SendMessageInput {
 		t.Helper()
 		api := &captureSender{}
-		dl := idem.SQSDeadLetter{API: api, QueueURL: "http://q/dlq", Source: "fn", Clock: func() time.Time { return fixedNow }, MaxMessageBytes: limit}
+		dl := sqsmsg.SQSDeadLetter{API: api, QueueURL: "http://q/dlq", Source: "fn", Clock: func() time.Time { return fixedNow }, MaxMessageBytes: limit}
 		if err := dl.DeadLetter(context.Background(), msg, longCause); err != nil {
 			t.Fatalf("DeadLetter(limit %d): %v", limit, err)
 		}
@@ -245,22 +246,22 @@ func TestSQSDeadLetterSizeLimitSteps(t *testing.T) {
 		noOriginals -= sqsAttrSize(name, full.MessageAttributes[name])
 	}
 	in := send(t, noOriginals)
-	if got, want := names(in), []string{idem.DLQFailedAtAttribute, idem.DLQReasonAttribute, idem.DLQSourceAttribute,
-		idem.DLQSourceMessageIDAttribute, idem.DLQSourceQueueAttribute, idem.KeyAttribute}; !slices.Equal(got, want) {
+	if got, want := names(in), []string{sqsmsg.DLQFailedAtAttribute, sqsmsg.DLQReasonAttribute, sqsmsg.DLQSourceAttribute,
+		sqsmsg.DLQSourceMessageIDAttribute, sqsmsg.DLQSourceQueueAttribute, idem.KeyAttribute}; !slices.Equal(got, want) {
 		t.Errorf("without room for originals: attributes %v, want %v", got, want)
 	}
-	if attrString(in.MessageAttributes, idem.DLQReasonAttribute) != attrString(full.MessageAttributes, idem.DLQReasonAttribute) {
+	if attrString(in.MessageAttributes, sqsmsg.DLQReasonAttribute) != attrString(full.MessageAttributes, sqsmsg.DLQReasonAttribute) {
 		t.Error("reason cut while dropping originals was enough")
 	}
-	r := attrString(send(t, noOriginals-100).MessageAttributes, idem.DLQReasonAttribute)
-	if !strings.HasSuffix(r, "…") || len(r) > len(attrString(full.MessageAttributes, idem.DLQReasonAttribute))-100 {
+	r := attrString(send(t, noOriginals-100).MessageAttributes, sqsmsg.DLQReasonAttribute)
+	if !strings.HasSuffix(r, "…") || len(r) > len(attrString(full.MessageAttributes, sqsmsg.DLQReasonAttribute))-100 {
 		t.Errorf("100 bytes short: reason of %d bytes %q, want it cut by 100 bytes and ending in …", len(r), r)
 	}
 }
 
 func TestSQSDeadLetterMaxMessageBytesInvalid(t *testing.T) {
 	api := &captureSender{}
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: "http://q/dlq", MaxMessageBytes: -1}
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: "http://q/dlq", MaxMessageBytes: -1}
 	err := dl.DeadLetter(context.Background(), poisonMsg(), errors.New("x"))
 	if err == nil || !strings.Contains(err.Error(), "MaxMessageBytes is negative") || api.in != nil {
 		t.Errorf("negative MaxMessageBytes: error %v, sent %v", err, api.in != nil)
@@ -318,13 +319,13 @@ func TestSQSDeadLetterNearMaxSizeQueue(t *testing.T) {
 	api := awstest.SQS(t)
 	url := createQueue(t, api, "dlq-max", nil)
 	limit := maxMessageSize(t, api, url)
-	if limit != idem.MaxSQSMessageBytes {
-		t.Fatalf("queue MaximumMessageSize = %d, want the default %d", limit, idem.MaxSQSMessageBytes)
+	if limit != sqsmsg.MaxSQSMessageBytes {
+		t.Fatalf("queue MaximumMessageSize = %d, want the default %d", limit, sqsmsg.MaxSQSMessageBytes)
 	}
 	msg := bigMsg(limit - 512)
 	cause := idem.Permanent(errors.New("validate p-1: amount_cents is not a number"))
 	untrimmed := &captureSender{}
-	unlimited := &idem.SQSDeadLetter{API: untrimmed, QueueURL: url, Source: "consumer", MaxMessageBytes: 1 << 30}
+	unlimited := &sqsmsg.SQSDeadLetter{API: untrimmed, QueueURL: url, Source: "consumer", MaxMessageBytes: 1 << 30}
 	if err := unlimited.DeadLetter(ctx, msg, cause); err != nil {
 		t.Fatalf("DeadLetter to a fake: %v", err)
 	}
@@ -333,7 +334,7 @@ func TestSQSDeadLetterNearMaxSizeQueue(t *testing.T) {
 	}
 
 	sender := &sizeLimitedSQS{next: api, limit: limit}
-	dl := &idem.SQSDeadLetter{API: sender, QueueURL: url, Source: "consumer"}
+	dl := &sqsmsg.SQSDeadLetter{API: sender, QueueURL: url, Source: "consumer"}
 	if err := dl.DeadLetter(ctx, msg, cause); err != nil {
 		t.Fatalf("DeadLetter: %v", err)
 	}
@@ -342,10 +343,10 @@ func TestSQSDeadLetterNearMaxSizeQueue(t *testing.T) {
 		t.Fatalf("body of %d bytes came back as %d bytes, or changed", len(msg.Body), len(body))
 	}
 	a := got.MessageAttributes
-	if r := attrString(a, idem.DLQReasonAttribute); r != cause.Error() {
+	if r := attrString(a, sqsmsg.DLQReasonAttribute); r != cause.Error() {
 		t.Errorf("dlq-reason = %q, want %q", r, cause.Error())
 	}
-	for _, name := range []string{idem.DLQSourceMessageIDAttribute, idem.DLQSourceQueueAttribute, idem.DLQFailedAtAttribute, idem.DLQSourceAttribute} {
+	for _, name := range []string{sqsmsg.DLQSourceMessageIDAttribute, sqsmsg.DLQSourceQueueAttribute, sqsmsg.DLQFailedAtAttribute, sqsmsg.DLQSourceAttribute} {
 		if _, ok := a[name]; !ok {
 			t.Errorf("%s dropped although 512 bytes were free for the key and the dlq-* attributes", name)
 		}
@@ -379,7 +380,7 @@ func TestSQSDeadLetterSmallQueue(t *testing.T) {
 
 	msg := bigMsg(700)
 	sender := &sizeLimitedSQS{next: api, limit: limit}
-	dl := &idem.SQSDeadLetter{API: sender, QueueURL: url, Source: "consumer", MaxMessageBytes: limit}
+	dl := &sqsmsg.SQSDeadLetter{API: sender, QueueURL: url, Source: "consumer", MaxMessageBytes: limit}
 	if err := dl.DeadLetter(ctx, msg, longCause); err != nil {
 		t.Fatalf("DeadLetter: %v", err)
 	}
@@ -388,11 +389,11 @@ func TestSQSDeadLetterSmallQueue(t *testing.T) {
 		t.Errorf("body = %q, want the original", aws.ToString(got.Body))
 	}
 	a := got.MessageAttributes
-	r := attrString(a, idem.DLQReasonAttribute)
-	if cut, ok := strings.CutSuffix(r, "…"); !ok || !strings.HasPrefix(longCause.Error(), cut) || len(r) <= idem.MinDLQReasonBytes-utf8.UTFMax {
-		t.Errorf("dlq-reason = %q (%d bytes), want the cause cut to about %d bytes and ending in …", r, len(r), idem.MinDLQReasonBytes)
+	r := attrString(a, sqsmsg.DLQReasonAttribute)
+	if cut, ok := strings.CutSuffix(r, "…"); !ok || !strings.HasPrefix(longCause.Error(), cut) || len(r) <= sqsmsg.MinDLQReasonBytes-utf8.UTFMax {
+		t.Errorf("dlq-reason = %q (%d bytes), want the cause cut to about %d bytes and ending in …", r, len(r), sqsmsg.MinDLQReasonBytes)
 	}
-	if attrString(a, idem.DLQSourceMessageIDAttribute) != msg.MessageId || attrString(a, idem.KeyAttribute) != "key-9" {
+	if attrString(a, sqsmsg.DLQSourceMessageIDAttribute) != msg.MessageId || attrString(a, idem.KeyAttribute) != "key-9" {
 		t.Errorf("dlq-source-message-id or key missing: %v", attrNames(a))
 	}
 	if n := sqsSize(&sqs.SendMessageInput{MessageBody: got.Body, MessageAttributes: a}); n > limit {
@@ -408,8 +409,8 @@ func TestSQSDeadLetterSmallQueue(t *testing.T) {
 	}
 	got = receiveOne(t, api, url)
 	a = got.MessageAttributes
-	if body := aws.ToString(got.Body); body == "" || !strings.HasPrefix(whole.Body, body) || attrString(a, idem.DLQBodyCutAttribute) == "" ||
-		attrString(a, idem.KeyAttribute) != "key-9" || attrString(a, idem.DLQReasonAttribute) == "" {
+	if body := aws.ToString(got.Body); body == "" || !strings.HasPrefix(whole.Body, body) || attrString(a, sqsmsg.DLQBodyCutAttribute) == "" ||
+		attrString(a, idem.KeyAttribute) != "key-9" || attrString(a, sqsmsg.DLQReasonAttribute) == "" {
 		t.Errorf("dead letter of a body at the limit: body of %d bytes, attributes %v; want its first bytes, the cut's mark, key and reason", len(body), attrNames(a))
 	}
 	if n := sqsSize(&sqs.SendMessageInput{MessageBody: got.Body, MessageAttributes: a}); n > limit {

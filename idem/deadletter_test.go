@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -67,11 +68,11 @@ func TestSQSDeadLetterInput(t *testing.T) {
 	weirdID := poisonMsg()
 	weirdID.MessageId = strings.Repeat("é", 100)
 	redriven := poisonMsg()
-	redriven.MessageAttributes[idem.DLQReasonAttribute] = strAttr("String", "old reason")
+	redriven.MessageAttributes[sqsmsg.DLQReasonAttribute] = strAttr("String", "old reason")
 
 	tests := []struct {
 		name   string
-		dl     idem.SQSDeadLetter
+		dl     sqsmsg.SQSDeadLetter
 		msg    events.SQSMessage
 		cause  error
 		check  func(t *testing.T, in *sqs.SendMessageInput)
@@ -80,7 +81,7 @@ func TestSQSDeadLetterInput(t *testing.T) {
 	}{
 		{
 			name:   "FIFO queue, attributes copied",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq.fifo", Source: "consumer-fn"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq.fifo", Source: "consumer-fn"},
 			msg:    poisonMsg(),
 			cause:  idem.Permanent(errors.New("amount_cents is not a number")),
 			attrs:  9,
@@ -98,17 +99,17 @@ func TestSQSDeadLetterInput(t *testing.T) {
 					string(a["blob"].BinaryValue) != "\x00\x01\x02\xff" || aws.ToString(a["blob"].DataType) != "Binary" {
 					t.Errorf("original attributes not copied: %+v", a)
 				}
-				if attrString(a, idem.DLQSourceMessageIDAttribute) != "6b1f2c1e-1111-4222-8333-944445555666" ||
-					attrString(a, idem.DLQSourceQueueAttribute) != "arn:aws:sqs:us-east-1:000000000000:payments.fifo" ||
-					attrString(a, idem.DLQFailedAtAttribute) != "2030-01-02T03:04:05Z" ||
-					attrString(a, idem.DLQSourceAttribute) != "consumer-fn" {
+				if attrString(a, sqsmsg.DLQSourceMessageIDAttribute) != "6b1f2c1e-1111-4222-8333-944445555666" ||
+					attrString(a, sqsmsg.DLQSourceQueueAttribute) != "arn:aws:sqs:us-east-1:000000000000:payments.fifo" ||
+					attrString(a, sqsmsg.DLQFailedAtAttribute) != "2030-01-02T03:04:05Z" ||
+					attrString(a, sqsmsg.DLQSourceAttribute) != "consumer-fn" {
 					t.Errorf("dlq attributes: %+v", a)
 				}
 			},
 		},
 		{
 			name:   "standard queue: no group, no dedup id, no source",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq"},
 			msg:    std,
 			cause:  errors.New("x"),
 			attrs:  4,
@@ -117,14 +118,14 @@ func TestSQSDeadLetterInput(t *testing.T) {
 				if in.MessageGroupId != nil || in.MessageDeduplicationId != nil {
 					t.Errorf("group %v / dedup %v set on a standard queue", in.MessageGroupId, in.MessageDeduplicationId)
 				}
-				if _, ok := in.MessageAttributes[idem.DLQSourceAttribute]; ok {
+				if _, ok := in.MessageAttributes[sqsmsg.DLQSourceAttribute]; ok {
 					t.Error("dlq-source set without a Source")
 				}
 			},
 		},
 		{
 			name:   "FIFO DLQ for a standard source uses the dead-letter group",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq.fifo"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq.fifo"},
 			msg:    std,
 			cause:  errors.New("x"),
 			attrs:  4,
@@ -137,7 +138,7 @@ func TestSQSDeadLetterInput(t *testing.T) {
 		},
 		{
 			name:   "at most 10 attributes, key kept",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq.fifo", Source: "fn"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq.fifo", Source: "fn"},
 			msg:    many,
 			cause:  errors.New("x"),
 			attrs:  10,
@@ -145,7 +146,7 @@ func TestSQSDeadLetterInput(t *testing.T) {
 			check: func(t *testing.T, in *sqs.SendMessageInput) {
 				a := in.MessageAttributes
 				// 5 dlq-* + the key + the first 4 others in name order: a00..a03.
-				for _, name := range []string{idem.DLQReasonAttribute, idem.DLQSourceAttribute, idem.KeyAttribute, "a00", "a03"} {
+				for _, name := range []string{sqsmsg.DLQReasonAttribute, sqsmsg.DLQSourceAttribute, idem.KeyAttribute, "a00", "a03"} {
 					if _, ok := a[name]; !ok {
 						t.Errorf("attribute %s dropped", name)
 					}
@@ -157,7 +158,7 @@ func TestSQSDeadLetterInput(t *testing.T) {
 		},
 		{
 			name:   "key from the FIFO dedup id is kept as the key attribute",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq.fifo"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq.fifo"},
 			msg:    noKey,
 			cause:  errors.New("x"),
 			attrs:  8,
@@ -170,7 +171,7 @@ func TestSQSDeadLetterInput(t *testing.T) {
 		},
 		{
 			name:   "long reason truncated at a rune boundary and cleaned",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq"},
 			msg:    std,
 			cause:  errors.New("bad\x00\x1b[31m " + strings.Repeat("€", 400)),
 			attrs:  4,
@@ -178,14 +179,14 @@ func TestSQSDeadLetterInput(t *testing.T) {
 		},
 		{
 			name:   "nil cause",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq"},
 			msg:    std,
 			attrs:  4,
 			reason: "unknown error",
 		},
 		{
 			name:   "message id not usable as a dedup id is hashed",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq.fifo"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq.fifo"},
 			msg:    weirdID,
 			cause:  errors.New("x"),
 			attrs:  8,
@@ -199,7 +200,7 @@ func TestSQSDeadLetterInput(t *testing.T) {
 		},
 		{
 			name:   "an earlier dead-lettering's attributes are replaced",
-			dl:     idem.SQSDeadLetter{QueueURL: "http://q/dlq.fifo"},
+			dl:     sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq.fifo"},
 			msg:    redriven,
 			cause:  errors.New("new reason"),
 			attrs:  8,
@@ -221,11 +222,11 @@ func TestSQSDeadLetterInput(t *testing.T) {
 			if len(in.MessageAttributes) != tt.attrs {
 				t.Errorf("%d attributes, want %d: %v", len(in.MessageAttributes), tt.attrs, in.MessageAttributes)
 			}
-			reason := attrString(in.MessageAttributes, idem.DLQReasonAttribute)
+			reason := attrString(in.MessageAttributes, sqsmsg.DLQReasonAttribute)
 			if reason != tt.reason {
 				t.Errorf("reason = %q, want %q", reason, tt.reason)
 			}
-			if len(reason) > idem.MaxDLQReasonBytes || !utf8.ValidString(reason) {
+			if len(reason) > sqsmsg.MaxDLQReasonBytes || !utf8.ValidString(reason) {
 				t.Errorf("reason is %d bytes, valid UTF-8 %v", len(reason), utf8.ValidString(reason))
 			}
 			for name, v := range in.MessageAttributes {
@@ -244,13 +245,13 @@ func TestSQSDeadLetterErrors(t *testing.T) {
 	sendErr := errors.New("throttled")
 	tests := []struct {
 		name    string
-		dl      *idem.SQSDeadLetter
+		dl      *sqsmsg.SQSDeadLetter
 		wantIs  error
 		wantHas string
 	}{
-		{"send fails", &idem.SQSDeadLetter{API: &captureSender{err: sendErr}, QueueURL: "http://q/dlq"}, sendErr, "throttled"},
-		{"no API", &idem.SQSDeadLetter{QueueURL: "http://q/dlq"}, nil, "API is nil"},
-		{"no queue", &idem.SQSDeadLetter{API: &captureSender{}}, nil, "QueueURL is empty"},
+		{"send fails", &sqsmsg.SQSDeadLetter{API: &captureSender{err: sendErr}, QueueURL: "http://q/dlq"}, sendErr, "throttled"},
+		{"no API", &sqsmsg.SQSDeadLetter{QueueURL: "http://q/dlq"}, nil, "API is nil"},
+		{"no queue", &sqsmsg.SQSDeadLetter{API: &captureSender{}}, nil, "QueueURL is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,7 +286,7 @@ func TestSQSDeadLetterFIFOQueue(t *testing.T) {
 	url := aws.ToString(out.QueueUrl)
 	t.Cleanup(func() { _, _ = api.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url}) })
 
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer"}
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer"}
 	msg := poisonMsg()
 	cause := idem.Permanent(fmt.Errorf("validate %s: %w", "p-1", errors.New("amount_cents is not a number")))
 	// The same poison message dead-lettered twice (its record was redelivered) must
@@ -335,14 +336,14 @@ func TestSQSDeadLetterFIFOQueue(t *testing.T) {
 		t.Errorf("MessageDeduplicationId = %q", d)
 	}
 	a := got.MessageAttributes
-	if r := attrString(a, idem.DLQReasonAttribute); r != cause.Error() {
+	if r := attrString(a, sqsmsg.DLQReasonAttribute); r != cause.Error() {
 		t.Errorf("reason = %q, want %q", r, cause.Error())
 	}
-	if attrString(a, idem.DLQSourceMessageIDAttribute) != msg.MessageId || attrString(a, idem.DLQSourceQueueAttribute) != msg.EventSourceARN ||
-		attrString(a, idem.DLQSourceAttribute) != "consumer" {
+	if attrString(a, sqsmsg.DLQSourceMessageIDAttribute) != msg.MessageId || attrString(a, sqsmsg.DLQSourceQueueAttribute) != msg.EventSourceARN ||
+		attrString(a, sqsmsg.DLQSourceAttribute) != "consumer" {
 		t.Errorf("dlq attributes = %+v", a)
 	}
-	if _, err := time.Parse(time.RFC3339, attrString(a, idem.DLQFailedAtAttribute)); err != nil {
+	if _, err := time.Parse(time.RFC3339, attrString(a, sqsmsg.DLQFailedAtAttribute)); err != nil {
 		t.Errorf("dlq-failed-at: %v", err)
 	}
 	if attrString(a, idem.KeyAttribute) != "key-9" || attrString(a, "amount") != "12.5" || string(a["blob"].BinaryValue) != "\x00\x01\x02\xff" {
@@ -408,9 +409,9 @@ func TestDeadLetterSignature(t *testing.T) {
 	url := aws.ToString(q.QueueUrl)
 	t.Cleanup(func() { _, _ = api.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url}) })
 	keys := testKeys(t)
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer", Keys: keys}
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer", Keys: keys}
 	msg := poisonMsg()
-	msg.MessageAttributes[idem.IngressSignatureAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String("the-ingress-signature")}
+	msg.MessageAttributes[sqsmsg.IngressSignatureAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String("the-ingress-signature")}
 	if err := dl.DeadLetter(ctx, msg, errors.New("invalid message")); err != nil {
 		t.Fatal(err)
 	}
@@ -425,37 +426,37 @@ func TestDeadLetterSignature(t *testing.T) {
 	for _, m := range got {
 		// Each keeps its FIFO group: the consumer's message its own, the outbound one
 		// the group it was sent in.
-		want := map[bool]string{false: "acct-9", true: "acct-1"}[m.MessageAttributes[idem.DLQOutboundQueueAttribute].StringValue != nil]
+		want := map[bool]string{false: "acct-9", true: "acct-1"}[m.MessageAttributes[sqsmsg.DLQOutboundQueueAttribute].StringValue != nil]
 		if g := m.Attributes["MessageGroupId"]; g != want {
 			t.Errorf("dead letter in group %q, want %q", g, want)
 		}
 		if err := keys.VerifyDeadLetter(m); err != nil {
-			t.Errorf("a dead letter as sent (%s) does not verify: %v", attrString(m.MessageAttributes, idem.DLQReasonAttribute), err)
+			t.Errorf("a dead letter as sent (%s) does not verify: %v", attrString(m.MessageAttributes, sqsmsg.DLQReasonAttribute), err)
 		}
-		if m.MessageAttributes[idem.DLQOutboundQueueAttribute].StringValue == nil &&
-			attrString(m.MessageAttributes, idem.IngressSignatureAttribute) != "the-ingress-signature" {
+		if m.MessageAttributes[sqsmsg.DLQOutboundQueueAttribute].StringValue == nil &&
+			attrString(m.MessageAttributes, sqsmsg.IngressSignatureAttribute) != "the-ingress-signature" {
 			t.Errorf("the ingress's signature was not kept: %v", m.MessageAttributes)
 		}
-		var none *idem.Keys
-		changed := []types.Message{withAttr(m, idem.DLQOutboundQueueAttribute, "https://sqs.us-east-1.amazonaws.com/000000000000/elsewhere.fifo"),
-			withAttr(m, idem.DLQReasonAttribute, "another reason"), withBody(m, `{"receipt":2}`)}
+		var none *sqsmsg.Keys
+		changed := []types.Message{withAttr(m, sqsmsg.DLQOutboundQueueAttribute, "https://sqs.us-east-1.amazonaws.com/000000000000/elsewhere.fifo"),
+			withAttr(m, sqsmsg.DLQReasonAttribute, "another reason"), withBody(m, `{"receipt":2}`)}
 		for i, c := range changed {
-			if err := keys.VerifyDeadLetter(c); !errors.Is(err, idem.ErrUnsignedDeadLetter) {
+			if err := keys.VerifyDeadLetter(c); !errors.Is(err, sqsmsg.ErrUnsignedDeadLetter) {
 				t.Errorf("change %d verifies: %v", i, err)
 			}
 		}
-		if err := none.VerifyDeadLetter(m); !errors.Is(err, idem.ErrUnsignedDeadLetter) {
+		if err := none.VerifyDeadLetter(m); !errors.Is(err, sqsmsg.ErrUnsignedDeadLetter) {
 			t.Errorf("nil keys verify: %v", err)
 		}
 	}
 	// Without keys, nothing is signed.
-	plain := &idem.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer"}
+	plain := &sqsmsg.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer"}
 	msg.MessageId = "other"
 	if err := plain.DeadLetter(ctx, msg, errors.New("invalid")); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range receiveAllMessages(t, api, url) {
-		if err := keys.VerifyDeadLetter(m); !errors.Is(err, idem.ErrUnsignedDeadLetter) {
+		if err := keys.VerifyDeadLetter(m); !errors.Is(err, sqsmsg.ErrUnsignedDeadLetter) {
 			t.Errorf("an unsigned dead letter verifies: %v", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/dedupgroup"
 )
 
@@ -23,7 +24,7 @@ func TestDeadLetterKeepsDeduplicationGroup(t *testing.T) {
 		msg.Attributes = map[string]string{"MessageGroupId": group}
 		for _, cause := range []error{errors.New("bad json"), errors.New("payload mismatch")} {
 			c := &captureSender{}
-			d := &idem.SQSDeadLetter{API: c, QueueURL: "https://sqs.us-east-1.amazonaws.com/1/dlq.fifo", Source: "t"}
+			d := &sqsmsg.SQSDeadLetter{API: c, QueueURL: "https://sqs.us-east-1.amazonaws.com/1/dlq.fifo", Source: "t"}
 			if err := d.DeadLetter(context.Background(), msg, idem.Permanent(cause)); err != nil {
 				t.Fatal(err)
 			}

@@ -15,13 +15,19 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
 // flakySender is SQS on moto, but for the SendMessageBatch requests it is told to fail
 // (by their number, from 1), which fail as a lost connection does.
 type flakySender struct {
-	api   idem.SQSBatchSender
+	api   outbox.SQSBatchSender
 	n     atomic.Int64
 	fails map[int64]bool
 }
@@ -49,7 +55,7 @@ func fifoQueue(t *testing.T, client *sqs.Client, name string, attrs map[string]s
 
 func drainQueue(t *testing.T, client *sqs.Client, url string) []sqstypes.Message {
 	t.Helper()
-	return (&outbox{sqs: client, url: url}).drain(t)
+	return (&outboxQueues{sqs: client, url: url}).drain(t)
 }
 
 func keyedFIFORecord(id, group, key, body string) events.SQSMessage {
@@ -102,7 +108,7 @@ func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
 		// request, which fails; B's message, committed after A in the group, must wait.
 		flaky = &flakySender{api: client, fails: map[int64]bool{1: true}}
 		c = e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = flaky })
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
 			if r.Key == "rec-a" {
 				return idem.Result{Messages: msgs("A", 10)}, nil
 			}
@@ -111,7 +117,7 @@ func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf, Outbox: c})
+		bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf, Outbox: c})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,8 +171,8 @@ func TestDeliverSplitsRequestsAt256KiB(t *testing.T) {
 			return idem.Message{QueueURL: out, Body: strings.Repeat("y", size-overhead), GroupID: "g", Attributes: map[string]string{idem.KeyAttribute: key}}
 		}
 		for name, msgs := range map[string][]idem.Message{
-			"two halves":  {exact("half-a", idem.MaxOutboundMessageBytes/2), exact("half-b", idem.MaxOutboundMessageBytes/2)},
-			"the largest": {exact("largest", idem.MaxOutboundMessageBytes)},
+			"two halves":  {exact("half-a", sqsmsg.MaxOutboundMessageBytes/2), exact("half-b", sqsmsg.MaxOutboundMessageBytes/2)},
+			"the largest": {exact("largest", sqsmsg.MaxOutboundMessageBytes)},
 		} {
 			counted.n.Store(0)
 			if _, err := c.Do(ctx, req(name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
@@ -195,7 +201,7 @@ func TestOversizeMessageAloneIsNotSentTwice(t *testing.T) {
 		counted := &flakySender{api: client}
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) {
 			cfg.Sender = counted
-			cfg.OutboxDeadLetter = &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
+			cfg.OutboxDeadLetter = &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
 		})
 		big := strings.Repeat("x", 2000)
 		if _, err := c.Do(ctx, req("big-alone", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
@@ -241,7 +247,7 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 		client := awstest.SQS(t)
 		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
 		dlq := fifoQueue(t, client, "dlq", nil)
-		dl := &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
+		dl := &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
 		big := strings.Repeat("x", 2000)
 		handler := idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
 			body := "small " + r.Key
@@ -250,9 +256,9 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 			}
 			return idem.Result{Messages: []idem.Message{{QueueURL: out, Body: body, GroupID: "g"}}}, nil
 		})
-		metrics := idem.NewMetrics(nil, "ns", "test")
+		metrics := emf.NewMetrics(nil, "ns", "test")
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = client; cfg.OutboxDeadLetter = dl })
-		bp := sqsProcessor(t, c, handler, idem.BatchConfig{Metrics: metrics})
+		bp := sqsProcessor(t, c, handler, sqsbatch.BatchConfig{Metrics: metrics})
 		ev := events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "big-1", `{"n":1}`), keyedFIFORecord("m-2", "in", "small-2", `{"n":2}`)}}
 		if resp, err := bp.Process(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want both records acknowledged", resp, err)
@@ -270,9 +276,9 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 		if rec := e.record(t, c, "small-2"); rec.Sent != 1 || len(rec.Dead) != 0 {
 			t.Fatalf("record of small-2: sent %d, dead %+v; want its message sent", rec.Sent, rec.Dead)
 		}
-		if got := metrics.Snapshot(); got[idem.MetricOutboundDeadLettered] != 1 || got[idem.MetricOutboundSent] != 1 {
-			t.Fatalf("%s = %v, %s = %v; want 1 and 1 (small-2's message)", idem.MetricOutboundDeadLettered, got[idem.MetricOutboundDeadLettered],
-				idem.MetricOutboundSent, got[idem.MetricOutboundSent])
+		if got := metrics.Snapshot(); got[emf.MetricOutboundDeadLettered] != 1 || got[emf.MetricOutboundSent] != 1 {
+			t.Fatalf("%s = %v, %s = %v; want 1 and 1 (small-2's message)", emf.MetricOutboundDeadLettered, got[emf.MetricOutboundDeadLettered],
+				emf.MetricOutboundSent, got[emf.MetricOutboundSent])
 		}
 		// The reaper's sweep: two keys left pending by a crash, the oversize one first.
 		crashed := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &failingSender{} })
@@ -283,7 +289,7 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 			e.clock.Advance(time.Second)
 		}
 		e.clock.Advance(6 * time.Minute) // past the leases (5 minutes without a deadline) and the grace
-		r := &idem.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: client, DeadLetter: dl}
+		r := &reaper.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: client, DeadLetter: dl}
 		sw, err := r.Sweep(ctx)
 		if err != nil || sw.Sent != 2 || sw.DeadLettered != 1 || sw.Unsent != 0 {
 			t.Fatalf("sweep: %+v, %v; want both records done, one message dead-lettered", sw, err)
@@ -302,11 +308,11 @@ func checkDeadOutbound(t *testing.T, client *sqs.Client, dlq, out, body string) 
 		t.Fatalf("dead-letter queue holds %d messages, want the oversize one", len(got))
 	}
 	a := got[0].MessageAttributes
-	if q := aws.ToString(a[idem.DLQOutboundQueueAttribute].StringValue); q != out {
-		t.Errorf("%s = %q, want %q", idem.DLQOutboundQueueAttribute, q, out)
+	if q := aws.ToString(a[sqsmsg.DLQOutboundQueueAttribute].StringValue); q != out {
+		t.Errorf("%s = %q, want %q", sqsmsg.DLQOutboundQueueAttribute, q, out)
 	}
-	if r := aws.ToString(a[idem.DLQReasonAttribute].StringValue); !strings.Contains(r, "1024") {
-		t.Errorf("%s = %q, want the queue's refusal", idem.DLQReasonAttribute, r)
+	if r := aws.ToString(a[sqsmsg.DLQReasonAttribute].StringValue); !strings.Contains(r, "1024") {
+		t.Errorf("%s = %q, want the queue's refusal", sqsmsg.DLQReasonAttribute, r)
 	}
 	if k := aws.ToString(a[idem.KeyAttribute].StringValue); k == "" {
 		t.Errorf("the dead letter lost the message's key")
@@ -327,7 +333,7 @@ func (q queueDown) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchI
 func TestDeliverTellsTheFirstCause(t *testing.T) {
 	const a, b = "https://sqs.us-east-1.amazonaws.com/123456789012/a.fifo", "https://sqs.us-east-1.amazonaws.com/123456789012/b.fifo"
 	errA, errB := errors.New("queue a throttled"), errors.New("queue b throttled")
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "cause", Sender: queueDown{a: errA, b: errB}})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "cause", Sender: queueDown{a: errA, b: errB}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,12 +353,12 @@ func TestDeliverTellsTheFirstCause(t *testing.T) {
 // TestDeliverWithoutASender: pending messages and no sender configured is an error for
 // each pending, naming Config.Sender, and nothing is marked sent.
 func TestDeliverWithoutASender(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "nosender"})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "nosender"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &idem.Pending{Key: "nosender#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
-	errs := c.Deliver(context.Background(), []*idem.Pending{p})
+	p := &outbox.Pending{Key: "nosender#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
+	errs := c.Deliver(context.Background(), []*outbox.Pending{p})
 	if len(errs) != 1 || errs[0] == nil || !strings.Contains(errs[0].Error(), "Config.Sender") {
 		t.Fatalf("errors %v, want one naming Config.Sender", errs)
 	}
@@ -362,11 +368,11 @@ func TestDeliverWithoutASender(t *testing.T) {
 // reaches the sender with none (nil), not with an empty map, when tracing is off.
 func TestDeliverOfAMessageWithoutAttributesSendsNone(t *testing.T) {
 	out := &capture{}
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s", Sender: out})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s", Sender: out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := c.Deliver(context.Background(), []*idem.Pending{{Key: "s#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}}}})
+	errs := c.Deliver(context.Background(), []*outbox.Pending{{Key: "s#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}}}})
 	if errs[0] != nil || len(out.entries) != 1 {
 		t.Fatalf("%v, %d entries sent", errs[0], len(out.entries))
 	}

@@ -22,13 +22,19 @@
 // A business rule's refusal (a write's condition, explained by Result.Explain) and a
 // request DynamoDB refuses as invalid are permanent for the delivery, which is
 // dead-lettered, but leave the record retryable, so the message redriven after the fix
-// runs once. Other permanent failures are stored and replayed until Unlock clears them.
+// runs once. Other permanent failures are stored and replayed until reaper.Unlock clears them.
 //
-// The record lives in a Store: DynamoStore keeps it in a DynamoDB table (see CreateTable
-// for the schema), MemoryStore keeps it in memory with the same semantics for unit tests.
-// A Reaper sweeps the sparse "inflight" index and fails leases whose holder vanished.
-// BatchProcessor runs the records of an SQS event through a handler with FIFO group
-// ordering, bounded concurrency and partial batch responses.
+// A handler's author imports this package alone: Handler, Request, Result, Attempt,
+// Message and the errors. The other packages under idem/ are imported by the wiring
+// (functions/consumer/consumerapp) and the tools:
+//   - persistence: the record, its transitions table, Store and DynamoStore (memstore:
+//     MemoryStore, with the same semantics, for unit tests);
+//   - sqsbatch: BatchProcessor (FIFO groups, partial batch responses, visibility) and
+//     NewSQSHandler, which runs a Client on each record;
+//   - outbox: the checks and the delivery of outbound messages;
+//   - reaper: the sweep that fails leases whose holder vanished, and Unlock;
+//   - sqsmsg: SQS's limits, the stack's signatures and the dead letters;
+//   - telemetry and emf: the spans and the metrics.
 //
 // Everything in this package is safe for concurrent use unless a comment says otherwise.
 // Nothing here panics on bad input or bad configuration: constructors validate and

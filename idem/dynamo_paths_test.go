@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -24,22 +25,22 @@ import (
 // request fails or DynamoDB answers in a way the client's flows rarely meet.
 
 // held is an in-progress record of key in shard "0" whose lease ended a minute before now.
-func held(key string, now time.Time) *idem.Record {
-	return &idem.Record{Key: key, Status: idem.StatusInProgress, LeaseToken: "tok-" + key, LeaseUntil: now.Add(-time.Minute),
+func held(key string, now time.Time) *persistence.Record {
+	return &persistence.Record{Key: key, Status: persistence.StatusInProgress, LeaseToken: "tok-" + key, LeaseUntil: now.Add(-time.Minute),
 		Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Inflight: "0"}
 }
 
 // live creates in s an in-progress record of key whose lease ends a minute after now,
 // and returns it with its lease.
-func live(t *testing.T, s idem.Store, key string, now time.Time) (*idem.Record, idem.Lease) {
+func live(t *testing.T, s persistence.Store, key string, now time.Time) (*persistence.Record, persistence.Lease) {
 	t.Helper()
 	rec := held(key, now)
 	rec.LeaseUntil = now.Add(time.Minute)
 	create(t, s, rec, now)
-	return rec, idem.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
+	return rec, persistence.Lease{Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil}
 }
 
-func create(t *testing.T, s idem.Store, rec *idem.Record, now time.Time) {
+func create(t *testing.T, s persistence.Store, rec *persistence.Record, now time.Time) {
 	t.Helper()
 	if _, created, err := s.Create(context.Background(), rec, now); err != nil || !created {
 		t.Fatalf("create %s: %v %v", rec.Key, created, err)
@@ -50,7 +51,7 @@ func create(t *testing.T, s idem.Store, rec *idem.Record, now time.Time) {
 // decoder takes. extra attributes are added.
 func (e *env) garble(t *testing.T, pk string, extra map[string]types.AttributeValue) {
 	t.Helper()
-	item := e.store.(*idem.DynamoStore).Key(pk)
+	item := e.store.(*persistence.DynamoStore).Key(pk)
 	item["status"] = &types.AttributeValueMemberN{Value: "1"}
 	item["expires_at"] = &types.AttributeValueMemberN{Value: fmt.Sprint(e.clock.Now().Add(time.Hour).Unix())}
 	for k, v := range extra {
@@ -68,18 +69,18 @@ func TestDynamoStoreRequestsThatFail(t *testing.T) {
 	e := newDynamoEnv(t)
 	ctx := context.Background()
 	now := e.clock.Now()
-	missing, err := idem.NewDynamoStoreLayout(e.ddb, idem.Layout{Table: awstest.Name(t, "missing")})
+	missing, err := persistence.NewDynamoStoreLayout(e.ddb, persistence.Layout{Table: awstest.Name(t, "missing")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &idem.Record{Key: "s#put", Status: idem.StatusCompleted, LeaseToken: "tok", Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	rec := &persistence.Record{Key: "s#put", Status: persistence.StatusCompleted, LeaseToken: "tok", Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	if got, err := missing.Put(ctx, rec, nil, nil, now); err == nil {
 		t.Errorf("Put to a table that does not exist: %+v, no error", got)
 	}
 	if got, err := missing.Get(ctx, "s#get", now); err == nil || errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Get from a table that does not exist: %+v, %v; want the request's error", got, err)
 	}
-	store := e.store.(*idem.DynamoStore)
+	store := e.store.(*persistence.DynamoStore)
 	if item, err := store.ReadGuard(ctx, awstest.Name(t, "missing"), map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "x"}}); err == nil {
 		t.Errorf("ReadGuard of a table that does not exist: %v, no error", item)
 	}
@@ -96,17 +97,17 @@ func TestDynamoStoreRequestsThatFail(t *testing.T) {
 	// the record it wrote does not decode, and that is the takeover's error.
 	until := now.Add(-time.Minute).Truncate(time.Millisecond)
 	e.garble(t, "s#takeover", map[string]types.AttributeValue{
-		"status": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)}, "lease_token": &types.AttributeValueMemberS{Value: "t1"},
+		"status": &types.AttributeValueMemberS{Value: string(persistence.StatusInProgress)}, "lease_token": &types.AttributeValueMemberS{Value: "t1"},
 		"lease_until": &types.AttributeValueMemberN{Value: fmt.Sprint(until.UnixMilli())}, "payload_hash": &types.AttributeValueMemberN{Value: "1"},
 	})
-	seen := &idem.Record{Key: "s#takeover", Status: idem.StatusInProgress, LeaseToken: "t1", LeaseUntil: until}
-	if got, err := store.Takeover(ctx, seen, idem.Lease{Key: seen.Key, Token: "t2", Until: now.Add(time.Minute), Shard: "0"}, now.Add(time.Hour), now); err == nil || !strings.Contains(err.Error(), "want S") {
+	seen := &persistence.Record{Key: "s#takeover", Status: persistence.StatusInProgress, LeaseToken: "t1", LeaseUntil: until}
+	if got, err := store.Takeover(ctx, seen, persistence.Lease{Key: seen.Key, Token: "t2", Until: now.Add(time.Minute), Shard: "0"}, now.Add(time.Hour), now); err == nil || !strings.Contains(err.Error(), "want S") {
 		t.Errorf("Takeover of a record that does not decode: %+v, %v; want the decoder's error", got, err)
 	}
 }
 
 // noOldItem is DynamoDB as an emulator that returns no item with a failed condition.
-type noOldItem struct{ idem.DynamoDBAPI }
+type noOldItem struct{ persistence.DynamoDBAPI }
 
 func (n noOldItem) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	out, err := n.DynamoDBAPI.PutItem(ctx, in, o...)
@@ -124,13 +125,13 @@ func TestPutWhenTheFailureHasNoItem(t *testing.T) {
 	ctx := context.Background()
 	now := e.clock.Now()
 	first, _ := live(t, e.store, "s#taken", now)
-	store, err := idem.NewDynamoStoreLayout(noOldItem{e.ddb}, idem.Layout{Table: e.table})
+	store, err := persistence.NewDynamoStoreLayout(noOldItem{e.ddb}, persistence.Layout{Table: e.table})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := &idem.Record{Key: "s#taken", Status: idem.StatusCompleted, LeaseToken: "tok-second", Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	second := &persistence.Record{Key: "s#taken", Status: persistence.StatusCompleted, LeaseToken: "tok-second", Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	old, err := store.Put(ctx, second, nil, nil, now)
-	if err != nil || old == nil || old.LeaseToken != first.LeaseToken || old.Status != idem.StatusInProgress {
+	if err != nil || old == nil || old.LeaseToken != first.LeaseToken || old.Status != persistence.StatusInProgress {
 		t.Fatalf("Put over a live record, the failure without its item: %+v, %v; want the record read back", old, err)
 	}
 }
@@ -178,11 +179,11 @@ func TestStaleListing(t *testing.T) {
 	if got, _, err := e.store.Stale(ctx, "1", now, 0, ""); err == nil || !strings.Contains(err.Error(), "want S") {
 		t.Errorf("a listed record no decoder takes: %d leases, %v; want the decoder's error", len(got), err)
 	}
-	noIndex, err := idem.NewDynamoStoreLayout(e.ddb, idem.Layout{Table: e.table, InflightIndex: idem.NoIndex})
+	noIndex, err := persistence.NewDynamoStoreLayout(e.ddb, persistence.Layout{Table: e.table, InflightIndex: persistence.NoIndex})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := noIndex.Stale(ctx, "0", now, 0, ""); !errors.Is(err, idem.ErrNoIndex) {
+	if _, _, err := noIndex.Stale(ctx, "0", now, 0, ""); !errors.Is(err, persistence.ErrNoIndex) {
 		t.Errorf("Stale on a layout without the index: %v, want ErrNoIndex", err)
 	}
 }
@@ -192,7 +193,7 @@ func TestStaleListing(t *testing.T) {
 // (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html:
 // ValidationError, ItemCollectionSizeLimitExceeded). Nothing is applied.
 type refusedWrite struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	reason string
 }
 
@@ -213,11 +214,11 @@ func TestCommitOfAWriteDynamoDBRefuses(t *testing.T) {
 	now := e.clock.Now()
 	for _, reason := range []string{"ValidationError", "ItemCollectionSizeLimitExceeded"} {
 		_, l := live(t, e.store, "s#"+reason, now)
-		store, err := idem.NewDynamoStoreLayout(refusedWrite{e.ddb, reason}, idem.Layout{Table: e.table})
+		store, err := persistence.NewDynamoStoreLayout(refusedWrite{e.ddb, reason}, persistence.Layout{Table: e.table})
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Writes: []types.TransactWriteItem{e.bizWrite(reason)}}, now)
+		err = store.Complete(ctx, l, persistence.Completion{ExpiresAt: now.Add(time.Hour), Writes: []types.TransactWriteItem{e.bizWrite(reason)}}, now)
 		if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || !strings.Contains(err.Error(), "write 0: "+reason) {
 			t.Errorf("a write canceled for %s: %v; want a permanent ErrInvalidRequest naming write 0", reason, err)
 		}
@@ -235,7 +236,7 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 	out := "https://sqs.us-east-1.amazonaws.com/123456789012/out.fifo"
 	rec, l := live(t, e.store, "s#grouped", now)
 	msgs := []idem.Message{{QueueURL: out, Body: "b", GroupID: "g-out"}}
-	if err := e.store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Outbox: msgs, Group: "g-in"}, now); err != nil {
+	if err := e.store.Complete(ctx, l, persistence.Completion{ExpiresAt: now.Add(time.Hour), Outbox: msgs, Group: "g-in"}, now); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := e.store.Get(ctx, rec.Key, now); err != nil || got.OutboxGroup != "g-in" || len(got.Outbox) != 1 {
@@ -244,7 +245,7 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 	if err := e.store.MarkSent(ctx, rec.Key, rec.LeaseToken, 1, nil, now); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := e.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), Key: e.store.(*idem.DynamoStore).Key(rec.Key), ConsistentRead: aws.Bool(true)})
+	raw, err := e.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), Key: e.store.(*persistence.DynamoStore).Key(rec.Key), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +256,10 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 	}
 
 	failed, _ := live(t, e.store, "s#no-reason", now)
-	if err := e.store.FailWith(ctx, idem.Lease{Key: failed.Key, Token: failed.LeaseToken}, idem.Failure{}, now.Add(time.Hour), now); err != nil {
+	if err := e.store.FailWith(ctx, persistence.Lease{Key: failed.Key, Token: failed.LeaseToken}, persistence.Failure{}, now.Add(time.Hour), now); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.store.Get(ctx, failed.Key, now); err != nil || got.Status != idem.StatusFailed || got.Error != "unspecified" {
+	if got, err := e.store.Get(ctx, failed.Key, now); err != nil || got.Status != persistence.StatusFailed || got.Error != "unspecified" {
 		t.Errorf("a failure without a reason: %+v, %v; want FAILED, unspecified", got, err)
 	}
 
@@ -269,14 +270,14 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 		noise[i] = byte(r.Uint32())
 	}
 	text := base64.StdEncoding.EncodeToString(noise[:180*1024])
-	err = e.store.Complete(ctx, idem.Lease{Key: big.Key, Token: big.LeaseToken}, idem.Completion{ExpiresAt: now.Add(time.Hour), Response: noise,
+	err = e.store.Complete(ctx, persistence.Lease{Key: big.Key, Token: big.LeaseToken}, persistence.Completion{ExpiresAt: now.Add(time.Hour), Response: noise,
 		Outbox: []idem.Message{{QueueURL: out, Body: text, GroupID: "g"}}}, now)
 	m := regexp.MustCompile(`are (-?\d+) bytes stored`).FindStringSubmatch(fmt.Sprint(err))
 	if !errors.Is(err, idem.ErrResponseTooLarge) || m == nil {
 		t.Fatalf("a response and an outbox over the limit together: %v", err)
 	}
-	if n, _ := strconv.Atoi(m[1]); n <= idem.MaxStoredResponse || n < len(noise) {
-		t.Errorf("the refusal says %d bytes stored; the response alone is %d, the limit %d", n, len(noise), idem.MaxStoredResponse)
+	if n, _ := strconv.Atoi(m[1]); n <= persistence.MaxStoredResponse || n < len(noise) {
+		t.Errorf("the refusal says %d bytes stored; the response alone is %d, the limit %d", n, len(noise), persistence.MaxStoredResponse)
 	}
 
 	// An outbox over the limit alone, with no response: refused, nothing committed.
@@ -286,11 +287,11 @@ func TestStoredFieldsOfACompletion(t *testing.T) {
 		r.Shuffle(len(noise), func(i, j int) { noise[i], noise[j] = noise[j], noise[i] })
 		three = append(three, idem.Message{QueueURL: out, Body: base64.StdEncoding.EncodeToString(noise[:150*1024]), GroupID: fmt.Sprint("g", i)})
 	}
-	err = e.store.Complete(ctx, idem.Lease{Key: alone.Key, Token: alone.LeaseToken}, idem.Completion{ExpiresAt: now.Add(time.Hour), Outbox: three}, now)
+	err = e.store.Complete(ctx, persistence.Lease{Key: alone.Key, Token: alone.LeaseToken}, persistence.Completion{ExpiresAt: now.Add(time.Hour), Outbox: three}, now)
 	if !errors.Is(err, idem.ErrResponseTooLarge) {
 		t.Errorf("an outbox of three 200 KiB messages: %v, want ErrResponseTooLarge", err)
 	}
-	if got, err := e.store.Get(ctx, alone.Key, now); err != nil || got.Status != idem.StatusInProgress {
+	if got, err := e.store.Get(ctx, alone.Key, now); err != nil || got.Status != persistence.StatusInProgress {
 		t.Errorf("record after the refused commit: %+v, %v; want it still in progress", got, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -45,8 +46,8 @@ func TestRoundTrips(t *testing.T) {
 	pk, _ := cold.RecordKey("rt-3")
 	hash, _ := idem.HashPayload([]byte(`{}`))
 	now := e.clock.Now()
-	if _, created, err := e.store.Create(ctx, &idem.Record{
-		Key: pk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: now.Add(-time.Minute),
+	if _, created, err := e.store.Create(ctx, &persistence.Record{
+		Key: pk, Status: persistence.StatusInProgress, LeaseToken: "crashed", LeaseUntil: now.Add(-time.Minute),
 		Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1,
 	}, now); err != nil || !created {
 		t.Fatalf("crashed record: %v", err)
@@ -92,7 +93,7 @@ func TestStoreUnreachableFailsClosed(t *testing.T) {
 	cfg := awstest.ConfigFor(t, fmt.Sprintf("http://127.0.0.1:%d", port))
 	cfg.RetryMaxAttempts = 1
 	ddb := dynamodb.NewFromConfig(cfg)
-	store, err := idem.NewDynamoStore(ddb, "nowhere")
+	store, err := persistence.NewDynamoStore(ddb, "nowhere")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestStoreUnreachableFailsClosed(t *testing.T) {
 
 // TestMissingTableIsAnError: a misconfigured table name is reported, not ignored.
 func TestMissingTableIsAnError(t *testing.T) {
-	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), awstest.Name(t, "absent"))
+	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), awstest.Name(t, "absent"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestCreateTableIsIdempotent(t *testing.T) {
 	ddb := awstest.DynamoDB(t)
 	name := awstest.Name(t, "tbl")
 	for i := range 2 {
-		if err := idem.CreateTable(ctx, ddb, name); err != nil {
+		if err := persistence.CreateTable(ctx, ddb, name); err != nil {
 			t.Fatalf("create #%d: %v", i+1, err)
 		}
 	}
@@ -149,7 +150,7 @@ func TestCreateTableIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Table.GlobalSecondaryIndexes) != 1 || aws.ToString(out.Table.GlobalSecondaryIndexes[0].IndexName) != idem.InflightIndex {
+	if len(out.Table.GlobalSecondaryIndexes) != 1 || aws.ToString(out.Table.GlobalSecondaryIndexes[0].IndexName) != persistence.InflightIndex {
 		t.Fatalf("GSIs: %+v", out.Table.GlobalSecondaryIndexes)
 	}
 	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
@@ -201,7 +202,7 @@ func (a *shakyAdmin) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTi
 // cause, not the missing table met after it.
 func TestCreateTableTellsWhyItWasRefused(t *testing.T) {
 	denied := errors.New("AccessDeniedException: not authorized to perform dynamodb:CreateTable")
-	err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), create: denied}, awstest.Name(t, "denied"))
+	err := persistence.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), create: denied}, awstest.Name(t, "denied"))
 	if !errors.Is(err, denied) || !strings.Contains(err.Error(), "create table") {
 		t.Fatalf("error %v, want the refusal of the creation", err)
 	}
@@ -211,7 +212,7 @@ func TestCreateTableTellsWhyItWasRefused(t *testing.T) {
 // creation is an error, with its cause; TTL is not turned on blind.
 func TestCreateTableTellsWhyItCouldNotWait(t *testing.T) {
 	down := errors.New("ThrottlingException: rate exceeded")
-	err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), describe: down}, awstest.Name(t, "nodescribe"))
+	err := persistence.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), describe: down}, awstest.Name(t, "nodescribe"))
 	if !errors.Is(err, down) {
 		t.Fatalf("error %v, want the failed describe", err)
 	}
@@ -221,15 +222,15 @@ func TestCreateTableTellsWhyItCouldNotWait(t *testing.T) {
 // would never expire); only the ValidationException of TTL already on is not.
 func TestCreateTableTellsWhyTTLIsOff(t *testing.T) {
 	denied := errors.New("AccessDeniedException: not authorized to perform dynamodb:UpdateTimeToLive")
-	if err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: denied}, awstest.Name(t, "nottl")); !errors.Is(err, denied) {
+	if err := persistence.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: denied}, awstest.Name(t, "nottl")); !errors.Is(err, denied) {
 		t.Fatalf("error %v, want the refusal of TTL", err)
 	}
 	apiDenied := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}
-	if err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: apiDenied}, awstest.Name(t, "nottlapi")); !errors.Is(err, apiDenied) {
+	if err := persistence.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: apiDenied}, awstest.Name(t, "nottlapi")); !errors.Is(err, apiDenied) {
 		t.Fatalf("error %v, want the API's refusal of TTL", err)
 	}
 	on := &smithy.GenericAPIError{Code: "ValidationException", Message: "TimeToLive is already enabled"}
-	if err := idem.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: on}, awstest.Name(t, "ttlon")); err != nil {
+	if err := persistence.CreateTable(context.Background(), &shakyAdmin{Client: awstest.DynamoDB(t), ttl: on}, awstest.Name(t, "ttlon")); err != nil {
 		t.Fatalf("TTL already on: %v", err)
 	}
 }
@@ -241,7 +242,7 @@ func TestCreateTableTellsWhyTTLIsOff(t *testing.T) {
 func TestCreateTableWaitsUntilActive(t *testing.T) {
 	api := &shakyAdmin{Client: awstest.DynamoDB(t), creating: 2}
 	start := time.Now()
-	if err := idem.CreateTable(context.Background(), api, awstest.Name(t, "slow")); err != nil {
+	if err := persistence.CreateTable(context.Background(), api, awstest.Name(t, "slow")); err != nil {
 		t.Fatal(err)
 	}
 	if api.describes != 3 {
@@ -287,7 +288,7 @@ func TestUnreadableRecordIsAnError(t *testing.T) {
 func TestAcquireIsOneConditionalPut(t *testing.T) {
 	e := newDynamoEnv(t)
 	spy := &putSpy{DynamoDBAPI: e.ddb}
-	store, _ := idem.NewDynamoStore(spy, e.table)
+	store, _ := persistence.NewDynamoStore(spy, e.table)
 	c, _ := idem.New(idem.Config{Store: store, Scope: "spy", Clock: e.clock.Now})
 	if _, err := c.Do(context.Background(), req("k", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{}, nil
@@ -306,7 +307,7 @@ func TestAcquireIsOneConditionalPut(t *testing.T) {
 }
 
 type putSpy struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	last *dynamodb.PutItemInput
 }
 

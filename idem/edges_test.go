@@ -20,6 +20,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -28,7 +33,7 @@ import (
 // refuses one whose body alone is too large), and passes the others on to moto. moto
 // 5.2.1 checks a queue's MaximumMessageSize against the body alone (sizeLimitedSQS).
 type sizeLimitedBatch struct {
-	next     idem.SQSBatchSender
+	next     outbox.SQSBatchSender
 	limit    int
 	requests atomic.Int64
 }
@@ -48,14 +53,14 @@ func (s *sizeLimitedBatch) SendMessageBatch(ctx context.Context, in *sqs.SendMes
 }
 
 // sqsProcessor is a BatchProcessor with cfg running handler on c, which is its outbox.
-func sqsProcessor(t *testing.T, c *idem.Client, handler idem.Handler, cfg idem.BatchConfig) *idem.BatchProcessor {
+func sqsProcessor(t *testing.T, c *idem.Client, handler idem.Handler, cfg sqsbatch.BatchConfig) *sqsbatch.BatchProcessor {
 	t.Helper()
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: handler})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: handler})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Handle, cfg.Outbox = rf, c
-	bp, err := idem.NewBatchProcessor(cfg)
+	bp, err := sqsbatch.NewBatchProcessor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +80,10 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
 		dlq := fifoQueue(t, client, "dlq", nil)
 		tp, _ := spanRecorder(t)
-		sender := &sizeLimitedBatch{next: client, limit: idem.MinSQSMessageBytes}
+		sender := &sizeLimitedBatch{next: client, limit: sqsmsg.MinSQSMessageBytes}
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) {
 			cfg.Sender = sender
-			cfg.OutboxDeadLetter = &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
+			cfg.OutboxDeadLetter = &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
 			cfg.Tracer = tp
 		})
 		// Keys of one length: each message is 1 024 bytes with its key attribute.
@@ -87,25 +92,25 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return idem.OutboundKey(pk, 0)
+			return outbox.OutboundKey(pk, 0)
 		}
 		key := outKey("sized-1")
-		body := strings.Repeat("x", idem.MinSQSMessageBytes-len(idem.KeyAttribute)-len("String")-len(key))
+		body := strings.Repeat("x", sqsmsg.MinSQSMessageBytes-len(idem.KeyAttribute)-len("String")-len(key))
 		handler := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{Messages: []idem.Message{{QueueURL: out, Body: body, GroupID: "g"}}}, nil
 		})
-		bp := sqsProcessor(t, c, handler, idem.BatchConfig{Tracer: tp})
+		bp := sqsProcessor(t, c, handler, sqsbatch.BatchConfig{Tracer: tp})
 		if resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "sized-1", `{}`)}}); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want the record acknowledged", resp, err)
 		}
 		if dead := drainQueue(t, client, dlq); len(dead) != 0 {
-			t.Fatalf("the message was dead-lettered: %s", aws.ToString(dead[0].MessageAttributes[idem.DLQReasonAttribute].StringValue))
+			t.Fatalf("the message was dead-lettered: %s", aws.ToString(dead[0].MessageAttributes[sqsmsg.DLQReasonAttribute].StringValue))
 		}
 		got := drainQueue(t, client, out)
 		if len(got) != 1 || aws.ToString(got[0].Body) != body || aws.ToString(got[0].MessageAttributes[idem.KeyAttribute].StringValue) != key {
 			t.Fatalf("queue holds %d messages, want the one of 1024 bytes", len(got))
 		}
-		if _, has := got[0].MessageAttributes[idem.TraceParentAttribute]; has {
+		if _, has := got[0].MessageAttributes[telemetry.TraceParentAttribute]; has {
 			t.Errorf("the delivered message carries a traceparent: it is over its queue's limit")
 		}
 		if rec := e.record(t, c, "sized-1"); len(rec.Dead) != 0 || rec.Sent != 1 {
@@ -135,9 +140,9 @@ func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 	out := fifoQueue(t, client, "lowered", nil)
 	dlq := fifoQueue(t, client, "dlq", nil)
 	tp, _ := spanRecorder(t)
-	sender := &sizeLimitedBatch{next: client, limit: idem.MaxSQSMessageBytes}
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
-		OutboxDeadLetter: &idem.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}})
+	sender := &sizeLimitedBatch{next: client, limit: sqsmsg.MaxSQSMessageBytes}
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
+		OutboxDeadLetter: &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +150,7 @@ func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 		t.Helper()
 		attrCost := len(idem.KeyAttribute) + len("String") + len(key)
 		m := idem.Message{QueueURL: out, Body: strings.Repeat("z", size-attrCost), GroupID: "g", DeduplicationID: key, Attributes: map[string]string{idem.KeyAttribute: key}}
-		if errs := c.Deliver(ctx, []*idem.Pending{{Key: "payments#" + key, Token: "t", Messages: []idem.Message{m}}}); errs[0] != nil {
+		if errs := c.Deliver(ctx, []*outbox.Pending{{Key: "payments#" + key, Token: "t", Messages: []idem.Message{m}}}); errs[0] != nil {
 			t.Fatalf("deliver %s: %v", key, errs[0])
 		}
 	}
@@ -169,7 +174,7 @@ func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 		t.Fatalf("queue holds %d messages, want 3", len(got))
 	}
 	for _, m := range got[1:] {
-		if _, has := m.MessageAttributes[idem.TraceParentAttribute]; has {
+		if _, has := m.MessageAttributes[telemetry.TraceParentAttribute]; has {
 			t.Errorf("a message of 1500 bytes carries a traceparent over its queue's limit")
 		}
 	}
@@ -193,7 +198,7 @@ func TestEachOutboundMessageCarriesItsOwnRecordsTrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		producers[idem.OutboundKey(pk, 0)] = producer
+		producers[outbox.OutboundKey(pk, 0)] = producer
 	}
 	resp, err := tr.batch.Process(context.Background(), events.SQSEvent{Records: records})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -204,7 +209,7 @@ func TestEachOutboundMessageCarriesItsOwnRecordsTrace(t *testing.T) {
 	}
 	sends := map[trace.SpanID]trace.TraceID{} // SpanSend -> its trace
 	for _, s := range tr.rec.GetSpans() {
-		if s.Name == idem.SpanSend {
+		if s.Name == telemetry.SpanSend {
 			sends[s.SpanContext.SpanID()] = s.SpanContext.TraceID()
 		}
 	}
@@ -214,7 +219,7 @@ func TestEachOutboundMessageCarriesItsOwnRecordsTrace(t *testing.T) {
 		if !ok {
 			t.Fatalf("a message with key %q, of no record", key)
 		}
-		carrier := propagation.MapCarrier{idem.TraceParentAttribute: aws.ToString(e.MessageAttributes[idem.TraceParentAttribute].StringValue)}
+		carrier := propagation.MapCarrier{telemetry.TraceParentAttribute: aws.ToString(e.MessageAttributes[telemetry.TraceParentAttribute].StringValue)}
 		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 		if !sc.IsValid() || sc.TraceID() != producer.TraceID() || sends[sc.SpanID()] != producer.TraceID() {
 			t.Errorf("message %s carries %s/%s, want a SpanSend of its own record's trace %s", key, sc.TraceID(), sc.SpanID(), producer.TraceID())
@@ -232,21 +237,21 @@ func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	ctx := context.Background()
 	client := awstest.SQS(t)
 	dlq := fifoQueue(t, client, "dlq", nil)
-	keys, err := idem.NewKeys(bytes.Repeat([]byte("s"), idem.MinSecretBytes))
+	keys, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments"})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cause := errors.New("validate: amount_cents is not a number")
 	handler := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) { return idem.Result{}, idem.Permanent(cause) })
-	dl := &idem.SQSDeadLetter{API: &sizeLimitedSQS{next: client, limit: idem.MaxSQSMessageBytes}, QueueURL: dlq, Source: "consumer", Keys: keys}
-	bp := sqsProcessor(t, c, handler, idem.BatchConfig{DeadLetter: dl})
+	dl := &sqsmsg.SQSDeadLetter{API: &sizeLimitedSQS{next: client, limit: sqsmsg.MaxSQSMessageBytes}, QueueURL: dlq, Source: "consumer", Keys: keys}
+	bp := sqsProcessor(t, c, handler, sqsbatch.BatchConfig{DeadLetter: dl})
 
-	dedup := strings.Repeat("d", idem.MaxDeduplicationIDChars)
-	body := strings.Repeat("é", (idem.MaxSQSMessageBytes-100)/2) // 2-byte runes: a cut may fall inside one
+	dedup := strings.Repeat("d", sqsmsg.MaxDeduplicationIDChars)
+	body := strings.Repeat("é", (sqsmsg.MaxSQSMessageBytes-100)/2) // 2-byte runes: a cut may fall inside one
 	msg := events.SQSMessage{MessageId: "m-1", Body: body, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input.fifo",
 		Attributes: map[string]string{"MessageGroupId": "account-7", "MessageDeduplicationId": dedup, "ApproximateReceiveCount": "1"}}
 	resp, err := bp.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
@@ -263,11 +268,11 @@ func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	if !strings.HasPrefix(body, kept) || !utf8.ValidString(kept) || len(kept) < len(body)-1024 {
 		t.Errorf("dead letter's body: %d bytes, want the first bytes of the %d-byte body, cut at a rune", len(kept), len(body))
 	}
-	if want := fmt.Sprintf("%d bytes, sha256 %s", len(body), hex.EncodeToString(sum[:])); attrString(a, idem.DLQBodyCutAttribute) != want {
-		t.Errorf("%s = %q, want %q", idem.DLQBodyCutAttribute, attrString(a, idem.DLQBodyCutAttribute), want)
+	if want := fmt.Sprintf("%d bytes, sha256 %s", len(body), hex.EncodeToString(sum[:])); attrString(a, sqsmsg.DLQBodyCutAttribute) != want {
+		t.Errorf("%s = %q, want %q", sqsmsg.DLQBodyCutAttribute, attrString(a, sqsmsg.DLQBodyCutAttribute), want)
 	}
-	if r := attrString(a, idem.DLQReasonAttribute); !strings.Contains(r, cause.Error()) {
-		t.Errorf("%s = %q, want the cause", idem.DLQReasonAttribute, r)
+	if r := attrString(a, sqsmsg.DLQReasonAttribute); !strings.Contains(r, cause.Error()) {
+		t.Errorf("%s = %q, want the cause", sqsmsg.DLQReasonAttribute, r)
 	}
 	if attrString(a, idem.KeyAttribute) != dedup || got[0].Attributes["MessageGroupId"] != "account-7" {
 		t.Errorf("key %q, group %q: want the deduplication id and the group", attrString(a, idem.KeyAttribute), got[0].Attributes["MessageGroupId"])

@@ -16,6 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // unreachableSQS refuses every SendMessageBatch, as SQS out of reach would.
@@ -42,15 +46,15 @@ func TestNothingEmittedNamesAKeyAGroupACallerOrABody(t *testing.T) {
 		receipts = "https://sqs.us-east-1.amazonaws.com/123456789012/receipts.fifo"
 	)
 	keyOf := func(n string) string { return "caller:" + caller + "/pay-" + n } // the caller in the key, as INGRESS_KEY_SCOPE=caller has it
-	keys, err := idem.NewKeys(bytes.Repeat([]byte("s"), 32))
+	keys, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), 32))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tp, spans := spanRecorder(t)
 	var logs, metricsOut bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	metrics := idem.NewMetrics(&metricsOut, "ns", "svc")
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: unreachableSQS{}, Tracer: tp})
+	metrics := emf.NewMetrics(&metricsOut, "ns", "svc")
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: unreachableSQS{}, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +71,11 @@ func TestNothingEmittedNamesAKeyAGroupACallerOrABody(t *testing.T) {
 		}
 		return idem.Result{Response: []byte(body)}, nil
 	})
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, Logger: log, Metrics: metrics, Keys: keys})
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: h, Logger: log, Metrics: metrics, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProcessor(t, idem.BatchConfig{Handle: record, Outbox: client, Tracer: tp, Logger: log, Metrics: metrics, Keys: keys, DeadLetter: &fakeDL{}})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: record, Outbox: client, Tracer: tp, Logger: log, Metrics: metrics, Keys: keys, DeadLetter: &fakeDL{}})
 	msg := func(n, group string) events.SQSMessage {
 		m := keyedMsg("m-"+n, keyOf(n), body)
 		m.Attributes = map[string]string{"MessageGroupId": group}

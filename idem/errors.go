@@ -3,8 +3,10 @@ package idem
 import (
 	"errors"
 	"fmt"
+	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // Errors returned by the package. Check them with errors.Is.
@@ -12,9 +14,6 @@ var (
 	// ErrInProgress means another holder has a live lease on the key. The message should
 	// be retried later (for SQS: reported as a batch item failure).
 	ErrInProgress = errors.New("idem: key is in progress")
-	// ErrLeaseLost means the caller's lease was taken over or reaped before one of its
-	// fenced writes; the write (and any business writes with it) did not happen.
-	ErrLeaseLost = errors.New("idem: lease lost")
 	// ErrPayloadMismatch means the key was seen before with a different payload. It is
 	// permanent: retrying the same message cannot succeed.
 	ErrPayloadMismatch = errors.New("idem: payload does not match the stored payload for this key")
@@ -26,19 +25,9 @@ var (
 	ErrHomeKey = errors.New("idem: the record is folded into the guard of another key")
 	// ErrInvalidKey means the idempotency key is empty or not valid UTF-8.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
-	// ErrResponseTooLarge means the handler's response would not fit in the record.
-	ErrResponseTooLarge = errors.New("idem: response too large to store")
-	// ErrNotFound is returned by Store.Get when there is no live record for the key.
-	ErrNotFound = errors.New("idem: record not found")
 	// ErrNoLease is returned by Lease methods called on a nil Lease (a handler run
 	// outside the middleware).
 	ErrNoLease = errors.New("idem: no lease in this request")
-	// ErrInvalidRequest means DynamoDB refused a request as invalid (a ValidationException,
-	// or a transaction item cancelled with ValidationError): an item over 400 KB, two
-	// actions on one item, a transaction over 4 MB, a malformed expression. The same
-	// request can never pass, so it is permanent; it usually needs a code fix, after
-	// which the dead-lettered message can be redriven.
-	ErrInvalidRequest = errors.New("idem: DynamoDB refused the request as invalid")
 	// ErrNotInThisMode is returned by Attempt.Step and Attempt.Extend under
 	// ModeSingleTransaction, where the handler may run more than once for a key and has
 	// no lease to extend.
@@ -73,43 +62,8 @@ type StoredError struct {
 }
 
 func (e *StoredError) Error() string {
-	return fmt.Sprintf("idem: key %s failed permanently earlier: %s", redact(e.Key), e.Message)
+	return fmt.Sprintf("idem: key %s failed permanently earlier: %s", persistence.Redact(e.Key), e.Message)
 }
-
-// WriteConditionError means a business write's own condition failed inside the
-// completion transaction; nothing was committed. Index is the position of the first
-// failed write in Result.Writes. It is permanent for this delivery: a condition on a
-// business write states a business rule (the account's currency, stock that may not go
-// below zero), and the same message against the same state cannot pass it, so the
-// message is dead-lettered with the reason. The record is left FAILED and retryable, so
-// the message redriven after the cause was removed runs again.
-type WriteConditionError struct {
-	Index int
-	// Reason is the handler's explanation (Result.Explain) when it gave one, else
-	// DynamoDB's cancellation message.
-	Reason string
-	// Explained is set when Reason comes from the handler.
-	Explained bool
-	// Failed lists every write whose condition failed, with the item as it was when
-	// DynamoDB returned it (nil when it did not).
-	Failed []FailedWrite
-}
-
-// FailedWrite is one business write whose condition failed at commit.
-type FailedWrite struct {
-	Index int                             // position in Result.Writes
-	Item  map[string]types.AttributeValue // the item as it was, when returned
-}
-
-// Is makes a WriteConditionError a business refusal (ErrRefused): a write's condition is a
-// business rule.
-func (e *WriteConditionError) Is(target error) bool { return target == ErrRefused }
-
-// ErrRefused is matched (errors.Is) by every refusal of a business rule: a handler's
-// RefusedError before the commit, and a WriteConditionError at it. Such a message is
-// dead-lettered with its reason, and its record left retryable, so that redriven once the
-// state the rule read has changed, it runs again, and applies once.
-var ErrRefused = errors.New("idem: refused by a business rule")
 
 // RefusedError is a handler's refusal before anything is committed or called out: what
 // the handler read says no (a disabled endpoint, a closed account), so it returns
@@ -128,29 +82,22 @@ func Refuse(reason string) error { return &RefusedError{Reason: reason} }
 func (e *RefusedError) Error() string { return "idem: refused by a business rule: " + e.Reason }
 
 // Is makes a RefusedError a business refusal (ErrRefused).
-func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+func (e *RefusedError) Is(target error) bool { return target == persistence.ErrRefused }
 
 // refusedCopyError is a late copy of a delivery that a business rule refused: the record
 // keeps the refusal, and the copy is dead-lettered like the delivery it copies.
 type refusedCopyError struct {
 	key, stored string
-	by          Delivery
+	by          persistence.Delivery
 }
 
 func (e *refusedCopyError) Error() string {
 	return fmt.Sprintf("idem: %s: a copy of message %s (receive %d) that was refused and dead-lettered: %s",
-		redact(e.key), e.by.MessageID, e.by.ReceiveCount, e.stored)
+		persistence.Redact(e.key), e.by.MessageID, e.by.ReceiveCount, e.stored)
 }
 
 // Is makes the copy a business refusal (ErrRefused), as its original was.
-func (e *refusedCopyError) Is(target error) bool { return target == ErrRefused }
-
-func (e *WriteConditionError) Error() string {
-	if e.Explained {
-		return "idem: refused by a business rule: " + e.Reason
-	}
-	return fmt.Sprintf("idem: business write %d condition failed: %s", e.Index, e.Reason)
-}
+func (e *refusedCopyError) Is(target error) bool { return target == persistence.ErrRefused }
 
 // IsPermanent reports whether err can never succeed on retry: a PermanentError, a
 // business refusal (ErrRefused: a RefusedError or a WriteConditionError), a StoredError,
@@ -162,11 +109,11 @@ func IsPermanent(err error) bool {
 	}
 	var pe *PermanentError
 	var se *StoredError
-	var we *WriteConditionError
-	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) || errors.Is(err, ErrRefused) ||
+	var we *persistence.WriteConditionError
+	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) || errors.Is(err, persistence.ErrRefused) ||
 		errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrInvalidKey) ||
-		errors.Is(err, ErrResponseTooLarge) || errors.Is(err, ErrInvalidMessage) ||
-		errors.Is(err, ErrInvalidRequest)
+		errors.Is(err, persistence.ErrResponseTooLarge) || errors.Is(err, outbox.ErrInvalidMessage) ||
+		errors.Is(err, persistence.ErrInvalidRequest)
 }
 
 // redrivable reports whether a permanent failure may pass once its cause is removed
@@ -175,7 +122,7 @@ func IsPermanent(err error) bool {
 // redriven from the dead-letter queue runs again; other permanent failures (invalid
 // input, a payload mismatch) replay their stored error.
 func redrivable(err error) bool {
-	return errors.Is(err, ErrRefused) || errors.Is(err, ErrInvalidRequest)
+	return errors.Is(err, persistence.ErrRefused) || errors.Is(err, persistence.ErrInvalidRequest)
 }
 
 // unrecordedError is a failure, permanent or not, whose record could not be marked FAILED
@@ -199,3 +146,37 @@ func (e *unrecordedError) Error() string {
 
 // Unwrap returns both errors: errors.Is sees the failure and the store's error.
 func (e *unrecordedError) Unwrap() []error { return []error{e.err, e.record} }
+
+// The store's errors (package persistence) that a handler meets: a fenced call whose
+// lease was taken over, a business write's failed condition, a refusal, a request
+// DynamoDB refused, a response too large to store. Each is the store's own value, so
+// errors.Is matches either name.
+var (
+	ErrLeaseLost        = persistence.ErrLeaseLost
+	ErrRefused          = persistence.ErrRefused
+	ErrInvalidRequest   = persistence.ErrInvalidRequest
+	ErrResponseTooLarge = persistence.ErrResponseTooLarge
+	ErrNotFound         = persistence.ErrNotFound
+)
+
+// WriteConditionError is a business write's failed condition at commit
+// (persistence.WriteConditionError).
+type WriteConditionError = persistence.WriteConditionError
+
+// FailedWrite is one business write whose condition failed (persistence.FailedWrite).
+type FailedWrite = persistence.FailedWrite
+
+// LeaseHeldError is ErrInProgress with the end of the lease that holds the key:
+// errors.Is(err, ErrInProgress) is true for it, and errors.As gives Until.
+type LeaseHeldError struct {
+	Key   string    // the record's key, redacted
+	Owner string    // the holder, as recorded
+	Until time.Time // when the holder's lease ends unless extended
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("idem: acquire %s: %v (lease held by %q until %s)", e.Key, ErrInProgress, e.Owner, e.Until.Format(time.RFC3339Nano))
+}
+
+// Unwrap returns ErrInProgress.
+func (e *LeaseHeldError) Unwrap() error { return ErrInProgress }

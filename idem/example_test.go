@@ -12,13 +12,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
-// The examples run against idem.MemoryStore: no AWS, same conditions as DynamoStore.
+// The examples run against memstore.MemoryStore: no AWS, same conditions as DynamoStore.
 
 func ExampleClient_Do() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments"})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -81,7 +83,7 @@ func ExampleClient_Do() {
 
 func ExampleNewSQSHandler() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments"})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -92,7 +94,7 @@ func ExampleNewSQSHandler() {
 	})
 	// The key is the idempotency-key attribute, else the FIFO MessageDeduplicationId,
 	// else the body's KeyField; the body is the payload.
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: pay, KeyField: "payment_id"})
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: pay, KeyField: "payment_id"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -119,7 +121,7 @@ func ExampleNewSQSHandler() {
 	// m-5: err=true permanent=true mismatch=false missing key=true
 }
 
-// printDLQ is a DeadLetterer that prints instead of sending (idem.SQSDeadLetter sends
+// printDLQ is a DeadLetterer that prints instead of sending (sqsmsg.SQSDeadLetter sends
 // to a queue).
 type printDLQ struct{}
 
@@ -136,7 +138,7 @@ func fifoRecord(id, group, dedup, body string) events.SQSMessage {
 
 func ExampleBatchProcessor() {
 	ctx := context.Background()
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "orders"})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "orders"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -159,14 +161,14 @@ func ExampleBatchProcessor() {
 		fmt.Println("  apply", req.Key)
 		return idem.Result{Response: []byte(`{"ok":true}`)}, nil
 	})
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: order})
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: order})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	// Concurrency 1 runs one group after the other, so the lines print in event order;
 	// by default ten groups run at once, each in its own order.
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, DeadLetter: printDLQ{}, Concurrency: 1})
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, DeadLetter: printDLQ{}, Concurrency: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -212,7 +214,7 @@ func ExampleBatchProcessor() {
 
 func ExampleMemoryStore() {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	client, err := idem.New(idem.Config{Store: store, Scope: "ledger"})
 	if err != nil {
 		fmt.Println(err)

@@ -22,6 +22,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // The fuzz targets below run their seeds (f.Add and testdata/fuzz/<Name>/) as ordinary
@@ -425,7 +428,7 @@ func FuzzBatchRecord(f *testing.F) {
 		if json.Unmarshal(raw, &msg) != nil {
 			return
 		}
-		client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "fuzz", CacheSize: 10})
+		client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "fuzz", CacheSize: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,15 +443,15 @@ func FuzzBatchRecord(f *testing.F) {
 			}
 			return idem.Result{Response: []byte(`"ok"`)}, nil
 		})
-		handle, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: business, KeyField: "payment_id"})
+		handle, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: business, KeyField: "payment_id"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var logs bytes.Buffer // slog's handler serializes the writes of concurrent records
 		sender := &dlqSender{}
-		p, err := idem.NewBatchProcessor(idem.BatchConfig{
+		p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{
 			Handle:     handle,
-			DeadLetter: &idem.SQSDeadLetter{API: sender, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo"},
+			DeadLetter: &sqsmsg.SQSDeadLetter{API: sender, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo"},
 			Logger:     slog.New(slog.NewJSONHandler(&logs, nil)),
 		})
 		if err != nil {
@@ -515,9 +518,9 @@ func FuzzBatchRecord(f *testing.F) {
 			if aws.ToString(in.MessageGroupId) == "" || !dedupIDChars(aws.ToString(in.MessageDeduplicationId)) {
 				t.Fatalf("FIFO DLQ send: group %q, dedup id %q", aws.ToString(in.MessageGroupId), aws.ToString(in.MessageDeduplicationId))
 			}
-			for _, name := range []string{idem.DLQReasonAttribute, idem.DLQSourceMessageIDAttribute, idem.DLQFailedAtAttribute} {
+			for _, name := range []string{sqsmsg.DLQReasonAttribute, sqsmsg.DLQSourceMessageIDAttribute, sqsmsg.DLQFailedAtAttribute} {
 				v := aws.ToString(in.MessageAttributes[name].StringValue)
-				if v == "" || len(v) > idem.MaxDLQReasonBytes || !utf8.ValidString(v) || slices.ContainsFunc([]rune(v), func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' }) {
+				if v == "" || len(v) > sqsmsg.MaxDLQReasonBytes || !utf8.ValidString(v) || slices.ContainsFunc([]rune(v), func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' }) {
 					t.Fatalf("attribute %s = %q: empty, too long or not SQS text", name, v)
 				}
 			}

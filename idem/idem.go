@@ -12,6 +12,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -78,7 +82,7 @@ type Result struct {
 	// Messages are outbound SQS messages, stored in the record by the completion's
 	// transaction and sent only after it committed (see Message). A refused or guarded
 	// commit sends nothing. They need Config.Sender.
-	Messages []Message
+	Messages []persistence.Message
 	// Explain, when set, turns a business write's failed condition into the reason a
 	// person reads in the dead-letter queue, e.g. "currency EUR does not match the
 	// account's USD". It gets the write's position in Writes and the item as it was when
@@ -90,7 +94,7 @@ type Result struct {
 	// the record (Record.Public) beside the error; "" tells nothing but the category.
 	Tell func(index int, item map[string]types.AttributeValue) string
 
-	pending *Pending // outbound messages to send once the caller is done with the record
+	pending *outbox.Pending // outbound messages to send once the caller is done with the record
 }
 
 // Handler handles a request. The idempotency middleware guarantees that, for one key,
@@ -109,7 +113,7 @@ func (f HandlerFunc) Handle(ctx context.Context, req *Request) (Result, error) {
 // fields take the defaults documented on them.
 type Config struct {
 	// Store keeps the records (DynamoStore in production, MemoryStore in unit tests).
-	Store Store
+	Store persistence.Store
 	// Scope is a stable name for the keyspace, e.g. "payments". Never use the Lambda
 	// function name: it changes per stack, and with it every key.
 	Scope string
@@ -136,7 +140,7 @@ type Config struct {
 	Clock func() time.Time
 	// Sender sends the outbound messages of Result.Messages (an *sqs.Client). A handler
 	// that returns messages while it is nil fails permanently before anything commits.
-	Sender SQSBatchSender
+	Sender outbox.SQSBatchSender
 	// Mode chooses how a first delivery is committed: ModeLease (the default) or
 	// ModeSingleTransaction. See Mode.
 	Mode Mode
@@ -144,7 +148,7 @@ type Config struct {
 	// queue, say): it is dead-lettered with the reason instead of staying pending and
 	// holding up the messages after it (an *SQSDeadLetter on the consumer's dead-letter
 	// queue). When nil, such a message stays pending and is reported at every try.
-	OutboxDeadLetter OutboundDeadLetterer
+	OutboxDeadLetter outbox.OutboundDeadLetterer
 	// Tracer, when set, records a span for each decision, handler run, step, commit,
 	// release and outbound send (see SpanAcquire and the other span names); nil records
 	// nothing and costs nothing.
@@ -207,7 +211,7 @@ func (m Mode) String() string {
 type Client struct {
 	cfg   Config
 	cache *cache
-	tr    tracer
+	tr    telemetry.Tracer
 }
 
 // New validates cfg and returns a Client.
@@ -215,7 +219,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("idem: Config.Store is nil")
 	}
-	if err := validScope(cfg.Scope); err != nil {
+	if err := persistence.ValidScope(cfg.Scope); err != nil {
 		return nil, err
 	}
 	for name, d := range map[string]time.Duration{"TTL": cfg.TTL, "LeaseGrace": cfg.LeaseGrace, "MaxLease": cfg.MaxLease, "DefaultLease": cfg.DefaultLease} {
@@ -248,7 +252,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Clock = time.Now
 	}
 	cfg.PayloadFields = append([]string(nil), cfg.PayloadFields...)
-	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize), tr: newTracer(cfg.Tracer)}, nil
+	return &Client{cfg: cfg, cache: newCache(cfg.CacheSize), tr: telemetry.NewTracer(cfg.Tracer)}, nil
 }
 
 // Scope returns the configured scope.
@@ -276,7 +280,7 @@ func (c *Client) Do(ctx context.Context, req *Request, h HandlerFunc) (Result, e
 // from the store are returned and next is not run.
 func (c *Client) Middleware(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, req *Request) (Result, error) {
-		if c.tr.on() && !trace.SpanContextFromContext(ctx).IsValid() {
+		if c.tr.On() && !trace.SpanContextFromContext(ctx).IsValid() {
 			return c.handleRoot(ctx, req, next) // called outside a traced record
 		}
 		return c.handle(ctx, req, next)
@@ -290,13 +294,13 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	}
 	hash, err := HashPayload(req.Payload, c.cfg.PayloadFields...)
 	if err != nil {
-		return Result{}, Permanent(fmt.Errorf("idem: hash payload of %s: %w", redact(pk), err))
+		return Result{}, Permanent(fmt.Errorf("idem: hash payload of %s: %w", persistence.Redact(pk), err))
 	}
 	now := c.cfg.Clock()
 	if e, ok := c.cache.get(pk, now); ok {
 		c.traceCached(ctx, pk, e.payloadHash != hash)
 		if e.payloadHash != hash {
-			return Result{}, fmt.Errorf("idem: %s: %w", redact(pk), ErrPayloadMismatch)
+			return Result{}, fmt.Errorf("idem: %s: %w", persistence.Redact(pk), ErrPayloadMismatch)
 		}
 		return Result{Response: e.response, Replayed: true}, nil
 	}
@@ -326,14 +330,14 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 	if herr != nil {
 		retryable := !IsPermanent(herr) || redrivable(herr)
 		if ferr := c.fail(ctx, att, failureOf(herr, retryable)); ferr != nil {
-			if errors.Is(ferr, ErrLeaseLost) {
+			if errors.Is(ferr, persistence.ErrLeaseLost) {
 				return Result{}, errors.Join(herr, ferr)
 			}
 			return Result{}, unrecorded(herr, ferr)
 		}
 		return Result{}, herr
 	}
-	cctx, commit := c.startSpan(ctx, SpanCommit, pk)
+	cctx, commit := c.startSpan(ctx, telemetry.SpanCommit, pk)
 	out, err := c.complete(cctx, att, pk, hash, res)
 	endCommit(commit, res, out, err)
 	if err != nil {
@@ -347,7 +351,7 @@ func (c *Client) handle(ctx context.Context, req *Request, next Handler) (Result
 
 // prepare checks what the handler returned for the request of key before anything is
 // committed.
-func (c *Client) prepare(key, pk string, res Result) ([]Message, error) {
+func (c *Client) prepare(key, pk string, res Result) ([]persistence.Message, error) {
 	if res.Guarded && (len(res.Writes) > 0 || len(res.Messages) > 0) {
 		return nil, Permanent(errors.New("idem: a handler result with Guarded set must have no Writes and no Messages"))
 	}
@@ -358,7 +362,7 @@ func (c *Client) prepare(key, pk string, res Result) ([]Message, error) {
 		return nil, Permanent(fmt.Errorf("%w: the message's key is %s, its guard's %s: key the messages by the guard's business id (key source %s)",
 			ErrHomeKey, redactKey(key), redactKey(res.HomeKey), KeyFromField))
 	}
-	msgs, err := prepareMessages(pk, res.Messages)
+	msgs, err := outbox.PrepareMessages(pk, res.Messages)
 	if err != nil {
 		return nil, err
 	}
@@ -370,15 +374,15 @@ func (c *Client) prepare(key, pk string, res Result) ([]Message, error) {
 
 // acquire takes the lease, or returns the stored outcome of the key.
 func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*Attempt, *Result, error) {
-	lease := Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now), Owner: c.owner(ctx), Shard: shardOf(pk, c.cfg.Shards)}
-	rec := &Record{
-		Key: pk, Status: StatusInProgress, LeaseToken: lease.Token, LeaseUntil: lease.Until.Truncate(time.Millisecond),
+	lease := persistence.Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now), Owner: c.owner(ctx), Shard: persistence.ShardOf(pk, c.cfg.Shards)}
+	rec := &persistence.Record{
+		Key: pk, Status: persistence.StatusInProgress, LeaseToken: lease.Token, LeaseUntil: lease.Until.Truncate(time.Millisecond),
 		Inflight: lease.Shard, ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: hash, Attempt: 1, Owner: lease.Owner,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	old, created, err := c.cfg.Store.Create(ctx, rec, now)
 	if err != nil {
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w", persistence.Redact(pk), err)
 	}
 	if created {
 		lease.Until = rec.LeaseUntil
@@ -398,17 +402,17 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 		return nil, replay, err
 	}
 	if !takeover {
-		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", redact(pk), old.Status)
+		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", persistence.Redact(pk), old.Status)
 	}
 	lease.Until = lease.Until.Truncate(time.Millisecond)
 	rec, err = c.cfg.Store.Takeover(ctx, old, lease, now.Add(c.cfg.TTL), now)
-	if errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, persistence.ErrLeaseLost) {
 		// Someone else moved the record first (took it over or completed it): this
 		// delivery retries later and will see their outcome.
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w (lost the takeover race)", redact(pk), ErrInProgress)
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w (lost the takeover race)", persistence.Redact(pk), ErrInProgress)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("idem: acquire %s: %w", redact(pk), err)
+		return nil, nil, fmt.Errorf("idem: acquire %s: %w", persistence.Redact(pk), err)
 	}
 	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash, prev: old}, nil, nil
 }
@@ -418,13 +422,13 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 // send when a crash left them pending), refuse (in progress elsewhere, another payload, a
 // stored permanent failure), or take the record over (its holder's lease ended, or it
 // failed retryably).
-func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now time.Time) (replay *Result, takeover bool, err error) {
+func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.Record, now time.Time) (replay *Result, takeover bool, err error) {
 	if old.PayloadHash != "" && old.PayloadHash != hash {
-		return nil, false, fmt.Errorf("idem: acquire %s: %w", redact(pk), ErrPayloadMismatch)
+		return nil, false, fmt.Errorf("idem: acquire %s: %w", persistence.Redact(pk), ErrPayloadMismatch)
 	}
 	switch {
-	case old.Status == StatusCompleted && len(old.Outbox) > 0 &&
-		(sentByThisBatch(ctx, old.LeaseToken) || old.OutboxGroup != "" && deliveryGroup(ctx) != "" && deliveryGroup(ctx) != old.OutboxGroup):
+	case old.Status == persistence.StatusCompleted && len(old.Outbox) > 0 &&
+		(handoff.SentByBatch(ctx, old.LeaseToken) || old.OutboxGroup != "" && handoff.Group(ctx) != "" && handoff.Group(ctx) != old.OutboxGroup):
 		// This very batch committed them and sends them at its end, before the record
 		// that committed them is acknowledged: a duplicate in the batch is answered. So
 		// is a delivery in another FIFO group than the one that committed them: sent
@@ -432,28 +436,28 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 		// them in that group. That group's own redelivery of the key, or the reaper (in
 		// commit order), sends them.
 		return &Result{Response: old.Response, Replayed: true}, false, nil
-	case old.Status == StatusCompleted && len(old.Outbox) > 0:
+	case old.Status == persistence.StatusCompleted && len(old.Outbox) > 0:
 		// Committed, not known to be sent: whoever committed may have died, and nothing
 		// tells how long ago. Every delivery that finds them sends them before it is
 		// acknowledged (a resend carries the same keys and deduplication ids); the reaper
 		// sends them when no delivery comes.
-		return &Result{Response: old.Response, Replayed: true, pending: &Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox,
-			sent: &cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt}}}, false, nil
-	case old.Status == StatusCompleted:
+		return &Result{Response: old.Response, Replayed: true, pending: &outbox.Pending{Key: pk, Token: old.LeaseToken, Messages: old.Outbox,
+			OnSent: c.cacheOnSent(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})}}, false, nil
+	case old.Status == persistence.StatusCompleted:
 		c.cache.put(cached{key: pk, response: old.Response, payloadHash: old.PayloadHash, expiresAt: old.ExpiresAt})
 		return &Result{Response: old.Response, Replayed: true}, false, nil
-	case old.Status == StatusInProgress && now.Before(old.LeaseUntil):
-		return nil, false, &LeaseHeldError{Key: redact(pk), Owner: old.Owner, Until: old.LeaseUntil}
-	case old.Status == StatusFailed && !old.Retryable:
+	case old.Status == persistence.StatusInProgress && now.Before(old.LeaseUntil):
+		return nil, false, &LeaseHeldError{Key: persistence.Redact(pk), Owner: old.Owner, Until: old.LeaseUntil}
+	case old.Status == persistence.StatusFailed && !old.Retryable:
 		return nil, false, &StoredError{Key: pk, Message: old.Error}
-	case StateOf(old, now) == StateRefused && deliveryOf(ctx).copyOf(old.RefusedBy):
+	case persistence.StateOf(old, now) == persistence.StateRefused && handoff.Delivery(ctx).CopyOf(old.RefusedBy):
 		// A copy of the message a business rule refused, handed out before that
 		// delivery (its visibility ran out) and running late: the message was
 		// dead-lettered. Taking the record over would clear the refusal, and nothing
 		// would be left to retry it. This copy is dead-lettered again; the record keeps
 		// its refusal.
 		return nil, false, &refusedCopyError{key: pk, stored: old.Error, by: old.RefusedBy}
-	case old.Status == StatusInProgress, old.Status == StatusFailed:
+	case old.Status == persistence.StatusInProgress, old.Status == persistence.StatusFailed:
 		return nil, true, nil
 	default:
 		return nil, false, nil
@@ -462,7 +466,7 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *Record, now 
 
 // run calls the handler; a panic becomes a retryable error so the lease is released.
 func (c *Client) run(ctx context.Context, next Handler, req *Request, att *Attempt) (res Result, err error) {
-	ctx, span := c.startSpan(ctx, SpanHandler, att.lease.Key)
+	ctx, span := c.startSpan(ctx, telemetry.SpanHandler, att.lease.Key)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("idem: handler panicked: %v", p)
@@ -481,8 +485,8 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	exp := now.Add(c.cfg.TTL)
 	out := Result{Response: res.Response, Attempt: att.number, Guarded: res.Guarded}
 	writes := guardWrites(res.Writes, res.Guards, hash)
-	err := c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: deliveryGroup(ctx), Home: homeOf(res)}, now)
-	var wce *WriteConditionError
+	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: handoff.Group(ctx), Home: homeOf(res)}, now)
+	var wce *persistence.WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, appliedHash := guardFired(wce, res.Guards)
 		switch {
@@ -492,7 +496,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 			// The effect is already in place: complete the record without the writes and
 			// without the messages, which went out with the effect.
 			out.Guarded = true
-			err = c.cfg.Store.Complete(ctx, att.lease, Completion{Response: res.Response, ExpiresAt: exp}, now)
+			err = c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{Response: res.Response, ExpiresAt: exp}, now)
 		default:
 			// The handler's reason stands alone: it is what a person reads in the
 			// dead-letter queue.
@@ -503,14 +507,14 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	}
 	if err == nil {
 		if len(res.Messages) > 0 && !out.Guarded {
-			out.pending = &Pending{Key: pk, Token: att.lease.Token, Messages: res.Messages,
-				sent: &cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)}}
+			out.pending = &outbox.Pending{Key: pk, Token: att.lease.Token, Messages: res.Messages,
+				OnSent: c.cacheOnSent(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})}
 		} else {
 			c.cache.put(cached{key: pk, response: res.Response, payloadHash: hash, expiresAt: exp.Truncate(time.Second)})
 		}
 		return out, nil
 	}
-	if errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, persistence.ErrLeaseLost) {
 		return Result{}, err
 	}
 	// Nothing was committed (or, after an ambiguous network error, maybe it was: then
@@ -519,10 +523,10 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 	// business rule's refusal is failed retryable: the message is dead-lettered, and
 	// redriven after a fix it runs again.
 	permanent := IsPermanent(err)
-	if ferr := c.fail(ctx, att, failureOf(err, !permanent || redrivable(err))); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
+	if ferr := c.fail(ctx, att, failureOf(err, !permanent || redrivable(err))); ferr != nil && !errors.Is(ferr, persistence.ErrLeaseLost) {
 		return Result{}, unrecorded(err, ferr)
 	}
-	if _, ok := errors.AsType[*WriteConditionError](err); ok || !permanent {
+	if _, ok := errors.AsType[*persistence.WriteConditionError](err); ok || !permanent {
 		return Result{}, err // a WriteConditionError is permanent in itself
 	}
 	return Result{}, Permanent(err)
@@ -534,14 +538,14 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 // well, and returns ErrPayloadMismatch (permanent: the message is dead-lettered).
 func (c *Client) refuseMismatch(ctx context.Context, att *Attempt, pk, applied string) error {
 	now := c.cfg.Clock()
-	err := c.cfg.Store.Complete(ctx, att.lease, Completion{ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: applied}, now)
-	if err != nil && !errors.Is(err, ErrLeaseLost) {
-		return unrecorded(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch), err)
+	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: applied}, now)
+	if err != nil && !errors.Is(err, persistence.ErrLeaseLost) {
+		return unrecorded(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch), err)
 	}
 	if err != nil {
-		return errors.Join(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch), err)
+		return errors.Join(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch), err)
 	}
-	return fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
+	return fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch)
 }
 
 // homeOf is Completion.Home for a handler's result.
@@ -571,7 +575,7 @@ func guardWrites(writes []types.TransactWriteItem, guards []int, hash string) []
 			p := *w.Put
 			if slices.Contains(guards, i) {
 				p.Item = maps.Clone(p.Item)
-				p.Item[attrGuardHash] = avS(hash)
+				p.Item[persistence.AttrGuardHash] = persistence.AvS(hash)
 			}
 			allOld(&p.ReturnValuesOnConditionCheckFailure)
 			w.Put = &p
@@ -595,12 +599,12 @@ func guardWrites(writes []types.TransactWriteItem, guards []int, hash string) []
 
 // guardFired reports whether any guard's condition failed, at whatever position, and
 // the payload fingerprint its item holds ("" when none was stored or returned).
-func guardFired(wce *WriteConditionError, guards []int) (bool, string) {
+func guardFired(wce *persistence.WriteConditionError, guards []int) (bool, string) {
 	for _, f := range wce.Failed {
 		if !slices.Contains(guards, f.Index) {
 			continue
 		}
-		if v, ok := f.Item[attrGuardHash].(*types.AttributeValueMemberS); ok {
+		if v, ok := f.Item[persistence.AttrGuardHash].(*types.AttributeValueMemberS); ok {
 			return true, v.Value
 		}
 		return true, ""
@@ -615,12 +619,12 @@ const failTimeout = 5 * time.Second
 // caller's cancellation: the commonest failure is the invocation deadline itself, and a
 // release sent on the expired context would leave the record IN_PROGRESS until its
 // lease ends, making every redelivery wait.
-func (c *Client) fail(ctx context.Context, att *Attempt, f Failure) error {
+func (c *Client) fail(ctx context.Context, att *Attempt, f persistence.Failure) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
 	defer cancel()
-	ctx, span := c.startSpan(ctx, SpanRelease, att.lease.Key)
-	if failEvent(f) == EventRefuse {
-		f.RefusedBy = deliveryOf(ctx)
+	ctx, span := c.startSpan(ctx, telemetry.SpanRelease, att.lease.Key)
+	if persistence.FailEvent(f) == persistence.EventRefuse {
+		f.RefusedBy = handoff.Delivery(ctx)
 	}
 	now := c.cfg.Clock()
 	err := c.cfg.Store.FailWith(ctx, att.lease, f, now.Add(c.cfg.TTL), now)

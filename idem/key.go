@@ -11,6 +11,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // MaxRawKeyBytes is the longest key stored as is; longer keys (and all keys when
@@ -41,21 +44,7 @@ func RecordKey(scope, key string, hash bool) (string, error) {
 }
 
 // CheckScope reports why scope cannot be a Config.Scope (or a Reaper.Scope), or nil.
-func CheckScope(scope string) error { return validScope(scope) }
-
-func validScope(scope string) error {
-	switch {
-	case scope == "":
-		return fmt.Errorf("idem: scope is empty")
-	case strings.Contains(scope, "#"):
-		return fmt.Errorf("idem: scope %q contains '#'", scope)
-	case len(scope) > 256:
-		return fmt.Errorf("idem: scope longer than 256 bytes")
-	case !utf8.ValidString(scope):
-		return fmt.Errorf("idem: scope is not valid UTF-8")
-	}
-	return nil
-}
+func CheckScope(scope string) error { return persistence.ValidScope(scope) }
 
 // HashKey returns a short, stable hash of a key: the first 16 hex digits of its SHA-256.
 // It is not for logs: anyone can hash a guessed key and compare (Keys.LogHash is keyed
@@ -138,8 +127,8 @@ var ErrJSONTooLarge = errors.New("payload too large to fingerprint")
 // nested deeper than MaxJSONDepth (brackets inside strings are text), in one pass that
 // neither recurses nor allocates.
 func bounded(doc []byte) error {
-	if len(doc) > MaxSQSMessageBytes {
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrJSONTooLarge, len(doc), MaxSQSMessageBytes)
+	if len(doc) > sqsmsg.MaxSQSMessageBytes {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrJSONTooLarge, len(doc), sqsmsg.MaxSQSMessageBytes)
 	}
 	depth, inString := 0, false
 	for i := 0; i < len(doc); i++ {
@@ -317,14 +306,4 @@ func redactKey(key string) string {
 		return `""`
 	}
 	return "…"
-}
-
-// redact turns a record key into what errors may show: its scope alone ("payments#…"),
-// for the reasons of redactKey. `idemctl inspect` takes the raw key.
-func redact(pk string) string {
-	scope, _, ok := strings.Cut(pk, "#")
-	if !ok {
-		return "…"
-	}
-	return scope + "#…"
 }

@@ -3,6 +3,8 @@ package idem
 import (
 	"strings"
 	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // TestRedactKey: what errors and the dead letters' reasons show of a key: nothing of it
@@ -17,10 +19,10 @@ func TestRedactKey(t *testing.T) {
 	if got := redactKey(key); got != "…" || strings.Contains(got, "jane") || strings.Contains(got, HashKey(key)) {
 		t.Errorf("redactKey = %q, want … (neither the key nor its hash)", got)
 	}
-	if got := redact("payments#" + key); got != "payments#…" {
+	if got := persistence.Redact("payments#" + key); got != "payments#…" {
 		t.Errorf("redact = %q, want the scope alone", got)
 	}
-	if got := redact(key); got != "…" {
+	if got := persistence.Redact(key); got != "…" {
 		t.Errorf("redact of a key without a scope = %q, want …", got)
 	}
 }

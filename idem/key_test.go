@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 func TestRecordKey(t *testing.T) {
@@ -82,14 +84,14 @@ func TestRecordKeyIsOneToOne(t *testing.T) {
 // message as the other's duplicate for 5 minutes.
 func TestDeduplicationIDIsOneToOne(t *testing.T) {
 	long := strings.Repeat("d", 129)
-	hashed := idem.DeduplicationID(long)
+	hashed := outbox.DeduplicationID(long)
 	if !strings.HasPrefix(hashed, "sha256-") || len(hashed) != len("sha256-")+64 {
 		t.Fatalf("DeduplicationID(129 chars) = %q, want sha256-<hex>", hashed)
 	}
 	inputs := []string{long, hashed, "sha256-", "sha256-x", "sha256:" + hashed[len("sha256-"):], "pay-1", strings.Repeat("d", 128), "zahlung-ü"}
 	seen := map[string]string{}
 	for _, in := range inputs {
-		id := idem.DeduplicationID(in)
+		id := outbox.DeduplicationID(in)
 		if other, ok := seen[id]; ok {
 			t.Fatalf("inputs %.60q and %.60q share the deduplication id %q", other, in, id)
 		}
@@ -99,7 +101,7 @@ func TestDeduplicationIDIsOneToOne(t *testing.T) {
 		}
 	}
 	for _, kept := range []string{"pay-1", strings.Repeat("d", 128), "a:b#c"} {
-		if got := idem.DeduplicationID(kept); got != kept {
+		if got := outbox.DeduplicationID(kept); got != kept {
 			t.Errorf("DeduplicationID(%q) = %q, want it kept as it is", kept, got)
 		}
 	}
@@ -114,7 +116,7 @@ func TestCheckScope(t *testing.T) {
 		if err := idem.CheckScope(ok); err != nil {
 			t.Errorf("CheckScope(%d bytes %.12q): %v, want nil", len(ok), ok, err)
 		}
-		if _, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: ok}); err != nil {
+		if _, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: ok}); err != nil {
 			t.Errorf("New with the scope %.12q (%d bytes): %v", ok, len(ok), err)
 		}
 	}
@@ -122,14 +124,14 @@ func TestCheckScope(t *testing.T) {
 		if err := idem.CheckScope(bad); err == nil {
 			t.Errorf("CheckScope(%d bytes %.12q) = nil, want an error", len(bad), bad)
 		}
-		if _, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: bad}); err == nil {
+		if _, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: bad}); err == nil {
 			t.Errorf("New with the scope %.12q (%d bytes) succeeded", bad, len(bad))
 		}
 	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	s := idem.NewMemoryStore()
+	s := memstore.NewMemoryStore()
 	for name, cfg := range map[string]idem.Config{
 		"no store":       {Scope: "s"},
 		"no scope":       {Store: s},
@@ -158,7 +160,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // index's 4 default shards, where the reaper's default of 4 lists them.
 func TestDefaultShards(t *testing.T) {
 	ctx := context.Background()
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +189,7 @@ func TestDefaultShards(t *testing.T) {
 func TestPayloadFieldsAreCopied(t *testing.T) {
 	ctx := context.Background()
 	fields := []string{"amount"}
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s", PayloadFields: fields})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s", PayloadFields: fields})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ func TestPayloadFieldsAreCopied(t *testing.T) {
 // (its fields cannot be read) is refused for good; both before any record is written
 // or the handler runs.
 func TestDoRefusesAnInvalidKeyOrPayload(t *testing.T) {
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s", PayloadFields: []string{"amount"}})
 	if err != nil {
 		t.Fatal(err)

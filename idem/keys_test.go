@@ -13,12 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // testKeys are the keys of a fixed test secret.
-func testKeys(t testing.TB) *idem.Keys {
+func testKeys(t testing.TB) *sqsmsg.Keys {
 	t.Helper()
-	keys, err := idem.NewKeys(bytes.Repeat([]byte("s"), idem.MinSecretBytes))
+	keys, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +29,8 @@ func testKeys(t testing.TB) *idem.Keys {
 
 // TestNewKeysRefusesShortSecrets: a secret shorter than 256 bits derives nothing.
 func TestNewKeysRefusesShortSecrets(t *testing.T) {
-	if _, err := idem.NewKeys(bytes.Repeat([]byte("s"), idem.MinSecretBytes-1)); !errors.Is(err, idem.ErrSecret) {
-		t.Fatalf("a %d-byte secret: %v, want ErrSecret", idem.MinSecretBytes-1, err)
+	if _, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes-1)); !errors.Is(err, sqsmsg.ErrSecret) {
+		t.Fatalf("a %d-byte secret: %v, want ErrSecret", sqsmsg.MinSecretBytes-1, err)
 	}
 }
 
@@ -37,7 +39,7 @@ func TestNewKeysRefusesShortSecrets(t *testing.T) {
 // everywhere (the functions, idemctl), and no secret leaves the key out.
 func TestLogHashIsKeyed(t *testing.T) {
 	keys := testKeys(t)
-	other, err := idem.NewKeys(bytes.Repeat([]byte("t"), idem.MinSecretBytes))
+	other, err := sqsmsg.NewKeys(bytes.Repeat([]byte("t"), sqsmsg.MinSecretBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestLogHashIsKeyed(t *testing.T) {
 	if len(h) != 16 || h == idem.HashKey(key) || h == other.LogHash(key) || h != again.LogHash(key) || h == keys.LogHash("payment:pay-2") {
 		t.Fatalf("LogHash(%q) = %q (plain %s, other secret %s, same secret %s)", key, h, idem.HashKey(key), other.LogHash(key), again.LogHash(key))
 	}
-	var none *idem.Keys
+	var none *sqsmsg.Keys
 	if got := none.LogHash(key); got != "" {
 		t.Fatalf("nil keys hash %q, want nothing", got)
 	}
@@ -58,7 +60,7 @@ func TestLogHashIsKeyed(t *testing.T) {
 // the functions and idemctl of two versions must give one key the same hash, and the
 // log key must be a key of its own, not the ingress's or the dead letters'.
 func TestLogHashDerivation(t *testing.T) {
-	secret := bytes.Repeat([]byte("s"), idem.MinSecretBytes)
+	secret := bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes)
 	mac := func(key []byte, parts ...[]byte) []byte {
 		m := hmac.New(sha256.New, key)
 		for _, p := range parts {
@@ -80,7 +82,7 @@ func TestLogHashDerivation(t *testing.T) {
 // (name, data type, string value, binary value), each field written with its length
 // first. A consumer and an idemctl of two versions must agree on it.
 func TestDeadLetterSignatureDerivation(t *testing.T) {
-	secret := bytes.Repeat([]byte("s"), idem.MinSecretBytes)
+	secret := bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes)
 	k := hmac.New(sha256.New, secret)
 	k.Write([]byte("idem/v1/dead-letter-signature"))
 	m := hmac.New(sha256.New, k.Sum(nil))
@@ -93,16 +95,16 @@ func TestDeadLetterSignatureDerivation(t *testing.T) {
 	field([]byte("dead-letter"))
 	field([]byte(hex.EncodeToString(digest[:])))
 	field([]byte(group))
-	for _, a := range [][2]string{{idem.DLQReasonAttribute, "invalid amount"}, {idem.KeyAttribute, "k-1"}} { // sorted by name
+	for _, a := range [][2]string{{sqsmsg.DLQReasonAttribute, "invalid amount"}, {idem.KeyAttribute, "k-1"}} { // sorted by name
 		field([]byte(a[0]))
 		field([]byte("String"))
 		field([]byte(a[1]))
 		field(nil)
 	}
 	msg := types.Message{Body: aws.String(body), Attributes: map[string]string{"MessageGroupId": group}, MessageAttributes: map[string]types.MessageAttributeValue{
-		idem.DLQReasonAttribute:    {DataType: aws.String("String"), StringValue: aws.String("invalid amount")},
-		idem.KeyAttribute:          {DataType: aws.String("String"), StringValue: aws.String("k-1")},
-		idem.DLQSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(hex.EncodeToString(m.Sum(nil)))},
+		sqsmsg.DLQReasonAttribute:    {DataType: aws.String("String"), StringValue: aws.String("invalid amount")},
+		idem.KeyAttribute:            {DataType: aws.String("String"), StringValue: aws.String("k-1")},
+		sqsmsg.DLQSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(hex.EncodeToString(m.Sum(nil)))},
 	}}
 	if err := testKeys(t).VerifyDeadLetter(msg); err != nil {
 		t.Fatalf("the signature made as documented does not verify: %v", err)
@@ -113,9 +115,9 @@ func TestDeadLetterSignatureDerivation(t *testing.T) {
 // stack's secret.
 func TestIngressSignature(t *testing.T) {
 	keys := testKeys(t)
-	other, _ := idem.NewKeys(bytes.Repeat([]byte("t"), idem.MinSecretBytes))
+	other, _ := sqsmsg.NewKeys(bytes.Repeat([]byte("t"), sqsmsg.MinSecretBytes))
 	sig := keys.SignIngress("http~k", `{"a":1}`)
-	var none *idem.Keys
+	var none *sqsmsg.Keys
 	for what, ok := range map[string]bool{
 		"the signed key and body": keys.VerifyIngress("http~k", `{"a":1}`, sig),
 		"another key":             !keys.VerifyIngress("http~j", `{"a":1}`, sig),
@@ -137,13 +139,13 @@ func TestIngressSignature(t *testing.T) {
 // (a producer that sent a message under it first would have SQS drop the ingress's).
 func TestIngressDeduplicationID(t *testing.T) {
 	keys := testKeys(t)
-	other, _ := idem.NewKeys(bytes.Repeat([]byte("t"), idem.MinSecretBytes))
+	other, _ := sqsmsg.NewKeys(bytes.Repeat([]byte("t"), sqsmsg.MinSecretBytes))
 	id := keys.IngressDeduplicationID("http~k")
 	if id != keys.IngressDeduplicationID("http~k") || id == keys.IngressDeduplicationID("http~j") || id == other.IngressDeduplicationID("http~k") ||
-		id == idem.DeduplicationID("http~k") || len(id) > 128 || idem.DeduplicationID(id) != id {
+		id == outbox.DeduplicationID("http~k") || len(id) > 128 || outbox.DeduplicationID(id) != id {
 		t.Fatalf("IngressDeduplicationID = %q", id)
 	}
-	var none *idem.Keys
+	var none *sqsmsg.Keys
 	if got := none.IngressDeduplicationID("http~k"); got != "" {
 		t.Errorf("nil keys: %q, want none", got)
 	}

@@ -6,53 +6,53 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // TestLayouts: a layout is checked when the store is made, and every problem is named.
 func TestLayouts(t *testing.T) {
-	api := struct{ idem.DynamoDBAPI }{}
+	api := struct{ persistence.DynamoDBAPI }{}
 	for _, tc := range []struct {
 		name   string
-		layout idem.Layout
+		layout persistence.Layout
 		errs   []string // each must be in the error; none: valid
 	}{
-		{"default", idem.Layout{Table: "t"}, nil},
-		{"powertools", idem.PowertoolsLayout("t"), nil},
-		{"single table", idem.Layout{Table: "t", PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEM", KeyPrefix: "record#"}, nil},
-		{"no index", idem.Layout{Table: "t", InflightIndex: idem.NoIndex}, nil},
-		{"no table", idem.Layout{}, []string{"Table is empty"}},
-		{"static key without a sort key", idem.Layout{Table: "t", StaticPartitionKey: "IDEM"}, []string{`StaticPartitionKey "IDEM" needs a SortKey`}},
-		{"a name twice", idem.Layout{Table: "t", Attributes: idem.Attributes{Status: "state", Error: "state"}}, []string{`Attributes.Status and Attributes.Error are both "state"`}},
-		{"a NUL in the key prefix", idem.Layout{Table: "t", KeyPrefix: "a\x00"}, []string{"KeyPrefix holds a NUL byte"}},
-		{"a bad index name", idem.Layout{Table: "t", InflightIndex: "in flight"}, []string{`InflightIndex "in flight" is not an index name`}},
-		{"an attribute named as the sort key", idem.Layout{Table: "t", PartitionKey: "PK", SortKey: "SK", Attributes: idem.Attributes{Status: "SK"}}, []string{`SortKey and Attributes.Status are both "SK"`}},
-		{"an attribute named as the key", idem.Layout{Table: "t", PartitionKey: "id", Attributes: idem.Attributes{Owner: "id"}}, []string{`PartitionKey and Attributes.Owner are both "id"`}},
-		{"two problems at once", idem.Layout{PartitionKey: "a b"}, []string{"Table is empty", `PartitionKey "a b" is not an attribute name`}},
+		{"default", persistence.Layout{Table: "t"}, nil},
+		{"powertools", persistence.PowertoolsLayout("t"), nil},
+		{"single table", persistence.Layout{Table: "t", PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEM", KeyPrefix: "record#"}, nil},
+		{"no index", persistence.Layout{Table: "t", InflightIndex: persistence.NoIndex}, nil},
+		{"no table", persistence.Layout{}, []string{"Table is empty"}},
+		{"static key without a sort key", persistence.Layout{Table: "t", StaticPartitionKey: "IDEM"}, []string{`StaticPartitionKey "IDEM" needs a SortKey`}},
+		{"a name twice", persistence.Layout{Table: "t", Attributes: persistence.Attributes{Status: "state", Error: "state"}}, []string{`Attributes.Status and Attributes.Error are both "state"`}},
+		{"a NUL in the key prefix", persistence.Layout{Table: "t", KeyPrefix: "a\x00"}, []string{"KeyPrefix holds a NUL byte"}},
+		{"a bad index name", persistence.Layout{Table: "t", InflightIndex: "in flight"}, []string{`InflightIndex "in flight" is not an index name`}},
+		{"an attribute named as the sort key", persistence.Layout{Table: "t", PartitionKey: "PK", SortKey: "SK", Attributes: persistence.Attributes{Status: "SK"}}, []string{`SortKey and Attributes.Status are both "SK"`}},
+		{"an attribute named as the key", persistence.Layout{Table: "t", PartitionKey: "id", Attributes: persistence.Attributes{Owner: "id"}}, []string{`PartitionKey and Attributes.Owner are both "id"`}},
+		{"two problems at once", persistence.Layout{PartitionKey: "a b"}, []string{"Table is empty", `PartitionKey "a b" is not an attribute name`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := idem.NewDynamoStoreLayout(api, tc.layout)
+			_, err := persistence.NewDynamoStoreLayout(api, tc.layout)
 			if len(tc.errs) == 0 {
 				if err != nil {
 					t.Fatalf("valid layout refused: %v", err)
 				}
-				if _, err := idem.TableInputFor(tc.layout); err != nil {
+				if _, err := persistence.TableInputFor(tc.layout); err != nil {
 					t.Fatalf("TableInputFor: %v", err)
 				}
 				return
 			}
-			if !errors.Is(err, idem.ErrLayout) {
+			if !errors.Is(err, persistence.ErrLayout) {
 				t.Fatalf("error %v, want ErrLayout", err)
 			}
 			// The table's definition and its creation are refused for the same reasons.
-			if in, terr := idem.TableInputFor(tc.layout); !errors.Is(terr, idem.ErrLayout) || in != nil {
+			if in, terr := persistence.TableInputFor(tc.layout); !errors.Is(terr, persistence.ErrLayout) || in != nil {
 				t.Errorf("TableInputFor: %v, %v; want ErrLayout and no input", in, terr)
 			}
-			if cerr := idem.CreateTableFor(context.Background(), nil, tc.layout); !errors.Is(cerr, idem.ErrLayout) {
+			if cerr := persistence.CreateTableFor(context.Background(), nil, tc.layout); !errors.Is(cerr, persistence.ErrLayout) {
 				t.Errorf("CreateTableFor: %v, want ErrLayout before any request", cerr)
 			}
 			if tc.layout.Table == "" {
-				if _, err := idem.NewDynamoStore(api, ""); !errors.Is(err, idem.ErrLayout) || !strings.Contains(err.Error(), "Table is empty") {
+				if _, err := persistence.NewDynamoStore(api, ""); !errors.Is(err, persistence.ErrLayout) || !strings.Contains(err.Error(), "Table is empty") {
 					t.Errorf("NewDynamoStore with no table: %v, want the layout's ErrLayout", err)
 				}
 			}
@@ -63,14 +63,14 @@ func TestLayouts(t *testing.T) {
 			}
 		})
 	}
-	if _, err := idem.NewDynamoStoreLayout(nil, idem.Layout{Table: "t"}); err == nil {
+	if _, err := persistence.NewDynamoStoreLayout(nil, persistence.Layout{Table: "t"}); err == nil {
 		t.Error("a store without a DynamoDB client was made")
 	}
-	in := idem.TableInput("t")
+	in := persistence.TableInput("t")
 	if len(in.GlobalSecondaryIndexes) != 1 || *in.KeySchema[0].AttributeName != "pk" {
 		t.Fatalf("TableInput: %+v", in)
 	}
-	if in, _ := idem.TableInputFor(idem.Layout{Table: "t", InflightIndex: idem.NoIndex}); len(in.GlobalSecondaryIndexes) != 0 {
+	if in, _ := persistence.TableInputFor(persistence.Layout{Table: "t", InflightIndex: persistence.NoIndex}); len(in.GlobalSecondaryIndexes) != 0 {
 		t.Fatalf("a layout without the index got one: %+v", in.GlobalSecondaryIndexes)
 	}
 }
@@ -78,7 +78,7 @@ func TestLayouts(t *testing.T) {
 // TestSetAttribute: a record attribute is renamed by its Attributes field name; a name
 // that is no field is refused with the list of those that are.
 func TestSetAttribute(t *testing.T) {
-	var a idem.Attributes
+	var a persistence.Attributes
 	if err := a.SetAttribute("ExpiresAt", "ttl"); err != nil || a.ExpiresAt != "ttl" {
 		t.Fatalf("SetAttribute(ExpiresAt): %v, ExpiresAt = %q", err, a.ExpiresAt)
 	}
@@ -86,7 +86,7 @@ func TestSetAttribute(t *testing.T) {
 		t.Fatalf("SetAttribute(Status): %v, %+v", err, a)
 	}
 	err := a.SetAttribute("Expiry", "x")
-	if !errors.Is(err, idem.ErrLayout) || !strings.Contains(err.Error(), `"Expiry"`) || !strings.Contains(err.Error(), "ExpiresAt") {
+	if !errors.Is(err, persistence.ErrLayout) || !strings.Contains(err.Error(), `"Expiry"`) || !strings.Contains(err.Error(), "ExpiresAt") {
 		t.Fatalf("SetAttribute(Expiry): %v, want ErrLayout naming it and the fields", err)
 	}
 }

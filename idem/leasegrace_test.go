@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 // TestLeaseEndsAGraceAfterTheDeadline: a lease taken under a deadline ends LeaseGrace
@@ -26,7 +27,7 @@ func TestLeaseEndsAGraceAfterTheDeadline(t *testing.T) {
 		{"no deadline", 0, 7 * time.Second, 3 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := idem.NewMemoryStore()
+			store := memstore.NewMemoryStore()
 			c, err := idem.New(idem.Config{Store: store, Scope: "payments", LeaseGrace: tc.grace, MaxLease: 10 * time.Minute,
 				DefaultLease: 3 * time.Minute, Clock: func() time.Time { return now }})
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // resend sends every write twice and returns the second answer: what the SDK does when
@@ -21,7 +22,7 @@ import (
 // the condition's failure on the write it applied (the second answer is that too, which
 // the store reads as its own write, as it must). resent counts the writes the code made.
 type resend struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	resent atomic.Int64
 }
 
@@ -49,7 +50,7 @@ func (r *resend) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 func TestLostResponsesAreRecognised(t *testing.T) {
 	e := newDynamoEnv(t)
 	api := &resend{DynamoDBAPI: e.ddb}
-	store, err := idem.NewDynamoStore(api, e.table)
+	store, err := persistence.NewDynamoStore(api, e.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestLostResponsesAreRecognised(t *testing.T) {
 			}
 			pk, _ := c.RecordKey(key)
 			rec, err := store.Get(ctx, pk, e.clock.Now())
-			if err != nil || rec.Status != idem.StatusCompleted || string(rec.Response) != "ok" {
+			if err != nil || rec.Status != persistence.StatusCompleted || string(rec.Response) != "ok" {
 				t.Fatalf("record: %+v, %v", rec, err)
 			}
 			res, err = c.Do(ctx, req(key, `{}`), h)
@@ -164,7 +165,7 @@ func TestRedeliveryAfterTheTTL(t *testing.T) {
 			t.Fatalf("first: res=%+v err=%v", res, err)
 		}
 		e.clock.Advance(time.Hour + 2*time.Second)
-		var expired *idem.Record
+		var expired *persistence.Record
 		h := guardedEffect(e, &runs, &stepRuns, "late")
 		res, err = c.Do(ctx, req("late", `{"v":1}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
 			expired = r.Attempt.Expired()
@@ -176,7 +177,7 @@ func TestRedeliveryAfterTheTTL(t *testing.T) {
 		if runs.Load() != 2 || stepRuns.Load() != 1 {
 			t.Fatalf("handler ran %d times, its step %d times; want 2 and 1", runs.Load(), stepRuns.Load())
 		}
-		if expired == nil || expired.Status != idem.StatusCompleted {
+		if expired == nil || expired.Status != persistence.StatusCompleted {
 			t.Fatalf("Attempt.Expired() = %+v, want the expired COMPLETED record", expired)
 		}
 		if e.ddb == nil {
@@ -187,7 +188,7 @@ func TestRedeliveryAfterTheTTL(t *testing.T) {
 		}
 		pk, _ := c.RecordKey("late")
 		rec, err := e.store.Get(ctx, pk, e.clock.Now())
-		if err != nil || rec.Status != idem.StatusCompleted {
+		if err != nil || rec.Status != persistence.StatusCompleted {
 			t.Fatalf("record after the guarded completion: %+v, %v", rec, err)
 		}
 		// Another payload under the expired key is someone else's message: no steps carry.
@@ -228,7 +229,7 @@ func TestFailureAtTheDeadlineReleasesTheLease(t *testing.T) {
 		}
 		pk, _ := c.RecordKey("deadline")
 		rec, err := e.store.Get(context.Background(), pk, e.clock.Now())
-		if err != nil || rec.Status != idem.StatusFailed || !rec.Retryable {
+		if err != nil || rec.Status != persistence.StatusFailed || !rec.Retryable {
 			t.Fatalf("record: %+v, %v; want FAILED and retryable", rec, err)
 		}
 	})

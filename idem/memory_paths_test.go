@@ -16,6 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // memBase is a time with nothing below the second, so that the tests can add
@@ -24,9 +27,9 @@ var memBase = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 
 // memInProgress creates an IN_PROGRESS record of key under token on shard "0" whose
 // lease ends at until.
-func memInProgress(t *testing.T, store *idem.MemoryStore, key, token string, until time.Time) *idem.Record {
+func memInProgress(t *testing.T, store *memstore.MemoryStore, key, token string, until time.Time) *persistence.Record {
 	t.Helper()
-	rec := &idem.Record{Key: key, Status: idem.StatusInProgress, LeaseToken: token, LeaseUntil: until, Inflight: "0",
+	rec := &persistence.Record{Key: key, Status: persistence.StatusInProgress, LeaseToken: token, LeaseUntil: until, Inflight: "0",
 		Owner: "req-1", Attempt: 1, CreatedAt: memBase, UpdatedAt: memBase, ExpiresAt: memBase.Add(24 * time.Hour)}
 	if _, created, err := store.Create(context.Background(), rec, memBase); err != nil || !created {
 		t.Fatalf("create %s: %v %v", key, created, err)
@@ -44,17 +47,17 @@ func memInProgress(t *testing.T, store *idem.MemoryStore, key, token string, unt
 // gives ErrLeaseLost and leaves the record as it was.
 func TestMemoryStoreTakeoverIsRefusedUnlessTheRecordIsExactlyAsSeen(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	lease := memBase.Add(time.Second)
 	stored := memInProgress(t, store, "s#k", "t1", lease)
 	now := memBase.Add(time.Minute) // the lease has run out
-	next := idem.Lease{Key: "s#k", Token: "t2", Until: now.Add(time.Minute), Owner: "req-2", Shard: "0"}
+	next := persistence.Lease{Key: "s#k", Token: "t2", Until: now.Add(time.Minute), Owner: "req-2", Shard: "0"}
 
-	differ := map[string]func(r *idem.Record){
-		"token":     func(r *idem.Record) { r.LeaseToken = "t0" },
-		"status":    func(r *idem.Record) { r.Status = idem.StatusFailed },
-		"lease end": func(r *idem.Record) { r.LeaseUntil = r.LeaseUntil.Add(time.Millisecond) },
-		"key":       func(r *idem.Record) { r.Key = "s#gone" },
+	differ := map[string]func(r *persistence.Record){
+		"token":     func(r *persistence.Record) { r.LeaseToken = "t0" },
+		"status":    func(r *persistence.Record) { r.Status = persistence.StatusFailed },
+		"lease end": func(r *persistence.Record) { r.LeaseUntil = r.LeaseUntil.Add(time.Millisecond) },
+		"key":       func(r *persistence.Record) { r.Key = "s#gone" },
 	}
 	for name, change := range differ {
 		seen := *stored
@@ -87,13 +90,13 @@ func TestMemoryStoreTakeoverIsRefusedUnlessTheRecordIsExactlyAsSeen(t *testing.T
 // failure (reason, retryable flag, category, public reason).
 func TestMemoryStoreTakeoverInstallsTheNewLeaseAndClearsTheFailure(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Second))
-	l1 := idem.Lease{Key: "s#k", Token: "t1"}
+	l1 := persistence.Lease{Key: "s#k", Token: "t1"}
 	if err := store.AddStep(ctx, l1, "charged", memBase); err != nil {
 		t.Fatal(err)
 	}
-	f := idem.Failure{Reason: "boom", Retryable: true, Category: idem.CategoryRefused, Public: "card declined"}
+	f := persistence.Failure{Reason: "boom", Retryable: true, Category: persistence.CategoryRefused, Public: "card declined"}
 	if err := store.FailWith(ctx, l1, f, memBase.Add(time.Hour), memBase); err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +104,12 @@ func TestMemoryStoreTakeoverInstallsTheNewLeaseAndClearsTheFailure(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seen.Error != "boom" || !seen.Retryable || seen.Category != idem.CategoryRefused || seen.Public != "card declined" || seen.Inflight != "" {
+	if seen.Error != "boom" || !seen.Retryable || seen.Category != persistence.CategoryRefused || seen.Public != "card declined" || seen.Inflight != "" {
 		t.Fatalf("the failed record: %+v", seen)
 	}
 
 	now := memBase.Add(time.Minute + 123456789*time.Nanosecond)
-	next := idem.Lease{Key: "s#k", Token: "t2", Until: now.Add(30 * time.Second), Owner: "req-2", Shard: "3"}
+	next := persistence.Lease{Key: "s#k", Token: "t2", Until: now.Add(30 * time.Second), Owner: "req-2", Shard: "3"}
 	expiresAt := now.Add(48 * time.Hour)
 	got, err := store.Takeover(ctx, seen, next, expiresAt, now)
 	if err != nil {
@@ -116,8 +119,8 @@ func TestMemoryStoreTakeoverInstallsTheNewLeaseAndClearsTheFailure(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, r := range map[string]*idem.Record{"returned": got, "stored": stored} {
-		if r.Status != idem.StatusInProgress || r.LeaseToken != "t2" || !r.LeaseUntil.Equal(next.Until.Truncate(time.Millisecond)) {
+	for name, r := range map[string]*persistence.Record{"returned": got, "stored": stored} {
+		if r.Status != persistence.StatusInProgress || r.LeaseToken != "t2" || !r.LeaseUntil.Equal(next.Until.Truncate(time.Millisecond)) {
 			t.Errorf("%s record: status %s token %q lease %v, want the new lease", name, r.Status, r.LeaseToken, r.LeaseUntil)
 		}
 		if r.Inflight != "3" || r.Owner != "req-2" {
@@ -159,11 +162,11 @@ func randomText(n int) string {
 // it, and nothing is committed: the lease is still held and no outbox is stored.
 func TestMemoryStoreCompleteRefusesAnOutboxTooLargeToStore(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
-	l := idem.Lease{Key: "s#k", Token: "t1"}
-	msg := idem.Message{QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/q", Body: randomText(3 * idem.MaxStoredResponse)}
-	err := store.Complete(ctx, l, idem.Completion{Response: []byte(`{}`), ExpiresAt: memBase.Add(time.Hour), Outbox: []idem.Message{msg}, Group: "g"}, memBase)
+	l := persistence.Lease{Key: "s#k", Token: "t1"}
+	msg := idem.Message{QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/q", Body: randomText(3 * persistence.MaxStoredResponse)}
+	err := store.Complete(ctx, l, persistence.Completion{Response: []byte(`{}`), ExpiresAt: memBase.Add(time.Hour), Outbox: []idem.Message{msg}, Group: "g"}, memBase)
 	if !errors.Is(err, idem.ErrResponseTooLarge) {
 		t.Fatalf("complete with an outbox of %d bytes: %v, want ErrResponseTooLarge", len(msg.Body), err)
 	}
@@ -171,7 +174,7 @@ func TestMemoryStoreCompleteRefusesAnOutboxTooLargeToStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != idem.StatusInProgress || len(r.Outbox) != 0 || r.Response != nil || r.OutboxGroup != "" {
+	if r.Status != persistence.StatusInProgress || len(r.Outbox) != 0 || r.Response != nil || r.OutboxGroup != "" {
 		t.Errorf("after the refused completion: %+v, want the record still in progress without outbox", r)
 	}
 	if err := store.Extend(ctx, l, memBase.Add(2*time.Minute), memBase); err != nil {
@@ -185,16 +188,16 @@ func TestMemoryStoreCompleteRefusesAnOutboxTooLargeToStore(t *testing.T) {
 // random bytes gzip cannot shrink, the outbox is under the compression threshold).
 func TestMemoryStoreCompleteTooLargeErrorReportsTheStoredTotal(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
-	resp := make([]byte, idem.MaxStoredResponse-64)
+	resp := make([]byte, persistence.MaxStoredResponse-64)
 	rand.New(rand.NewSource(7)).Read(resp)
 	msgs := []idem.Message{{QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/q", Body: strings.Repeat("x", 200)}}
 	js, err := json.Marshal(msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = store.Complete(ctx, idem.Lease{Key: "s#k", Token: "t1"}, idem.Completion{Response: resp, ExpiresAt: memBase.Add(time.Hour), Outbox: msgs}, memBase)
+	err = store.Complete(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, persistence.Completion{Response: resp, ExpiresAt: memBase.Add(time.Hour), Outbox: msgs}, memBase)
 	if !errors.Is(err, idem.ErrResponseTooLarge) {
 		t.Fatalf("complete: %v, want ErrResponseTooLarge", err)
 	}
@@ -209,10 +212,10 @@ func TestMemoryStoreCompleteTooLargeErrorReportsTheStoredTotal(t *testing.T) {
 // record leaves the in-flight listing.
 func TestMemoryStoreCompleteWithoutOutboxClearsThePendingGroup(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
 	msgs := []idem.Message{{QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/q.fifo", Body: "hi", GroupID: "g1"}}
-	if err := store.Complete(ctx, idem.Lease{Key: "s#k", Token: "t1"}, idem.Completion{Response: []byte(`1`), ExpiresAt: memBase.Add(time.Hour), Outbox: msgs, Group: "g1"}, memBase); err != nil {
+	if err := store.Complete(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, persistence.Completion{Response: []byte(`1`), ExpiresAt: memBase.Add(time.Hour), Outbox: msgs, Group: "g1"}, memBase); err != nil {
 		t.Fatal(err)
 	}
 	seen, err := store.Get(ctx, "s#k", memBase)
@@ -223,17 +226,17 @@ func TestMemoryStoreCompleteWithoutOutboxClearsThePendingGroup(t *testing.T) {
 		t.Fatalf("after the completion with outbox: group %q outbox %v, want g1 and the message", seen.OutboxGroup, seen.Outbox)
 	}
 	now := memBase.Add(time.Second)
-	if _, err := store.Takeover(ctx, seen, idem.Lease{Key: "s#k", Token: "t2", Until: now.Add(time.Minute), Shard: "0"}, now.Add(time.Hour), now); err != nil {
+	if _, err := store.Takeover(ctx, seen, persistence.Lease{Key: "s#k", Token: "t2", Until: now.Add(time.Minute), Shard: "0"}, now.Add(time.Hour), now); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Complete(ctx, idem.Lease{Key: "s#k", Token: "t2"}, idem.Completion{Response: []byte(`2`), ExpiresAt: now.Add(time.Hour)}, now); err != nil {
+	if err := store.Complete(ctx, persistence.Lease{Key: "s#k", Token: "t2"}, persistence.Completion{Response: []byte(`2`), ExpiresAt: now.Add(time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}
 	r, err := store.Get(ctx, "s#k", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != idem.StatusCompleted || string(r.Response) != "2" || len(r.Outbox) != 0 || r.OutboxGroup != "" || r.Inflight != "" {
+	if r.Status != persistence.StatusCompleted || string(r.Response) != "2" || len(r.Outbox) != 0 || r.OutboxGroup != "" || r.Inflight != "" {
 		t.Errorf("after the completion without outbox: status %s response %q outbox %v group %q shard %q, want no group and no outbox",
 			r.Status, r.Response, r.Outbox, r.OutboxGroup, r.Inflight)
 	}
@@ -245,14 +248,14 @@ func TestMemoryStoreCompleteWithoutOutboxClearsThePendingGroup(t *testing.T) {
 // earlier try was applied); a record that is gone gives ErrNotFound.
 func TestMemoryStorePutIsConditionedOnTheRecordAsSeen(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	now := memBase.Add(time.Minute)
-	done := func(key, token string) *idem.Record {
-		return &idem.Record{Key: key, Status: idem.StatusCompleted, LeaseToken: token, LeaseUntil: now.Add(time.Minute), Response: []byte(`"done"`),
+	done := func(key, token string) *persistence.Record {
+		return &persistence.Record{Key: key, Status: persistence.StatusCompleted, LeaseToken: token, LeaseUntil: now.Add(time.Minute), Response: []byte(`"done"`),
 			Attempt: 2, CreatedAt: memBase, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	}
 
-	ghost := &idem.Record{Key: "s#gone", Status: idem.StatusInProgress, LeaseToken: "t1", LeaseUntil: memBase}
+	ghost := &persistence.Record{Key: "s#gone", Status: persistence.StatusInProgress, LeaseToken: "t1", LeaseUntil: memBase}
 	if got, err := store.Put(ctx, done("s#gone", "t2"), nil, ghost, now); !errors.Is(err, idem.ErrNotFound) || got != nil {
 		t.Errorf("put over a record that is gone: %+v, %v; want ErrNotFound", got, err)
 	}
@@ -261,19 +264,19 @@ func TestMemoryStorePutIsConditionedOnTheRecordAsSeen(t *testing.T) {
 	}
 
 	stored := memInProgress(t, store, "s#k", "t1", memBase.Add(time.Second))
-	differ := map[string]func(r *idem.Record){
-		"token":     func(r *idem.Record) { r.LeaseToken = "t0" },
-		"status":    func(r *idem.Record) { r.Status = idem.StatusFailed },
-		"lease end": func(r *idem.Record) { r.LeaseUntil = r.LeaseUntil.Add(-time.Millisecond) },
+	differ := map[string]func(r *persistence.Record){
+		"token":     func(r *persistence.Record) { r.LeaseToken = "t0" },
+		"status":    func(r *persistence.Record) { r.Status = persistence.StatusFailed },
+		"lease end": func(r *persistence.Record) { r.LeaseUntil = r.LeaseUntil.Add(-time.Millisecond) },
 	}
 	for name, change := range differ {
 		seen := *stored
 		change(&seen)
 		got, err := store.Put(ctx, done("s#k", "t2"), nil, &seen, now)
-		if err != nil || got == nil || got.LeaseToken != "t1" || got.Status != idem.StatusInProgress {
+		if err != nil || got == nil || got.LeaseToken != "t1" || got.Status != persistence.StatusInProgress {
 			t.Errorf("put over a record seen with another %s: %+v, %v; want the record as it is", name, got, err)
 		}
-		if r, _ := store.Get(ctx, "s#k", now); r == nil || r.LeaseToken != "t1" || r.Status != idem.StatusInProgress {
+		if r, _ := store.Get(ctx, "s#k", now); r == nil || r.LeaseToken != "t1" || r.Status != persistence.StatusInProgress {
 			t.Errorf("after the refused put (%s differs): %+v, want the record untouched", name, r)
 		}
 	}
@@ -293,7 +296,7 @@ func TestMemoryStorePutIsConditionedOnTheRecordAsSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != idem.StatusCompleted || r.LeaseToken != "t2" || string(r.Response) != `"done"` {
+	if r.Status != persistence.StatusCompleted || r.LeaseToken != "t2" || string(r.Response) != `"done"` {
 		t.Errorf("the record after the put and its retry: %+v, want the first put's", r)
 	}
 	// A put with another token whose condition fails returns the record as it is.
@@ -307,9 +310,9 @@ func TestMemoryStorePutIsConditionedOnTheRecordAsSeen(t *testing.T) {
 // millisecond and its TTL to the second.
 func TestMemoryStorePutStoresTimesAtTheirStoredPrecision(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	sub := 987654321 * time.Nanosecond
-	rec := &idem.Record{Key: "s#k", Status: idem.StatusCompleted, LeaseToken: "t1", LeaseUntil: memBase.Add(time.Minute + sub),
+	rec := &persistence.Record{Key: "s#k", Status: persistence.StatusCompleted, LeaseToken: "t1", LeaseUntil: memBase.Add(time.Minute + sub),
 		Response: []byte(`1`), Attempt: 1, CreatedAt: memBase.Add(sub), UpdatedAt: memBase.Add(2*time.Second + sub), ExpiresAt: memBase.Add(time.Hour + sub)}
 	if got, err := store.Put(ctx, rec, nil, nil, memBase); err != nil || got != nil {
 		t.Fatalf("put: %+v, %v", got, err)
@@ -359,9 +362,9 @@ func TestMemoryStoreEvaluatesOnlyAttributeNotExistsGuards(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			store := idem.NewMemoryStore()
+			store := memstore.NewMemoryStore()
 			for i, token := range []string{"t1", "t2"} {
-				rec := &idem.Record{Key: fmt.Sprintf("s#%d", i), Status: idem.StatusCompleted, LeaseToken: token, ExpiresAt: memBase.Add(time.Hour)}
+				rec := &persistence.Record{Key: fmt.Sprintf("s#%d", i), Status: persistence.StatusCompleted, LeaseToken: token, ExpiresAt: memBase.Add(time.Hour)}
 				_, err := store.Put(ctx, rec, []types.TransactWriteItem{c.write}, nil, memBase)
 				var wce *idem.WriteConditionError
 				switch {
@@ -390,10 +393,10 @@ func TestMemoryStoreEvaluatesOnlyAttributeNotExistsGuards(t *testing.T) {
 // and change nothing.
 func TestMemoryStoreRetryClearsOnlyANonRetryableFailureUnderItsToken(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#run", "t1", memBase.Add(time.Minute))
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
-	if err := store.FailWith(ctx, idem.Lease{Key: "s#k", Token: "t1"}, idem.Failure{Reason: "bad input"}, memBase.Add(time.Hour), memBase); err != nil {
+	if err := store.FailWith(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, persistence.Failure{Reason: "bad input"}, memBase.Add(time.Hour), memBase); err != nil {
 		t.Fatal(err)
 	}
 	refused := []struct{ name, key, token string }{
@@ -413,7 +416,7 @@ func TestMemoryStoreRetryClearsOnlyANonRetryableFailureUnderItsToken(t *testing.
 	if r.Retryable || r.Error != "bad input" {
 		t.Errorf("after the refused retries: retryable %v error %q, want the failure as it was", r.Retryable, r.Error)
 	}
-	if r, _ := store.Get(ctx, "s#run", memBase); r == nil || r.Status != idem.StatusInProgress || r.Retryable {
+	if r, _ := store.Get(ctx, "s#run", memBase); r == nil || r.Status != persistence.StatusInProgress || r.Retryable {
 		t.Errorf("the record in progress after the refused retry: %+v", r)
 	}
 	now := memBase.Add(time.Second)
@@ -438,9 +441,9 @@ func TestMemoryStoreRetryClearsOnlyANonRetryableFailureUnderItsToken(t *testing.
 // cannot resolve, is refused with an error rather than answered with a guess.
 func TestMemoryStoreReadGuardReadsByOneStringKey(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	item := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "7"}, "amount": &types.AttributeValueMemberN{Value: "12"}}
-	rec := &idem.Record{Key: "s#k", Status: idem.StatusCompleted, LeaseToken: "t1", ExpiresAt: memBase.Add(time.Hour)}
+	rec := &persistence.Record{Key: "s#k", Status: persistence.StatusCompleted, LeaseToken: "t1", ExpiresAt: memBase.Add(time.Hour)}
 	if _, err := store.Put(ctx, rec, []types.TransactWriteItem{guardPut(item, "attribute_not_exists(id)", nil)}, nil, memBase); err != nil {
 		t.Fatal(err)
 	}
@@ -466,18 +469,18 @@ func TestMemoryStoreReadGuardReadsByOneStringKey(t *testing.T) {
 // that TTL has passed.
 func TestMemoryStoreFailWithSetsTheTTLAndTheUpdateTime(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
 	now := memBase.Add(10*time.Second + 456789*time.Microsecond)
 	expiresAt := now.Add(time.Minute)
-	if err := store.FailWith(ctx, idem.Lease{Key: "s#k", Token: "t1"}, idem.Failure{Reason: "bad"}, expiresAt, now); err != nil {
+	if err := store.FailWith(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, persistence.Failure{Reason: "bad"}, expiresAt, now); err != nil {
 		t.Fatal(err)
 	}
 	r, err := store.Get(ctx, "s#k", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != idem.StatusFailed || !r.ExpiresAt.Equal(expiresAt.Truncate(time.Second)) || !r.UpdatedAt.Equal(now.Truncate(time.Millisecond)) {
+	if r.Status != persistence.StatusFailed || !r.ExpiresAt.Equal(expiresAt.Truncate(time.Second)) || !r.UpdatedAt.Equal(now.Truncate(time.Millisecond)) {
 		t.Errorf("after FailWith: status %s expires %v updated %v; want FAILED, %v, %v", r.Status, r.ExpiresAt, r.UpdatedAt,
 			expiresAt.Truncate(time.Second), now.Truncate(time.Millisecond))
 	}
@@ -491,19 +494,19 @@ func TestMemoryStoreFailWithSetsTheTTLAndTheUpdateTime(t *testing.T) {
 // the update time (to the millisecond).
 func TestMemoryStoreAddStepIsFencedAndStampsTheUpdate(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
-	if err := store.AddStep(ctx, idem.Lease{Key: "s#k", Token: "t0"}, "charged", memBase); !errors.Is(err, idem.ErrLeaseLost) {
+	if err := store.AddStep(ctx, persistence.Lease{Key: "s#k", Token: "t0"}, "charged", memBase); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Errorf("step under another token: %v, want ErrLeaseLost", err)
 	}
-	if err := store.AddStep(ctx, idem.Lease{Key: "s#gone", Token: "t1"}, "charged", memBase); !errors.Is(err, idem.ErrLeaseLost) {
+	if err := store.AddStep(ctx, persistence.Lease{Key: "s#gone", Token: "t1"}, "charged", memBase); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Errorf("step of a record that is gone: %v, want ErrLeaseLost", err)
 	}
 	if r, _ := store.Get(ctx, "s#k", memBase); r == nil || len(r.Steps) != 0 {
 		t.Errorf("after the refused steps: %+v, want no step", r)
 	}
 	for i, now := range []time.Time{memBase.Add(time.Second + 1500*time.Microsecond), memBase.Add(2*time.Second + 2500*time.Microsecond)} {
-		if err := store.AddStep(ctx, idem.Lease{Key: "s#k", Token: "t1"}, "charged", now); err != nil {
+		if err := store.AddStep(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, "charged", now); err != nil {
 			t.Fatal(err)
 		}
 		r, err := store.Get(ctx, "s#k", now)
@@ -519,7 +522,7 @@ func TestMemoryStoreAddStepIsFencedAndStampsTheUpdate(t *testing.T) {
 // staleFixture stores in-flight records of shard "0" whose lease ends do not follow
 // their keys' order (with ties, listed by key), inserted out of order, plus records the
 // listing must skip. It returns the keys in listing order (lease end, then key).
-func staleFixture(t *testing.T, store *idem.MemoryStore) []string {
+func staleFixture(t *testing.T, store *memstore.MemoryStore) []string {
 	t.Helper()
 	ctx := context.Background()
 	type lease struct {
@@ -548,13 +551,13 @@ func staleFixture(t *testing.T, store *idem.MemoryStore) []string {
 		memInProgress(t, store, l.key, fmt.Sprintf("tok-%d", i), memBase.Add(l.at))
 	}
 	// Not listed: another shard, a lease not ended before the cut, a completed record.
-	other := &idem.Record{Key: "s#other-shard", Status: idem.StatusInProgress, LeaseToken: "o", LeaseUntil: memBase.Add(time.Second), Inflight: "1", ExpiresAt: memBase.Add(time.Hour)}
+	other := &persistence.Record{Key: "s#other-shard", Status: persistence.StatusInProgress, LeaseToken: "o", LeaseUntil: memBase.Add(time.Second), Inflight: "1", ExpiresAt: memBase.Add(time.Hour)}
 	if _, _, err := store.Create(ctx, other, memBase); err != nil {
 		t.Fatal(err)
 	}
 	memInProgress(t, store, "s#live", "l", memBase.Add(time.Hour))
 	memInProgress(t, store, "s#done", "d", memBase.Add(time.Second))
-	if err := store.Complete(ctx, idem.Lease{Key: "s#done", Token: "d"}, idem.Completion{Response: []byte(`1`), ExpiresAt: memBase.Add(time.Hour)}, memBase); err != nil {
+	if err := store.Complete(ctx, persistence.Lease{Key: "s#done", Token: "d"}, persistence.Completion{Response: []byte(`1`), ExpiresAt: memBase.Add(time.Hour)}, memBase); err != nil {
 		t.Fatal(err)
 	}
 	return keys
@@ -568,7 +571,7 @@ var staleCut = memBase.Add(time.Minute)
 // whatever the page size; the last page has no cursor.
 func TestMemoryStoreStaleListsInLeaseOrderAcrossPages(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	want := staleFixture(t, store)
 	for _, limit := range []int{1, 2, 3, 5, 11} {
 		var got []string
@@ -601,7 +604,7 @@ func TestMemoryStoreStaleListsInLeaseOrderAcrossPages(t *testing.T) {
 // last one: in both cases no cursor comes back.
 func TestMemoryStoreStaleWithoutALimitOrOnAFullLastPageEnds(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	want := staleFixture(t, store)
 	for _, limit := range []int{0, len(want)} {
 		page, next, err := store.Stale(ctx, "0", staleCut, limit, "")
@@ -624,7 +627,7 @@ func TestMemoryStoreStaleWithoutALimitOrOnAFullLastPageEnds(t *testing.T) {
 // "from the start".
 func TestMemoryStoreStaleRefusesAMalformedCursor(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	staleFixture(t, store)
 	for _, cursor := range []string{"garbage", "1795780800000", "soon|s#c"} {
 		if page, next, err := store.Stale(ctx, "0", staleCut, 5, cursor); err == nil {
@@ -639,20 +642,20 @@ func TestMemoryStoreStaleRefusesAMalformedCursor(t *testing.T) {
 // the in-flight listing, stamped with the reap time (to the millisecond).
 func TestMemoryStoreReapIsFencedOnTheListedLeaseEnd(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Second))
 	listed, _, err := store.Stale(ctx, "0", staleCut, 10, "")
 	if err != nil || len(listed) != 1 {
 		t.Fatalf("stale: %+v, %v", listed, err)
 	}
 	// The holder extends its lease after the listing (still ended before the cut).
-	if err := store.Extend(ctx, idem.Lease{Key: "s#k", Token: "t1"}, memBase.Add(5*time.Second), memBase); err != nil {
+	if err := store.Extend(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, memBase.Add(5*time.Second), memBase); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, staleCut); !errors.Is(err, idem.ErrLeaseLost) {
+	if err := store.Reap(ctx, listed[0], reaper.ReasonLeaseExpired, staleCut); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Errorf("reap of a lease extended since its listing: %v, want ErrLeaseLost", err)
 	}
-	if r, _ := store.Get(ctx, "s#k", staleCut); r == nil || r.Status != idem.StatusInProgress || r.Inflight != "0" {
+	if r, _ := store.Get(ctx, "s#k", staleCut); r == nil || r.Status != persistence.StatusInProgress || r.Inflight != "0" {
 		t.Errorf("after the refused reap: %+v, want the record in progress", r)
 	}
 	listed, _, err = store.Stale(ctx, "0", staleCut, 10, "")
@@ -660,16 +663,16 @@ func TestMemoryStoreReapIsFencedOnTheListedLeaseEnd(t *testing.T) {
 		t.Fatalf("stale: %+v, %v", listed, err)
 	}
 	now := staleCut.Add(3*time.Second + 777777*time.Nanosecond)
-	if err := store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, now); err != nil {
+	if err := store.Reap(ctx, listed[0], reaper.ReasonLeaseExpired, now); err != nil {
 		t.Fatal(err)
 	}
 	r, err := store.Get(ctx, "s#k", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != idem.StatusFailed || !r.Retryable || r.Error != idem.ReasonLeaseExpired || r.Inflight != "" || !r.UpdatedAt.Equal(now.Truncate(time.Millisecond)) {
+	if r.Status != persistence.StatusFailed || !r.Retryable || r.Error != reaper.ReasonLeaseExpired || r.Inflight != "" || !r.UpdatedAt.Equal(now.Truncate(time.Millisecond)) {
 		t.Errorf("after the reap: status %s retryable %v error %q shard %q updated %v; want FAILED, retryable, %q, no shard, %v",
-			r.Status, r.Retryable, r.Error, r.Inflight, r.UpdatedAt, idem.ReasonLeaseExpired, now.Truncate(time.Millisecond))
+			r.Status, r.Retryable, r.Error, r.Inflight, r.UpdatedAt, reaper.ReasonLeaseExpired, now.Truncate(time.Millisecond))
 	}
 	if again, _, _ := store.Stale(ctx, "0", staleCut.Add(time.Hour), 10, ""); len(again) != 0 {
 		t.Errorf("stale after the reap: %+v, want none", again)

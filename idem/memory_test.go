@@ -8,7 +8,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestMemoryStoreHonoursTheContext: every call of the in-memory store on a done context
@@ -17,9 +19,9 @@ import (
 // rely on it).
 func TestMemoryStoreHonoursTheContext(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	live := context.Background()
-	rec := &idem.Record{Key: "s#k", Status: idem.StatusInProgress, LeaseToken: "tok", LeaseUntil: now.Add(time.Minute), Inflight: "0",
+	rec := &persistence.Record{Key: "s#k", Status: persistence.StatusInProgress, LeaseToken: "tok", LeaseUntil: now.Add(time.Minute), Inflight: "0",
 		Attempt: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	if _, created, err := store.Create(live, rec, now); err != nil || !created {
 		t.Fatalf("create: %v %v", created, err)
@@ -30,33 +32,35 @@ func TestMemoryStoreHonoursTheContext(t *testing.T) {
 	}
 	done, cancel := context.WithCancel(live)
 	cancel()
-	lease := idem.Lease{Key: "s#k", Token: "tok", Until: now.Add(time.Minute), Shard: "0"}
+	lease := persistence.Lease{Key: "s#k", Token: "tok", Until: now.Add(time.Minute), Shard: "0"}
 	calls := map[string]func() error{
 		"Create": func() error {
-			_, _, err := store.Create(done, &idem.Record{Key: "s#other", Status: idem.StatusInProgress, ExpiresAt: now.Add(time.Hour)}, now)
+			_, _, err := store.Create(done, &persistence.Record{Key: "s#other", Status: persistence.StatusInProgress, ExpiresAt: now.Add(time.Hour)}, now)
 			return err
 		},
 		"Takeover": func() error {
-			_, err := store.Takeover(done, before, idem.Lease{Key: "s#k", Token: "tok2", Until: now.Add(2 * time.Minute)}, now.Add(time.Hour), now)
+			_, err := store.Takeover(done, before, persistence.Lease{Key: "s#k", Token: "tok2", Until: now.Add(2 * time.Minute)}, now.Add(time.Hour), now)
 			return err
 		},
 		"Complete": func() error {
-			return store.Complete(done, lease, idem.Completion{Response: []byte(`{}`), ExpiresAt: now.Add(time.Hour)}, now)
+			return store.Complete(done, lease, persistence.Completion{Response: []byte(`{}`), ExpiresAt: now.Add(time.Hour)}, now)
 		},
 		"Put": func() error {
-			_, err := store.Put(done, &idem.Record{Key: "s#k", Status: idem.StatusCompleted, ExpiresAt: now.Add(time.Hour)}, nil, before, now)
+			_, err := store.Put(done, &persistence.Record{Key: "s#k", Status: persistence.StatusCompleted, ExpiresAt: now.Add(time.Hour)}, nil, before, now)
 			return err
 		},
 		"MarkSent":  func() error { return store.MarkSent(done, "s#k", "tok", 0, nil, now) },
 		"Retry":     func() error { return store.Retry(done, "s#k", "tok", "why", now) },
 		"ReadGuard": func() error { _, err := store.ReadGuard(done, "t", map[string]types.AttributeValue{}); return err },
-		"FailWith":  func() error { return store.FailWith(done, lease, idem.Failure{Reason: "why"}, now.Add(time.Hour), now) },
-		"AddStep":   func() error { return store.AddStep(done, lease, "step", now) },
-		"Extend":    func() error { return store.Extend(done, lease, now.Add(2*time.Minute), now) },
-		"Get":       func() error { _, err := store.Get(done, "s#k", now); return err },
-		"Stale":     func() error { _, _, err := store.Stale(done, "0", now.Add(time.Hour), 10, ""); return err },
+		"FailWith": func() error {
+			return store.FailWith(done, lease, persistence.Failure{Reason: "why"}, now.Add(time.Hour), now)
+		},
+		"AddStep": func() error { return store.AddStep(done, lease, "step", now) },
+		"Extend":  func() error { return store.Extend(done, lease, now.Add(2*time.Minute), now) },
+		"Get":     func() error { _, err := store.Get(done, "s#k", now); return err },
+		"Stale":   func() error { _, _, err := store.Stale(done, "0", now.Add(time.Hour), 10, ""); return err },
 		"Reap": func() error {
-			return store.Reap(done, idem.StaleLease{Key: "s#k", Token: "tok", LeaseUntil: now.Add(time.Minute)}, idem.ReasonLeaseExpired, now.Add(time.Hour))
+			return store.Reap(done, persistence.StaleLease{Key: "s#k", Token: "tok", LeaseUntil: now.Add(time.Minute)}, reaper.ReasonLeaseExpired, now.Add(time.Hour))
 		},
 	}
 	for name, call := range calls {

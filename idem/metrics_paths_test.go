@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 )
 
 // countingWriter counts the Write calls it gets.
@@ -22,9 +22,9 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // Observations alone, with no counter, are a line of their own: Flush writes them.
 func TestMetricsFlushWritesObservationsWithoutCounters(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "ns", "svc")
-	m.Observe(idem.MetricHandlerDuration, 7)
-	m.Observe(idem.MetricHandlerDuration, 9.5)
+	m := emf.NewMetrics(&buf, "ns", "svc")
+	m.Observe(emf.MetricHandlerDuration, 7)
+	m.Observe(emf.MetricHandlerDuration, 9.5)
 	if err := m.Flush(); err != nil {
 		t.Fatalf("Flush = %v", err)
 	}
@@ -32,12 +32,12 @@ func TestMetricsFlushWritesObservationsWithoutCounters(t *testing.T) {
 		t.Fatal("Flush wrote nothing, want the observations")
 	}
 	lines, raw := parseEMF(t, buf.String())
-	got, _ := raw[0][idem.MetricHandlerDuration].([]any)
+	got, _ := raw[0][emf.MetricHandlerDuration].([]any)
 	if len(lines) != 1 || len(got) != 2 || got[0] != 7.0 || got[1] != 9.5 {
-		t.Errorf("wrote %s, want one line with %s [7 9.5]", buf.String(), idem.MetricHandlerDuration)
+		t.Errorf("wrote %s, want one line with %s [7 9.5]", buf.String(), emf.MetricHandlerDuration)
 	}
-	if ms := lines[0].AWS.CloudWatchMetrics[0].Metrics; len(ms) != 1 || ms[0].Name != idem.MetricHandlerDuration || ms[0].Unit != "Milliseconds" {
-		t.Errorf("metric definitions %+v, want %s in Milliseconds", ms, idem.MetricHandlerDuration)
+	if ms := lines[0].AWS.CloudWatchMetrics[0].Metrics; len(ms) != 1 || ms[0].Name != emf.MetricHandlerDuration || ms[0].Unit != "Milliseconds" {
+		t.Errorf("metric definitions %+v, want %s in Milliseconds", ms, emf.MetricHandlerDuration)
 	}
 }
 
@@ -45,7 +45,7 @@ func TestMetricsFlushWritesObservationsWithoutCounters(t *testing.T) {
 // observations of the names after it in order are still written.
 func TestMetricsDroppedObservationNameKeepsTheOthers(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "ns", "svc")
+	m := emf.NewMetrics(&buf, "ns", "svc")
 	m.Observe("", 1)
 	m.Add("Both", 1)
 	m.Observe("Both", 2)
@@ -68,7 +68,7 @@ func TestMetricsDroppedObservationNameKeepsTheOthers(t *testing.T) {
 // an earlier Flush, and on a Metrics not made by NewMetrics (the zero value).
 func TestMetricsFlushWithNothingAccumulatedWritesNothing(t *testing.T) {
 	var w countingWriter
-	m := idem.NewMetrics(&w, "ns", "svc")
+	m := emf.NewMetrics(&w, "ns", "svc")
 	if err := m.Flush(); err != nil || w.writes != 0 {
 		t.Errorf("fresh Metrics: Flush = %v with %d writes, want nil and none", err, w.writes)
 	}
@@ -79,7 +79,7 @@ func TestMetricsFlushWithNothingAccumulatedWritesNothing(t *testing.T) {
 	if err := m.Flush(); err != nil || w.writes != 1 {
 		t.Errorf("second Flush = %v with %d writes in all, want nil and no more", err, w.writes)
 	}
-	var zero idem.Metrics
+	var zero emf.Metrics
 	func() {
 		defer func() {
 			if p := recover(); p != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 )
 
 // emfLine is the shape of one Embedded Metric Format line.
@@ -49,14 +49,14 @@ func parseEMF(t *testing.T, out string) ([]emfLine, []map[string]any) {
 
 func TestMetricsFlushEMF(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "Payments", "consumer")
+	m := emf.NewMetrics(&buf, "Payments", "consumer")
 	before := time.Now().UnixMilli()
-	m.Add(idem.MetricAcquired, 2)
-	m.Add(idem.MetricAcquired, 1)
-	m.Add(idem.MetricDuplicate, 0)
-	m.Observe(idem.MetricHandlerDuration, 12.5)
-	m.Observe(idem.MetricHandlerDuration, 3)
-	if got := m.Snapshot(); got[idem.MetricAcquired] != 3 || got[idem.MetricDuplicate] != 0 || len(got) != 2 {
+	m.Add(emf.MetricAcquired, 2)
+	m.Add(emf.MetricAcquired, 1)
+	m.Add(emf.MetricDuplicate, 0)
+	m.Observe(emf.MetricHandlerDuration, 12.5)
+	m.Observe(emf.MetricHandlerDuration, 3)
+	if got := m.Snapshot(); got[emf.MetricAcquired] != 3 || got[emf.MetricDuplicate] != 0 || len(got) != 2 {
 		t.Errorf("Snapshot = %v", got)
 	}
 	if err := m.Flush(); err != nil {
@@ -85,16 +85,16 @@ func TestMetricsFlushEMF(t *testing.T) {
 		units[md.Name] = md.Unit
 	}
 	wantUnits := map[string]string{
-		idem.MetricAcquired: "Count", idem.MetricDuplicate: "Count", idem.MetricHandlerDuration: "Milliseconds",
+		emf.MetricAcquired: "Count", emf.MetricDuplicate: "Count", emf.MetricHandlerDuration: "Milliseconds",
 	}
 	if fmt.Sprint(units) != fmt.Sprint(wantUnits) {
 		t.Errorf("metric definitions = %v, want %v", units, wantUnits)
 	}
-	if r[idem.MetricAcquired] != 3.0 || r[idem.MetricDuplicate] != 0.0 {
+	if r[emf.MetricAcquired] != 3.0 || r[emf.MetricDuplicate] != 0.0 {
 		t.Errorf("counter values: %v", r)
 	}
-	if fmt.Sprint(r[idem.MetricHandlerDuration]) != "[12.5 3]" {
-		t.Errorf("HandlerDuration = %v, want [12.5 3]", r[idem.MetricHandlerDuration])
+	if fmt.Sprint(r[emf.MetricHandlerDuration]) != "[12.5 3]" {
+		t.Errorf("HandlerDuration = %v, want [12.5 3]", r[emf.MetricHandlerDuration])
 	}
 
 	// Flush resets: the next Flush writes nothing.
@@ -109,7 +109,7 @@ func TestMetricsFlushEMF(t *testing.T) {
 
 func TestMetricsNoService(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "", "")
+	m := emf.NewMetrics(&buf, "", "")
 	m.Add("X", 1)
 	if err := m.Flush(); err != nil {
 		t.Fatal(err)
@@ -125,9 +125,9 @@ func TestMetricsNoService(t *testing.T) {
 }
 
 func TestMetricsNil(t *testing.T) {
-	var m *idem.Metrics
-	m.Add(idem.MetricAcquired, 1)
-	m.Observe(idem.MetricHandlerDuration, 1)
+	var m *emf.Metrics
+	m.Add(emf.MetricAcquired, 1)
+	m.Observe(emf.MetricHandlerDuration, 1)
 	if err := m.Flush(); err != nil {
 		t.Errorf("nil Flush = %v", err)
 	}
@@ -139,11 +139,11 @@ func TestMetricsNil(t *testing.T) {
 // TestMetricsWithoutAWriter: metrics made without a writer count (Snapshot) and flush
 // into nothing.
 func TestMetricsWithoutAWriter(t *testing.T) {
-	m := idem.NewMetrics(nil, "ns", "svc")
-	m.Add(idem.MetricAcquired, 2)
-	m.Observe(idem.MetricHandlerDuration, 1)
-	if got := m.Snapshot()[idem.MetricAcquired]; got != 2 {
-		t.Errorf("Snapshot %s = %v, want 2", idem.MetricAcquired, got)
+	m := emf.NewMetrics(nil, "ns", "svc")
+	m.Add(emf.MetricAcquired, 2)
+	m.Observe(emf.MetricHandlerDuration, 1)
+	if got := m.Snapshot()[emf.MetricAcquired]; got != 2 {
+		t.Errorf("Snapshot %s = %v, want 2", emf.MetricAcquired, got)
 	}
 	if err := m.Flush(); err != nil {
 		t.Errorf("Flush without a writer: %v", err)
@@ -152,12 +152,12 @@ func TestMetricsWithoutAWriter(t *testing.T) {
 
 func TestMetricsLimits(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "ns", "svc")
+	m := emf.NewMetrics(&buf, "ns", "svc")
 	for i := range 250 {
-		m.Observe(idem.MetricHandlerDuration, float64(i))
+		m.Observe(emf.MetricHandlerDuration, float64(i))
 	}
-	m.Observe(idem.MetricHandlerDuration, math.NaN())
-	m.Observe(idem.MetricHandlerDuration, math.Inf(1))
+	m.Observe(emf.MetricHandlerDuration, math.NaN())
+	m.Observe(emf.MetricHandlerDuration, math.Inf(1))
 	for i := range 150 {
 		m.Add(fmt.Sprintf("C%03d", i), i)
 	}
@@ -193,7 +193,7 @@ func TestMetricsLimits(t *testing.T) {
 
 func TestMetricsBadNames(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "ns", "svc")
+	m := emf.NewMetrics(&buf, "ns", "svc")
 	m.Add("Service", 1)
 	m.Add("", 1)
 	m.Add("Both", 1)
@@ -214,7 +214,7 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("closed") }
 
 func TestMetricsWriteError(t *testing.T) {
-	m := idem.NewMetrics(failingWriter{}, "ns", "svc")
+	m := emf.NewMetrics(failingWriter{}, "ns", "svc")
 	m.Add("X", 1)
 	if err := m.Flush(); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("Flush = %v, want the write error", err)
@@ -223,18 +223,18 @@ func TestMetricsWriteError(t *testing.T) {
 
 func TestMetricsConcurrent(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "ns", "svc")
+	m := emf.NewMetrics(&buf, "ns", "svc")
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 100 {
-				m.Add(idem.MetricAcquired, 1)
-				m.Observe(idem.MetricHandlerDuration, 1)
+				m.Add(emf.MetricAcquired, 1)
+				m.Observe(emf.MetricHandlerDuration, 1)
 			}
 		})
 	}
 	wg.Wait()
-	if got := m.Snapshot()[idem.MetricAcquired]; got != 800 {
+	if got := m.Snapshot()[emf.MetricAcquired]; got != 800 {
 		t.Errorf("Acquired = %v, want 800", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // The tests of this file hold what both modes promise at their edges: a guard item that
@@ -24,30 +25,30 @@ import (
 // refusal's, a failure's: Put and Complete with none, FailWith) fail while armed, as a
 // throttled DynamoDB would; the commit of business writes passes.
 type recordWritesFail struct {
-	idem.Store
+	persistence.Store
 	armed atomic.Bool
 }
 
 // ReadGuard reads as the store under it does (Attempt.Applied needs it).
 func (s *recordWritesFail) ReadGuard(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	return s.Store.(idem.GuardReader).ReadGuard(ctx, table, key)
+	return s.Store.(persistence.GuardReader).ReadGuard(ctx, table, key)
 }
 
-func (s *recordWritesFail) Put(ctx context.Context, rec *idem.Record, writes []types.TransactWriteItem, seen *idem.Record, now time.Time) (*idem.Record, error) {
+func (s *recordWritesFail) Put(ctx context.Context, rec *persistence.Record, writes []types.TransactWriteItem, seen *persistence.Record, now time.Time) (*persistence.Record, error) {
 	if s.armed.Load() && len(writes) == 0 {
 		return nil, errThrottled
 	}
 	return s.Store.Put(ctx, rec, writes, seen, now)
 }
 
-func (s *recordWritesFail) Complete(ctx context.Context, l idem.Lease, c idem.Completion, now time.Time) error {
+func (s *recordWritesFail) Complete(ctx context.Context, l persistence.Lease, c persistence.Completion, now time.Time) error {
 	if s.armed.Load() && len(c.Writes) == 0 {
 		return errThrottled
 	}
 	return s.Store.Complete(ctx, l, c, now)
 }
 
-func (s *recordWritesFail) FailWith(ctx context.Context, l idem.Lease, f idem.Failure, expiresAt, now time.Time) error {
+func (s *recordWritesFail) FailWith(ctx context.Context, l persistence.Lease, f persistence.Failure, expiresAt, now time.Time) error {
 	if s.armed.Load() {
 		return errThrottled
 	}
@@ -80,7 +81,7 @@ func TestModesGuardItemWithoutFingerprint(t *testing.T) {
 		if n := e.bizCount(t, "pay-7"); n != 0 || runs.Load() != 1 {
 			t.Fatalf("%d effects after %d runs, want none: the guard stood", n, runs.Load())
 		}
-		if rec := e.record(t, c, "pay-7"); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 0 {
+		if rec := e.record(t, c, "pay-7"); rec.Status != persistence.StatusCompleted || len(rec.Outbox) != 0 {
 			t.Fatalf("record %s with %d messages, want COMPLETED without messages", rec.Status, len(rec.Outbox))
 		}
 	})
@@ -146,7 +147,7 @@ func TestModesRefusalWhoseRecordFailsIsRetried(t *testing.T) {
 				if !idem.IsPermanent(err) || (tc.want != nil && !errors.Is(err, tc.want)) {
 					t.Fatalf("the next delivery: %v, want the refusal, permanent", err)
 				}
-				if rec := e.record(t, c, "am"); rec.Status == idem.StatusInProgress {
+				if rec := e.record(t, c, "am"); rec.Status == persistence.StatusInProgress {
 					t.Fatalf("record %s after the next delivery, want the refusal recorded", rec.Status)
 				}
 				if e.ddb != nil && e.bizCount(t, "am") != 1 {
@@ -159,21 +160,21 @@ func TestModesRefusalWhoseRecordFailsIsRetried(t *testing.T) {
 
 // countingStore counts the reads and writes of records.
 type countingStore struct {
-	idem.Store
+	persistence.Store
 	calls atomic.Int64
 }
 
-func (s *countingStore) Get(ctx context.Context, pk string, now time.Time) (*idem.Record, error) {
+func (s *countingStore) Get(ctx context.Context, pk string, now time.Time) (*persistence.Record, error) {
 	s.calls.Add(1)
 	return s.Store.Get(ctx, pk, now)
 }
 
-func (s *countingStore) Create(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+func (s *countingStore) Create(ctx context.Context, rec *persistence.Record, now time.Time) (*persistence.Record, bool, error) {
 	s.calls.Add(1)
 	return s.Store.Create(ctx, rec, now)
 }
 
-func (s *countingStore) Put(ctx context.Context, rec *idem.Record, writes []types.TransactWriteItem, seen *idem.Record, now time.Time) (*idem.Record, error) {
+func (s *countingStore) Put(ctx context.Context, rec *persistence.Record, writes []types.TransactWriteItem, seen *persistence.Record, now time.Time) (*persistence.Record, error) {
 	s.calls.Add(1)
 	return s.Store.Put(ctx, rec, writes, seen, now)
 }
@@ -241,7 +242,7 @@ func TestModesPermanentCommitErrorIsAPermanentError(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		c := e.client(t, withMode(mode))
 		h := func(context.Context, *idem.Request) (idem.Result, error) {
-			writes := make([]types.TransactWriteItem, idem.MaxWrites+1)
+			writes := make([]types.TransactWriteItem, persistence.MaxWrites+1)
 			for i := range writes {
 				writes[i] = e.bizWrite(fmt.Sprint("many-", i))
 			}
@@ -250,20 +251,20 @@ func TestModesPermanentCommitErrorIsAPermanentError(t *testing.T) {
 		_, err := c.Do(context.Background(), req("many", `{}`), h)
 		var pe *idem.PermanentError
 		if !errors.As(err, &pe) || !errors.Is(err, idem.ErrInvalidRequest) {
-			t.Fatalf("%d writes: %v, want a *PermanentError that is ErrInvalidRequest", idem.MaxWrites+1, err)
+			t.Fatalf("%d writes: %v, want a *PermanentError that is ErrInvalidRequest", persistence.MaxWrites+1, err)
 		}
 		if e.ddb != nil && e.bizCount(t, "many-0") != 0 {
 			t.Fatal("a write of the refused commit landed")
 		}
 		// MaxWrites exactly: with the record, DynamoDB's 100 actions, committed.
 		if _, err := c.Do(context.Background(), req("most", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
-			writes := make([]types.TransactWriteItem, idem.MaxWrites)
+			writes := make([]types.TransactWriteItem, persistence.MaxWrites)
 			for i := range writes {
 				writes[i] = e.bizWrite(fmt.Sprint("most-", i))
 			}
 			return idem.Result{Writes: writes}, nil
 		}); err != nil {
-			t.Fatalf("%d writes: %v, want them committed", idem.MaxWrites, err)
+			t.Fatalf("%d writes: %v, want them committed", persistence.MaxWrites, err)
 		}
 	})
 }
@@ -272,7 +273,7 @@ func TestModesPermanentCommitErrorIsAPermanentError(t *testing.T) {
 // user's own might: the write it names may be out of the handler's range, and the item
 // of the failed write may be missing.
 type refusingStore struct {
-	idem.Store
+	persistence.Store
 	wce idem.WriteConditionError
 }
 
@@ -284,14 +285,14 @@ func (s *refusingStore) refusal(n int) error {
 	return fmt.Errorf("idem: commit: %w", &w)
 }
 
-func (s *refusingStore) Put(ctx context.Context, rec *idem.Record, writes []types.TransactWriteItem, seen *idem.Record, now time.Time) (*idem.Record, error) {
+func (s *refusingStore) Put(ctx context.Context, rec *persistence.Record, writes []types.TransactWriteItem, seen *persistence.Record, now time.Time) (*persistence.Record, error) {
 	if err := s.refusal(len(writes)); err != nil {
 		return nil, err
 	}
 	return s.Store.Put(ctx, rec, writes, seen, now)
 }
 
-func (s *refusingStore) Complete(ctx context.Context, l idem.Lease, c idem.Completion, now time.Time) error {
+func (s *refusingStore) Complete(ctx context.Context, l persistence.Lease, c persistence.Completion, now time.Time) error {
 	if err := s.refusal(len(c.Writes)); err != nil {
 		return err
 	}

@@ -21,18 +21,24 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
 // outbox is a FIFO queue on the emulator that handlers send to, and an SQS client that
 // counts its requests.
-type outbox struct {
+type outboxQueues struct {
 	sqs   *sqs.Client
 	calls *awstest.Calls
 	url   string
 }
 
-func newOutbox(t *testing.T) *outbox {
+func newOutbox(t *testing.T) *outboxQueues {
 	t.Helper()
 	calls := awstest.NewCalls()
 	client := awstest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
@@ -45,11 +51,11 @@ func newOutbox(t *testing.T) *outbox {
 	}
 	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
 	calls.Reset()
-	return &outbox{sqs: client, calls: calls, url: aws.ToString(q.QueueUrl)}
+	return &outboxQueues{sqs: client, calls: calls, url: aws.ToString(q.QueueUrl)}
 }
 
 // drain receives and deletes everything in the queue (awstest.Drain).
-func (o *outbox) drain(t *testing.T) []sqstypes.Message {
+func (o *outboxQueues) drain(t *testing.T) []sqstypes.Message {
 	t.Helper()
 	all, err := awstest.Drain(context.Background(), o.sqs, o.url)
 	if err != nil {
@@ -58,7 +64,7 @@ func (o *outbox) drain(t *testing.T) []sqstypes.Message {
 	return all
 }
 
-func (o *outbox) msg(body, group string) idem.Message {
+func (o *outboxQueues) msg(body, group string) idem.Message {
 	return idem.Message{QueueURL: o.url, Body: body, GroupID: group}
 }
 
@@ -80,7 +86,7 @@ func (f *failingSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchI
 }
 
 // journalEffect commits the counted effect of id, a guard entry and one outbound message.
-func journalEffect(e *env, o *outbox, runs *atomic.Int64, id string) idem.HandlerFunc {
+func journalEffect(e *env, o *outboxQueues, runs *atomic.Int64, id string) idem.HandlerFunc {
 	return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
 		runs.Add(1)
 		return idem.Result{
@@ -108,18 +114,18 @@ func (e *env) forget(t *testing.T, c *idem.Client, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, ok := e.store.(*idem.MemoryStore); ok {
+	if m, ok := e.store.(*memstore.MemoryStore); ok {
 		m.Forget(pk)
 		return
 	}
 	if _, err := e.ddb.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
-		TableName: aws.String(e.table), Key: e.store.(*idem.DynamoStore).Key(pk),
+		TableName: aws.String(e.table), Key: e.store.(*persistence.DynamoStore).Key(pk),
 	}); err != nil {
 		t.Fatalf("delete record: %v", err)
 	}
 }
 
-func (e *env) record(t *testing.T, c *idem.Client, key string) *idem.Record {
+func (e *env) record(t *testing.T, c *idem.Client, key string) *persistence.Record {
 	t.Helper()
 	pk, _ := c.RecordKey(key)
 	rec, err := e.store.Get(context.Background(), pk, e.clock.Now())
@@ -147,8 +153,8 @@ func TestOutboxSendsOnceAfterTheCommit(t *testing.T) {
 			t.Fatalf("queue holds %v, want the one receipt", bodies(got))
 		}
 		m := got[0]
-		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != idem.OutboundKey("contract#k1", 0) {
-			t.Errorf("key attribute %q, want the message's own key, %q", v, idem.OutboundKey("contract#k1", 0))
+		if v := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue); v != outbox.OutboundKey("contract#k1", 0) {
+			t.Errorf("key attribute %q, want the message's own key, %q", v, outbox.OutboundKey("contract#k1", 0))
 		}
 		if g := m.Attributes["MessageGroupId"]; g != "g-k1" {
 			t.Errorf("group %q, want g-k1", g)
@@ -190,7 +196,7 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 		if n := len(o.drain(t)); n != 0 {
 			t.Fatalf("%d messages sent before any send succeeded", n)
 		}
-		if rec := e.record(t, live, "redelivered"); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 1 || rec.Inflight == "" {
+		if rec := e.record(t, live, "redelivered"); rec.Status != persistence.StatusCompleted || len(rec.Outbox) != 1 || rec.Inflight == "" {
 			t.Fatalf("record after the failed send: %s, outbox %d, inflight %q; want COMPLETED with the message pending, in the index",
 				rec.Status, len(rec.Outbox), rec.Inflight)
 		}
@@ -213,7 +219,7 @@ func TestOutboxCrashBetweenCommitAndSend(t *testing.T) {
 		// No delivery of "reaped" comes back: the reaper sends its message, in both modes,
 		// once no record committed before it can be missing from its listing (Grace +
 		// MaxLease after the commit; the lease is 5 minutes without a deadline).
-		r := &idem.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: o.sqs}
+		r := &reaper.Reaper{Store: e.store, Grace: time.Second, MaxLease: 5 * time.Minute, Clock: e.clock.Now, Sender: o.sqs}
 		e.clock.Advance(5 * time.Minute)
 		if sw, err := r.Sweep(ctx); err != nil || sw.Sent != 0 {
 			t.Fatalf("sweep before grace and lease: %+v, %v; want nothing sent yet", sw, err)
@@ -277,7 +283,7 @@ func TestSingleTransactionCompletedKeyWhateverTheHandlerSays(t *testing.T) {
 			if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "receipt "+tc.key+" {}" {
 				t.Fatalf("%s: the queue holds %v, want the pending receipt sent", tc.key, got)
 			}
-			if rec := e.record(t, live, tc.key); rec.Status != idem.StatusCompleted || len(rec.Outbox) != 0 {
+			if rec := e.record(t, live, tc.key); rec.Status != persistence.StatusCompleted || len(rec.Outbox) != 0 {
 				t.Fatalf("%s: record %s with %d pending; want COMPLETED, sent", tc.key, rec.Status, len(rec.Outbox))
 			}
 			if n := e.bizCount(t, tc.key); n != 1 {
@@ -492,13 +498,13 @@ func TestUnlockClearsAPermanentFailure(t *testing.T) {
 			t.Fatalf("before the clear: %v, want the stored error", err)
 		}
 		pk, _ := c.RecordKey("k")
-		if _, err := idem.Unlock(ctx, e.store, pk, "cleared by the operator", e.clock.Now()); err != nil {
+		if _, err := reaper.Unlock(ctx, e.store, pk, "cleared by the operator", e.clock.Now()); err != nil {
 			t.Fatalf("unlock: %v", err)
 		}
 		if res, err := c.Do(ctx, req("k", `{}`), h); err != nil || res.Replayed || string(res.Response) != "ok" {
 			t.Fatalf("after the clear: %+v, %v; want a run", res, err)
 		}
-		if _, err := idem.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
+		if _, err := reaper.Unlock(ctx, e.store, pk, "again", e.clock.Now()); err == nil {
 			t.Fatal("unlock of a COMPLETED record succeeded")
 		}
 	})
@@ -516,7 +522,7 @@ func TestLostTakeoverAnswerIsRecognised(t *testing.T) {
 		t.Fatal("first attempt succeeded")
 	}
 	api := &resend{DynamoDBAPI: e.ddb}
-	store, err := idem.NewDynamoStore(api, e.table)
+	store, err := persistence.NewDynamoStore(api, e.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +575,7 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 				"not http(s)":                       {QueueURL: "ftp://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "x"},
 				"a bad deduplication id":            {QueueURL: o.url, Body: "x", GroupID: "g", DeduplicationID: strings.Repeat("d", 129)},
 				"deduplication on a standard queue": {QueueURL: strings.TrimSuffix(o.url, ".fifo"), Body: "x", DeduplicationID: "d"},
-				"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", idem.MaxOutboundMessageBytes), GroupID: "g"},
+				"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes), GroupID: "g"},
 				"ten attributes and the key":        {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: attributes(10)},
 				"an attribute without a name":       {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"": "v"}},
 				"an attribute name of 257 bytes":    {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{strings.Repeat("n", 257): "v"}},
@@ -581,7 +587,7 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 					runs.Add(1)
 					return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite("msg " + name)}, Messages: []idem.Message{m}}, nil
 				})
-				if !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
+				if !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
 					t.Errorf("%s: %v, want a permanent ErrInvalidMessage", name, err)
 				}
 				if n := e.bizCount(t, "msg "+name); n != 0 {
@@ -608,17 +614,17 @@ func TestInvalidRequestsArePermanent(t *testing.T) {
 					return idem.Result{Messages: msgs}, nil
 				}
 			}
-			if _, err := c.Do(ctx, req("too many messages", `{}`), many(idem.MaxOutboundMessages+1)); !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
-				t.Errorf("%d messages: %v, want a permanent ErrInvalidMessage", idem.MaxOutboundMessages+1, err)
+			if _, err := c.Do(ctx, req("too many messages", `{}`), many(outbox.MaxOutboundMessages+1)); !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
+				t.Errorf("%d messages: %v, want a permanent ErrInvalidMessage", outbox.MaxOutboundMessages+1, err)
 			}
 			if n := len(o.drain(t)); n != 0 {
 				t.Fatalf("%d messages sent", n)
 			}
-			if _, err := c.Do(ctx, req("as many messages as allowed", `{}`), many(idem.MaxOutboundMessages)); err != nil {
-				t.Fatalf("%d messages: %v", idem.MaxOutboundMessages, err)
+			if _, err := c.Do(ctx, req("as many messages as allowed", `{}`), many(outbox.MaxOutboundMessages)); err != nil {
+				t.Fatalf("%d messages: %v", outbox.MaxOutboundMessages, err)
 			}
-			if n := len(o.drain(t)); n != idem.MaxOutboundMessages {
-				t.Fatalf("%d messages sent, want %d", n, idem.MaxOutboundMessages)
+			if n := len(o.drain(t)); n != outbox.MaxOutboundMessages {
+				t.Fatalf("%d messages sent, want %d", n, outbox.MaxOutboundMessages)
 			}
 		})
 	}
@@ -712,11 +718,11 @@ func TestBatchSendsTheOutboxOnce(t *testing.T) {
 				})
 				var logs bytes.Buffer
 				log := slog.New(slog.NewJSONHandler(&logs, nil))
-				rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h, Logger: log})
+				rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h, Logger: log})
 				if err != nil {
 					t.Fatal(err)
 				}
-				p := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: c, Logger: log})
+				p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, Outbox: c, Logger: log})
 				resp, err := p.Process(ctx, ev)
 				if err != nil {
 					t.Fatal(err)
@@ -794,7 +800,7 @@ func checkRedrivable(t *testing.T, e *env, c *idem.Client, mode idem.Mode, key s
 	switch {
 	case mode == idem.ModeSingleTransaction && !errors.Is(err, idem.ErrNotFound):
 		t.Errorf("%s: record %+v, %v; want none", key, rec, err)
-	case mode == idem.ModeLease && (err != nil || rec.Status != idem.StatusFailed || !rec.Retryable):
+	case mode == idem.ModeLease && (err != nil || rec.Status != persistence.StatusFailed || !rec.Retryable):
 		t.Errorf("%s: record %+v, %v; want FAILED and retryable (redrivable after the fix)", key, rec, err)
 	}
 }
@@ -824,8 +830,8 @@ func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
 		var applied []string
 		for i, m := range got {
 			key := aws.ToString(m.MessageAttributes[idem.KeyAttribute].StringValue)
-			if key != idem.OutboundKey(pk, i) || m.Attributes["MessageDeduplicationId"] != idem.DeduplicationID(key) {
-				t.Errorf("message %d: key %q, deduplication id %q; want %q and its deduplication id", i, key, m.Attributes["MessageDeduplicationId"], idem.OutboundKey(pk, i))
+			if key != outbox.OutboundKey(pk, i) || m.Attributes["MessageDeduplicationId"] != outbox.DeduplicationID(key) {
+				t.Errorf("message %d: key %q, deduplication id %q; want %q and its deduplication id", i, key, m.Attributes["MessageDeduplicationId"], outbox.OutboundKey(pk, i))
 			}
 			_, err := down.Do(ctx, req(key, aws.ToString(m.Body)), func(_ context.Context, r *idem.Request) (idem.Result, error) {
 				applied = append(applied, string(r.Payload))
@@ -846,7 +852,7 @@ func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
 			n.Body = "b"
 			return idem.Result{Messages: []idem.Message{m, n}}, nil
 		}
-		if _, err := c.Do(ctx, req("order-2", `{}`), same); !errors.Is(err, idem.ErrInvalidMessage) || !idem.IsPermanent(err) {
+		if _, err := c.Do(ctx, req("order-2", `{}`), same); !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
 			t.Fatalf("two messages with one key: %v, want ErrInvalidMessage", err)
 		}
 		if n := len(o.drain(t)); n != 0 {
@@ -886,7 +892,7 @@ func TestWarmCacheOnlyOnceTheOutboxIsSent(t *testing.T) {
 				runs.Add(1)
 				return idem.Result{Response: []byte("ok"), Messages: []idem.Message{o.msg("receipt", "g")}}, nil
 			})
-			warm := func(s idem.SQSBatchSender) *idem.Client {
+			warm := func(s outbox.SQSBatchSender) *idem.Client {
 				return e.client(t, withMode(mode), func(c *idem.Config) { c.CacheSize = 10; c.Sender = s })
 			}
 			sent := warm(o.sqs)

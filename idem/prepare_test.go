@@ -13,6 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // TestResultShapesRefused: a result whose Guarded or HomeGuard cannot be kept is refused
@@ -30,7 +34,7 @@ func TestResultShapesRefused(t *testing.T) {
 		"HomeGuard on a write that is no Put": {HomeGuard: true, HomeKey: "k", Guards: []int{0}, Writes: []types.TransactWriteItem{del}},
 		"messages without a Sender":           {Writes: []types.TransactWriteItem{put}, Messages: []idem.Message{msg}},
 	} {
-		mem := idem.NewMemoryStore()
+		mem := memstore.NewMemoryStore()
 		c, err := idem.New(idem.Config{Store: mem, Scope: "s"}) // no Sender
 		if err != nil {
 			t.Fatal(err)
@@ -45,13 +49,13 @@ func TestResultShapesRefused(t *testing.T) {
 }
 
 // opsFail is a store whose Retry and Reap fail as a changed record makes them fail.
-type opsFail struct{ idem.Store }
+type opsFail struct{ persistence.Store }
 
 func (opsFail) Retry(context.Context, string, string, string, time.Time) error {
 	return fmt.Errorf("injected: %w", idem.ErrLeaseLost)
 }
 
-func (opsFail) Reap(context.Context, idem.StaleLease, string, time.Time) error {
+func (opsFail) Reap(context.Context, persistence.StaleLease, string, time.Time) error {
 	return fmt.Errorf("injected: %w", idem.ErrLeaseLost)
 }
 
@@ -60,17 +64,17 @@ func (opsFail) Reap(context.Context, idem.StaleLease, string, time.Time) error {
 func TestUnlockReportsItsErrors(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	mem := idem.NewMemoryStore()
-	if _, err := idem.Unlock(ctx, mem, "s#none", "operator", now); !errors.Is(err, idem.ErrNotFound) {
+	mem := memstore.NewMemoryStore()
+	if _, err := reaper.Unlock(ctx, mem, "s#none", "operator", now); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Unlock of a key with no record: %v, want ErrNotFound", err)
 	}
-	for key, status := range map[string]idem.Status{"s#held": idem.StatusInProgress, "s#failed": idem.StatusFailed} {
-		rec := &idem.Record{Key: key, Status: status, LeaseToken: "tok", LeaseUntil: now.Add(time.Minute), Attempt: 1, CreatedAt: now, UpdatedAt: now,
+	for key, status := range map[string]persistence.Status{"s#held": persistence.StatusInProgress, "s#failed": persistence.StatusFailed} {
+		rec := &persistence.Record{Key: key, Status: status, LeaseToken: "tok", LeaseUntil: now.Add(time.Minute), Attempt: 1, CreatedAt: now, UpdatedAt: now,
 			ExpiresAt: now.Add(time.Hour), Inflight: "0"}
 		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
 			t.Fatalf("create %s: %v %v", key, created, err)
 		}
-		if _, err := idem.Unlock(ctx, opsFail{mem}, key, "operator", now); !errors.Is(err, idem.ErrLeaseLost) {
+		if _, err := reaper.Unlock(ctx, opsFail{mem}, key, "operator", now); !errors.Is(err, idem.ErrLeaseLost) {
 			t.Errorf("Unlock of a %s record whose write loses: %v, want ErrLeaseLost", status, err)
 		}
 	}
@@ -83,18 +87,18 @@ func TestCommitWithEverythingCompressed(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &okSender{} })
 		text := strings.Repeat("all work and no play ", 200) // 4 KiB, compressible
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{Response: []byte(text), Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/out.fifo", Body: text, GroupID: "g"}}}, nil
 		})})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp := newProcessor(t, idem.BatchConfig{Handle: rf, Outbox: c})
+		bp := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, Outbox: c})
 		resp, err := bp.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "in", "compressed", `{}`)}})
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("batch: %+v, %v; want the record applied", resp, err)
 		}
-		if rec := e.record(t, c, "compressed"); rec.Status != idem.StatusCompleted || string(rec.Response) != text {
+		if rec := e.record(t, c, "compressed"); rec.Status != persistence.StatusCompleted || string(rec.Response) != text {
 			t.Fatalf("record: %s, response of %d bytes", rec.Status, len(rec.Response))
 		}
 	})
@@ -102,11 +106,11 @@ func TestCommitWithEverythingCompressed(t *testing.T) {
 
 // takeoverFails is a store whose takeovers fail with err.
 type takeoverFails struct {
-	idem.Store
+	persistence.Store
 	err error
 }
 
-func (s takeoverFails) Takeover(context.Context, *idem.Record, idem.Lease, time.Time, time.Time) (*idem.Record, error) {
+func (s takeoverFails) Takeover(context.Context, *persistence.Record, persistence.Lease, time.Time, time.Time) (*persistence.Record, error) {
 	return nil, s.err
 }
 
@@ -120,20 +124,24 @@ func TestTakeoverOutcomes(t *testing.T) {
 		return idem.Result{}, errors.New("transient")
 	}
 	for name, c := range map[string]struct {
-		status idem.Status
-		store  func(idem.Store) idem.Store
+		status persistence.Status
+		store  func(persistence.Store) persistence.Store
 		want   func(error) bool
 	}{
-		"lost the race": {idem.StatusFailed, func(s idem.Store) idem.Store { return takeoverFails{s, fmt.Errorf("injected: %w", idem.ErrLeaseLost)} },
+		"lost the race": {persistence.StatusFailed, func(s persistence.Store) persistence.Store {
+			return takeoverFails{s, fmt.Errorf("injected: %w", idem.ErrLeaseLost)}
+		},
 			func(err error) bool { return errors.Is(err, idem.ErrInProgress) }},
-		"the store down": {idem.StatusFailed, func(s idem.Store) idem.Store { return takeoverFails{s, errors.New("injected: store down")} },
+		"the store down": {persistence.StatusFailed, func(s persistence.Store) persistence.Store {
+			return takeoverFails{s, errors.New("injected: store down")}
+		},
 			func(err error) bool {
 				return err != nil && !errors.Is(err, idem.ErrInProgress) && strings.Contains(err.Error(), "store down")
 			}},
-		"an unknown status": {"BOGUS", func(s idem.Store) idem.Store { return s },
+		"an unknown status": {"BOGUS", func(s persistence.Store) persistence.Store { return s },
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "unknown status") }},
 	} {
-		mem := idem.NewMemoryStore()
+		mem := memstore.NewMemoryStore()
 		first, err := idem.New(idem.Config{Store: mem, Scope: "s"})
 		if err != nil {
 			t.Fatal(err)
@@ -141,7 +149,7 @@ func TestTakeoverOutcomes(t *testing.T) {
 		if _, err := first.Do(ctx, &idem.Request{Key: "k", Payload: []byte(`{}`)}, failing); err == nil {
 			t.Fatal("the first attempt: no error")
 		}
-		if c.status != idem.StatusFailed { // rewrite the record's status
+		if c.status != persistence.StatusFailed { // rewrite the record's status
 			rec, _ := mem.Get(ctx, "s#k", time.Now())
 			rec.Status = c.status
 			mem.Forget("s#k")
@@ -163,7 +171,7 @@ func TestTakeoverOutcomes(t *testing.T) {
 		}
 	}
 
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	c, err := idem.New(idem.Config{Store: mem, Scope: "s"}) // the real clock: nanoseconds
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +207,7 @@ func TestHomeGuardOnAnotherTable(t *testing.T) {
 		e := newDynamoEnv(t)
 		c := e.client(t, withMode(mode))
 		pk, _ := c.RecordKey("elsewhere")
-		entry := e.store.(*idem.DynamoStore).Key(pk)
+		entry := e.store.(*persistence.DynamoStore).Key(pk)
 		entry["status"] = &types.AttributeValueMemberS{Value: "HACKED"}
 		for what, guard := range map[string]types.TransactWriteItem{
 			"on the business table":               {Put: &types.Put{TableName: aws.String(e.bizTable), Item: e.bizItem("elsewhere", nil)}},

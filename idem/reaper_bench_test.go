@@ -14,14 +14,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
 // readCounter counts the items DynamoDB reads for the sweep: Query and Scan report them
 // in ScannedCount.
 type readCounter struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	scanned atomic.Int64
 }
 
@@ -45,7 +46,7 @@ func BenchmarkReaperSweep(b *testing.B) {
 	ctx := context.Background()
 	ddb := awstest.DynamoDB(b)
 	table := awstest.Name(b, "reap")
-	if err := idem.CreateTable(ctx, ddb, table); err != nil {
+	if err := persistence.CreateTable(ctx, ddb, table); err != nil {
 		b.Fatal(err)
 	}
 	now := time.Now()
@@ -96,9 +97,9 @@ func BenchmarkReaperSweep(b *testing.B) {
 	b.Logf("loaded %d completed records and 10 stale locks in %s", n, time.Since(start).Round(time.Millisecond))
 
 	rc := &readCounter{DynamoDBAPI: ddb}
-	store, _ := idem.NewDynamoStore(rc, table)
+	store, _ := persistence.NewDynamoStore(rc, table)
 	b.ResetTimer()
-	var res idem.SweepResult
+	var res reaper.SweepResult
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		// Put the stale locks back for every iteration after the first.
@@ -112,7 +113,7 @@ func BenchmarkReaperSweep(b *testing.B) {
 		rc.scanned.Store(0)
 		b.StartTimer()
 		var err error
-		res, err = (&idem.Reaper{Store: store, Shards: 4, Grace: time.Second}).Sweep(ctx)
+		res, err = (&reaper.Reaper{Store: store, Shards: 4, Grace: time.Second}).Sweep(ctx)
 		if err != nil || res.Reaped != 10 {
 			b.Fatalf("sweep: %+v %v", res, err)
 		}

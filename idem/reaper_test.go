@@ -14,6 +14,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestReaperRefusesBadConfig: a reaper without a store, or with a scope no consumer can
@@ -21,18 +24,18 @@ import (
 // panic: the reaper's Lambda reports the error and retries on its schedule).
 func TestReaperRefusesBadConfig(t *testing.T) {
 	for name, c := range map[string]struct {
-		r    idem.Reaper
+		r    reaper.Reaper
 		want string
 	}{
-		"no store":     {idem.Reaper{}, "idem: Reaper.Store is nil"},
-		"scope with #": {idem.Reaper{Store: idem.NewMemoryStore(), Scope: "a#b"}, "idem: Reaper.Scope: "},
+		"no store":     {reaper.Reaper{}, "idem: Reaper.Store is nil"},
+		"scope with #": {reaper.Reaper{Store: memstore.NewMemoryStore(), Scope: "a#b"}, "idem: Reaper.Scope: "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res, err := c.r.Sweep(context.Background())
 			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 				t.Fatalf("Sweep: %v, want an error starting %q", err, c.want)
 			}
-			if res != (idem.SweepResult{}) {
+			if res != (reaper.SweepResult{}) {
 				t.Errorf("Sweep counted %+v before failing", res)
 			}
 		})
@@ -59,23 +62,23 @@ func (s *okSender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchI
 // listing).
 func TestReaperDefaults(t *testing.T) {
 	ctx := context.Background()
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	sender := &okSender{}
-	r := &idem.Reaper{Store: store, Clock: func() time.Time { return now }, Sender: sender}
-	create := func(rec *idem.Record) {
+	r := &reaper.Reaper{Store: store, Clock: func() time.Time { return now }, Sender: sender}
+	create := func(rec *persistence.Record) {
 		t.Helper()
 		rec.LeaseToken, rec.Attempt, rec.ExpiresAt, rec.CreatedAt = "tok-"+rec.Key, 1, now.Add(24*time.Hour), now.Add(-time.Hour)
 		if _, created, err := store.Create(ctx, rec, now); err != nil || !created {
 			t.Fatalf("create %s: created=%v err=%v", rec.Key, created, err)
 		}
 	}
-	create(&idem.Record{Key: "s#crashed", Status: idem.StatusInProgress, Inflight: "3", LeaseUntil: now.Add(-20 * time.Second), UpdatedAt: now.Add(-time.Hour)})
+	create(&persistence.Record{Key: "s#crashed", Status: persistence.StatusInProgress, Inflight: "3", LeaseUntil: now.Add(-20 * time.Second), UpdatedAt: now.Add(-time.Hour)})
 	// Committed 5 minutes ago, its send lost with its holder: COMPLETED, in the index.
-	create(&idem.Record{Key: "s#committed", Status: idem.StatusCompleted, Inflight: "0", LeaseUntil: now.Add(-4 * time.Minute),
+	create(&persistence.Record{Key: "s#committed", Status: persistence.StatusCompleted, Inflight: "0", LeaseUntil: now.Add(-4 * time.Minute),
 		UpdatedAt: now.Add(-5 * time.Minute), Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt"}}})
 
-	sweep := func(when string) idem.SweepResult {
+	sweep := func(when string) reaper.SweepResult {
 		t.Helper()
 		res, err := r.Sweep(ctx)
 		if err != nil {
@@ -90,7 +93,7 @@ func TestReaperDefaults(t *testing.T) {
 	if res := sweep("31 s after the lease"); res.Reaped != 1 || res.Sent != 0 || res.Unsent != 1 {
 		t.Fatalf("31 s after the lease ended: %+v; want the lease of shard 3 reaped, the outbox committed 5 min ago still left", res)
 	}
-	if rec, err := store.Get(ctx, "s#crashed", now); err != nil || rec.Status != idem.StatusFailed || rec.Error != idem.ReasonLeaseExpired {
+	if rec, err := store.Get(ctx, "s#crashed", now); err != nil || rec.Status != persistence.StatusFailed || rec.Error != reaper.ReasonLeaseExpired {
 		t.Fatalf("reaped record: %+v, %v", rec, err)
 	}
 	// 15 min after the commit: past MaxLease but not past Grace + MaxLease. A record
@@ -108,11 +111,11 @@ func TestReaperDefaults(t *testing.T) {
 
 // unreadable is a store whose reads of one key fail.
 type unreadable struct {
-	idem.Store
+	persistence.Store
 	key string
 }
 
-func (u *unreadable) Get(ctx context.Context, key string, now time.Time) (*idem.Record, error) {
+func (u *unreadable) Get(ctx context.Context, key string, now time.Time) (*persistence.Record, error) {
 	if key == u.key {
 		return nil, fmt.Errorf("injected: the read of %s failed", key)
 	}
@@ -122,9 +125,9 @@ func (u *unreadable) Get(ctx context.Context, key string, now time.Time) (*idem.
 // pendingOutbox writes a COMPLETED record of key, committed ago before now (its lease
 // ended a minute later), still in the in-flight index with one outbound message pending:
 // what a crash between the commit and the send leaves.
-func pendingOutbox(t *testing.T, mem *idem.MemoryStore, key string, now time.Time, ago time.Duration) {
+func pendingOutbox(t *testing.T, mem *memstore.MemoryStore, key string, now time.Time, ago time.Duration) {
 	t.Helper()
-	rec := &idem.Record{Key: key, Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
+	rec := &persistence.Record{Key: key, Status: persistence.StatusCompleted, Inflight: "0", LeaseToken: "tok-" + key, Attempt: 1,
 		LeaseUntil: now.Add(-ago + time.Minute), UpdatedAt: now.Add(-ago), CreatedAt: now.Add(-ago - time.Minute), ExpiresAt: now.Add(time.Hour),
 		Outbox: []idem.Message{{QueueURL: "http://127.0.0.1:1/000000000000/out", Body: "receipt of " + key}}}
 	if _, created, err := mem.Create(context.Background(), rec, now); err != nil || !created {
@@ -138,19 +141,19 @@ func pendingOutbox(t *testing.T, mem *idem.MemoryStore, key string, now time.Tim
 // Grace + MaxLease.
 func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 	ctx := context.Background()
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	for key, ago := range map[string]time.Duration{"s#earliest": 40 * time.Minute, "s#unread": 18 * time.Minute, "s#later": 17 * time.Minute, "s#latest": 16 * time.Minute} {
 		pendingOutbox(t, mem, key, now, ago)
 	}
 	// Listed, not reapable, with nothing to send: its lease was lost to a commit.
-	done := &idem.Record{Key: "s#done", Status: idem.StatusCompleted, Inflight: "0", LeaseToken: "tok-done", Attempt: 1,
+	done := &persistence.Record{Key: "s#done", Status: persistence.StatusCompleted, Inflight: "0", LeaseToken: "tok-done", Attempt: 1,
 		LeaseUntil: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)}
 	if _, created, err := mem.Create(ctx, done, now); err != nil || !created {
 		t.Fatalf("create s#done: %v %v", created, err)
 	}
 	sender := &okSender{}
-	r := &idem.Reaper{Store: &unreadable{Store: mem, key: "s#unread"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}
+	r := &reaper.Reaper{Store: &unreadable{Store: mem, key: "s#unread"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}
 	res, err := r.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -169,11 +172,11 @@ func TestReaperCutBeforeAnUnreadRecord(t *testing.T) {
 
 // staleFails is a store whose listing of one shard fails.
 type staleFails struct {
-	idem.Store
+	persistence.Store
 	shard string
 }
 
-func (s *staleFails) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]idem.StaleLease, string, error) {
+func (s *staleFails) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]persistence.StaleLease, string, error) {
 	if shard == s.shard {
 		return nil, "", fmt.Errorf("injected: shard %s could not be listed", shard)
 	}
@@ -185,11 +188,11 @@ func (s *staleFails) Stale(ctx context.Context, shard string, before time.Time, 
 // before it.
 func TestIncompleteSweepSendsNothing(t *testing.T) {
 	ctx := context.Background()
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pendingOutbox(t, mem, "s#old", now, 2*time.Hour)
 	sender := &okSender{}
-	r := &idem.Reaper{Store: &staleFails{Store: mem, shard: "1"}, Shards: 2, Clock: func() time.Time { return now }, Sender: sender}
+	r := &reaper.Reaper{Store: &staleFails{Store: mem, shard: "1"}, Shards: 2, Clock: func() time.Time { return now }, Sender: sender}
 	res, err := r.Sweep(ctx)
 	if err == nil || res.Unsent != 1 || res.Sent != 0 || sender.sent.Load() != 0 {
 		t.Fatalf("sweep with shard 1 unlisted: %+v, %v, %d sent; want its error and the outbox of shard 0 left unsent", res, err, sender.sent.Load())
@@ -200,11 +203,11 @@ func TestIncompleteSweepSendsNothing(t *testing.T) {
 // stays pending for the next sweep.
 func TestSweepCountsAFailedSend(t *testing.T) {
 	ctx := context.Background()
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pendingOutbox(t, mem, "s#old", now, 2*time.Hour)
 	sender := &failingSender{}
-	res, err := (&idem.Reaper{Store: mem, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
+	res, err := (&reaper.Reaper{Store: mem, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
 	if err != nil || res.Sent != 0 || res.Unsent != 1 || sender.calls.Load() != 1 {
 		t.Fatalf("sweep with SQS down: %+v, %v, %d calls; want one unsent", res, err, sender.calls.Load())
 	}
@@ -215,11 +218,11 @@ func TestSweepCountsAFailedSend(t *testing.T) {
 
 // slowListing is a store whose listings take a while.
 type slowListing struct {
-	idem.Store
+	persistence.Store
 	took time.Duration
 }
 
-func (s *slowListing) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]idem.StaleLease, string, error) {
+func (s *slowListing) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]persistence.StaleLease, string, error) {
 	time.Sleep(s.took)
 	return s.Store.Stale(ctx, shard, before, limit, cursor)
 }
@@ -227,9 +230,9 @@ func (s *slowListing) Stale(ctx context.Context, shard string, before time.Time,
 // TestSweepStopsAtItsMarginMidPage: a sweep whose listing used up the time before its
 // margin reaps nothing more of the page and says it was truncated.
 func TestSweepStopsAtItsMarginMidPage(t *testing.T) {
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Now()
-	rec := &idem.Record{Key: "s#dead", Status: idem.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,
+	rec := &persistence.Record{Key: "s#dead", Status: persistence.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,
 		LeaseUntil: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour), CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)}
 	if _, created, err := mem.Create(context.Background(), rec, now); err != nil || !created {
 		t.Fatalf("create: %v %v", created, err)
@@ -237,22 +240,22 @@ func TestSweepStopsAtItsMarginMidPage(t *testing.T) {
 	// 600 ms before the 1 s margin when the sweep starts; the listing takes 900 ms.
 	ctx, cancel := context.WithTimeout(context.Background(), 1600*time.Millisecond)
 	defer cancel()
-	res, err := (&idem.Reaper{Store: &slowListing{Store: mem, took: 900 * time.Millisecond}, Shards: 1, Margin: time.Second}).Sweep(ctx)
+	res, err := (&reaper.Reaper{Store: &slowListing{Store: mem, took: 900 * time.Millisecond}, Shards: 1, Margin: time.Second}).Sweep(ctx)
 	if err != nil || !res.Truncated || res.Reaped != 0 || res.Scanned != 1 {
 		t.Fatalf("sweep: %+v, %v; want the listed lease left, truncated", res, err)
 	}
-	if got, err := mem.Get(context.Background(), "s#dead", time.Now()); err != nil || got.Status != idem.StatusInProgress {
+	if got, err := mem.Get(context.Background(), "s#dead", time.Now()); err != nil || got.Status != persistence.StatusInProgress {
 		t.Fatalf("the lease after the sweep: %+v, %v; want it left for the next sweep", got, err)
 	}
 }
 
 // gone is a store whose reads of one key find nothing (TTL deleted it after the listing).
 type gone struct {
-	idem.Store
+	persistence.Store
 	key string
 }
 
-func (g *gone) Get(ctx context.Context, key string, now time.Time) (*idem.Record, error) {
+func (g *gone) Get(ctx context.Context, key string, now time.Time) (*persistence.Record, error) {
 	if key == g.key {
 		return nil, fmt.Errorf("injected: %w", idem.ErrNotFound)
 	}
@@ -263,13 +266,13 @@ func (g *gone) Get(ctx context.Context, key string, now time.Time) (*idem.Record
 // it is counted lost and holds back nothing: the outbox after it is sent.
 func TestSweepRecordDeletedAfterItsListing(t *testing.T) {
 	ctx := context.Background()
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	for key, ago := range map[string]time.Duration{"s#deleted": 50 * time.Minute, "s#pending": 40 * time.Minute} {
 		pendingOutbox(t, mem, key, now, ago)
 	}
 	sender := &okSender{}
-	res, err := (&idem.Reaper{Store: &gone{Store: mem, key: "s#deleted"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
+	res, err := (&reaper.Reaper{Store: &gone{Store: mem, key: "s#deleted"}, Shards: 1, Clock: func() time.Time { return now }, Sender: sender}).Sweep(ctx)
 	if err != nil || res.Lost != 1 || res.Sent != 1 || res.Unsent != 0 || sender.sent.Load() != 1 {
 		t.Fatalf("sweep: %+v, %v, %d sent; want the deleted record lost and the other's outbox sent", res, err, sender.sent.Load())
 	}
@@ -277,11 +280,11 @@ func TestSweepRecordDeletedAfterItsListing(t *testing.T) {
 
 // limits is a Store that records the limit of each Stale query.
 type limits struct {
-	idem.Store
+	persistence.Store
 	got []int
 }
 
-func (l *limits) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]idem.StaleLease, string, error) {
+func (l *limits) Stale(ctx context.Context, shard string, before time.Time, limit int, cursor string) ([]persistence.StaleLease, string, error) {
 	l.got = append(l.got, limit)
 	return l.Store.Stale(ctx, shard, before, limit, cursor)
 }
@@ -291,17 +294,17 @@ func (l *limits) Stale(ctx context.Context, shard string, before time.Time, limi
 // context ends in 1 s stops at once, under the 2 s margin, reaping nothing.
 func TestReaperPageAndMarginDefaults(t *testing.T) {
 	ctx := context.Background()
-	mem := idem.NewMemoryStore()
+	mem := memstore.NewMemoryStore()
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	for i := range 150 {
-		rec := &idem.Record{Key: fmt.Sprintf("s#k%03d", i), Status: idem.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,
+		rec := &persistence.Record{Key: fmt.Sprintf("s#k%03d", i), Status: persistence.StatusInProgress, Inflight: "0", LeaseToken: "tok", Attempt: 1,
 			LeaseUntil: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour), CreatedAt: now.Add(-2 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour)}
 		if _, created, err := mem.Create(ctx, rec, now); err != nil || !created {
 			t.Fatalf("create: %v %v", created, err)
 		}
 	}
 	store := &limits{Store: mem}
-	r := &idem.Reaper{Store: store, Shards: 1, Clock: func() time.Time { return now }}
+	r := &reaper.Reaper{Store: store, Shards: 1, Clock: func() time.Time { return now }}
 
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()

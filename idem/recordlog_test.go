@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // TestOneLogLinePerRecord runs NewSQSHandler under a BatchProcessor, both logging to one
@@ -27,11 +28,11 @@ func TestOneLogLinePerRecord(t *testing.T) {
 		"k-flaky": errors.New("gateway timeout"),
 	}}
 	keys := testKeys(t)
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Logger: logger, Keys: keys})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h, Logger: logger, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dlByID{}, Logger: logger, Keys: keys})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, DeadLetter: dlByID{}, Logger: logger, Keys: keys})
 
 	msg := func(id, group, key, receives string) events.SQSMessage {
 		m := keyedMsg(id, key, `{"amount_cents":500}`)
@@ -116,11 +117,11 @@ func TestRecordLineOutcomeOfARetry(t *testing.T) {
 		"k-bad":  idem.Permanent(errors.New("invalid amount")),
 	}}
 	keys := testKeys(t)
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Logger: logger, Keys: keys})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h, Logger: logger, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dlByID{"m2": errors.New("dead-letter queue unreachable")}, Logger: logger, Keys: keys})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, DeadLetter: dlByID{"m2": errors.New("dead-letter queue unreachable")}, Logger: logger, Keys: keys})
 	ev := events.SQSEvent{Records: []events.SQSMessage{
 		keyedMsg("m1", "k-busy", `{"amount_cents":500}`),
 		keyedMsg("m2", "k-bad", `{"amount_cents":500}`),

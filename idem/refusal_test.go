@@ -12,6 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // receive is message id as SQS hands it out for the n-th time, keyed by key.
@@ -43,12 +46,12 @@ func TestLateCopyOfARefusedMessage(t *testing.T) {
 			}
 			return idem.Result{Response: []byte("paid"), Writes: []types.TransactWriteItem{e.bizWrite("acct-1")}}, nil
 		})
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h})
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h})
 		if err != nil {
 			t.Fatal(err)
 		}
 		dl := &fakeDL{}
-		p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dl})
+		p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, DeadLetter: dl})
 		deliver := func(msg events.SQSMessage) {
 			t.Helper()
 			resp, err := p.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
@@ -57,32 +60,32 @@ func TestLateCopyOfARefusedMessage(t *testing.T) {
 			}
 		}
 		pk, _ := c.RecordKey("k-refused")
-		refused := func(when string, by idem.Delivery) {
+		refused := func(when string, by persistence.Delivery) {
 			t.Helper()
 			rec, err := e.store.Get(ctx, pk, e.clock.Now())
-			if err != nil || idem.StateOf(rec, e.clock.Now()) != idem.StateRefused || rec.Category != idem.CategoryRefused || rec.RefusedBy != by {
+			if err != nil || persistence.StateOf(rec, e.clock.Now()) != persistence.StateRefused || rec.Category != persistence.CategoryRefused || rec.RefusedBy != by {
 				t.Fatalf("%s: record %+v, %v; want refused by %+v", when, rec, err, by)
 			}
 		}
 
 		deliver(receive("m-1", "k-refused", 2))
-		refused("after the refusal", idem.Delivery{MessageID: "m-1", ReceiveCount: 2})
+		refused("after the refusal", persistence.Delivery{MessageID: "m-1", ReceiveCount: 2})
 		if runs.Load() != 1 || len(dl.ids) != 1 {
 			t.Fatalf("refusal: %d runs, %d dead letters; want 1 and 1", runs.Load(), len(dl.ids))
 		}
 
 		// The late copy: dead-lettered again with the refusal, never run.
 		deliver(receive("m-1", "k-refused", 1))
-		if runs.Load() != 1 || len(dl.ids) != 2 || !errors.Is(dl.causes[1], idem.ErrRefused) || idem.CategoryOf(dl.causes[1]) != idem.CategoryRefused {
+		if runs.Load() != 1 || len(dl.ids) != 2 || !errors.Is(dl.causes[1], idem.ErrRefused) || idem.CategoryOf(dl.causes[1]) != persistence.CategoryRefused {
 			t.Fatalf("late copy: %d runs, dead letters %v (causes %v); want no run and a second dead letter, refused", runs.Load(), dl.ids, dl.causes)
 		}
-		refused("after the late copy", idem.Delivery{MessageID: "m-1", ReceiveCount: 2})
+		refused("after the late copy", persistence.Delivery{MessageID: "m-1", ReceiveCount: 2})
 		e.clock.Advance(time.Hour)
-		r := idem.Reaper{Store: e.store, Shards: 1, Grace: time.Second, Clock: e.clock.Now}
+		r := reaper.Reaper{Store: e.store, Shards: 1, Grace: time.Second, Clock: e.clock.Now}
 		if res, err := r.Sweep(ctx); err != nil || res.Reaped != 0 {
 			t.Fatalf("sweep: %+v, %v; want nothing to reap", res, err)
 		}
-		refused("after a sweep", idem.Delivery{MessageID: "m-1", ReceiveCount: 2})
+		refused("after a sweep", persistence.Delivery{MessageID: "m-1", ReceiveCount: 2})
 
 		// A newer receive of the same message (the refusal's acknowledgement was lost)
 		// runs again, and is refused again as itself.
@@ -90,13 +93,13 @@ func TestLateCopyOfARefusedMessage(t *testing.T) {
 		if runs.Load() != 2 || len(dl.ids) != 3 {
 			t.Fatalf("newer receive: %d runs, %d dead letters; want 2 and 3", runs.Load(), len(dl.ids))
 		}
-		refused("after the newer receive", idem.Delivery{MessageID: "m-1", ReceiveCount: 3})
+		refused("after the newer receive", persistence.Delivery{MessageID: "m-1", ReceiveCount: 3})
 
 		// Redriven after the fix: a new message, applied once.
 		open.Store(true)
 		deliver(receive("m-2", "k-refused", 1))
 		rec, err := e.store.Get(ctx, pk, e.clock.Now())
-		if err != nil || rec.Status != idem.StatusCompleted || runs.Load() != 3 || e.bizCount(t, "acct-1") != 1 {
+		if err != nil || rec.Status != persistence.StatusCompleted || runs.Load() != 3 || e.bizCount(t, "acct-1") != 1 {
 			t.Fatalf("redrive: record %+v, %v; %d runs, %d effects; want completed, 3 runs, 1 effect", rec, err, runs.Load(), e.bizCount(t, "acct-1"))
 		}
 	})
@@ -119,7 +122,7 @@ func TestReapLosesToAnExtension(t *testing.T) {
 			if err := r.Attempt.Extend(ctx, time.Minute); err != nil {
 				t.Fatalf("extend: %v", err)
 			}
-			if err := e.store.Reap(ctx, listed[0], idem.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
+			if err := e.store.Reap(ctx, listed[0], reaper.ReasonLeaseExpired, e.clock.Now()); !errors.Is(err, idem.ErrLeaseLost) {
 				t.Fatalf("reap of the listed lease after the extension: %v, want ErrLeaseLost", err)
 			}
 			return idem.Result{Response: []byte("kept"), Writes: []types.TransactWriteItem{e.bizWrite("extended")}}, nil

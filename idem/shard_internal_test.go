@@ -3,6 +3,8 @@ package idem
 import (
 	"strconv"
 	"testing"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // TestShardsSpreadKeysThatDifferInOrder: the in-flight shard of a key depends on the
@@ -24,12 +26,12 @@ func TestShardsSpreadKeysThatDifferInOrder(t *testing.T) {
 	permute("", "abcd")
 	shards := map[string]int{}
 	for _, k := range perms {
-		s := shardOf(k, 4)
+		s := persistence.ShardOf(k, 4)
 		if n, err := strconv.Atoi(s); err != nil || n < 0 || n >= 4 {
 			t.Fatalf("shard of %s: %q, want 0 to 3", k, s)
 		}
 		shards[s]++
-		if got := shardOf(k, 1); got != "0" {
+		if got := persistence.ShardOf(k, 1); got != "0" {
 			t.Fatalf("shard of %s among 1: %q", k, got)
 		}
 	}

@@ -8,12 +8,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // handleSingle is ModeSingleTransaction: run the handler, then commit its result with
 // one request whose condition on the record decides, as the acquire's does.
 func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, pk, hash string, now time.Time) (Result, error) {
-	var seen *Record // the record a takeover is conditioned on, when read first
+	var seen *persistence.Record // the record a takeover is conditioned on, when read first
 	if redelivered(ctx) {
 		// SQS delivers this message again: the key is likely settled already. One read of
 		// the record alone answers such a duplicate as the lease mode's acquire does,
@@ -29,7 +33,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	att := &Attempt{
 		c: c, number: 1, hash: hash, single: true,
-		lease: Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now).Truncate(time.Millisecond), Owner: c.owner(ctx), Shard: shardOf(pk, c.cfg.Shards)},
+		lease: persistence.Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now).Truncate(time.Millisecond), Owner: c.owner(ctx), Shard: persistence.ShardOf(pk, c.cfg.Shards)},
 	}
 	if seen != nil {
 		att.number = seen.Attempt + 1
@@ -38,10 +42,10 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	if herr == nil {
 		res.Messages, herr = c.prepare(req.Key, pk, res)
 	}
-	rec := &Record{
-		Key: pk, Status: StatusCompleted, LeaseToken: att.lease.Token, LeaseUntil: att.lease.Until,
+	rec := &persistence.Record{
+		Key: pk, Status: persistence.StatusCompleted, LeaseToken: att.lease.Token, LeaseUntil: att.lease.Until,
 		ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: hash, Attempt: 1, Owner: att.lease.Owner, CreatedAt: now, UpdatedAt: now,
-		OutboxGroup: deliveryGroup(ctx),
+		OutboxGroup: handoff.Group(ctx),
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
 		rec.PayloadHash = gm.applied
@@ -61,8 +65,8 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 			return Result{}, herr // nothing stored: the next delivery runs again
 		}
 		// A permanent failure is stored and replayed, as in ModeLease.
-		rec.Status, rec.Error = StatusFailed, truncate(herr.Error(), 1024)
-		rec.Category, rec.Public = CategoryOf(herr), truncate(PublicReason(herr), 1024)
+		rec.Status, rec.Error = persistence.StatusFailed, persistence.Truncate(herr.Error(), 1024)
+		rec.Category, rec.Public = CategoryOf(herr), persistence.Truncate(PublicReason(herr), 1024)
 		out, err := c.putSingle(ctx, rec, nil, hash, seen)
 		if err != nil {
 			return Result{}, unrecordedPut(herr, err)
@@ -72,27 +76,27 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		}
 		return Result{}, herr
 	}
-	rec.Response, rec.Outbox, rec.home = res.Response, res.Messages, homeOf(res)
+	rec.Response, rec.Outbox, rec.Home = res.Response, res.Messages, homeOf(res)
 	writes := guardWrites(res.Writes, res.Guards, hash)
 	if res.Guarded {
-		writes, rec.Outbox, rec.home = nil, nil, 0
+		writes, rec.Outbox, rec.Home = nil, nil, 0
 	}
-	pctx, commit := c.startSpan(ctx, SpanCommit, pk)
+	pctx, commit := c.startSpan(ctx, telemetry.SpanCommit, pk)
 	out, err := c.putSingle(pctx, rec, writes, hash, seen)
 	endCommit(commit, res, Result{Attempt: rec.Attempt}, err)
-	var wce *WriteConditionError
+	var wce *persistence.WriteConditionError
 	if errors.As(err, &wce) {
 		guarded, applied := guardFired(wce, res.Guards)
 		switch {
 		case guarded && applied != "" && applied != hash:
-			rec.PayloadHash, rec.Response, rec.Outbox, rec.home = applied, nil, nil, 0
-			mismatch := fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", redact(pk), ErrPayloadMismatch)
+			rec.PayloadHash, rec.Response, rec.Outbox, rec.Home = applied, nil, nil, 0
+			mismatch := fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch)
 			if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
 				return Result{}, unrecordedPut(mismatch, err)
 			}
 			return Result{}, mismatch
 		case guarded:
-			rec.Outbox, rec.home, res.Guarded = nil, 0, true
+			rec.Outbox, rec.Home, res.Guarded = nil, 0, true
 			out, err = c.putSingle(ctx, rec, nil, hash, seen)
 		default:
 			// Nothing is stored: the message is dead-lettered with the reason, and runs
@@ -114,8 +118,8 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 	}
 	result := Result{Response: res.Response, Attempt: rec.Attempt, Guarded: res.Guarded}
 	if len(rec.Outbox) > 0 {
-		entry := &cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)}
-		if err := c.hand(ctx, &Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox, sent: entry}); err != nil {
+		entry := cached{key: pk, response: rec.Response, payloadHash: rec.PayloadHash, expiresAt: rec.ExpiresAt.Truncate(time.Second)}
+		if err := c.hand(ctx, &outbox.Pending{Key: pk, Token: rec.LeaseToken, Messages: rec.Outbox, OnSent: c.cacheOnSent(entry)}); err != nil {
 			return Result{}, err
 		}
 		return result, nil
@@ -148,13 +152,13 @@ func redelivered(ctx context.Context) bool {
 // in-flight index (its shard), so the reaper finds the messages a crash left unsent;
 // without, it stays out of the index. UpdatedAt is the commit time: the reaper sends in
 // that order.
-func (c *Client) indexOutbox(rec *Record) {
+func (c *Client) indexOutbox(rec *persistence.Record) {
 	rec.UpdatedAt = c.cfg.Clock()
 	if len(rec.Outbox) == 0 {
 		rec.Inflight, rec.OutboxGroup = "", ""
 		return
 	}
-	rec.Inflight = shardOf(rec.Key, c.cfg.Shards)
+	rec.Inflight = persistence.ShardOf(rec.Key, c.cfg.Shards)
 }
 
 // settled reads the key's record after a handler failed and returns its stored outcome
@@ -169,14 +173,14 @@ func (c *Client) settled(ctx context.Context, pk, hash string) (*Result, error) 
 
 // look reads the record of pk and decides as the acquire does: the outcome to replay, a
 // refusal (the error), or the record an attempt takes over (nil when there is none).
-func (c *Client) look(ctx context.Context, pk, hash string) (replay *Result, takeover *Record, err error) {
+func (c *Client) look(ctx context.Context, pk, hash string) (replay *Result, takeover *persistence.Record, err error) {
 	now := c.cfg.Clock()
 	old, err := c.cfg.Store.Get(ctx, pk, now)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("idem: read %s: %w", redact(pk), err)
+		return nil, nil, fmt.Errorf("idem: read %s: %w", persistence.Redact(pk), err)
 	}
 	replay, take, err := c.verdict(ctx, pk, hash, old, now)
 	if take {
@@ -202,7 +206,7 @@ func (c *Client) replay(ctx context.Context, out *Result, err error) (Result, er
 // error), or a takeover, which puts rec again conditioned on the record as it was seen.
 // With seen (the record as read before the handler ran), the first put is already that
 // takeover.
-func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.TransactWriteItem, hash string, seen *Record) (*Result, error) {
+func (c *Client) putSingle(ctx context.Context, rec *persistence.Record, writes []types.TransactWriteItem, hash string, seen *persistence.Record) (*Result, error) {
 	if seen != nil {
 		rec.Attempt, rec.Steps = seen.Attempt+1, seen.Steps
 	}
@@ -219,10 +223,10 @@ func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.Tran
 		case replay != nil:
 			return replay, nil
 		case !takeover:
-			return nil, fmt.Errorf("idem: put %s: record has unknown status %q", redact(rec.Key), old.Status)
+			return nil, fmt.Errorf("idem: put %s: record has unknown status %q", persistence.Redact(rec.Key), old.Status)
 		case seen != nil:
 			// Someone else moved the record between our two tries.
-			return nil, fmt.Errorf("idem: put %s: %w (lost the takeover race)", redact(rec.Key), ErrInProgress)
+			return nil, fmt.Errorf("idem: put %s: %w (lost the takeover race)", persistence.Redact(rec.Key), ErrInProgress)
 		}
 		seen = old
 		rec.Attempt = old.Attempt + 1
@@ -234,7 +238,7 @@ func (c *Client) putSingle(ctx context.Context, rec *Record, writes []types.Tran
 // standing alone: it is what a person reads in the dead-letter queue; with the part its
 // sender may read (Result.Tell, a PublicError) when the handler gives one. ok is false
 // when the handler gave neither.
-func explain(wce *WriteConditionError, res Result) (error, bool) {
+func explain(wce *persistence.WriteConditionError, res Result) (error, bool) {
 	if wce.Index < 0 || wce.Index >= len(res.Writes) {
 		return nil, false
 	}
@@ -257,11 +261,4 @@ func explain(wce *WriteConditionError, res Result) (error, bool) {
 		}
 	}
 	return err, explained
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

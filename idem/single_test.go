@@ -15,6 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // forEachMode runs fn for both modes against both stores: the outcomes a caller sees
@@ -143,14 +146,14 @@ func TestModesFailures(t *testing.T) {
 		}
 		// Too many writes for one transaction: refused before anything commits.
 		many := func(context.Context, *idem.Request) (idem.Result, error) {
-			ws := make([]types.TransactWriteItem, idem.MaxWrites+1)
+			ws := make([]types.TransactWriteItem, persistence.MaxWrites+1)
 			for i := range ws {
 				ws[i] = e.bizWrite(fmt.Sprintf("w%d", i))
 			}
 			return idem.Result{Writes: ws}, nil
 		}
 		if _, err := c.Do(ctx, req("many", `{}`), many); !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) {
-			t.Fatalf("%d writes: %v, want a permanent ErrInvalidRequest", idem.MaxWrites+1, err)
+			t.Fatalf("%d writes: %v, want a permanent ErrInvalidRequest", persistence.MaxWrites+1, err)
 		}
 		if e.ddb != nil && e.bizCount(t, "w0") != 0 {
 			t.Fatal("a write of the refused transaction was committed")
@@ -161,7 +164,7 @@ func TestModesFailures(t *testing.T) {
 		if _, err := c.Do(ctx, req("public", `{}`), failing(perr)); !idem.IsPermanent(err) {
 			t.Fatalf("permanent with a public reason: %v", err)
 		}
-		if rec := e.record(t, c, "public"); rec.Status != idem.StatusFailed || rec.Retryable || rec.Category != idem.CategoryInvalid ||
+		if rec := e.record(t, c, "public"); rec.Status != persistence.StatusFailed || rec.Retryable || rec.Category != persistence.CategoryInvalid ||
 			rec.Public != "the amount is negative" || rec.Error != perr.Error() {
 			t.Fatalf("record %s retryable %v category %q public %q error %q; want FAILED, not retryable, invalid, the public reason and the error",
 				rec.Status, rec.Retryable, rec.Category, rec.Public, rec.Error)
@@ -197,7 +200,7 @@ func TestModesMismatchFoundByApplied(t *testing.T) {
 		if _, err := c.Do(ctx, req("am", `{"v":2}`), h); !errors.Is(err, idem.ErrPayloadMismatch) || !idem.IsPermanent(err) {
 			t.Fatalf("another payload after deletion: %v, want a permanent ErrPayloadMismatch", err)
 		}
-		if rec := e.record(t, c, "am"); rec.Status != idem.StatusCompleted {
+		if rec := e.record(t, c, "am"); rec.Status != persistence.StatusCompleted {
 			t.Fatalf("record %s, want COMPLETED, in the applied payload's name", rec.Status)
 		}
 		if res, err := c.Do(ctx, req("am", `{"v":1}`), h); err != nil || !res.Replayed {
@@ -215,13 +218,13 @@ func TestModesMismatchFoundByApplied(t *testing.T) {
 // racingStore runs race once, right after the first read of the record pk, as if
 // another delivery acted between that read and the commit it decides.
 type racingStore struct {
-	idem.Store
+	persistence.Store
 	pk   string
 	race func()
 	once sync.Once
 }
 
-func (s *racingStore) Get(ctx context.Context, pk string, now time.Time) (*idem.Record, error) {
+func (s *racingStore) Get(ctx context.Context, pk string, now time.Time) (*persistence.Record, error) {
 	rec, err := s.Store.Get(ctx, pk, now)
 	if pk == s.pk {
 		s.once.Do(s.race)
@@ -257,8 +260,8 @@ func TestModeSinglePermanentFailureMeetsAnotherOutcome(t *testing.T) {
 				}
 				hash, _ := idem.HashPayload([]byte(`{}`))
 				now := e.clock.Now()
-				if _, created, err := e.store.Create(ctx, &idem.Record{
-					Key: rs.pk, Status: idem.StatusInProgress, LeaseToken: "lease-holder", LeaseUntil: now.Add(time.Minute),
+				if _, created, err := e.store.Create(ctx, &persistence.Record{
+					Key: rs.pk, Status: persistence.StatusInProgress, LeaseToken: "lease-holder", LeaseUntil: now.Add(time.Minute),
 					Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1,
 				}, now); err != nil || !created {
 					t.Errorf("the lease-mode holder's record: %v", err)
@@ -289,8 +292,8 @@ func TestModesAfterTheOtherMode(t *testing.T) {
 		pk, _ := c.RecordKey("switch")
 		hash, _ := idem.HashPayload([]byte(`{}`))
 		now := e.clock.Now()
-		if _, created, err := e.store.Create(ctx, &idem.Record{
-			Key: pk, Status: idem.StatusInProgress, LeaseToken: "lease-holder", LeaseUntil: now.Add(time.Minute),
+		if _, created, err := e.store.Create(ctx, &persistence.Record{
+			Key: pk, Status: persistence.StatusInProgress, LeaseToken: "lease-holder", LeaseUntil: now.Add(time.Minute),
 			Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 1, Steps: []string{"reserve"},
 		}, now); err != nil || !created {
 			t.Fatalf("lease-mode record: %v", err)
@@ -305,7 +308,7 @@ func TestModesAfterTheOtherMode(t *testing.T) {
 			t.Fatalf("after the lease: %+v, %v; want a takeover (attempt 2)", res, err)
 		}
 		rec := e.record(t, c, "switch")
-		if rec.Status != idem.StatusCompleted || rec.Inflight != "" {
+		if rec.Status != persistence.StatusCompleted || rec.Inflight != "" {
 			t.Fatalf("record %s inflight %q, want COMPLETED and out of the index", rec.Status, rec.Inflight)
 		}
 		// The takeover keeps the steps the attempt it took over finished, in both modes
@@ -319,7 +322,7 @@ func TestModesAfterTheOtherMode(t *testing.T) {
 
 // TestModeSingleRefusesStepsAndExtend: a handler that needs a lease says so at once.
 func TestModeSingleRefusesStepsAndExtend(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s", Mode: idem.ModeSingleTransaction})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s", Mode: idem.ModeSingleTransaction})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +335,7 @@ func TestModeSingleRefusesStepsAndExtend(t *testing.T) {
 	if !errors.Is(stepErr, idem.ErrNotInThisMode) || !errors.Is(extendErr, idem.ErrNotInThisMode) || !errors.Is(err, idem.ErrNotInThisMode) {
 		t.Fatalf("step %v, extend %v, Do %v; want ErrNotInThisMode", stepErr, extendErr, err)
 	}
-	if _, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "s", Mode: 7}); err == nil {
+	if _, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "s", Mode: 7}); err == nil {
 		t.Fatal("idem.New accepted an unknown mode")
 	}
 }
@@ -342,7 +345,7 @@ func TestModeSingleRefusesStepsAndExtend(t *testing.T) {
 func TestModeSingleLostAnswers(t *testing.T) {
 	e := newDynamoEnv(t)
 	api := &resend{DynamoDBAPI: e.ddb}
-	store, err := idem.NewDynamoStore(api, e.table)
+	store, err := persistence.NewDynamoStore(api, e.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,11 +424,11 @@ func TestSingleTransactionRedeliveryReadsFirst(t *testing.T) {
 		var runs atomic.Int64
 		deliver := func(receives string) events.SQSEventResponse {
 			c := e.client(t, withMode(idem.ModeSingleTransaction)) // a new container: its cache is cold
-			rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: effect(e, &runs, "redelivered", "done")})
+			rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: effect(e, &runs, "redelivered", "done")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf})
+			bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -473,8 +476,8 @@ func TestSingleTransactionRedeliveryTakesOverWithOneCommit(t *testing.T) {
 		pk, _ := c.RecordKey("crashed")
 		hash, _ := idem.HashPayload([]byte(`{"a":1}`))
 		now := e.clock.Now()
-		if _, created, err := e.store.Create(ctx, &idem.Record{
-			Key: pk, Status: idem.StatusInProgress, LeaseToken: "crashed-holder", LeaseUntil: now.Add(-time.Second),
+		if _, created, err := e.store.Create(ctx, &persistence.Record{
+			Key: pk, Status: persistence.StatusInProgress, LeaseToken: "crashed-holder", LeaseUntil: now.Add(-time.Second),
 			Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: hash, Attempt: 3,
 		}, now); err != nil || !created {
 			t.Fatalf("crashed attempt: %v", err)
@@ -485,11 +488,11 @@ func TestSingleTransactionRedeliveryTakesOverWithOneCommit(t *testing.T) {
 			attempt = r.Attempt.Number()
 			return effect(e, &runs, "crashed", "done")(ctx, r)
 		}
-		rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: idem.HandlerFunc(h)})
+		rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(h)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rf})
+		bp, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rf})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -509,7 +512,7 @@ func TestSingleTransactionRedeliveryTakesOverWithOneCommit(t *testing.T) {
 				t.Fatalf("redelivery made %v, want one read and one commit", ops)
 			}
 		}
-		if rec := e.record(t, c, "crashed"); rec.Status != idem.StatusCompleted || rec.Attempt != 4 || rec.Inflight != "" {
+		if rec := e.record(t, c, "crashed"); rec.Status != persistence.StatusCompleted || rec.Attempt != 4 || rec.Inflight != "" {
 			t.Fatalf("record %+v, want COMPLETED by attempt 4, out of the index", rec)
 		}
 		if e.ddb != nil && e.bizCount(t, "crashed") != 1 {
@@ -531,16 +534,16 @@ func TestModesStoreATruncatedError(t *testing.T) {
 		if _, err := c.Do(ctx, req("long", `{}`), failing); !idem.IsPermanent(err) {
 			t.Fatalf("a permanent failure: %v", err)
 		}
-		if rec := e.record(t, c, "long"); rec.Status != idem.StatusFailed || len(rec.Error) != 1024 || len(rec.Public) != 1024 {
+		if rec := e.record(t, c, "long"); rec.Status != persistence.StatusFailed || len(rec.Error) != 1024 || len(rec.Public) != 1024 {
 			t.Fatalf("record %s, error of %d bytes, public reason of %d; want FAILED, 1024 and 1024", rec.Status, len(rec.Error), len(rec.Public))
 		}
 	})
 }
 
 // putRefusedForGood is a store whose single-transaction writes are refused for good.
-type putRefusedForGood struct{ *idem.MemoryStore }
+type putRefusedForGood struct{ *memstore.MemoryStore }
 
-func (putRefusedForGood) Put(context.Context, *idem.Record, []types.TransactWriteItem, *idem.Record, time.Time) (*idem.Record, error) {
+func (putRefusedForGood) Put(context.Context, *persistence.Record, []types.TransactWriteItem, *persistence.Record, time.Time) (*persistence.Record, error) {
 	return nil, idem.Permanent(errors.New("injected: the put is refused for good"))
 }
 
@@ -548,7 +551,7 @@ func (putRefusedForGood) Put(context.Context, *idem.Record, []types.TransactWrit
 // whose record the store refuses for good is permanent (dead-lettered, not retried for
 // ever): the store's permanent error is returned as it is.
 func TestSinglePutRefusedForGoodStaysPermanent(t *testing.T) {
-	c, err := idem.New(idem.Config{Store: putRefusedForGood{idem.NewMemoryStore()}, Scope: "s", Mode: idem.ModeSingleTransaction})
+	c, err := idem.New(idem.Config{Store: putRefusedForGood{memstore.NewMemoryStore()}, Scope: "s", Mode: idem.ModeSingleTransaction})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // countingHandler is a business handler fake: it counts runs per key and fails or
@@ -57,7 +60,7 @@ func (h *countingHandler) count(key string) int {
 
 func newClient(t *testing.T) *idem.Client {
 	t.Helper()
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "t"})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "t"})
 	if err != nil {
 		t.Fatalf("idem.New: %v", err)
 	}
@@ -96,9 +99,9 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 		"k-bad":   idem.Permanent(errors.New("invalid amount")),
 		"k-flaky": errors.New("gateway timeout"),
 	}}
-	m := idem.NewMetrics(nil, "ns", "svc")
+	m := emf.NewMetrics(nil, "ns", "svc")
 	keys := testKeys(t)
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{
 		Client: newClient(t), Handler: h, KeyField: "payment_id", Metrics: m,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Keys: keys,
 	})
@@ -171,7 +174,7 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 			}
 		})
 	}
-	want := map[string]float64{idem.MetricAcquired: 2, idem.MetricDuplicate: 1}
+	want := map[string]float64{emf.MetricAcquired: 2, emf.MetricDuplicate: 1}
 	if got := m.Snapshot(); !mapsEqual(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
 	}
@@ -180,8 +183,8 @@ func TestSQSHandlerDeliveries(t *testing.T) {
 func TestSQSHandlerInProgress(t *testing.T) {
 	release := make(chan struct{})
 	h := &countingHandler{block: map[string]chan struct{}{"k": release}, start: make(chan string, 1)}
-	m := idem.NewMetrics(nil, "ns", "svc")
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	m := emf.NewMetrics(nil, "ns", "svc")
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,20 +203,20 @@ func TestSQSHandlerInProgress(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Errorf("first delivery: %v", err)
 	}
-	if got := m.Snapshot(); got[idem.MetricInProgress] != 1 || got[idem.MetricAcquired] != 1 {
+	if got := m.Snapshot(); got[emf.MetricInProgress] != 1 || got[emf.MetricAcquired] != 1 {
 		t.Errorf("metrics = %v", got)
 	}
 }
 
 func TestSQSHandlerThroughBatchProcessor(t *testing.T) {
 	h := &countingHandler{fail: map[string]error{"k-poison": idem.Permanent(errors.New("bad"))}}
-	m := idem.NewMetrics(nil, "ns", "svc")
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	m := emf.NewMetrics(nil, "ns", "svc")
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dl := &fakeDL{}
-	p := newProcessor(t, idem.BatchConfig{Handle: rf, DeadLetter: dl, Metrics: m})
+	p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, DeadLetter: dl, Metrics: m})
 
 	group := func(msg events.SQSMessage, g string) events.SQSMessage {
 		msg.Attributes = map[string]string{"MessageGroupId": g}
@@ -247,7 +250,7 @@ func TestSQSHandlerThroughBatchProcessor(t *testing.T) {
 		t.Errorf("m5 dead-lettered with %v, want ErrMissingKey", dl.causes)
 	}
 	want := map[string]float64{
-		idem.MetricAcquired: 3, idem.MetricDuplicate: 1, idem.MetricPermanentFailure: 2, idem.MetricDeadLettered: 2,
+		emf.MetricAcquired: 3, emf.MetricDuplicate: 1, emf.MetricPermanentFailure: 2, emf.MetricDeadLettered: 2,
 	}
 	if got := m.Snapshot(); !mapsEqual(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
@@ -271,21 +274,21 @@ func TestNewSQSHandlerValidation(t *testing.T) {
 	h := &countingHandler{}
 	for _, tt := range []struct {
 		name string
-		cfg  idem.SQSConfig
+		cfg  sqsbatch.SQSConfig
 		want string
 	}{
-		{"no client", idem.SQSConfig{Handler: h}, "Client is nil"},
-		{"no handler", idem.SQSConfig{Client: c}, "Handler is nil"},
-		{"key from a field without one", idem.SQSConfig{Client: c, Handler: h, KeySource: idem.KeyFromField}, "needs a JSON field"},
-		{"an unknown key source", idem.SQSConfig{Client: c, Handler: h, KeySource: idem.KeySource(9)}, "is not a key source"},
+		{"no client", sqsbatch.SQSConfig{Handler: h}, "Client is nil"},
+		{"no handler", sqsbatch.SQSConfig{Client: c}, "Handler is nil"},
+		{"key from a field without one", sqsbatch.SQSConfig{Client: c, Handler: h, KeySource: idem.KeyFromField}, "needs a JSON field"},
+		{"an unknown key source", sqsbatch.SQSConfig{Client: c, Handler: h, KeySource: idem.KeySource(9)}, "is not a key source"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := idem.NewSQSHandler(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := sqsbatch.NewSQSHandler(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want %q", err, tt.want)
 			}
 		})
 	}
-	if _, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h}); err != nil {
+	if _, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h}); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
 }
@@ -294,12 +297,12 @@ func TestNewSQSHandlerValidation(t *testing.T) {
 // HandlerDuration metric, in milliseconds.
 func TestSQSHandlerObservesTheHandlersDuration(t *testing.T) {
 	var buf bytes.Buffer
-	m := idem.NewMetrics(&buf, "ns", "svc")
+	m := emf.NewMetrics(&buf, "ns", "svc")
 	h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		time.Sleep(30 * time.Millisecond)
 		return idem.Result{}, nil
 	})
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: newClient(t), Handler: h, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +314,7 @@ func TestSQSHandlerObservesTheHandlersDuration(t *testing.T) {
 	}
 	_, raw := parseEMF(t, buf.String())
 	var ms float64
-	switch v := raw[0][idem.MetricHandlerDuration].(type) {
+	switch v := raw[0][emf.MetricHandlerDuration].(type) {
 	case float64:
 		ms = v
 	case []any:
@@ -340,18 +343,18 @@ func TestSQSHandlerCountsAGuardedDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	m := idem.NewMetrics(nil, "ns", "svc")
+	m := emf.NewMetrics(nil, "ns", "svc")
 	guarded := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Writes: []types.TransactWriteItem{journal(e, "pay-g"), e.bizWrite("pay-g")}, Guards: []int{0}}, nil
 	})
-	rf, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: guarded, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: guarded, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := rf(ctx, keyedMsg("m2", "key-2", `{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Snapshot(); got[idem.MetricGuarded] != 1 || got[idem.MetricAcquired] != 0 {
+	if got := m.Snapshot(); got[emf.MetricGuarded] != 1 || got[emf.MetricAcquired] != 0 {
 		t.Errorf("metrics %v, want one guarded and none acquired", got)
 	}
 	if lines := logLines(t, &logs); len(lines) != 1 || lines[0]["outcome"] != "guarded_duplicate" {

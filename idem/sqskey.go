@@ -10,11 +10,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
-
-// KeyAttribute is the SQS message attribute that carries the producer's idempotency
-// key. Its data type must be String (or a custom String.* type).
-const KeyAttribute = "idempotency-key"
 
 // ErrMissingKey means an SQS message carries no idempotency key: no KeyAttribute, no
 // FIFO MessageDeduplicationId and no configured JSON field. MessageKey returns it
@@ -69,7 +66,7 @@ type KeyRule struct {
 	// key is in the HTTP callers' namespace (CallerKeyPrefix): such a key, from any source,
 	// is taken only from a message the ingress signed, so that no other producer takes a
 	// key an HTTP caller uses (ErrForgedKey). Nil: every such key is refused.
-	Keys *Keys
+	Keys *sqsmsg.Keys
 }
 
 // Check reports a rule that cannot key any message.
@@ -123,14 +120,14 @@ func (r KeyRule) key(msg events.SQSMessage) (string, error) {
 // Every error is permanent (IsPermanent reports true); a message without any key
 // matches errors.Is(err, ErrMissingKey).
 func MessageKey(msg events.SQSMessage, jsonField string) (string, error) {
-	if attr, ok := msg.MessageAttributes[KeyAttribute]; ok {
+	if attr, ok := msg.MessageAttributes[sqsmsg.KeyAttribute]; ok {
 		if attr.DataType != "String" && !strings.HasPrefix(attr.DataType, "String.") {
 			return "", Permanent(fmt.Errorf("idem: key of message %s: attribute %q has data type %q, want String: %w",
-				msg.MessageId, KeyAttribute, attr.DataType, ErrInvalidKey))
+				msg.MessageId, sqsmsg.KeyAttribute, attr.DataType, ErrInvalidKey))
 		}
 		if attr.StringValue == nil || *attr.StringValue == "" {
 			return "", Permanent(fmt.Errorf("idem: key of message %s: attribute %q is empty: %w",
-				msg.MessageId, KeyAttribute, ErrInvalidKey))
+				msg.MessageId, sqsmsg.KeyAttribute, ErrInvalidKey))
 		}
 		return *attr.StringValue, nil
 	}
@@ -146,9 +143,9 @@ func MessageKey(msg events.SQSMessage, jsonField string) (string, error) {
 	}
 	if jsonField == "" {
 		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute and %s: %w",
-			msg.MessageId, KeyAttribute, noID, ErrMissingKey))
+			msg.MessageId, sqsmsg.KeyAttribute, noID, ErrMissingKey))
 	}
-	return bodyKey(msg, jsonField, fmt.Sprintf("no %q attribute, %s, and no JSON field %q", KeyAttribute, noID, jsonField))
+	return bodyKey(msg, jsonField, fmt.Sprintf("no %q attribute, %s, and no JSON field %q", sqsmsg.KeyAttribute, noID, jsonField))
 }
 
 // contentDeduplicationID reports whether id is the deduplication id SQS derives for a
@@ -204,3 +201,7 @@ func bodyKey(msg events.SQSMessage, field, missing string) (string, error) {
 		return "", Permanent(fmt.Errorf("idem: key of message %s: JSON field %q must be a string or an integer", msg.MessageId, field))
 	}
 }
+
+// KeyAttribute is the SQS message attribute that carries the producer's idempotency
+// key (sqsmsg.KeyAttribute).
+const KeyAttribute = sqsmsg.KeyAttribute

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // The DynamoStore tests of this file meet answers DynamoDB documents but the flows of
@@ -21,13 +22,13 @@ import (
 // panic or a success.
 
 // completed is the record of key completed at now, for a single-transaction Put.
-func completed(key string, now time.Time) *idem.Record {
-	return &idem.Record{Key: key, Status: idem.StatusCompleted, LeaseToken: "t", Attempt: 1, Response: []byte("r"),
+func completed(key string, now time.Time) *persistence.Record {
+	return &persistence.Record{Key: key, Status: persistence.StatusCompleted, LeaseToken: "t", Attempt: 1, Response: []byte("r"),
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 }
 
 // canceledWithoutReasons is DynamoDB canceling every transaction without saying why.
-type canceledWithoutReasons struct{ idem.DynamoDBAPI }
+type canceledWithoutReasons struct{ persistence.DynamoDBAPI }
 
 func (canceledWithoutReasons) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled")}
@@ -39,12 +40,12 @@ func TestTransactionCanceledWithoutReasons(t *testing.T) {
 	e := newDynamoEnv(t)
 	ctx := context.Background()
 	now := e.clock.Now()
-	store, err := idem.NewDynamoStoreLayout(canceledWithoutReasons{e.ddb}, idem.Layout{Table: e.table})
+	store, err := persistence.NewDynamoStoreLayout(canceledWithoutReasons{e.ddb}, persistence.Layout{Table: e.table})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, l := live(t, e.store, "s#no-reason", now)
-	err = store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Writes: []types.TransactWriteItem{e.bizWrite("no-reason")}}, now)
+	err = store.Complete(ctx, l, persistence.Completion{ExpiresAt: now.Add(time.Hour), Writes: []types.TransactWriteItem{e.bizWrite("no-reason")}}, now)
 	if err == nil || idem.IsPermanent(err) || !strings.Contains(err.Error(), "Transaction cancelled") {
 		t.Errorf("Complete: %v, want the transaction's retryable error", err)
 	}
@@ -61,13 +62,13 @@ func TestTooManyWritesAreRefusedBeforeAnyRequest(t *testing.T) {
 	e := newDynamoEnv(t)
 	ctx := context.Background()
 	now := e.clock.Now()
-	writes := make([]types.TransactWriteItem, idem.MaxWrites+1)
+	writes := make([]types.TransactWriteItem, persistence.MaxWrites+1)
 	for i := range writes {
 		writes[i] = e.bizWrite("many-" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
 	}
 	_, l := live(t, e.store, "s#many", now)
 	e.calls.Reset()
-	err := e.store.Complete(ctx, l, idem.Completion{ExpiresAt: now.Add(time.Hour), Writes: writes}, now)
+	err := e.store.Complete(ctx, l, persistence.Completion{ExpiresAt: now.Add(time.Hour), Writes: writes}, now)
 	if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) || e.calls.Total() != 0 {
 		t.Errorf("Complete: %v after %v; want a permanent ErrInvalidRequest and no request", err, e.calls.Ops())
 	}
@@ -83,7 +84,7 @@ func TestAcquireWhenTheFailureHasNoItem(t *testing.T) {
 	e := newDynamoEnv(t)
 	now := e.clock.Now()
 	create(t, e.store, held("s#taken", now), now)
-	store, err := idem.NewDynamoStoreLayout(noOldItem{e.ddb}, idem.Layout{Table: e.table})
+	store, err := persistence.NewDynamoStoreLayout(noOldItem{e.ddb}, persistence.Layout{Table: e.table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,10 +103,10 @@ func TestCorruptStoredOutboxIsRefused(t *testing.T) {
 	now := e.clock.Now()
 	rec, l := live(t, e.store, "s#corrupt", now)
 	msg := idem.Message{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "b"}
-	if err := e.store.Complete(ctx, l, idem.Completion{Response: []byte("r"), ExpiresAt: now.Add(time.Hour), Outbox: []idem.Message{msg}}, now); err != nil {
+	if err := e.store.Complete(ctx, l, persistence.Completion{Response: []byte("r"), ExpiresAt: now.Add(time.Hour), Outbox: []idem.Message{msg}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(e.table), Key: e.store.(*idem.DynamoStore).Key(rec.Key),
+	if _, err := e.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(e.table), Key: e.store.(*persistence.DynamoStore).Key(rec.Key),
 		UpdateExpression: aws.String("SET outbox = :junk, outbox_enc = :gzip"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":junk": &types.AttributeValueMemberB{Value: []byte("this is not gzip")}, ":gzip": &types.AttributeValueMemberS{Value: "gzip"},

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestSweepResultJSON: the reaper's response gives the lateness in milliseconds, as its
 // log line does, not a time.Duration's nanoseconds, and reads back unchanged.
 func TestSweepResultJSON(t *testing.T) {
-	in := idem.SweepResult{Scanned: 3, Reaped: 2, Lost: 1, Truncated: true, MaxLate: 369722291742 * time.Nanosecond}
+	in := reaper.SweepResult{Scanned: 3, Reaped: 2, Lost: 1, Truncated: true, MaxLate: 369722291742 * time.Nanosecond}
 	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +21,7 @@ func TestSweepResultJSON(t *testing.T) {
 		!strings.Contains(got, `"Scanned":3,"Reaped":2,"Lost":1,"Truncated":true`) {
 		t.Errorf("JSON %s, want the counts and MaxLateMs 369722, no MaxLate", got)
 	}
-	var out idem.SweepResult
+	var out reaper.SweepResult
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 )
 
 // discard is an exporter that drops what it is given: the benchmark measures what
@@ -38,7 +40,7 @@ func BenchmarkTracing(b *testing.B) {
 				tp = p
 			}
 			out := &capture{}
-			c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: out, Tracer: tp})
+			c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: out, Tracer: tp})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -46,11 +48,11 @@ func BenchmarkTracing(b *testing.B) {
 				return idem.Result{Response: []byte(`{"ok":true}`), Writes: []types.TransactWriteItem{benchWrite},
 					Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/receipts.fifo", Body: `{"receipt":1}`, GroupID: "acct-042"}}}, nil
 			})
-			rec, err := idem.NewSQSHandler(idem.SQSConfig{Client: c, Handler: h})
+			rec, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h})
 			if err != nil {
 				b.Fatal(err)
 			}
-			p, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: rec, Outbox: c, Tracer: tp})
+			p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: rec, Outbox: c, Tracer: tp})
 			if err != nil {
 				b.Fatal(err)
 			}

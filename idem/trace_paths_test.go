@@ -19,6 +19,13 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // wantAttr fails unless span s carries key with the value want.
@@ -49,13 +56,13 @@ func wantStatus(t *testing.T, s tracetest.SpanStub, code codes.Code, text string
 
 // tracedOKRecord is the SQS handler of a traced client on a MemoryStore whose handler
 // answers "ok".
-func tracedOKRecord(t *testing.T, tp trace.TracerProvider) idem.RecordFunc {
+func tracedOKRecord(t *testing.T, tp trace.TracerProvider) sqsbatch.RecordFunc {
 	t.Helper()
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Response: []byte(`"ok"`)}, nil
 	})})
 	if err != nil {
@@ -66,11 +73,11 @@ func tracedOKRecord(t *testing.T, tp trace.TracerProvider) idem.RecordFunc {
 
 // createFails is a store whose acquisitions fail with err.
 type createFails struct {
-	idem.Store
+	persistence.Store
 	err error
 }
 
-func (s createFails) Create(context.Context, *idem.Record, time.Time) (*idem.Record, bool, error) {
+func (s createFails) Create(context.Context, *persistence.Record, time.Time) (*persistence.Record, bool, error) {
 	return nil, false, s.err
 }
 
@@ -82,7 +89,7 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	ok := func(context.Context, *idem.Request) (idem.Result, error) {
 		return idem.Result{Response: []byte(`"ok"`)}, nil
 	}
-	newClient := func(t *testing.T, store idem.Store, owner string) (*idem.Client, *tracetest.InMemoryExporter) {
+	newClient := func(t *testing.T, store persistence.Store, owner string) (*idem.Client, *tracetest.InMemoryExporter) {
 		t.Helper()
 		tp, exp := spanRecorder(t)
 		c, err := idem.New(idem.Config{Store: store, Scope: "payments", Owner: owner, Tracer: tp})
@@ -93,66 +100,66 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 	}
 
 	t.Run("applied then replayed", func(t *testing.T) {
-		c, exp := newClient(t, idem.NewMemoryStore(), "worker-1")
+		c, exp := newClient(t, memstore.NewMemoryStore(), "worker-1")
 		if _, err := c.Do(ctx, req(secretKey, secretBody), ok); err != nil {
 			t.Fatal(err)
 		}
 		spans := exp.GetSpans()
 		pk, _ := c.RecordKey(secretKey)
-		request := one(t, spans, idem.SpanRequest)
-		wantAttr(t, request, idem.AttrRecord, idem.RecordTraceID(pk))
-		noAttr(t, request, idem.AttrKeyHash) // a Client has no Keys: a plain hash would let a guess be checked
+		request := one(t, spans, telemetry.SpanRequest)
+		wantAttr(t, request, telemetry.AttrRecord, telemetry.RecordTraceID(pk))
+		noAttr(t, request, telemetry.AttrKeyHash) // a Client has no Keys: a plain hash would let a guess be checked
 		wantAttr(t, request, "idem.replayed", "false")
-		wantAttr(t, request, idem.AttrAttempt, "1")
+		wantAttr(t, request, telemetry.AttrAttempt, "1")
 		wantStatus(t, request, codes.Unset, "")
-		acquire := one(t, spans, idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionAcquired)
-		wantAttr(t, acquire, idem.AttrAttempt, "1")
-		wantAttr(t, acquire, idem.AttrOwner, "worker-1")
-		if tok := spanAttr(acquire, idem.AttrLeaseToken); len(tok) != 8 {
+		acquire := one(t, spans, telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionAcquired)
+		wantAttr(t, acquire, telemetry.AttrAttempt, "1")
+		wantAttr(t, acquire, telemetry.AttrOwner, "worker-1")
+		if tok := spanAttr(acquire, telemetry.AttrLeaseToken); len(tok) != 8 {
 			t.Errorf("lease token on the span %q, want its first 8 characters", tok)
 		}
-		handler := one(t, spans, idem.SpanHandler)
-		wantAttr(t, handler, idem.AttrAttempt, "1")
+		handler := one(t, spans, telemetry.SpanHandler)
+		wantAttr(t, handler, telemetry.AttrAttempt, "1")
 		wantStatus(t, handler, codes.Unset, "")
-		commit := one(t, spans, idem.SpanCommit)
+		commit := one(t, spans, telemetry.SpanCommit)
 		wantAttr(t, commit, "idem.writes", "0")
-		wantAttr(t, commit, idem.AttrMessages, "0")
+		wantAttr(t, commit, telemetry.AttrMessages, "0")
 		wantAttr(t, commit, "idem.guarded", "false")
-		wantAttr(t, commit, idem.AttrAttempt, "1")
+		wantAttr(t, commit, telemetry.AttrAttempt, "1")
 		noSecrets(t, spans)
 
 		exp.Reset()
 		if res, err := c.Do(ctx, req(secretKey, secretBody), ok); err != nil || !res.Replayed {
 			t.Fatalf("the duplicate: %+v %v", res, err)
 		}
-		request = one(t, exp.GetSpans(), idem.SpanRequest)
+		request = one(t, exp.GetSpans(), telemetry.SpanRequest)
 		wantAttr(t, request, "idem.replayed", "true")
-		noAttr(t, request, idem.AttrAttempt) // no acquisition ran the handler
-		wantAttr(t, one(t, exp.GetSpans(), idem.SpanAcquire), idem.AttrDecision, idem.DecisionReplayed)
+		noAttr(t, request, telemetry.AttrAttempt) // no acquisition ran the handler
+		wantAttr(t, one(t, exp.GetSpans(), telemetry.SpanAcquire), telemetry.AttrDecision, telemetry.DecisionReplayed)
 
 		exp.Reset()
 		if _, err := c.Do(ctx, req(secretKey, `{"iban":"other"}`), ok); !errors.Is(err, idem.ErrPayloadMismatch) {
 			t.Fatalf("another payload: %v", err)
 		}
 		spans = exp.GetSpans()
-		wantAttr(t, one(t, spans, idem.SpanAcquire), idem.AttrDecision, idem.DecisionMismatch)
-		request = one(t, spans, idem.SpanRequest)
-		noAttr(t, request, idem.AttrAttempt)
+		wantAttr(t, one(t, spans, telemetry.SpanAcquire), telemetry.AttrDecision, telemetry.DecisionMismatch)
+		request = one(t, spans, telemetry.SpanRequest)
+		noAttr(t, request, telemetry.AttrAttempt)
 		wantStatus(t, request, codes.Error, "payload")
 	})
 
 	t.Run("failed retryably, then for good", func(t *testing.T) {
-		c, exp := newClient(t, idem.NewMemoryStore(), "worker-1")
+		c, exp := newClient(t, memstore.NewMemoryStore(), "worker-1")
 		if _, err := c.Do(ctx, req("k-retry", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{}, errors.New("the bank timed out")
 		}); err == nil {
 			t.Fatal("the handler's error was not returned")
 		}
 		spans := exp.GetSpans()
-		wantStatus(t, one(t, spans, idem.SpanHandler), codes.Error, "the bank timed out")
-		release := one(t, spans, idem.SpanRelease)
-		wantAttr(t, release, idem.AttrRetryable, "true")
+		wantStatus(t, one(t, spans, telemetry.SpanHandler), codes.Error, "the bank timed out")
+		release := one(t, spans, telemetry.SpanRelease)
+		wantAttr(t, release, telemetry.AttrRetryable, "true")
 		wantStatus(t, release, codes.Unset, "") // the release itself was written
 
 		exp.Reset()
@@ -162,22 +169,22 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 			t.Fatalf("the refusal: %v", err)
 		}
 		spans = exp.GetSpans()
-		wantAttr(t, one(t, spans, idem.SpanAcquire), idem.AttrDecision, idem.DecisionTakenOver)
-		wantAttr(t, one(t, spans, idem.SpanHandler), idem.AttrAttempt, "2")
-		wantAttr(t, one(t, spans, idem.SpanRelease), idem.AttrRetryable, "false")
+		wantAttr(t, one(t, spans, telemetry.SpanAcquire), telemetry.AttrDecision, telemetry.DecisionTakenOver)
+		wantAttr(t, one(t, spans, telemetry.SpanHandler), telemetry.AttrAttempt, "2")
+		wantAttr(t, one(t, spans, telemetry.SpanRelease), telemetry.AttrRetryable, "false")
 
 		exp.Reset()
 		var stored *idem.StoredError
 		if _, err := c.Do(ctx, req("k-retry", `{}`), ok); !errors.As(err, &stored) {
 			t.Fatalf("after the refusal: %v", err)
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionStored)
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionStored)
 		wantStatus(t, acquire, codes.Unset, "") // the store answered: a decision, not its failure
 	})
 
 	t.Run("held by a live lease", func(t *testing.T) {
-		store := idem.NewMemoryStore()
+		store := memstore.NewMemoryStore()
 		first, _ := newClient(t, store, "worker-1")
 		second, exp := newClient(t, store, "worker-2")
 		var inner error
@@ -191,14 +198,14 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		if !errors.As(inner, &held) {
 			t.Fatalf("the second delivery: %v, want a LeaseHeldError", inner)
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionInProgress)
-		wantAttr(t, acquire, idem.AttrOwner, "worker-1")
-		wantAttr(t, acquire, idem.AttrLeaseUntil, held.Until.UTC().Format(time.RFC3339Nano))
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionInProgress)
+		wantAttr(t, acquire, telemetry.AttrOwner, "worker-1")
+		wantAttr(t, acquire, telemetry.AttrLeaseUntil, held.Until.UTC().Format(time.RFC3339Nano))
 	})
 
 	t.Run("a takeover lost to another holder", func(t *testing.T) {
-		store := idem.NewMemoryStore()
+		store := memstore.NewMemoryStore()
 		c, _ := newClient(t, store, "worker-1")
 		if _, err := c.Do(ctx, req("k-race", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
 			return idem.Result{}, errors.New("transient")
@@ -209,41 +216,41 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		if _, err := racer.Do(ctx, req("k-race", `{}`), ok); !errors.Is(err, idem.ErrInProgress) {
 			t.Fatalf("the lost takeover: %v", err)
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionInProgress)
-		noAttr(t, acquire, idem.AttrOwner) // the winner is not known
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionInProgress)
+		noAttr(t, acquire, telemetry.AttrOwner) // the winner is not known
 	})
 
 	t.Run("the store down", func(t *testing.T) {
-		c, exp := newClient(t, createFails{idem.NewMemoryStore(), errors.New("injected: store down")}, "worker-1")
+		c, exp := newClient(t, createFails{memstore.NewMemoryStore(), errors.New("injected: store down")}, "worker-1")
 		if _, err := c.Do(ctx, req("k-down", `{}`), ok); err == nil {
 			t.Fatal("no error")
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionError)
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionError)
 		wantStatus(t, acquire, codes.Error, "store down")
 	})
 
 	t.Run("a commit that fails", func(t *testing.T) {
-		c, exp := newClient(t, &commitFaults{Store: idem.NewMemoryStore(), complete: errors.New("injected: commit refused")}, "worker-1")
+		c, exp := newClient(t, &commitFaults{Store: memstore.NewMemoryStore(), complete: errors.New("injected: commit refused")}, "worker-1")
 		if _, err := c.Do(ctx, req("k-commit", `{}`), ok); err == nil {
 			t.Fatal("no error")
 		}
-		commit := one(t, exp.GetSpans(), idem.SpanCommit)
+		commit := one(t, exp.GetSpans(), telemetry.SpanCommit)
 		wantStatus(t, commit, codes.Error, "commit refused")
-		noAttr(t, commit, idem.AttrAttempt) // nothing was committed by any attempt
+		noAttr(t, commit, telemetry.AttrAttempt) // nothing was committed by any attempt
 	})
 
 	t.Run("a record written without an attempt count, taken over", func(t *testing.T) {
 		// A record another writer left (a Powertools record has no attempt attribute):
 		// its lease ended, so the next delivery takes it over from that holder.
-		store := idem.NewMemoryStore()
+		store := memstore.NewMemoryStore()
 		now := time.Now()
 		pk, err := idem.RecordKey("payments", "k-old", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, created, err := store.Create(ctx, &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "old-token",
+		if _, created, err := store.Create(ctx, &persistence.Record{Key: pk, Status: persistence.StatusInProgress, LeaseToken: "old-token",
 			LeaseUntil: now.Add(-time.Minute).Truncate(time.Millisecond), Inflight: "0", ExpiresAt: now.Add(time.Hour), Owner: "elsewhere",
 			CreatedAt: now, UpdatedAt: now}, now); err != nil || !created {
 			t.Fatalf("create: %v %v", created, err)
@@ -252,10 +259,10 @@ func TestRequestSpansOfEachDecision(t *testing.T) {
 		if _, err := c.Do(ctx, req("k-old", `{}`), ok); err != nil {
 			t.Fatal(err)
 		}
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		wantAttr(t, acquire, idem.AttrDecision, idem.DecisionTakenOver)
-		wantAttr(t, acquire, idem.AttrPreviousOwner, "elsewhere")
-		wantAttr(t, acquire, idem.AttrAttempt, "1")
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		wantAttr(t, acquire, telemetry.AttrDecision, telemetry.DecisionTakenOver)
+		wantAttr(t, acquire, telemetry.AttrPreviousOwner, "elsewhere")
+		wantAttr(t, acquire, telemetry.AttrAttempt, "1")
 	})
 }
 
@@ -287,11 +294,11 @@ func TestInjectTrace(t *testing.T) {
 		"one of its own":      {attrs(1), wantTP, 2},
 		"nine of its own":     {attrs(9), wantTP, 10},
 		"ten already":         {attrs(10), "", 10},
-		"its own traceparent": {map[string]sqstypes.MessageAttributeValue{idem.TraceParentAttribute: {DataType: aws.String("String"), StringValue: aws.String("mine")}}, "mine", 1},
+		"its own traceparent": {map[string]sqstypes.MessageAttributeValue{telemetry.TraceParentAttribute: {DataType: aws.String("String"), StringValue: aws.String("mine")}}, "mine", 1},
 	} {
 		in := &sqs.SendMessageInput{MessageAttributes: c.attrs}
-		idem.InjectTrace(ctx, in)
-		got := in.MessageAttributes[idem.TraceParentAttribute]
+		telemetry.InjectTrace(ctx, in)
+		got := in.MessageAttributes[telemetry.TraceParentAttribute]
 		if aws.ToString(got.StringValue) != c.wantTP || len(in.MessageAttributes) != c.n {
 			t.Errorf("%s: traceparent %q of %d attributes, want %q of %d", name, aws.ToString(got.StringValue), len(in.MessageAttributes), c.wantTP, c.n)
 		}
@@ -303,13 +310,13 @@ func TestInjectTrace(t *testing.T) {
 				t.Errorf("%s: the producer's attribute %s was lost", name, k)
 			}
 		}
-		h := in.MessageSystemAttributes[idem.AWSTraceHeader]
+		h := in.MessageSystemAttributes[telemetry.AWSTraceHeader]
 		if aws.ToString(h.StringValue) != wantHeader || aws.ToString(h.DataType) != "String" {
 			t.Errorf("%s: AWSTraceHeader %q (%q), want %q", name, aws.ToString(h.StringValue), aws.ToString(h.DataType), wantHeader)
 		}
 	}
 	in := &sqs.SendMessageInput{}
-	idem.InjectTrace(context.Background(), in)
+	telemetry.InjectTrace(context.Background(), in)
 	if in.MessageAttributes != nil || in.MessageSystemAttributes != nil {
 		t.Errorf("without a span: %v %v", in.MessageAttributes, in.MessageSystemAttributes)
 	}
@@ -325,40 +332,40 @@ func TestRecordSpanContexts(t *testing.T) {
 	ctx, producer := tr.tp.Tracer("test").Start(context.Background(), "producer", trace.WithSpanKind(trace.SpanKindProducer))
 	producer.End()
 	in := &sqs.SendMessageInput{}
-	idem.InjectTrace(ctx, in)
+	telemetry.InjectTrace(ctx, in)
 	msg := func(id, key string) events.SQSMessage {
 		return events.SQSMessage{
 			MessageId: id, Body: `{}`, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input",
-			Attributes: map[string]string{"ApproximateReceiveCount": "3", idem.AWSTraceHeader: aws.ToString(in.MessageSystemAttributes[idem.AWSTraceHeader].StringValue)},
+			Attributes: map[string]string{"ApproximateReceiveCount": "3", telemetry.AWSTraceHeader: aws.ToString(in.MessageSystemAttributes[telemetry.AWSTraceHeader].StringValue)},
 			MessageAttributes: map[string]events.SQSMessageAttribute{
-				idem.KeyAttribute:         {DataType: "String", StringValue: aws.String(key)},
-				idem.TraceParentAttribute: {DataType: "String", StringValue: in.MessageAttributes[idem.TraceParentAttribute].StringValue},
+				idem.KeyAttribute:              {DataType: "String", StringValue: aws.String(key)},
+				telemetry.TraceParentAttribute: {DataType: "String", StringValue: in.MessageAttributes[telemetry.TraceParentAttribute].StringValue},
 			},
 		}
 	}
 
 	inv := tr.deliver(t, msg("m-both", "k-both"))
-	process := one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	process := one(t, tr.rec.GetSpans(), telemetry.SpanProcess)
 	if process.Parent.SpanID() != producer.SpanContext().SpanID() || len(process.Links) != 1 || process.Links[0].SpanContext.SpanID() != inv.SpanID() {
 		t.Errorf("both contexts of one trace: parent %v, links %v; want the producer, and the invocation linked", process.Parent.SpanID(), process.Links)
 	}
-	wantAttr(t, process, idem.AttrReceiveCount, "3")
+	wantAttr(t, process, telemetry.AttrReceiveCount, "3")
 
 	tr.rec.Reset()
 	other := msg("m-other", "k-other")
-	other.Attributes[idem.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	other.Attributes[telemetry.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	tr.deliver(t, other)
-	process = one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	process = one(t, tr.rec.GetSpans(), telemetry.SpanProcess)
 	if process.Parent.SpanID() != producer.SpanContext().SpanID() || len(process.Links) != 2 || process.Links[1].SpanContext.SpanID().String() != "53995c3f42cd8ad8" {
 		t.Errorf("an X-Ray context of another trace: parent %v, links %v; want the producer, the X-Ray context linked", process.Parent.SpanID(), process.Links)
 	}
 
 	tr.rec.Reset()
 	binary := msg("m-binary", "k-binary")
-	binary.MessageAttributes[idem.TraceParentAttribute] = events.SQSMessageAttribute{DataType: "Binary", BinaryValue: []byte("00-x")}
-	delete(binary.Attributes, idem.AWSTraceHeader)
+	binary.MessageAttributes[telemetry.TraceParentAttribute] = events.SQSMessageAttribute{DataType: "Binary", BinaryValue: []byte("00-x")}
+	delete(binary.Attributes, telemetry.AWSTraceHeader)
 	tr.deliver(t, binary)
-	if process = one(t, tr.rec.GetSpans(), idem.SpanProcess); process.Parent.IsValid() {
+	if process = one(t, tr.rec.GetSpans(), telemetry.SpanProcess); process.Parent.IsValid() {
 		t.Errorf("a binary traceparent: parent %v, want a root", process.Parent)
 	}
 }
@@ -369,11 +376,11 @@ func TestRecordSpanContexts(t *testing.T) {
 // many of its messages were dead-lettered.
 func TestRecordSpanOutcomes(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: &capture{}, Tracer: tp})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: &capture{}, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {
 		if string(r.Payload) == `"fail"` {
 			return idem.Result{}, errors.New("downstream unavailable")
 		}
@@ -383,7 +390,7 @@ func TestRecordSpanOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dl := &fakeDL{}
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Outbox: client, DeadLetter: dl, Tracer: tp})
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, Outbox: client, DeadLetter: dl, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,16 +411,16 @@ func TestRecordSpanOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 		spans := exp.GetSpans()
-		process := one(t, spans, idem.SpanProcess)
+		process := one(t, spans, telemetry.SpanProcess)
 		wantAttr(t, process, "idem.batch_outcome", c.outcome)
 		wantStatus(t, process, c.code, c.text)
 		switch c.msg.MessageId {
 		case "m-ok":
-			wantAttr(t, process, idem.AttrAttempt, "1")
-			wantAttr(t, one(t, spans, idem.SpanSend), idem.AttrDeadLettered, "0")
+			wantAttr(t, process, telemetry.AttrAttempt, "1")
+			wantAttr(t, one(t, spans, telemetry.SpanSend), telemetry.AttrDeadLettered, "0")
 		case "m-dup":
-			wantAttr(t, process, idem.AttrOutcome, "duplicate")
-			noAttr(t, process, idem.AttrAttempt)
+			wantAttr(t, process, telemetry.AttrOutcome, "duplicate")
+			noAttr(t, process, telemetry.AttrAttempt)
 		}
 	}
 	if len(dl.ids) != 1 || dl.ids[0] != "m-keyless" {
@@ -428,7 +435,7 @@ func TestRecordSpanOutcomes(t *testing.T) {
 // SQS's least MaximumMessageSize gives a larger message none. A message that sets a
 // traceparent of its own keeps it.
 func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
-	const traceparent = len(idem.TraceParentAttribute) + len("String") + len("00-") + 32 + len("-") + 16 + len("-01")
+	const traceparent = len(telemetry.TraceParentAttribute) + len("String") + len("00-") + 32 + len("-") + 16 + len("-01")
 	const q = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
 	for _, c := range []struct {
 		name  string
@@ -437,25 +444,25 @@ func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
 		room  bool
 		value string
 	}{
-		{"fits to the byte", true, idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent)}, true, ""},
-		{"one byte over", true, idem.Message{Body: strings.Repeat("x", idem.MaxOutboundMessageBytes-traceparent+1)}, false, ""},
-		{"the least queue, to the byte", false, idem.Message{Body: strings.Repeat("x", idem.MinSQSMessageBytes-traceparent)}, true, ""},
-		{"over the least queue", false, idem.Message{Body: strings.Repeat("x", idem.MinSQSMessageBytes-traceparent+1)}, false, ""},
-		{"its own traceparent", false, idem.Message{Body: "x", Attributes: map[string]string{idem.TraceParentAttribute: "mine"}}, true, "mine"},
+		{"fits to the byte", true, idem.Message{Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes-traceparent)}, true, ""},
+		{"one byte over", true, idem.Message{Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes-traceparent+1)}, false, ""},
+		{"the least queue, to the byte", false, idem.Message{Body: strings.Repeat("x", sqsmsg.MinSQSMessageBytes-traceparent)}, true, ""},
+		{"over the least queue", false, idem.Message{Body: strings.Repeat("x", sqsmsg.MinSQSMessageBytes-traceparent+1)}, false, ""},
+		{"its own traceparent", false, idem.Message{Body: "x", Attributes: map[string]string{telemetry.TraceParentAttribute: "mine"}}, true, "mine"},
 	} {
 		tr := newTraced(t, true, 0)
 		if c.known {
-			learn := idem.Message{QueueURL: q, Body: strings.Repeat("y", idem.MaxOutboundMessageBytes)}
-			if errs := tr.client.Deliver(context.Background(), []*idem.Pending{{Key: "payments#first", Token: "t", Messages: []idem.Message{learn}}}); errs[0] != nil {
+			learn := idem.Message{QueueURL: q, Body: strings.Repeat("y", sqsmsg.MaxOutboundMessageBytes)}
+			if errs := tr.client.Deliver(context.Background(), []*outbox.Pending{{Key: "payments#first", Token: "t", Messages: []idem.Message{learn}}}); errs[0] != nil {
 				t.Fatal(errs[0])
 			}
 		}
 		c.msg.QueueURL = q
-		errs := tr.client.Deliver(context.Background(), []*idem.Pending{{Key: "payments#k", Token: "t", Messages: []idem.Message{c.msg}}})
+		errs := tr.client.Deliver(context.Background(), []*outbox.Pending{{Key: "payments#k", Token: "t", Messages: []idem.Message{c.msg}}})
 		if errs[0] != nil || len(tr.out.entries) == 0 {
 			t.Fatalf("%s: %v, %d entries sent", c.name, errs[0], len(tr.out.entries))
 		}
-		got, has := tr.out.entries[len(tr.out.entries)-1].MessageAttributes[idem.TraceParentAttribute]
+		got, has := tr.out.entries[len(tr.out.entries)-1].MessageAttributes[telemetry.TraceParentAttribute]
 		if has != c.room || c.value != "" && aws.ToString(got.StringValue) != c.value {
 			t.Errorf("%s: traceparent %v %q, want %v %q", c.name, has, aws.ToString(got.StringValue), c.room, c.value)
 		}
@@ -463,9 +470,9 @@ func TestOutboundTraceparentWithinTheSizeLimit(t *testing.T) {
 }
 
 // movedOn is a store on which every listed lease has moved on before its reap.
-type movedOn struct{ idem.Store }
+type movedOn struct{ persistence.Store }
 
-func (movedOn) Reap(context.Context, idem.StaleLease, string, time.Time) error {
+func (movedOn) Reap(context.Context, persistence.StaleLease, string, time.Time) error {
 	return fmt.Errorf("injected: %w", idem.ErrLeaseLost)
 }
 
@@ -478,33 +485,33 @@ func TestReapSpanOfALeaseThatMovedOn(t *testing.T) {
 	later := now.Add(2 * time.Minute)
 	for _, moved := range []bool{false, true} {
 		tp, exp := spanRecorder(t)
-		var store idem.Store = idem.NewMemoryStore()
+		var store persistence.Store = memstore.NewMemoryStore()
 		pk, err := idem.RecordKey("payments", "k-stale", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, created, err := store.Create(context.Background(), &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef",
+		if _, created, err := store.Create(context.Background(), &persistence.Record{Key: pk, Status: persistence.StatusInProgress, LeaseToken: "0123456789abcdef",
 			LeaseUntil: now.Truncate(time.Millisecond), Inflight: "0", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "crashed", CreatedAt: now, UpdatedAt: now}, now); err != nil || !created {
 			t.Fatalf("create: %v %v", created, err)
 		}
 		if moved {
 			store = movedOn{store}
 		}
-		r := &idem.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
+		r := &reaper.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
 		if _, err := r.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		spans := exp.GetSpans()
-		reap := one(t, spans, idem.SpanReap)
-		wantAttr(t, reap, idem.AttrLeaseToken, "01234567")
+		reap := one(t, spans, telemetry.SpanReap)
+		wantAttr(t, reap, telemetry.AttrLeaseToken, "01234567")
 		wantStatus(t, reap, codes.Unset, "")
-		wantStatus(t, one(t, spans, idem.SpanSweep), codes.Unset, "")
+		wantStatus(t, one(t, spans, telemetry.SpanSweep), codes.Unset, "")
 		if moved {
-			wantAttr(t, reap, idem.AttrReaped, "false")
-			noAttr(t, reap, idem.AttrLate)
+			wantAttr(t, reap, telemetry.AttrReaped, "false")
+			noAttr(t, reap, telemetry.AttrLate)
 		} else {
-			wantAttr(t, reap, idem.AttrReaped, "true")
-			wantAttr(t, reap, idem.AttrLate, fmt.Sprint(later.Sub(now.Truncate(time.Millisecond).Add(time.Second)).Milliseconds()))
+			wantAttr(t, reap, telemetry.AttrReaped, "true")
+			wantAttr(t, reap, telemetry.AttrLate, fmt.Sprint(later.Sub(now.Truncate(time.Millisecond).Add(time.Second)).Milliseconds()))
 		}
 	}
 }

@@ -21,6 +21,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // capture is an SQS sender that keeps every SendMessageBatch entry, and the span each
@@ -57,7 +64,7 @@ type traced struct {
 	rec    *tracetest.InMemoryExporter
 	tp     *sdktrace.TracerProvider
 	client *idem.Client
-	batch  *idem.BatchProcessor
+	batch  *sqsbatch.BatchProcessor
 	out    *capture
 }
 
@@ -67,8 +74,8 @@ const (
 )
 
 // traceKeys key the hashes the traced consumer's spans carry.
-var traceKeys = func() *idem.Keys {
-	k, err := idem.NewKeys([]byte("the traced consumer's stack secret"))
+var traceKeys = func() *sqsmsg.Keys {
+	k, err := sqsmsg.NewKeys([]byte("the traced consumer's stack secret"))
 	if err != nil {
 		panic(err)
 	}
@@ -83,7 +90,7 @@ func newTraced(t *testing.T, tracing bool, attrs int) *traced {
 	if tracing {
 		provider = tp
 	}
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Sender: out, Owner: "worker-1", Tracer: provider})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: out, Owner: "worker-1", Tracer: provider})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +104,11 @@ func newTraced(t *testing.T, tracing bool, attrs int) *traced {
 		}
 		return idem.Result{Response: []byte(`"ok"`), Messages: []idem.Message{m}}, nil
 	})
-	record, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, Keys: traceKeys})
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: h, Keys: traceKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, Outbox: client, Tracer: provider, Keys: traceKeys})
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, Outbox: client, Tracer: provider, Keys: traceKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +139,8 @@ func (tr *traced) produced(t *testing.T, id string) (events.SQSMessage, trace.Sp
 		MessageId: id, Body: secretBody, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:input.fifo",
 		Attributes: map[string]string{"MessageGroupId": "account-9", "ApproximateReceiveCount": "1"},
 		MessageAttributes: map[string]events.SQSMessageAttribute{
-			idem.KeyAttribute:         {DataType: "String", StringValue: aws.String(secretKey)},
-			idem.TraceParentAttribute: {DataType: "String", StringValue: &tp},
+			idem.KeyAttribute:              {DataType: "String", StringValue: aws.String(secretKey)},
+			telemetry.TraceParentAttribute: {DataType: "String", StringValue: &tp},
 		},
 	}, span.SpanContext()
 }
@@ -212,7 +219,7 @@ func TestRecordSpans(t *testing.T) {
 	inv := tr.deliver(t, msg)
 	spans := tr.rec.GetSpans()
 
-	process := one(t, spans, idem.SpanProcess)
+	process := one(t, spans, telemetry.SpanProcess)
 	if process.Parent.SpanID() != producer.SpanID() || process.SpanContext.TraceID() != producer.TraceID() || !process.Parent.IsRemote() {
 		t.Errorf("process span's parent %v, want the producer's %v", process.Parent, producer)
 	}
@@ -224,8 +231,8 @@ func TestRecordSpans(t *testing.T) {
 	}
 	pk, _ := tr.client.RecordKey(secretKey)
 	want := map[string]string{
-		idem.AttrRecord: idem.RecordTraceID(pk), idem.AttrKeyHash: traceKeys.LogHash(secretKey), idem.AttrScope: "payments",
-		idem.AttrOutcome: "applied", idem.AttrAttempt: "1", idem.AttrGroupHash: traceKeys.LogHash("account-9"),
+		telemetry.AttrRecord: telemetry.RecordTraceID(pk), telemetry.AttrKeyHash: traceKeys.LogHash(secretKey), telemetry.AttrScope: "payments",
+		telemetry.AttrOutcome: "applied", telemetry.AttrAttempt: "1", telemetry.AttrGroupHash: traceKeys.LogHash("account-9"),
 		"messaging.destination.name": "input.fifo", "messaging.message.id": "m-1", "idem.batch_outcome": "ok",
 	}
 	for k, v := range want {
@@ -233,26 +240,26 @@ func TestRecordSpans(t *testing.T) {
 			t.Errorf("process span %s = %q, want %q", k, got, v)
 		}
 	}
-	acquire := one(t, spans, idem.SpanAcquire)
+	acquire := one(t, spans, telemetry.SpanAcquire)
 	childOf(t, acquire, process)
-	if d, o := spanAttr(acquire, idem.AttrDecision), spanAttr(acquire, idem.AttrOwner); d != idem.DecisionAcquired || o != "worker-1" {
+	if d, o := spanAttr(acquire, telemetry.AttrDecision), spanAttr(acquire, telemetry.AttrOwner); d != telemetry.DecisionAcquired || o != "worker-1" {
 		t.Errorf("decision %q by %q, want acquired by worker-1", d, o)
 	}
-	handler := one(t, spans, idem.SpanHandler)
+	handler := one(t, spans, telemetry.SpanHandler)
 	childOf(t, handler, process)
-	step := one(t, spans, idem.SpanStep)
+	step := one(t, spans, telemetry.SpanStep)
 	childOf(t, step, handler)
-	if spanAttr(step, idem.AttrStep) != "reserve" {
-		t.Errorf("step %q", spanAttr(step, idem.AttrStep))
+	if spanAttr(step, telemetry.AttrStep) != "reserve" {
+		t.Errorf("step %q", spanAttr(step, telemetry.AttrStep))
 	}
-	commit := one(t, spans, idem.SpanCommit)
+	commit := one(t, spans, telemetry.SpanCommit)
 	childOf(t, commit, process)
-	send := one(t, spans, idem.SpanSend)
+	send := one(t, spans, telemetry.SpanSend)
 	childOf(t, send, process)
-	if send.SpanKind != trace.SpanKindProducer || spanAttr(send, idem.AttrMessages) != "1" {
-		t.Errorf("send span kind %v messages %s", send.SpanKind, spanAttr(send, idem.AttrMessages))
+	if send.SpanKind != trace.SpanKindProducer || spanAttr(send, telemetry.AttrMessages) != "1" {
+		t.Errorf("send span kind %v messages %s", send.SpanKind, spanAttr(send, telemetry.AttrMessages))
 	}
-	childOf(t, one(t, spans, idem.SpanMark), send)
+	childOf(t, one(t, spans, telemetry.SpanMark), send)
 	noSecrets(t, spans)
 	// The SendMessageBatch request of one record's messages runs under the send's span
 	// (an instrumented SQS client's span is its child).
@@ -268,11 +275,11 @@ func TestRecordSpans(t *testing.T) {
 	if _, ok := e.MessageAttributes[idem.KeyAttribute]; !ok {
 		t.Errorf("the outbound message lost its %s attribute beside the traceparent: %v", idem.KeyAttribute, e.MessageAttributes)
 	}
-	tp := aws.ToString(e.MessageAttributes[idem.TraceParentAttribute].StringValue)
+	tp := aws.ToString(e.MessageAttributes[telemetry.TraceParentAttribute].StringValue)
 	if want := fmt.Sprintf("00-%s-%s-01", send.SpanContext.TraceID(), send.SpanContext.SpanID()); tp != want {
 		t.Errorf("outbound traceparent %q, want %q", tp, want)
 	}
-	amzn := aws.ToString(e.MessageSystemAttributes[idem.AWSTraceHeader].StringValue)
+	amzn := aws.ToString(e.MessageSystemAttributes[telemetry.AWSTraceHeader].StringValue)
 	if !strings.Contains(amzn, "Parent="+send.SpanContext.SpanID().String()) || !strings.Contains(amzn, "Sampled=1") {
 		t.Errorf("outbound AWSTraceHeader %q, want the send span's", amzn)
 	}
@@ -282,10 +289,10 @@ func TestRecordSpans(t *testing.T) {
 	msg.MessageId = "m-1-again"
 	tr.deliver(t, msg)
 	spans = tr.rec.GetSpans()
-	if d := spanAttr(one(t, spans, idem.SpanAcquire), idem.AttrDecision); d != idem.DecisionReplayed {
-		t.Errorf("redelivery decision %q, want %s", d, idem.DecisionReplayed)
+	if d := spanAttr(one(t, spans, telemetry.SpanAcquire), telemetry.AttrDecision); d != telemetry.DecisionReplayed {
+		t.Errorf("redelivery decision %q, want %s", d, telemetry.DecisionReplayed)
 	}
-	if spanAttr(one(t, spans, idem.SpanProcess), idem.AttrOutcome) != "duplicate" || len(byName(spans, idem.SpanHandler)) != 0 {
+	if spanAttr(one(t, spans, telemetry.SpanProcess), telemetry.AttrOutcome) != "duplicate" || len(byName(spans, telemetry.SpanHandler)) != 0 {
 		t.Errorf("redelivery spans %v", names(spans))
 	}
 }
@@ -296,23 +303,23 @@ func TestRecordSpans(t *testing.T) {
 func TestRecordSpanWithoutContext(t *testing.T) {
 	tr := newTraced(t, true, 0)
 	msg, _ := tr.produced(t, "m-2")
-	delete(msg.MessageAttributes, idem.TraceParentAttribute)
-	msg.Attributes[idem.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0"
+	delete(msg.MessageAttributes, telemetry.TraceParentAttribute)
+	msg.Attributes[telemetry.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0"
 	tr.rec.Reset()
 	inv := tr.deliver(t, msg)
-	process := one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	process := one(t, tr.rec.GetSpans(), telemetry.SpanProcess)
 	if process.Parent.IsValid() || len(process.Links) != 2 || process.Links[0].SpanContext.SpanID() != inv.SpanID() ||
 		process.Links[1].SpanContext.SpanID().String() != "53995c3f42cd8ad8" {
 		t.Errorf("unsampled X-Ray context: parent %v, links %v; want a root linked to the invocation and the X-Ray context", process.Parent, process.Links)
 	}
 
 	msg, _ = tr.produced(t, "m-3")
-	delete(msg.MessageAttributes, idem.TraceParentAttribute)
+	delete(msg.MessageAttributes, telemetry.TraceParentAttribute)
 	msg.MessageAttributes[idem.KeyAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String("other-key")}
-	msg.Attributes[idem.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	msg.Attributes[telemetry.AWSTraceHeader] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	tr.rec.Reset()
 	tr.deliver(t, msg)
-	process = one(t, tr.rec.GetSpans(), idem.SpanProcess)
+	process = one(t, tr.rec.GetSpans(), telemetry.SpanProcess)
 	if process.Parent.SpanID().String() != "53995c3f42cd8ad8" || process.SpanContext.TraceID().String() != "5759e988bd862e3fe1be46a994272793" {
 		t.Errorf("sampled X-Ray context: parent %v trace %v", process.Parent, process.SpanContext.TraceID())
 	}
@@ -330,11 +337,11 @@ func TestOutboundTraceRoom(t *testing.T) {
 		msg, _ := tr.produced(t, "m-1")
 		tr.deliver(t, msg)
 		e := tr.out.entries[0]
-		_, has := e.MessageAttributes[idem.TraceParentAttribute]
+		_, has := e.MessageAttributes[telemetry.TraceParentAttribute]
 		if has != c.room || len(e.MessageAttributes) > 10 {
 			t.Errorf("%d handler attributes: traceparent %v (%d attributes), want %v", c.attrs, has, len(e.MessageAttributes), c.room)
 		}
-		if _, ok := e.MessageSystemAttributes[idem.AWSTraceHeader]; !ok {
+		if _, ok := e.MessageSystemAttributes[telemetry.AWSTraceHeader]; !ok {
 			t.Errorf("%d handler attributes: no AWSTraceHeader", c.attrs)
 		}
 	}
@@ -351,7 +358,7 @@ func TestTracingOff(t *testing.T) {
 		t.Errorf("tracing off recorded %v", names(spans))
 	}
 	e := tr.out.entries[0]
-	if _, ok := e.MessageAttributes[idem.TraceParentAttribute]; ok || e.MessageSystemAttributes != nil {
+	if _, ok := e.MessageAttributes[telemetry.TraceParentAttribute]; ok || e.MessageSystemAttributes != nil {
 		t.Errorf("tracing off: the outbound message carries %v %v", e.MessageAttributes, e.MessageSystemAttributes)
 	}
 }
@@ -361,7 +368,7 @@ func TestTracingOff(t *testing.T) {
 // shows the step as skipped rather than missing.
 func TestStepDoneSpan(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	c, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", Tracer: tp})
+	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,12 +391,12 @@ func TestStepDoneSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	spans := exp.GetSpans()
-	step := one(t, spans, idem.SpanStep)
-	if ran != 1 || spanAttr(step, idem.AttrStepDone) != "true" || spanAttr(step, idem.AttrStep) != "reserve" {
+	step := one(t, spans, telemetry.SpanStep)
+	if ran != 1 || spanAttr(step, telemetry.AttrStepDone) != "true" || spanAttr(step, telemetry.AttrStep) != "reserve" {
 		t.Fatalf("the step ran %d times; the retry's step span %s=%q %s=%q, want run once and its span marked done",
-			ran, idem.AttrStep, spanAttr(step, idem.AttrStep), idem.AttrStepDone, spanAttr(step, idem.AttrStepDone))
+			ran, telemetry.AttrStep, spanAttr(step, telemetry.AttrStep), telemetry.AttrStepDone, spanAttr(step, telemetry.AttrStepDone))
 	}
-	childOf(t, step, one(t, spans, idem.SpanHandler))
+	childOf(t, step, one(t, spans, telemetry.SpanHandler))
 }
 
 // TestReaperSpans: a lease whose holder vanished is reaped under a sweep span, with the
@@ -397,33 +404,33 @@ func TestStepDoneSpan(t *testing.T) {
 // previous holder, under the request's own span (Client.Do called outside a record).
 func TestReaperSpans(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	store := idem.NewMemoryStore()
+	store := memstore.NewMemoryStore()
 	now := time.Now()
 	pk, err := idem.RecordKey("payments", secretKey, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The lease of a holder that vanished (killed before it released it).
-	abandoned := &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Truncate(time.Millisecond),
+	abandoned := &persistence.Record{Key: pk, Status: persistence.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Truncate(time.Millisecond),
 		Inflight: "0", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "crashed", CreatedAt: now, UpdatedAt: now}
 	if _, created, err := store.Create(context.Background(), abandoned, now); err != nil || !created {
 		t.Fatalf("create: %v %v", created, err)
 	}
 	later := now.Add(2 * time.Minute)
-	r := &idem.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
+	r := &reaper.Reaper{Store: store, Shards: 1, Grace: time.Second, Clock: func() time.Time { return later }, Tracer: tp}
 	res, err := r.Sweep(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	spans := exp.GetSpans()
-	sweep := one(t, spans, idem.SpanSweep)
-	if res.Reaped != 1 || spanAttr(sweep, idem.AttrReaped) != "1" {
+	sweep := one(t, spans, telemetry.SpanSweep)
+	if res.Reaped != 1 || spanAttr(sweep, telemetry.AttrReaped) != "1" {
 		t.Fatalf("reaped %d, sweep span %v", res.Reaped, sweep.Attributes)
 	}
-	reap := one(t, spans, idem.SpanReap)
+	reap := one(t, spans, telemetry.SpanReap)
 	childOf(t, reap, sweep)
-	if spanAttr(reap, idem.AttrRecord) != idem.RecordTraceID(pk) || spanAttr(reap, idem.AttrPreviousOwner) != "crashed" ||
-		spanAttr(reap, idem.AttrAttempt) != "1" || spanAttr(reap, idem.AttrReaped) != "true" {
+	if spanAttr(reap, telemetry.AttrRecord) != telemetry.RecordTraceID(pk) || spanAttr(reap, telemetry.AttrPreviousOwner) != "crashed" ||
+		spanAttr(reap, telemetry.AttrAttempt) != "1" || spanAttr(reap, telemetry.AttrReaped) != "true" {
 		t.Errorf("reap span %v", reap.Attributes)
 	}
 
@@ -437,12 +444,12 @@ func TestReaperSpans(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
+	acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
 	// Called with no span in its context, the request is a trace of its own.
-	childOf(t, acquire, one(t, exp.GetSpans(), idem.SpanRequest))
-	if spanAttr(acquire, idem.AttrDecision) != idem.DecisionTakenOver || spanAttr(acquire, idem.AttrAttempt) != "2" ||
-		spanAttr(acquire, idem.AttrPreviousOwner) != "crashed" || spanAttr(acquire, idem.AttrPreviousStatus) != string(idem.StatusFailed) ||
-		spanAttr(acquire, idem.AttrOwner) != "second" {
+	childOf(t, acquire, one(t, exp.GetSpans(), telemetry.SpanRequest))
+	if spanAttr(acquire, telemetry.AttrDecision) != telemetry.DecisionTakenOver || spanAttr(acquire, telemetry.AttrAttempt) != "2" ||
+		spanAttr(acquire, telemetry.AttrPreviousOwner) != "crashed" || spanAttr(acquire, telemetry.AttrPreviousStatus) != string(persistence.StatusFailed) ||
+		spanAttr(acquire, telemetry.AttrOwner) != "second" {
 		t.Errorf("takeover span %v", acquire.Attributes)
 	}
 	noSecrets(t, append(spans, exp.GetSpans()...))
@@ -461,14 +468,14 @@ func TestRecordSpanWithoutAKey(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("process: %+v, %v; want the record failed (no dead-letter queue here)", resp, err)
 	}
-	span := one(t, tr.rec.GetSpans(), idem.SpanProcess)
-	if got := spanAttr(span, idem.AttrOutcome); got != "permanent" {
+	span := one(t, tr.rec.GetSpans(), telemetry.SpanProcess)
+	if got := spanAttr(span, telemetry.AttrOutcome); got != "permanent" {
 		t.Errorf("outcome %q, want permanent", got)
 	}
-	if got := spanAttr(span, idem.AttrScope); got != "payments" {
+	if got := spanAttr(span, telemetry.AttrScope); got != "payments" {
 		t.Errorf("scope %q, want payments", got)
 	}
-	if _, ok := spanAttrValue(span, idem.AttrKeyHash); ok {
+	if _, ok := spanAttrValue(span, telemetry.AttrKeyHash); ok {
 		t.Error("a key hash on the span of a message without a key")
 	}
 }
@@ -477,7 +484,7 @@ func TestRecordSpanWithoutAKey(t *testing.T) {
 // acquire span, with the decision cached, or mismatch for another payload.
 func TestCachedDuplicateSpans(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "payments", CacheSize: 10, Tracer: tp})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", CacheSize: 10, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,12 +496,12 @@ func TestCachedDuplicateSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	pk, _ := client.RecordKey("k")
-	for payload, want := range map[string]string{`{"a":1}`: idem.DecisionCached, `{"a":2}`: idem.DecisionMismatch} {
+	for payload, want := range map[string]string{`{"a":1}`: telemetry.DecisionCached, `{"a":2}`: telemetry.DecisionMismatch} {
 		exp.Reset()
 		_, _ = client.Do(ctx, &idem.Request{Key: "k", Payload: []byte(payload)}, ok)
-		acquire := one(t, exp.GetSpans(), idem.SpanAcquire)
-		if d, r := spanAttr(acquire, idem.AttrDecision), spanAttr(acquire, idem.AttrRecord); d != want || r != idem.RecordTraceID(pk) {
-			t.Errorf("payload %s: decision %q of %q, want %s of %s", payload, d, r, want, idem.RecordTraceID(pk))
+		acquire := one(t, exp.GetSpans(), telemetry.SpanAcquire)
+		if d, r := spanAttr(acquire, telemetry.AttrDecision), spanAttr(acquire, telemetry.AttrRecord); d != want || r != telemetry.RecordTraceID(pk) {
+			t.Errorf("payload %s: decision %q of %q, want %s of %s", payload, d, r, want, telemetry.RecordTraceID(pk))
 		}
 	}
 }
@@ -503,14 +510,14 @@ func TestCachedDuplicateSpans(t *testing.T) {
 // handler sends nothing) still ends each record's span, with the record's outcome.
 func TestRecordSpanWithoutAnOutbox(t *testing.T) {
 	tp, exp := spanRecorder(t)
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: tracedOKRecord(t, tp), Tracer: tp})
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: tracedOKRecord(t, tp), Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := batch.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m-1", "g", "k-1", `{}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := spanAttr(one(t, exp.GetSpans(), idem.SpanProcess), "idem.batch_outcome"); got != "ok" {
+	if got := spanAttr(one(t, exp.GetSpans(), telemetry.SpanProcess), "idem.batch_outcome"); got != "ok" {
 		t.Errorf("the record's span: batch outcome %q, want ok", got)
 	}
 }
@@ -519,12 +526,12 @@ func TestRecordSpanWithoutAnOutbox(t *testing.T) {
 // message carries no attribute (not even the key's), sends it with the traceparent alone.
 func TestTracedDeliverOfAMessageWithoutAttributes(t *testing.T) {
 	tr := newTraced(t, true, 0)
-	p := &idem.Pending{Key: "payments#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
-	tr.client.Deliver(context.Background(), []*idem.Pending{p})
+	p := &outbox.Pending{Key: "payments#k", Token: "t", Messages: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Body: "x"}}}
+	tr.client.Deliver(context.Background(), []*outbox.Pending{p})
 	if len(tr.out.entries) != 1 {
 		t.Fatalf("%d entries sent, want 1", len(tr.out.entries))
 	}
-	if attrs := tr.out.entries[0].MessageAttributes; len(attrs) != 1 || aws.ToString(attrs[idem.TraceParentAttribute].StringValue) == "" {
+	if attrs := tr.out.entries[0].MessageAttributes; len(attrs) != 1 || aws.ToString(attrs[telemetry.TraceParentAttribute].StringValue) == "" {
 		t.Errorf("attributes %v, want the traceparent alone", attrs)
 	}
 }

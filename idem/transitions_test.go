@@ -11,25 +11,27 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
-// TestTransitionTable walks the state machine (idem.Transitions) on every store and
+// TestTransitionTable walks the state machine (persistence.Transitions) on every store and
 // layout: memory, moto and simdb. For each row and each state it applies to, the
 // store's write of the row's event succeeds on a record in that state and leaves one of
 // the row's states; then, for each condition the row names, the same write on a record
 // that breaks only that condition is refused and leaves the record as it was. So a
 // store that drops a condition, or checks one the table does not name, fails here.
 func TestTransitionTable(t *testing.T) {
-	rows := idem.Transitions()
-	seen := map[idem.Event]bool{}
+	rows := persistence.Transitions()
+	seen := map[persistence.Event]bool{}
 	for _, r := range rows {
 		if seen[r.Event] {
 			t.Fatalf("event %s has two rows", r.Event)
 		}
 		seen[r.Event] = true
 	}
-	for _, ev := range []idem.Event{idem.EventAcquire, idem.EventTakeover, idem.EventExtend, idem.EventStep, idem.EventCommit,
-		idem.EventRefuse, idem.EventFail, idem.EventMarkSent, idem.EventClear, idem.EventReap, idem.EventPut, idem.EventPutOver, idem.EventExpire} {
+	for _, ev := range []persistence.Event{persistence.EventAcquire, persistence.EventTakeover, persistence.EventExtend, persistence.EventStep, persistence.EventCommit,
+		persistence.EventRefuse, persistence.EventFail, persistence.EventMarkSent, persistence.EventClear, persistence.EventReap, persistence.EventPut, persistence.EventPutOver, persistence.EventExpire} {
 		if !seen[ev] {
 			t.Fatalf("event %s has no row", ev)
 		}
@@ -55,34 +57,34 @@ type walker struct {
 }
 
 // record is a record of a fresh key in state s.
-func (w *walker) record(s idem.State) *idem.Record {
+func (w *walker) record(s persistence.State) *persistence.Record {
 	w.n++
 	now := w.e.clock.Now()
-	rec := &idem.Record{
+	rec := &persistence.Record{
 		Key: fmt.Sprintf("walk#k%d", w.n), LeaseToken: fmt.Sprintf("tok-%d", w.n), LeaseUntil: now.Add(-time.Minute).Truncate(time.Millisecond),
 		ExpiresAt: now.Add(time.Hour), PayloadHash: "h", Attempt: 1, Owner: "walker", CreatedAt: now, UpdatedAt: now,
 	}
 	switch s {
-	case idem.StateInProgress:
-		rec.Status, rec.Inflight = idem.StatusInProgress, "0"
-	case idem.StatePending:
-		rec.Status, rec.Inflight = idem.StatusCompleted, "0"
+	case persistence.StateInProgress:
+		rec.Status, rec.Inflight = persistence.StatusInProgress, "0"
+	case persistence.StatePending:
+		rec.Status, rec.Inflight = persistence.StatusCompleted, "0"
 		rec.Outbox = []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/out", Body: "m"}}
-	case idem.StateCompleted:
-		rec.Status, rec.Response = idem.StatusCompleted, []byte("done")
-	case idem.StateRetryable:
-		rec.Status, rec.Retryable, rec.Error = idem.StatusFailed, true, "lease expired"
-	case idem.StateRefused:
-		rec.Status, rec.Retryable, rec.Error, rec.Category = idem.StatusFailed, true, "refused", idem.CategoryRefused
-		rec.RefusedBy = idem.Delivery{MessageID: "m-1", ReceiveCount: 1}
-	case idem.StatePermanent:
-		rec.Status, rec.Error = idem.StatusFailed, "bad input"
+	case persistence.StateCompleted:
+		rec.Status, rec.Response = persistence.StatusCompleted, []byte("done")
+	case persistence.StateRetryable:
+		rec.Status, rec.Retryable, rec.Error = persistence.StatusFailed, true, "lease expired"
+	case persistence.StateRefused:
+		rec.Status, rec.Retryable, rec.Error, rec.Category = persistence.StatusFailed, true, "refused", persistence.CategoryRefused
+		rec.RefusedBy = persistence.Delivery{MessageID: "m-1", ReceiveCount: 1}
+	case persistence.StatePermanent:
+		rec.Status, rec.Error = persistence.StatusFailed, "bad input"
 	}
 	return rec
 }
 
 // store writes rec as it is (Create writes any record on an absent key).
-func (w *walker) store(t *testing.T, rec *idem.Record) {
+func (w *walker) store(t *testing.T, rec *persistence.Record) {
 	t.Helper()
 	if _, created, err := w.e.store.Create(w.ctx, rec, w.e.clock.Now()); err != nil || !created {
 		t.Fatalf("write %s: created %v, %v", rec.Key, created, err)
@@ -90,7 +92,7 @@ func (w *walker) store(t *testing.T, rec *idem.Record) {
 }
 
 // get reads key's record; nil when absent.
-func (w *walker) get(t *testing.T, key string) *idem.Record {
+func (w *walker) get(t *testing.T, key string) *persistence.Record {
 	t.Helper()
 	rec, err := w.e.store.Get(w.ctx, key, w.e.clock.Now())
 	if errors.Is(err, idem.ErrNotFound) {
@@ -105,11 +107,11 @@ func (w *walker) get(t *testing.T, key string) *idem.Record {
 // apply makes the store write of row's event on key, with the values the writer holds
 // (seen: the record as it read or listed it); it reports whether the store says it
 // wrote.
-func (w *walker) apply(t *testing.T, row idem.Transition, key string, seen *idem.Record) bool {
+func (w *walker) apply(t *testing.T, row persistence.Transition, key string, seen *persistence.Record) bool {
 	t.Helper()
 	now := w.e.clock.Now()
-	lease := idem.Lease{Key: key, Token: seen.LeaseToken}
-	fresh := &idem.Record{Key: key, Status: idem.StatusInProgress, LeaseToken: "new-" + key, LeaseUntil: now.Add(time.Minute).Truncate(time.Millisecond),
+	lease := persistence.Lease{Key: key, Token: seen.LeaseToken}
+	fresh := &persistence.Record{Key: key, Status: persistence.StatusInProgress, LeaseToken: "new-" + key, LeaseUntil: now.Add(time.Minute).Truncate(time.Millisecond),
 		Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: "h", Attempt: 1, CreatedAt: now, UpdatedAt: now}
 	fenced := func(err error) bool {
 		t.Helper()
@@ -119,38 +121,38 @@ func (w *walker) apply(t *testing.T, row idem.Transition, key string, seen *idem
 		return err == nil
 	}
 	switch row.Event {
-	case idem.EventAcquire:
+	case persistence.EventAcquire:
 		_, created, err := w.e.store.Create(w.ctx, fresh, now)
 		return fenced(err) && created
-	case idem.EventTakeover:
-		_, err := w.e.store.Takeover(w.ctx, seen, idem.Lease{Key: key, Token: fresh.LeaseToken, Until: fresh.LeaseUntil, Shard: "0"}, now.Add(time.Hour), now)
+	case persistence.EventTakeover:
+		_, err := w.e.store.Takeover(w.ctx, seen, persistence.Lease{Key: key, Token: fresh.LeaseToken, Until: fresh.LeaseUntil, Shard: "0"}, now.Add(time.Hour), now)
 		return fenced(err)
-	case idem.EventExtend:
+	case persistence.EventExtend:
 		return fenced(w.e.store.Extend(w.ctx, lease, now.Add(time.Minute), now))
-	case idem.EventStep:
+	case persistence.EventStep:
 		return fenced(w.e.store.AddStep(w.ctx, lease, "s", now))
-	case idem.EventCommit:
-		return fenced(w.e.store.Complete(w.ctx, lease, idem.Completion{Response: []byte("ok"), ExpiresAt: now.Add(time.Hour)}, now))
-	case idem.EventRefuse:
-		return fenced(w.e.store.FailWith(w.ctx, lease, idem.Failure{Reason: "no", Retryable: true, Category: idem.CategoryRefused,
-			RefusedBy: idem.Delivery{MessageID: "m-9", ReceiveCount: 2}}, now.Add(time.Hour), now))
-	case idem.EventFail:
-		return fenced(w.e.store.FailWith(w.ctx, lease, idem.Failure{Reason: "throttled", Retryable: true, Category: idem.CategoryRetrying}, now.Add(time.Hour), now))
-	case idem.EventMarkSent:
+	case persistence.EventCommit:
+		return fenced(w.e.store.Complete(w.ctx, lease, persistence.Completion{Response: []byte("ok"), ExpiresAt: now.Add(time.Hour)}, now))
+	case persistence.EventRefuse:
+		return fenced(w.e.store.FailWith(w.ctx, lease, persistence.Failure{Reason: "no", Retryable: true, Category: persistence.CategoryRefused,
+			RefusedBy: persistence.Delivery{MessageID: "m-9", ReceiveCount: 2}}, now.Add(time.Hour), now))
+	case persistence.EventFail:
+		return fenced(w.e.store.FailWith(w.ctx, lease, persistence.Failure{Reason: "throttled", Retryable: true, Category: persistence.CategoryRetrying}, now.Add(time.Hour), now))
+	case persistence.EventMarkSent:
 		if err := w.e.store.MarkSent(w.ctx, key, seen.LeaseToken, 1, nil, now); err != nil {
 			t.Fatalf("mark sent %s: %v", key, err)
 		}
 		rec := w.get(t, key) // MarkSent changes nothing, silently, when its condition fails
-		return rec != nil && rec.Status == idem.StatusCompleted && len(rec.Outbox) == 0 && rec.Sent == 1
-	case idem.EventClear:
+		return rec != nil && rec.Status == persistence.StatusCompleted && len(rec.Outbox) == 0 && rec.Sent == 1
+	case persistence.EventClear:
 		return fenced(w.e.store.Retry(w.ctx, key, seen.LeaseToken, "cleared", now))
-	case idem.EventReap:
-		return fenced(w.e.store.Reap(w.ctx, idem.StaleLease{Key: key, Token: seen.LeaseToken, LeaseUntil: seen.LeaseUntil}, idem.ReasonLeaseExpired, now))
-	case idem.EventPut, idem.EventPutOver:
+	case persistence.EventReap:
+		return fenced(w.e.store.Reap(w.ctx, persistence.StaleLease{Key: key, Token: seen.LeaseToken, LeaseUntil: seen.LeaseUntil}, reaper.ReasonLeaseExpired, now))
+	case persistence.EventPut, persistence.EventPutOver:
 		put := *fresh
-		put.Status, put.Inflight, put.Response = idem.StatusCompleted, "", []byte("ok")
-		var over *idem.Record
-		if row.Event == idem.EventPutOver {
+		put.Status, put.Inflight, put.Response = persistence.StatusCompleted, "", []byte("ok")
+		var over *persistence.Record
+		if row.Event == persistence.EventPutOver {
 			over = seen
 		}
 		existing, err := w.e.store.Put(w.ctx, &put, nil, over, now)
@@ -158,7 +160,7 @@ func (w *walker) apply(t *testing.T, row idem.Transition, key string, seen *idem
 			return false // over a record that is gone
 		}
 		return fenced(err) && existing == nil
-	case idem.EventExpire:
+	case persistence.EventExpire:
 		w.e.clock.Advance(0)
 		return w.get(t, key) == nil
 	}
@@ -167,24 +169,24 @@ func (w *walker) apply(t *testing.T, row idem.Transition, key string, seen *idem
 }
 
 // applies: on a record in state from, the write succeeds and leaves one of row's states.
-func (w *walker) applies(t *testing.T, row idem.Transition, from idem.State) {
+func (w *walker) applies(t *testing.T, row persistence.Transition, from persistence.State) {
 	t.Helper()
 	rec := w.record(from)
-	if row.Event == idem.EventExpire {
+	if row.Event == persistence.EventExpire {
 		rec.ExpiresAt = w.e.clock.Now().Add(-2 * time.Second)
 	}
-	if from != idem.StateAbsent {
+	if from != persistence.StateAbsent {
 		w.store(t, rec)
 	}
 	if !w.apply(t, row, rec.Key, rec) {
 		t.Fatalf("%s from %s: refused, want it applied", row.Event, from)
 	}
-	if got := idem.StateOf(w.get(t, rec.Key), w.e.clock.Now()); !slices.Contains(row.To, got) {
+	if got := persistence.StateOf(w.get(t, rec.Key), w.e.clock.Now()); !slices.Contains(row.To, got) {
 		t.Fatalf("%s from %s: left %s, want one of %v", row.Event, from, got, row.To)
 	}
-	if from == idem.StateAbsent {
+	if from == persistence.StateAbsent {
 		// An expired record counts as absent: the write applies over it too.
-		old := w.record(idem.StateCompleted)
+		old := w.record(persistence.StateCompleted)
 		old.ExpiresAt = w.e.clock.Now().Add(-2 * time.Second)
 		w.store(t, old)
 		if !w.apply(t, row, old.Key, old) {
@@ -195,28 +197,28 @@ func (w *walker) applies(t *testing.T, row idem.Transition, from idem.State) {
 
 // refused: on a record in state from that breaks only condition c, the write is refused
 // and the record is left as it was.
-func (w *walker) refused(t *testing.T, row idem.Transition, from idem.State, c idem.Cond) {
+func (w *walker) refused(t *testing.T, row persistence.Transition, from persistence.State, c persistence.Cond) {
 	t.Helper()
 	writer := w.record(from) // what the writer holds or saw
 	stored := *writer
 	switch c {
-	case idem.CondAbsent:
-		stored = *w.record(idem.StateInProgress) // a live record
+	case persistence.CondAbsent:
+		stored = *w.record(persistence.StateInProgress) // a live record
 		stored.Key = writer.Key
-	case idem.CondToken:
+	case persistence.CondToken:
 		stored.LeaseToken = "someone-else"
-	case idem.CondStatus:
+	case persistence.CondStatus:
 		// Another status, the rest as coherent as the store needs.
-		if stored.Status == idem.StatusFailed {
-			stored.Status, stored.Retryable, stored.Error, stored.Category, stored.RefusedBy = idem.StatusCompleted, false, "", "", idem.Delivery{}
+		if stored.Status == persistence.StatusFailed {
+			stored.Status, stored.Retryable, stored.Error, stored.Category, stored.RefusedBy = persistence.StatusCompleted, false, "", "", persistence.Delivery{}
 		} else {
-			stored.Status, stored.Retryable, stored.Error, stored.Inflight, stored.Outbox = idem.StatusFailed, true, "x", "", nil
+			stored.Status, stored.Retryable, stored.Error, stored.Inflight, stored.Outbox = persistence.StatusFailed, true, "x", "", nil
 		}
-	case idem.CondLease:
+	case persistence.CondLease:
 		stored.LeaseUntil = stored.LeaseUntil.Add(time.Second)
-	case idem.CondOutbox:
+	case persistence.CondOutbox:
 		stored.Outbox, stored.Inflight = nil, ""
-	case idem.CondNotRetryable:
+	case persistence.CondNotRetryable:
 		stored.Retryable = true
 	default:
 		t.Fatalf("no way to break %s", c)
@@ -234,19 +236,19 @@ func (w *walker) refused(t *testing.T, row idem.Transition, from idem.State, c i
 }
 
 // TestRecordsDocShowsTheTransitions: docs/records.md shows the state machine exactly as
-// the table is (idem.TransitionsMarkdown), between its markers.
+// the table is (persistence.TransitionsMarkdown), between its markers.
 func TestRecordsDocShowsTheTransitions(t *testing.T) {
 	doc, err := os.ReadFile("../docs/records.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- transitions: begin (idem.TransitionsMarkdown) -->\n", "<!-- transitions: end -->"
+	const begin, end = "<!-- transitions: begin (persistence.TransitionsMarkdown) -->\n", "<!-- transitions: end -->"
 	_, rest, ok := strings.Cut(string(doc), begin)
 	shown, _, ok2 := strings.Cut(rest, end)
 	if !ok || !ok2 {
 		t.Fatalf("docs/records.md has no %q ... %q section", strings.TrimSpace(begin), end)
 	}
-	if want := idem.TransitionsMarkdown(); shown != want {
+	if want := persistence.TransitionsMarkdown(); shown != want {
 		t.Fatalf("docs/records.md's transitions differ from the table; put this between the markers:\n%s", want)
 	}
 }

@@ -8,18 +8,20 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 // releaseFails is a store whose FailWith fails while fails is above zero, as a throttled
 // or unreachable DynamoDB would.
 type releaseFails struct {
-	idem.Store
+	persistence.Store
 	fails atomic.Int64
 }
 
 var errThrottled = errors.New("ProvisionedThroughputExceededException: throttled")
 
-func (s *releaseFails) FailWith(ctx context.Context, l idem.Lease, f idem.Failure, expiresAt, now time.Time) error {
+func (s *releaseFails) FailWith(ctx context.Context, l persistence.Lease, f persistence.Failure, expiresAt, now time.Time) error {
 	if s.fails.Add(-1) >= 0 {
 		return errThrottled
 	}
@@ -33,7 +35,7 @@ func (s *releaseFails) FailWith(ctx context.Context, l idem.Lease, f idem.Failur
 // records it. What the error says (ErrRefused, the store's error) stays visible.
 func TestUnrecordedRefusalIsRetried(t *testing.T) {
 	ctx := context.Background()
-	store := &releaseFails{Store: idem.NewMemoryStore()}
+	store := &releaseFails{Store: memstore.NewMemoryStore()}
 	store.fails.Store(1)
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	c, err := idem.New(idem.Config{Store: store, Scope: "payments", Clock: func() time.Time { return now }})
@@ -53,7 +55,7 @@ func TestUnrecordedRefusalIsRetried(t *testing.T) {
 	if err == nil || idem.IsPermanent(err) || !errors.Is(err, idem.ErrRefused) || !errors.Is(err, errThrottled) {
 		t.Fatalf("the refusal whose release failed: %v (permanent %t), want a retryable error that is ErrRefused and the store's", err, idem.IsPermanent(err))
 	}
-	if rec, err := store.Get(ctx, rk, now); err != nil || rec.Status != idem.StatusInProgress {
+	if rec, err := store.Get(ctx, rk, now); err != nil || rec.Status != persistence.StatusInProgress {
 		t.Fatalf("the record after the failed release: %+v, %v; want IN_PROGRESS", rec, err)
 	}
 	now = now.Add(10 * time.Minute) // past the lease (no deadline: DefaultLease, 5 minutes)
@@ -62,7 +64,7 @@ func TestUnrecordedRefusalIsRetried(t *testing.T) {
 		t.Fatalf("the redelivery: %v, want the refusal, permanent", err)
 	}
 	rec, err := store.Get(ctx, rk, now)
-	if err != nil || rec.Status != idem.StatusFailed || !rec.Retryable {
+	if err != nil || rec.Status != persistence.StatusFailed || !rec.Retryable {
 		t.Fatalf("the record after the redelivery: %+v, %v; want FAILED, retryable (a refusal is redriven after the fix)", rec, err)
 	}
 	if runs.Load() != 2 {

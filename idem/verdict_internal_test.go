@@ -7,19 +7,22 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemgo/sqs-lambda-consumer/idem/internal/handoff"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
 
 // completedWithAGroup is a store whose every key holds a completed record of a FIFO group
 // with no outbox (as a store of the caller's own may keep one), and which counts the
 // acquisitions.
 type completedWithAGroup struct {
-	*MemoryStore
+	*memstore.MemoryStore
 	creates atomic.Int32
 }
 
-func (s *completedWithAGroup) Create(_ context.Context, rec *Record, now time.Time) (*Record, bool, error) {
+func (s *completedWithAGroup) Create(_ context.Context, rec *persistence.Record, now time.Time) (*persistence.Record, bool, error) {
 	s.creates.Add(1)
-	return &Record{Key: rec.Key, Status: StatusCompleted, PayloadHash: rec.PayloadHash, Response: []byte("r"), OutboxGroup: "g1",
+	return &persistence.Record{Key: rec.Key, Status: persistence.StatusCompleted, PayloadHash: rec.PayloadHash, Response: []byte("r"), OutboxGroup: "g1",
 		ExpiresAt: now.Add(time.Hour)}, false, nil
 }
 
@@ -27,12 +30,12 @@ func (s *completedWithAGroup) Create(_ context.Context, rec *Record, now time.Ti
 // send is answered, and kept in the warm cache, whatever group it names: the next
 // duplicate makes no request.
 func TestCompletedRecordWithoutAnOutboxIsCached(t *testing.T) {
-	store := &completedWithAGroup{MemoryStore: NewMemoryStore()}
+	store := &completedWithAGroup{MemoryStore: memstore.NewMemoryStore()}
 	c, err := New(Config{Store: store, Scope: "s", CacheSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.WithValue(context.Background(), messageKey{}, events.SQSMessage{Attributes: map[string]string{"MessageGroupId": "g2"}})
+	ctx := handoff.WithMessage(context.Background(), events.SQSMessage{Attributes: map[string]string{"MessageGroupId": "g2"}})
 	for range 2 {
 		res, err := c.Do(ctx, &Request{Key: "k", Payload: []byte(`{}`)}, func(context.Context, *Request) (Result, error) {
 			t.Fatal("the handler ran")

@@ -16,6 +16,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
@@ -73,7 +76,7 @@ func (q *visQueue) send(key, group string) {
 // poll receives one batch (waiting up to a second) and runs it with the invocation
 // timeout; it deletes the records that succeeded and returns how many it received. A
 // record that hangs keeps its invocation running: poll returns without waiting for it.
-func (q *visQueue) poll(p *idem.BatchProcessor, timeout time.Duration) int {
+func (q *visQueue) poll(p *sqsbatch.BatchProcessor, timeout time.Duration) int {
 	q.t.Helper()
 	out, err := q.api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
 		QueueUrl: aws.String(q.url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
@@ -142,10 +145,10 @@ func crashScenario(t *testing.T, visibility, maxReceives int, timeout, grace tim
 	q := newVisQueue(t, visibility, maxReceives)
 	ddb := awstest.DynamoDB(t)
 	table := awstest.Name(t, "vis")
-	if err := idem.CreateTable(context.Background(), ddb, table); err != nil {
+	if err := persistence.CreateTable(context.Background(), ddb, table); err != nil {
 		t.Fatal(err)
 	}
-	store, err := idem.NewDynamoStore(ddb, table)
+	store, err := persistence.NewDynamoStore(ddb, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,15 +168,15 @@ func crashScenario(t *testing.T, visibility, maxReceives int, timeout, grace tim
 		done.Add(1)
 		return idem.Result{Response: []byte("ok")}, nil
 	})
-	cfg := idem.SQSConfig{Client: client, Handler: handler}
+	cfg := sqsbatch.SQSConfig{Client: client, Handler: handler}
 	if vis {
-		cfg.Visibility = &idem.Visibility{API: q.api}
+		cfg.Visibility = &sqsbatch.Visibility{API: q.api}
 	}
-	record, err := idem.NewSQSHandler(cfg)
+	record, err := sqsbatch.NewSQSHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := idem.NewBatchProcessor(idem.BatchConfig{Handle: record, DeadlineMargin: time.Millisecond})
+	p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, DeadlineMargin: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,13 +264,13 @@ func (v *visCalls) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMess
 func TestExtendMovesVisibility(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	client, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "vis", Clock: clock})
+	client, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "vis", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	api := &visCalls{}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{
-		Client: client, Visibility: &idem.Visibility{API: api, Clock: clock},
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{
+		Client: client, Visibility: &sqsbatch.Visibility{API: api, Clock: clock},
 		Handler: idem.HandlerFunc(func(ctx context.Context, req *idem.Request) (idem.Result, error) {
 			return idem.Result{}, req.Attempt.Extend(ctx, 10*time.Minute)
 		}),
@@ -300,7 +303,7 @@ func TestExtendMovesVisibility(t *testing.T) {
 	}
 	// A handler run by a RecordFunc without Visibility inside one with it (a message that
 	// carries others): its extension keeps the outer message, still in flight, hidden.
-	inner, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(ctx context.Context, req *idem.Request) (idem.Result, error) {
+	inner, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: idem.HandlerFunc(func(ctx context.Context, req *idem.Request) (idem.Result, error) {
 		return idem.Result{}, req.Attempt.Extend(ctx, 10*time.Minute)
 	})})
 	if err != nil {
@@ -310,7 +313,7 @@ func TestExtendMovesVisibility(t *testing.T) {
 		return events.SQSMessage{MessageId: id, ReceiptHandle: "rh-" + id, Body: `{}`, EventSourceARN: msg.EventSourceARN,
 			MessageAttributes: map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)}}}
 	}
-	outer, err := idem.NewSQSHandler(idem.SQSConfig{Client: client, Visibility: &idem.Visibility{API: api, Clock: clock},
+	outer, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Visibility: &sqsbatch.Visibility{API: api, Clock: clock},
 		Handler: idem.HandlerFunc(func(ctx context.Context, _ *idem.Request) (idem.Result, error) {
 			return idem.Result{}, inner(ctx, keyed("inner", "k-inner"))
 		})})
@@ -333,7 +336,7 @@ func TestQueueURLFromARN(t *testing.T) {
 		"arn:aws:sqs:us-east-1:123456789012":          "",
 		"https://sqs.us-east-1.amazonaws.com/1/queue": "",
 	} {
-		got, err := idem.QueueURLFromARN(arn)
+		got, err := sqsbatch.QueueURLFromARN(arn)
 		if got != want || (want == "") != (err != nil) {
 			t.Errorf("QueueURLFromARN(%q) = %q, %v; want %q", arn, got, err, want)
 		}

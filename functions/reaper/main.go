@@ -1,5 +1,5 @@
 // Command reaper is the scheduled Lambda that fails stale idempotency locks. It only
-// wires configuration and clients; the sweep is idem.Reaper. The start-up is
+// wires configuration and clients; the sweep is reaper.Reaper. The start-up is
 // internal/fnmain's.
 package main
 

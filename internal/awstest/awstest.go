@@ -274,7 +274,7 @@ type TableCreator interface {
 // so ResourceInUseException means an earlier try of this very request was applied and
 // its answer lost, after which the SDK sent it again (seen in CI under make test's load:
 // a DynamoDB answer whose CRC32 did not match): the table is there, and that is success,
-// as idem.CreateTable treats it.
+// as persistence.CreateTable treats it.
 func CreateTable(ctx context.Context, api TableCreator, in *dynamodb.CreateTableInput) error {
 	_, err := api.CreateTable(ctx, in)
 	if _, ok := errors.AsType[*ddbtypes.ResourceInUseException](err); ok {

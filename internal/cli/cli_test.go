@@ -26,6 +26,9 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
@@ -391,10 +394,10 @@ func TestSend(t *testing.T) {
 		if got := attr(sm, idem.KeyAttribute); got != m.Key || m.Key == "" {
 			t.Errorf("%s: key attribute %q, want %q", m.ID, got, m.Key)
 		}
-		if got, want := sm.Attributes["MessageDeduplicationId"], idem.DeduplicationID(m.Key); got != want {
+		if got, want := sm.Attributes["MessageDeduplicationId"], outbox.DeduplicationID(m.Key); got != want {
 			t.Errorf("%s: deduplication id %q, want %q", m.ID, got, want)
 		}
-		if got, want := sm.Attributes["MessageGroupId"], idem.DeduplicationID(m.Group); got != want {
+		if got, want := sm.Attributes["MessageGroupId"], outbox.DeduplicationID(m.Group); got != want {
 			t.Errorf("%s: group %q, want %q", m.ID, got, want)
 		}
 	}
@@ -526,9 +529,9 @@ func TestSendNeedsQueue(t *testing.T) {
 }
 
 // client returns an idem client on the stack's idempotency table, as the consumer has.
-func client(t *testing.T, e env) (*idem.Client, *idem.DynamoStore) {
+func client(t *testing.T, e env) (*idem.Client, *persistence.DynamoStore) {
 	t.Helper()
-	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,11 +595,11 @@ func TestInspect(t *testing.T) {
 	if _, v := exampletest.Confirms(exampletest.Example(t)); v != "" {
 		outbound = e[v]
 	}
-	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, sender := range []idem.SQSBatchSender{refusingSender{}, awstest.SQS(t)} {
+	for i, sender := range []outbox.SQSBatchSender{refusingSender{}, awstest.SQS(t)} {
 		c, err := idem.New(idem.Config{Store: store, Scope: scope, TTL: time.Hour, Sender: sender, Clock: func() time.Time { return time.Now().Add(time.Duration(i) * time.Hour) }})
 		if err != nil {
 			t.Fatal(err)
@@ -657,8 +660,8 @@ func TestUnlock(t *testing.T) {
 	}
 	// A holder that took the lease a moment ago and is still (or was) working.
 	now := time.Now()
-	if _, created, err := store.Create(ctx, &idem.Record{
-		Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(time.Minute),
+	if _, created, err := store.Create(ctx, &persistence.Record{
+		Key: pk, Status: persistence.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(time.Minute),
 		Inflight: "1", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "stuck-worker", Steps: []string{"notify"},
 		CreatedAt: now, UpdatedAt: now,
 	}, now); err != nil || !created {
@@ -681,7 +684,7 @@ func TestUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Status != idem.StatusFailed || !rec.Retryable || rec.Error != "worker stuck" || rec.Inflight != "" {
+	if rec.Status != persistence.StatusFailed || !rec.Retryable || rec.Error != "worker stuck" || rec.Inflight != "" {
 		t.Errorf("record after unlock: %+v", rec)
 	}
 
@@ -734,7 +737,7 @@ func TestRedrive(t *testing.T) {
 	e := upStack(t)
 	api := awstest.SQS(t)
 	// Three messages the consumer dead-lettered: keys, groups and an extra attribute.
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer"}
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer"}
 	type original struct{ id, key, group string }
 	originals := []original{{"m-1", "key:r-1", "g-1"}, {"m-2", "key:r-2", "g-2"}, {"m-3", "key:r-3", "g-1"}}
 	for _, o := range originals {
@@ -887,7 +890,7 @@ func TestRedriveOutbound(t *testing.T) {
 		return aws.ToString(q.QueueUrl)
 	}
 	out, elsewhere := newQueue("out"), newQueue("elsewhere")
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e)}
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e)}
 	m := idem.Message{QueueURL: out, Body: `{"receipt":"r-1"}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}
 	if err := dl.DeadLetterOutbound(ctx, m, errors.New("InvalidParameterValue: Message must be shorter than 1024 bytes.")); err != nil {
 		t.Fatal(err)
@@ -903,7 +906,7 @@ func TestRedriveOutbound(t *testing.T) {
 	}
 	got := receiveAll(t, out)
 	if len(got) != 1 || aws.ToString(got[0].Body) != m.Body || attr(got[0], idem.KeyAttribute) != "payments#p-1#0" ||
-		got[0].Attributes["MessageGroupId"] != "acct-1" || got[0].Attributes["MessageDeduplicationId"] != idem.DeduplicationID("payments#p-1#0") {
+		got[0].Attributes["MessageGroupId"] != "acct-1" || got[0].Attributes["MessageDeduplicationId"] != outbox.DeduplicationID("payments#p-1#0") {
 		t.Fatalf("outbound queue holds %+v, want the message with its key, group and deduplication id", got)
 	}
 	for name := range got[0].MessageAttributes {
@@ -929,9 +932,9 @@ func TestRedriveOutbound(t *testing.T) {
 }
 
 // stackKeys are the keys of the stack's secret `idemctl up` exported.
-func stackKeys(t *testing.T, e env) *idem.Keys {
+func stackKeys(t *testing.T, e env) *sqsmsg.Keys {
 	t.Helper()
-	keys, err := idem.NewKeys([]byte(e["STACK_SECRET"]))
+	keys, err := sqsmsg.NewKeys([]byte(e["STACK_SECRET"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -960,10 +963,10 @@ func TestRedriveForgedDeadLetter(t *testing.T) {
 		QueueUrl: aws.String(e["QUEUE_URL"]), MessageBody: aws.String(forged), MessageGroupId: aws.String("g-forged"),
 		MessageDeduplicationId: aws.String("forged-1"),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-			idem.DLQOutboundQueueAttribute: {DataType: aws.String("String"), StringValue: aws.String(protected)},
-			idem.DLQReasonAttribute:        {DataType: aws.String("String"), StringValue: aws.String("a receipt its queue refused")},
-			idem.DLQSignatureAttribute:     {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
-			idem.KeyAttribute:              {DataType: aws.String("String"), StringValue: aws.String("payments#forged#0")},
+			sqsmsg.DLQOutboundQueueAttribute: {DataType: aws.String("String"), StringValue: aws.String(protected)},
+			sqsmsg.DLQReasonAttribute:        {DataType: aws.String("String"), StringValue: aws.String("a receipt its queue refused")},
+			sqsmsg.DLQSignatureAttribute:     {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
+			idem.KeyAttribute:                {DataType: aws.String("String"), StringValue: aws.String("payments#forged#0")},
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -1015,12 +1018,12 @@ func TestInspectDeadLetteredOutbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
+	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := idem.New(idem.Config{Store: store, Scope: e["IDEMPOTENCY_SCOPE"], TTL: time.Hour, Sender: api,
-		OutboxDeadLetter: &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"]}})
+		OutboxDeadLetter: &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1049,7 +1052,7 @@ func TestInspectAndUnlockInASingleTable(t *testing.T) {
 		t.Fatalf("idemctl up exported no single-table layout: %v", e)
 	}
 	layout := envconf.New(e.lookup).Layout()
-	store, err := idem.NewDynamoStoreLayout(awstest.DynamoDB(t), layout)
+	store, err := persistence.NewDynamoStoreLayout(awstest.DynamoDB(t), layout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1071,8 +1074,8 @@ func TestInspectAndUnlockInASingleTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, created, err := store.Create(ctx, &idem.Record{
-		Key: pk, Status: idem.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(-time.Minute),
+	if _, created, err := store.Create(ctx, &persistence.Record{
+		Key: pk, Status: persistence.StatusInProgress, LeaseToken: "0123456789abcdef", LeaseUntil: now.Add(-time.Minute),
 		Inflight: "1", ExpiresAt: now.Add(time.Hour), Attempt: 1, Owner: "stuck-worker", CreatedAt: now, UpdatedAt: now,
 	}, now); err != nil || !created {
 		t.Fatalf("create: %v, %v", created, err)
@@ -1081,7 +1084,7 @@ func TestInspectAndUnlockInASingleTable(t *testing.T) {
 		t.Errorf("unlock: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 	rec, err := store.Get(ctx, pk, time.Now())
-	if err != nil || rec.Status != idem.StatusFailed || !rec.Retryable {
+	if err != nil || rec.Status != persistence.StatusFailed || !rec.Retryable {
 		t.Errorf("record after unlock: %+v, %v", rec, err)
 	}
 	// The items are where the layout says: partition key IDEM, sort key the record's key.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 )
@@ -38,7 +39,7 @@ func addRecordFlags(flags *flag.FlagSet) *recordFlags {
 
 // recordRef is a located record: its store and partition key.
 type recordRef struct {
-	store *idem.DynamoStore
+	store *persistence.DynamoStore
 	table string
 	scope string
 	key   string // as the producer set it
@@ -88,7 +89,7 @@ func (rf *recordFlags) open(ctx context.Context, env lookupEnv, key string) (*re
 	if err := er.Err(); err != nil {
 		return nil, err
 	}
-	store, err := idem.NewDynamoStoreLayout(dynamodb.NewFromConfig(cfg), layout)
+	store, err := persistence.NewDynamoStoreLayout(dynamodb.NewFromConfig(cfg), layout)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func httpCallerKey(arn, key string, env lookupEnv) (string, error) {
 
 // get reads the record, expired or not: Store.Get with the zero time counts no record as
 // expired, so inspect can show one that DynamoDB's TTL has not deleted yet.
-func (r *recordRef) get(ctx context.Context) (*idem.Record, error) {
+func (r *recordRef) get(ctx context.Context) (*persistence.Record, error) {
 	rec, err := r.store.Get(ctx, r.pk, time.Time{})
 	if errors.Is(err, idem.ErrNotFound) {
 		return nil, fmt.Errorf("no record for key %q (scope %s) in table %s", r.key, r.scope, r.table)
@@ -200,10 +201,10 @@ type recordView struct {
 	// OutboxDead lists the outbound messages their queue refused for good, which went
 	// to the dead-letter queue instead (dlq-outbound-queue; idemctl redrive sends them
 	// back once the cause is fixed).
-	OutboxDead  []idem.DeadMessage `json:"outbox_dead_lettered,omitempty"`
-	PayloadHash string             `json:"payload_hash,omitempty"`
-	CreatedAt   *time.Time         `json:"created_at,omitempty"`
-	UpdatedAt   *time.Time         `json:"updated_at,omitempty"`
+	OutboxDead  []persistence.DeadMessage `json:"outbox_dead_lettered,omitempty"`
+	PayloadHash string                    `json:"payload_hash,omitempty"`
+	CreatedAt   *time.Time                `json:"created_at,omitempty"`
+	UpdatedAt   *time.Time                `json:"updated_at,omitempty"`
 	// Ingress is the ingress's record of the key (with INGRESS_TABLE): whether its HTTP
 	// request's message was sent. nil when there is none or it was not read.
 	Ingress *ingressapp.RecordView `json:"ingress,omitempty"`
@@ -212,7 +213,7 @@ type recordView struct {
 	ingressErr string // why Ingress is nil when it was read
 }
 
-func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView {
+func newRecordView(ref *recordRef, rec *persistence.Record, now time.Time) *recordView {
 	opt := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil
@@ -228,7 +229,7 @@ func newRecordView(ref *recordRef, rec *idem.Record, now time.Time) *recordView 
 		Error: rec.Error, Category: string(rec.Category), Public: rec.Public, RefusedBy: rec.RefusedBy.String(), ResponseBytes: len(rec.Response), PayloadHash: rec.PayloadHash,
 		CreatedAt: opt(rec.CreatedAt), UpdatedAt: opt(rec.UpdatedAt), now: now,
 	}
-	if rec.Status == idem.StatusFailed {
+	if rec.Status == persistence.StatusFailed {
 		v.Retryable = &rec.Retryable
 	}
 	for _, m := range rec.Outbox {
@@ -279,7 +280,7 @@ func (v *recordView) print(w io.Writer) {
 	} else {
 		row("expires at", "- (never)")
 	}
-	if v.Status == string(idem.StatusFailed) {
+	if v.Status == string(persistence.StatusFailed) {
 		row("error", "%s", orDash(v.Error))
 		if v.Category != "" {
 			row("category", "%s (what the ingress tells HTTP callers, with the reason %q)", v.Category, v.Public)

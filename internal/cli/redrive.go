@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
@@ -112,7 +114,7 @@ type redriver struct {
 	fifo           bool   // the input queue is FIFO
 	max            int    // 0: all
 	stdout, stderr io.Writer
-	keys           *idem.Keys      // verify the dead letters' signatures
+	keys           *sqsmsg.Keys    // verify the dead letters' signatures
 	queues         map[string]bool // the stack's queues an outbound dead letter may go back to
 }
 
@@ -146,18 +148,18 @@ func stackQueues(path string, extra []string, env lookupEnv) (map[string]bool, e
 }
 
 // destination is where m goes back to: the queue its dlq-outbound-queue names, when m
-// is a dead letter the consumer or the reaper signed (idem.Keys.VerifyDeadLetter) and
+// is a dead letter the consumer or the reaper signed (sqsmsg.Keys.VerifyDeadLetter) and
 // that queue is one of the stack's; otherwise the input queue, as an input message, with
 // why a destination it named is not honoured (ignored; "" when it named none).
 func (r *redriver) destination(m types.Message) (dest string, outbound bool, ignored string) {
-	claim := aws.ToString(m.MessageAttributes[idem.DLQOutboundQueueAttribute].StringValue)
+	claim := aws.ToString(m.MessageAttributes[sqsmsg.DLQOutboundQueueAttribute].StringValue)
 	switch {
 	case claim == "":
 		return r.queue, false, ""
 	case r.keys.VerifyDeadLetter(m) != nil:
-		return r.queue, false, fmt.Sprintf("its %s %s is ignored: the dead letter is not signed by the stack's consumer or reaper", idem.DLQOutboundQueueAttribute, claim)
+		return r.queue, false, fmt.Sprintf("its %s %s is ignored: the dead letter is not signed by the stack's consumer or reaper", sqsmsg.DLQOutboundQueueAttribute, claim)
 	case !r.queues[claim] || claim == r.dlq:
-		return r.queue, false, fmt.Sprintf("its %s %s is ignored: not one of the stack's queues", idem.DLQOutboundQueueAttribute, claim)
+		return r.queue, false, fmt.Sprintf("its %s %s is ignored: not one of the stack's queues", sqsmsg.DLQOutboundQueueAttribute, claim)
 	}
 	return claim, true, ""
 }
@@ -302,7 +304,7 @@ func (r *redriver) destinations(to map[string]int) string {
 }
 
 // redriveInput is the message to send back for m: to its destination (destination). To
-// the input queue: its body, its own attributes (idem.OriginalAttributes: without the
+// the input queue: its body, its own attributes (sqsmsg.OriginalAttributes: without the
 // dlq-* ones), its group, and a
 // deduplication id derived from its id in the dead-letter queue. An outbound message
 // the consumer or the reaper dead-lettered goes back to its queue instead, with its own
@@ -314,11 +316,11 @@ func (r *redriver) redriveInput(m types.Message) (*sqs.SendMessageInput, error) 
 
 // inputTo is redriveInput for m going to dest, as an outbound message or not.
 func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.SendMessageInput, error) {
-	if cut, ok := m.MessageAttributes[idem.DLQBodyCutAttribute]; ok {
+	if cut, ok := m.MessageAttributes[sqsmsg.DLQBodyCutAttribute]; ok {
 		return nil, fmt.Errorf("its body was cut to fit the dead-letter queue (%s: the whole body was %s): redriven, it would be another message; "+
-			"send the whole message again from its producer, then delete this one", idem.DLQBodyCutAttribute, aws.ToString(cut.StringValue))
+			"send the whole message again from its producer, then delete this one", sqsmsg.DLQBodyCutAttribute, aws.ToString(cut.StringValue))
 	}
-	attrs, err := idem.OriginalAttributes(m.MessageAttributes)
+	attrs, err := sqsmsg.OriginalAttributes(m.MessageAttributes)
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +331,7 @@ func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.Se
 	if _, ok := attrs[idem.KeyAttribute]; !ok && key != "" {
 		// Keyed by its FIFO deduplication id: that id changes now, so the key must
 		// travel as the attribute the consumer reads first.
-		if len(attrs) == idem.MaxMessageAttributes {
+		if len(attrs) == sqsmsg.MaxMessageAttributes {
 			return nil, fmt.Errorf("cannot add the %s attribute: the message has %d attributes already", idem.KeyAttribute, len(attrs))
 		}
 		attrs[idem.KeyAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(key)}
@@ -341,7 +343,7 @@ func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.Se
 	if r.fifo {
 		group := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
 		if group == "" { // from a standard dead-letter queue: one group per key
-			group = idem.DeduplicationID(key)
+			group = outbox.DeduplicationID(key)
 			if key == "" {
 				group = "redrive"
 			}
@@ -353,7 +355,7 @@ func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.Se
 }
 
 // outboundInput is the message to send again to dest for the dead letter m of an
-// outbound message: its body, its own attributes attrs (idem.OriginalAttributes), its
+// outbound message: its body, its own attributes attrs (sqsmsg.OriginalAttributes), its
 // group, and the deduplication id its key gives.
 func outboundInput(m types.Message, attrs map[string]types.MessageAttributeValue, dest string) *sqs.SendMessageInput {
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(dest), MessageBody: m.Body}
@@ -366,7 +368,7 @@ func outboundInput(m types.Message, attrs map[string]types.MessageAttributeValue
 			group = "redrive"
 		}
 		in.MessageGroupId = aws.String(group)
-		in.MessageDeduplicationId = aws.String(idem.DeduplicationID(aws.ToString(attrs[idem.KeyAttribute].StringValue)))
+		in.MessageDeduplicationId = aws.String(outbox.DeduplicationID(aws.ToString(attrs[idem.KeyAttribute].StringValue)))
 	}
 	return in
 }
@@ -463,7 +465,7 @@ func (r *redriver) list(ctx context.Context) error {
 // dlqReason says why the message is in the dead-letter queue, shortened for a listing.
 func dlqReason(m types.Message) string {
 	reason := ""
-	if v, ok := m.MessageAttributes[idem.DLQReasonAttribute]; ok && v.StringValue != nil {
+	if v, ok := m.MessageAttributes[sqsmsg.DLQReasonAttribute]; ok && v.StringValue != nil {
 		reason = *v.StringValue
 	} else if src := m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; src != "" {
 		reason = "receive count exceeded the redrive policy of " + src

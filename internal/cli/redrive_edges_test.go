@@ -14,6 +14,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -34,10 +35,10 @@ func TestRedriveOutboundKeepsEveryAttribute(t *testing.T) {
 	}
 	out := aws.ToString(q.QueueUrl)
 	m := idem.Message{QueueURL: out, Body: `{"receipt":"r-1"}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}
-	for i := range idem.MaxMessageAttributes - 1 {
+	for i := range sqsmsg.MaxMessageAttributes - 1 {
 		m.Attributes[fmt.Sprintf("a-%d", i)] = fmt.Sprintf(`value "%d" <&>`, i) // characters JSON escapes
 	}
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e)}
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e)}
 	refusal := errors.New("InvalidParameterValue: One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes.")
 	if err := dl.DeadLetterOutbound(ctx, m, refusal); err != nil {
 		t.Fatal(err)
@@ -70,15 +71,15 @@ func TestRedriveLeavesACutBody(t *testing.T) {
 	ctx := context.Background()
 	e := upStack(t)
 	api := awstest.SQS(t)
-	dl := &idem.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e), MaxMessageBytes: idem.MinSQSMessageBytes}
-	msg := events.SQSMessage{MessageId: "m-cut", Body: strings.Repeat("x", 2*idem.MinSQSMessageBytes),
+	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e), MaxMessageBytes: sqsmsg.MinSQSMessageBytes}
+	msg := events.SQSMessage{MessageId: "m-cut", Body: strings.Repeat("x", 2*sqsmsg.MinSQSMessageBytes),
 		Attributes: map[string]string{"MessageGroupId": "g-1", "MessageDeduplicationId": "payments-p-9"}}
 	if err := dl.DeadLetter(ctx, msg, errors.New("validate: amount_cents is not a number")); err != nil {
 		t.Fatal(err)
 	}
 	r := idemctl(t, e, "redrive")
-	if r.code == 0 || !strings.Contains(r.stderr, idem.DLQBodyCutAttribute) || !strings.Contains(r.stdout, "moved 0 messages") {
-		t.Fatalf("redrive of a cut body: exit %d, want a failure that names %s\n%s%s", r.code, idem.DLQBodyCutAttribute, r.stdout, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, sqsmsg.DLQBodyCutAttribute) || !strings.Contains(r.stdout, "moved 0 messages") {
+		t.Fatalf("redrive of a cut body: exit %d, want a failure that names %s\n%s%s", r.code, sqsmsg.DLQBodyCutAttribute, r.stdout, r.stderr)
 	}
 	if in := receiveAll(t, e["QUEUE_URL"]); len(in) != 0 {
 		t.Fatalf("%d messages went to the input queue, want none", len(in))

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -66,12 +66,12 @@ func TestRedriveRefusesAForeignSource(t *testing.T) {
 		if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String(body),
 			MessageGroupId: aws.String(body), MessageDeduplicationId: aws.String(string(rune('a' + i))),
 			MessageAttributes: map[string]types.MessageAttributeValue{
-				idem.DLQReasonAttribute: {DataType: aws.String("String"), StringValue: aws.String("a plausible reason")},
+				sqsmsg.DLQReasonAttribute: {DataType: aws.String("String"), StringValue: aws.String("a plausible reason")},
 			}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	keys, err := idem.NewKeys(bytes.Repeat([]byte("k"), 32))
+	keys, err := sqsmsg.NewKeys(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,8 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
@@ -218,7 +219,7 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 	if err != nil {
 		return err
 	}
-	var ddb idem.DynamoDBAPI = dynamodb.NewFromConfig(tracedCfg)
+	var ddb persistence.DynamoDBAPI = dynamodb.NewFromConfig(tracedCfg)
 	if tp != nil {
 		sqsClient = sqs.NewFromConfig(tracedCfg) // the consumer's calls traced, not the poller's
 	}
@@ -248,7 +249,7 @@ func (o *runOptions) inProcessHandlers(cfg *runner.Config, consumerCfg consumera
 		if err != nil {
 			return err
 		}
-		cfg.Reap = func(ctx context.Context) (idem.SweepResult, error) {
+		cfg.Reap = func(ctx context.Context) (reaper.SweepResult, error) {
 			return h(ctx, runner.ScheduledEvent("arn:aws:events:"+awsCfg.Region+":000000000000:rule/local-reaper", time.Now()))
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 )
 
 // Limits of send.
@@ -258,8 +259,8 @@ func messages(traffic []example.Message, c copies, fifo bool, rng *rand.Rand) ([
 		if fifo {
 			// Both must be 1-128 printable ASCII characters; DeduplicationID hashes
 			// anything else, and always the same way.
-			m.group = idem.DeduplicationID(p.Group)
-			m.dedup = idem.DeduplicationID(m.key)
+			m.group = outbox.DeduplicationID(p.Group)
+			m.dedup = outbox.DeduplicationID(m.key)
 		}
 		out = append(out, m)
 	}
@@ -274,7 +275,7 @@ func messages(traffic []example.Message, c copies, fifo bool, rng *rand.Rand) ([
 		o := originals[i]
 		d := &outgoing{msg: o.msg, dup: true, body: o.body, key: o.key, group: o.group}
 		if fifo {
-			d.dedup = idem.DeduplicationID("again-" + c.run + "-" + o.key)
+			d.dedup = outbox.DeduplicationID("again-" + c.run + "-" + o.key)
 		}
 		out = append(out, d)
 	}

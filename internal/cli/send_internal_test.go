@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 )
 
 // traffic is n distinct messages over at most groups groups, shaped as any example's
@@ -156,13 +156,13 @@ func TestMessagesDuplicates(t *testing.T) {
 			continue
 		}
 		o := byID[m.msg.ID]
-		if o == nil || o.body != m.body || o.key != m.key || o.group != m.group || o.dedup != idem.DeduplicationID(m.msg.Key) {
+		if o == nil || o.body != m.body || o.key != m.key || o.group != m.group || o.dedup != outbox.DeduplicationID(m.msg.Key) {
 			t.Fatalf("duplicate %+v of %+v", m, o)
 		}
 		switch m.dedup {
 		case o.dedup:
 			same++
-		case idem.DeduplicationID("again-7-" + m.key):
+		case outbox.DeduplicationID("again-7-" + m.key):
 			late++
 		default:
 			t.Errorf("duplicate of %s with deduplication id %q", m.msg.ID, m.dedup)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
@@ -25,7 +27,7 @@ type files []string
 func (f *files) String() string     { return strings.Join(*f, ",") }
 func (f *files) Set(v string) error { *f = append(*f, v); return nil }
 
-// recordIDPattern is what idem.RecordTraceID gives: the scope and the key's short hash.
+// recordIDPattern is what telemetry.RecordTraceID gives: the scope and the key's short hash.
 var recordIDPattern = regexp.MustCompile(`^[^#]+#h:[0-9a-f]{16}$`)
 
 // runTrace draws one key's life from trace files (--trace-file of run, serve and demo)
@@ -72,7 +74,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		if err != nil {
 			return fail(stderr, "trace", err)
 		}
-		id = idem.RecordTraceID(pk)
+		id = telemetry.RecordTraceID(pk)
 	}
 	var spans []tracing.Span
 	if len(paths) > 0 {
@@ -138,7 +140,7 @@ func newLife(all []tracing.Span, id string) *life {
 		}
 	}
 	for _, s := range all {
-		if s.Attr(idem.AttrRecord) == id || s.Attr(ingressapp.AttrConsumerRecord) == id {
+		if s.Attr(telemetry.AttrRecord) == id || s.Attr(ingressapp.AttrConsumerRecord) == id {
 			walk(s)
 		}
 	}
@@ -165,7 +167,7 @@ func (l *life) groups() []group {
 		switch {
 		case hasParent && l.selected(p):
 			continue // drawn under its parent
-		case s.Parent != "" && !hasParent && s.Name != idem.SpanProcess && s.Service != "ingress":
+		case s.Parent != "" && !hasParent && s.Name != telemetry.SpanProcess && s.Service != "ingress":
 			k := spanKey(s.Trace, s.Parent)
 			if i, ok := byParent[k]; ok {
 				out[i].roots = append(out[i].roots, s)
@@ -224,12 +226,12 @@ func (l *life) heading(s tracing.Span, orphan bool) string {
 	switch {
 	case orphan:
 		return fmt.Sprintf("%s, trace %s: a delivery whose record span never ended", who(s), s.Trace)
-	case s.Name == idem.SpanProcess:
+	case s.Name == telemetry.SpanProcess:
 		return fmt.Sprintf("%s, trace %s: delivery of message %s (receive %s): %s", who(s), s.Trace, s.Attr("messaging.message.id"),
-			orDash(s.Attr(idem.AttrReceiveCount)), orDash(s.Attr(idem.AttrOutcome)))
+			orDash(s.Attr(telemetry.AttrReceiveCount)), orDash(s.Attr(telemetry.AttrOutcome)))
 	case s.Service == "ingress":
-		return fmt.Sprintf("%s, trace %s: %s answered %s (%s)", who(s), s.Trace, s.Name, s.Attr("http.response.status_code"), s.Attr(idem.AttrOutcome))
-	case s.Name == idem.SpanReap:
+		return fmt.Sprintf("%s, trace %s: %s answered %s (%s)", who(s), s.Trace, s.Name, s.Attr("http.response.status_code"), s.Attr(telemetry.AttrOutcome))
+	case s.Name == telemetry.SpanReap:
 		return fmt.Sprintf("%s, trace %s: a sweep", who(s), s.Trace)
 	}
 	return fmt.Sprintf("%s, trace %s", who(s), s.Trace)
@@ -266,45 +268,45 @@ func stampOf(v string) string {
 func details(s tracing.Span) string {
 	a := s.Attr
 	switch s.Name {
-	case idem.SpanProcess:
-		return fmt.Sprintf("outcome %s (%s)", orDash(a(idem.AttrOutcome)), orDash(a("idem.batch_outcome")))
-	case idem.SpanAcquire:
-		switch d := a(idem.AttrDecision); d {
-		case idem.DecisionAcquired:
-			return fmt.Sprintf("acquired: attempt %s, holder %s (token %s), lease until %s", a(idem.AttrAttempt), a(idem.AttrOwner), a(idem.AttrLeaseToken), stampOf(a(idem.AttrLeaseUntil)))
-		case idem.DecisionTakenOver:
-			return fmt.Sprintf("taken over from %s (%s, lease until %s): attempt %s, holder %s (token %s), lease until %s", orDash(a(idem.AttrPreviousOwner)),
-				a(idem.AttrPreviousStatus), stampOf(a(idem.AttrPreviousLease)), a(idem.AttrAttempt), a(idem.AttrOwner), a(idem.AttrLeaseToken), stampOf(a(idem.AttrLeaseUntil)))
-		case idem.DecisionInProgress:
-			if a(idem.AttrOwner) != "" {
-				return fmt.Sprintf("in progress: held by %s until %s", a(idem.AttrOwner), stampOf(a(idem.AttrLeaseUntil)))
+	case telemetry.SpanProcess:
+		return fmt.Sprintf("outcome %s (%s)", orDash(a(telemetry.AttrOutcome)), orDash(a("idem.batch_outcome")))
+	case telemetry.SpanAcquire:
+		switch d := a(telemetry.AttrDecision); d {
+		case telemetry.DecisionAcquired:
+			return fmt.Sprintf("acquired: attempt %s, holder %s (token %s), lease until %s", a(telemetry.AttrAttempt), a(telemetry.AttrOwner), a(telemetry.AttrLeaseToken), stampOf(a(telemetry.AttrLeaseUntil)))
+		case telemetry.DecisionTakenOver:
+			return fmt.Sprintf("taken over from %s (%s, lease until %s): attempt %s, holder %s (token %s), lease until %s", orDash(a(telemetry.AttrPreviousOwner)),
+				a(telemetry.AttrPreviousStatus), stampOf(a(telemetry.AttrPreviousLease)), a(telemetry.AttrAttempt), a(telemetry.AttrOwner), a(telemetry.AttrLeaseToken), stampOf(a(telemetry.AttrLeaseUntil)))
+		case telemetry.DecisionInProgress:
+			if a(telemetry.AttrOwner) != "" {
+				return fmt.Sprintf("in progress: held by %s until %s", a(telemetry.AttrOwner), stampOf(a(telemetry.AttrLeaseUntil)))
 			}
 			return "in progress elsewhere"
 		default:
 			return d
 		}
-	case idem.SpanStep:
-		if a(idem.AttrStepDone) == "true" {
-			return a(idem.AttrStep) + " (done by an earlier attempt: skipped)"
+	case telemetry.SpanStep:
+		if a(telemetry.AttrStepDone) == "true" {
+			return a(telemetry.AttrStep) + " (done by an earlier attempt: skipped)"
 		}
-		return a(idem.AttrStep)
-	case idem.SpanHandler:
-		return "attempt " + a(idem.AttrAttempt)
-	case idem.SpanCommit:
-		return fmt.Sprintf("%s writes, %s outbound messages%s", orZero(a("idem.writes")), orZero(a(idem.AttrMessages)), map[bool]string{true: ", guarded (already applied)"}[a("idem.guarded") == "true"])
-	case idem.SpanRelease:
-		return "the lease released, failed (retryable " + a(idem.AttrRetryable) + ")"
-	case idem.SpanSend:
-		return fmt.Sprintf("%s outbound messages, %s dead-lettered", a(idem.AttrMessages), orZero(a(idem.AttrDeadLettered)))
-	case idem.SpanReap:
-		if a(idem.AttrReaped) == "true" {
-			return fmt.Sprintf("failed the lease of %s (attempt %s, token %s, lease until %s), %sms past its end and the grace", a(idem.AttrPreviousOwner),
-				a(idem.AttrAttempt), a(idem.AttrLeaseToken), stampOf(a(idem.AttrPreviousLease)), a(idem.AttrLate))
+		return a(telemetry.AttrStep)
+	case telemetry.SpanHandler:
+		return "attempt " + a(telemetry.AttrAttempt)
+	case telemetry.SpanCommit:
+		return fmt.Sprintf("%s writes, %s outbound messages%s", orZero(a("idem.writes")), orZero(a(telemetry.AttrMessages)), map[bool]string{true: ", guarded (already applied)"}[a("idem.guarded") == "true"])
+	case telemetry.SpanRelease:
+		return "the lease released, failed (retryable " + a(telemetry.AttrRetryable) + ")"
+	case telemetry.SpanSend:
+		return fmt.Sprintf("%s outbound messages, %s dead-lettered", a(telemetry.AttrMessages), orZero(a(telemetry.AttrDeadLettered)))
+	case telemetry.SpanReap:
+		if a(telemetry.AttrReaped) == "true" {
+			return fmt.Sprintf("failed the lease of %s (attempt %s, token %s, lease until %s), %sms past its end and the grace", a(telemetry.AttrPreviousOwner),
+				a(telemetry.AttrAttempt), a(telemetry.AttrLeaseToken), stampOf(a(telemetry.AttrPreviousLease)), a(telemetry.AttrLate))
 		}
-		return fmt.Sprintf("the lease of %s had moved on (completed, extended or taken over)", a(idem.AttrPreviousOwner))
+		return fmt.Sprintf("the lease of %s had moved on (completed, extended or taken over)", a(telemetry.AttrPreviousOwner))
 	}
-	if s.Service == "ingress" && a(idem.AttrOutcome) != "" {
-		return "answered " + a("http.response.status_code") + " " + a(idem.AttrOutcome)
+	if s.Service == "ingress" && a(telemetry.AttrOutcome) != "" {
+		return "answered " + a("http.response.status_code") + " " + a(telemetry.AttrOutcome)
 	}
 	return ""
 }
@@ -338,25 +340,25 @@ func (l *life) printHolders(w io.Writer) {
 		return hs[n]
 	}
 	for _, s := range l.spans {
-		n, _ := strconv.Atoi(s.Attr(idem.AttrAttempt))
+		n, _ := strconv.Atoi(s.Attr(telemetry.AttrAttempt))
 		switch {
-		case s.Name == idem.SpanAcquire && (s.Attr(idem.AttrDecision) == idem.DecisionAcquired || s.Attr(idem.AttrDecision) == idem.DecisionTakenOver):
+		case s.Name == telemetry.SpanAcquire && (s.Attr(telemetry.AttrDecision) == telemetry.DecisionAcquired || s.Attr(telemetry.AttrDecision) == telemetry.DecisionTakenOver):
 			h := get(n)
-			h.owner, h.token, h.pid, h.from, h.until = s.Attr(idem.AttrOwner), s.Attr(idem.AttrLeaseToken), s.PID, s.Start, s.Attr(idem.AttrLeaseUntil)
+			h.owner, h.token, h.pid, h.from, h.until = s.Attr(telemetry.AttrOwner), s.Attr(telemetry.AttrLeaseToken), s.PID, s.Start, s.Attr(telemetry.AttrLeaseUntil)
 			h.parentTrace, h.parentSpan = s.Trace, s.Parent
 			_, ok := l.known[spanKey(s.Trace, s.Parent)]
 			h.processMissing = !ok
-			if prev := s.Attr(idem.AttrPreviousOwner); prev != "" && n > 1 {
+			if prev := s.Attr(telemetry.AttrPreviousOwner); prev != "" && n > 1 {
 				p := get(n - 1)
 				if p.owner == "" {
-					p.owner, p.until = prev, s.Attr(idem.AttrPreviousLease)
+					p.owner, p.until = prev, s.Attr(telemetry.AttrPreviousLease)
 				}
 				p.ends = append(p.ends, "taken over at "+clock(s.Start)+" by "+h.owner)
 			}
-		case s.Name == idem.SpanReap && s.Attr(idem.AttrReaped) == "true":
+		case s.Name == telemetry.SpanReap && s.Attr(telemetry.AttrReaped) == "true":
 			h := get(n)
 			if h.owner == "" {
-				h.owner, h.until, h.token = s.Attr(idem.AttrPreviousOwner), s.Attr(idem.AttrPreviousLease), s.Attr(idem.AttrLeaseToken)
+				h.owner, h.until, h.token = s.Attr(telemetry.AttrPreviousOwner), s.Attr(telemetry.AttrPreviousLease), s.Attr(telemetry.AttrLeaseToken)
 			}
 			h.ends = append(h.ends, "reaped at "+clock(s.End)+" (failed, retryable)")
 		}
@@ -367,11 +369,11 @@ func (l *life) printHolders(w io.Writer) {
 				continue
 			}
 			switch {
-			case s.Name == idem.SpanCommit && s.Error == "":
+			case s.Name == telemetry.SpanCommit && s.Error == "":
 				h.ends = append(h.ends, "committed at "+clock(s.End))
-			case s.Name == idem.SpanCommit:
+			case s.Name == telemetry.SpanCommit:
 				h.ends = append(h.ends, "its commit failed at "+clock(s.End))
-			case s.Name == idem.SpanRelease:
+			case s.Name == telemetry.SpanRelease:
 				h.ends = append(h.ends, "released at "+clock(s.End)+" (its handler failed)")
 			}
 		}
@@ -412,7 +414,7 @@ func (l *life) printHolders(w io.Writer) {
 func printRecords(ctx context.Context, w io.Writer, rf *recordFlags, env lookupEnv, key, ingressTable string) {
 	fmt.Fprintln(w, "\nthe consumer's record now")
 	ref, err := rf.open(ctx, env, key)
-	var rec *idem.Record
+	var rec *persistence.Record
 	if err == nil {
 		rec, err = ref.get(ctx)
 	}
@@ -438,9 +440,9 @@ func printRecords(ctx context.Context, w io.Writer, rf *recordFlags, env lookupE
 }
 
 // verdict is one sentence on what became of the key, from its record.
-func verdict(rec *idem.Record) string {
+func verdict(rec *persistence.Record) string {
 	switch rec.Status {
-	case idem.StatusCompleted:
+	case persistence.StatusCompleted:
 		s := fmt.Sprintf("applied once, by attempt %d (%s) at %s", rec.Attempt, orDash(rec.Owner), stamp(rec.UpdatedAt))
 		switch {
 		case rec.Attempt == 2:
@@ -455,9 +457,9 @@ func verdict(rec *idem.Record) string {
 			s += fmt.Sprintf("; %d outbound messages sent", rec.Sent)
 		}
 		return s
-	case idem.StatusInProgress:
+	case persistence.StatusInProgress:
 		return fmt.Sprintf("in progress: attempt %d held by %s until %s", rec.Attempt, orDash(rec.Owner), stamp(rec.LeaseUntil))
-	case idem.StatusFailed:
+	case persistence.StatusFailed:
 		if rec.Retryable {
 			return fmt.Sprintf("not applied: attempt %d failed (%s); the next delivery takes it over", rec.Attempt, rec.Error)
 		}

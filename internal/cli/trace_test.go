@@ -16,6 +16,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cli"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
@@ -176,7 +178,7 @@ func TestInspectShowsTheIngressRecord(t *testing.T) {
 	}
 	r := idemctl(t, e, "inspect", key, "--http-caller", caller)
 	if r.code != 0 || !strings.Contains(r.stdout, "the ingress's record") || !regexp.MustCompile(`state\s+QUEUED`).MatchString(r.stdout) ||
-		!strings.Contains(r.stdout, idem.RecordTraceID(pk)) {
+		!strings.Contains(r.stdout, telemetry.RecordTraceID(pk)) {
 		t.Errorf("inspect: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = idemctl(t, e, "inspect", key, "--http-caller", caller, "--json")
@@ -188,7 +190,7 @@ func TestInspectShowsTheIngressRecord(t *testing.T) {
 			Attempt   int    `json:"attempt"`
 		} `json:"ingress"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Status != string(idem.StatusCompleted) || view.Ingress == nil ||
+	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil || view.Status != string(persistence.StatusCompleted) || view.Ingress == nil ||
 		view.Ingress.State != "QUEUED" || view.Ingress.MessageID == "" || view.Ingress.Attempt != 1 {
 		t.Errorf("inspect --json: %v\n%s", err, r.stdout)
 	}

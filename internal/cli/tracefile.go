@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
@@ -99,9 +99,9 @@ func traceHint(w io.Writer, t *traceFile) {
 		return
 	}
 	for _, s := range spans {
-		if s.Name == idem.SpanAcquire && s.Attr(idem.AttrDecision) == idem.DecisionTakenOver {
+		if s.Name == telemetry.SpanAcquire && s.Attr(telemetry.AttrDecision) == telemetry.DecisionTakenOver {
 			fmt.Fprintf(w, "demo: %d spans in %s; a record taken over after its holder died: idemctl trace --trace-file %s --record '%s' (or the KEY itself)\n",
-				len(spans), t.path, t.path, s.Attr(idem.AttrRecord))
+				len(spans), t.path, t.path, s.Attr(telemetry.AttrRecord))
 			return
 		}
 	}

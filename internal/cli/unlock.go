@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // defaultUnlockReason is the error recorded on an unlocked record.
@@ -38,18 +40,18 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		return fail(stderr, "unlock", err)
 	}
 	now := time.Now()
-	rec, err := idem.Unlock(ctx, ref.store, ref.pk, *reason, now)
+	rec, err := reaper.Unlock(ctx, ref.store, ref.pk, *reason, now)
 	switch {
 	case errors.Is(err, idem.ErrNotFound):
 		return fail(stderr, "unlock", fmt.Errorf("no record for key %q (scope %s) in table %s", ref.key, ref.scope, ref.table))
 	case errors.Is(err, idem.ErrLeaseLost):
 		return fail(stderr, "unlock", fmt.Errorf("record %s changed while unlocking (its holder completed, extended its lease or was taken over): nothing changed; see idemctl inspect %s", ref.pk, ref.key))
-	case err != nil && rec != nil && rec.Status != idem.StatusInProgress:
+	case err != nil && rec != nil && rec.Status != persistence.StatusInProgress:
 		return fail(stderr, "unlock", fmt.Errorf("refusing to unlock %s: it is %s%s; only a record in progress, or one failed for good, can be unlocked (nothing changed)", ref.pk, rec.Status, map[bool]string{true: " and already retryable"}[rec.Retryable]))
 	case err != nil:
 		return fail(stderr, "unlock", tableError(ref.table, err))
 	}
-	if rec.Status == idem.StatusFailed {
+	if rec.Status == persistence.StatusFailed {
 		fmt.Fprintf(stdout, "cleared %s: was %s for good (attempt %d, error %q)\n", ref.pk, rec.Status, rec.Attempt, rec.Error)
 		fmt.Fprintf(stdout, "now retryable, error %q: the next delivery of the message (idemctl redrive) runs the handler again (attempt %d)\n", *reason, rec.Attempt+1)
 		return exitOK
@@ -57,7 +59,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	fmt.Fprintf(stdout, "unlocked %s: was %s (attempt %d, owner %s, lease %s, lease until %s, %s)\n",
 		ref.pk, rec.Status, rec.Attempt, orDash(rec.Owner), shortToken(rec.LeaseToken), stamp(rec.LeaseUntil), relative(rec.LeaseUntil, now))
 	fmt.Fprintf(stdout, "now %s, retryable, error %q: the next delivery of the message takes the key over (attempt %d), keeping its %d completed steps\n",
-		idem.StatusFailed, *reason, rec.Attempt+1, len(rec.Steps))
+		persistence.StatusFailed, *reason, rec.Attempt+1, len(rec.Steps))
 	if now.Before(rec.LeaseUntil) {
 		fmt.Fprintf(stderr, "idemctl unlock: warning: the lease was still live (%s): if its holder is still running, its writes now fail with lease lost and the message is retried\n",
 			relative(rec.LeaseUntil, now))

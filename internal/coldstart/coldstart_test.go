@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/coldstart"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
@@ -243,7 +244,7 @@ func checkConsumer(resp []byte, output string) error {
 
 // checkReaper wants a sweep result.
 func checkReaper(resp []byte, _ string) error {
-	var r idem.SweepResult
+	var r reaper.SweepResult
 	if err := json.Unmarshal(resp, &r); err != nil {
 		return fmt.Errorf("response: %w", err)
 	}

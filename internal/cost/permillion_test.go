@@ -23,6 +23,9 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/cost"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -140,7 +143,7 @@ func (p *powertools) handle(ctx context.Context, msg events.SQSMessage) error {
 			in.MessageGroupId = aws.String(m.GroupID)
 		}
 		if strings.HasSuffix(m.QueueURL, ".fifo") {
-			in.MessageDeduplicationId = aws.String(idem.DeduplicationID(fmt.Sprint(key, "#", i)))
+			in.MessageDeduplicationId = aws.String(outbox.DeduplicationID(fmt.Sprint(key, "#", i)))
 		}
 		if _, err := p.sqs.SendMessage(ctx, in); err != nil {
 			return err
@@ -180,7 +183,7 @@ func writeAlone(ctx context.Context, ddb *dynamodb.Client, w types.TransactWrite
 // its operation's journal entry (idem.Result.HomeGuard): that table's layout, and the
 // consumer's variables that put the records there. The ledger is one.
 type journalRecords interface {
-	JournalRecords(table string) (idem.Layout, map[string]string)
+	JournalRecords(table string) (persistence.Layout, map[string]string)
 }
 
 // TestCostPerMillion meters the four cases (first delivery, duplicate, warm duplicate,
@@ -223,11 +226,11 @@ func TestCostPerMillion(t *testing.T) {
 	type design struct {
 		name  string
 		cfg   consumerapp.Config
-		store *idem.DynamoStore
+		store *persistence.DynamoStore
 	}
 	ourDesign := func(name string, cfg consumerapp.Config, mode idem.Mode) design {
 		cfg.Mode = mode
-		store, err := idem.NewDynamoStoreLayout(f.ddb, cfg.Layout)
+		store, err := persistence.NewDynamoStoreLayout(f.ddb, cfg.Layout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +245,7 @@ func TestCostPerMillion(t *testing.T) {
 	if jr, ok := f.ex.(journalRecords); ok {
 		foldTable := awstest.Name(t, "fold")
 		layout, vars := jr.JournalRecords(foldTable)
-		if err := idem.CreateTableFor(ctx, f.ddb, layout); err != nil {
+		if err := persistence.CreateTableFor(ctx, f.ddb, layout); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
@@ -281,7 +284,7 @@ func TestCostPerMillion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		attempts, err := idem.New(idem.Config{Store: idem.NewMemoryStore(), Scope: "baseline"})
+		attempts, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "baseline"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +315,7 @@ func TestCostPerMillion(t *testing.T) {
 			}
 			pk, _ := idem.RecordKey(cur.cfg.Scope, key, false)
 			hash, _ := idem.HashPayload([]byte(m.Body))
-			if _, _, err := cur.store.Create(ctx, &idem.Record{Key: pk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
+			if _, _, err := cur.store.Create(ctx, &persistence.Record{Key: pk, Status: persistence.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
 				Inflight: "0", ExpiresAt: past.Add(2 * time.Hour), PayloadHash: hash, Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil {
 				t.Fatal(err)
 			}

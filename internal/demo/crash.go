@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // StallMarker is the line a stalling consumer prints when it holds a lease and has
@@ -28,12 +29,12 @@ const StallMarker = "stalled before commit"
 // StallCommits wraps a DynamoDB client so that every completion transaction waits d
 // first, announcing the first stall on w with StallMarker: a consumer that has acquired
 // its leases and is about to commit, frozen in place to be killed.
-func StallCommits(api idem.DynamoDBAPI, d time.Duration, w io.Writer) idem.DynamoDBAPI {
+func StallCommits(api persistence.DynamoDBAPI, d time.Duration, w io.Writer) persistence.DynamoDBAPI {
 	return &stall{DynamoDBAPI: api, d: d, w: w}
 }
 
 type stall struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	d    time.Duration
 	w    io.Writer
 	once sync.Once
@@ -151,7 +152,7 @@ func PhasesOf(mode string, steps bool) []string {
 // COMPLETED when the handler had no business writes), the mark that a record's outbound
 // messages were sent, the reaper's fenced update to FAILED; "" for any other call. It
 // reads the expressions' value placeholders, which idem names the same whatever the
-// table's attribute names (see idem.Layout).
+// table's attribute names (see persistence.Layout).
 func PhaseOf(op, update, condition string) string {
 	switch {
 	case op == "PutItem" && strings.HasPrefix(condition, "attribute_not_exists("):
@@ -186,7 +187,7 @@ const CrashMarker = "crashing at"
 // right after it succeeded, or, for PhaseStepCalled, right before the call that records
 // the step goes out. The process is then expected to be gone (idemctl run --crash-at
 // sends itself SIGKILL), leaving whatever that moment leaves behind.
-func CrashAt(api idem.DynamoDBAPI, phase string, n int, die func()) (idem.DynamoDBAPI, error) {
+func CrashAt(api persistence.DynamoDBAPI, phase string, n int, die func()) (persistence.DynamoDBAPI, error) {
 	if !slices.Contains(Phases, phase) {
 		return nil, fmt.Errorf("demo: unknown crash phase %q (want one of %s)", phase, strings.Join(Phases, ", "))
 	}
@@ -198,7 +199,7 @@ func CrashAt(api idem.DynamoDBAPI, phase string, n int, die func()) (idem.Dynamo
 }
 
 type crashAt struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	request string // the calls' phase (PhaseOf)
 	before  bool   // die before the call goes out, not after it succeeded
 	n       int64

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 )
@@ -27,22 +28,22 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 	for _, name := range []string{"default", "powertools"} {
 		t.Run(name, func(t *testing.T) {
 			table := awstest.Name(t, "crash")
-			layout := idem.Layout{Table: table}
+			layout := persistence.Layout{Table: table}
 			if name == "powertools" {
-				layout = idem.PowertoolsLayout(table)
+				layout = persistence.PowertoolsLayout(table)
 			}
-			if err := idem.CreateTableFor(ctx, ddb, layout); err != nil {
+			if err := persistence.CreateTableFor(ctx, ddb, layout); err != nil {
 				t.Fatal(err)
 			}
 			fired := map[string]int{}
-			var api idem.DynamoDBAPI = ddb
+			var api persistence.DynamoDBAPI = ddb
 			for _, p := range demo.Phases {
 				var err error
 				if api, err = demo.CrashAt(api, p, 1, func() { fired[p]++ }); err != nil {
 					t.Fatal(err)
 				}
 			}
-			store, err := idem.NewDynamoStoreLayout(api, layout)
+			store, err := persistence.NewDynamoStoreLayout(api, layout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,8 +62,8 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 			}
 			now := time.Now()
 			create := func(key, token string, until time.Time) error {
-				_, created, err := store.Create(ctx, &idem.Record{
-					Key: key, Status: idem.StatusInProgress, LeaseToken: token, LeaseUntil: until,
+				_, created, err := store.Create(ctx, &persistence.Record{
+					Key: key, Status: persistence.StatusInProgress, LeaseToken: token, LeaseUntil: until,
 					Inflight: "0", ExpiresAt: now.Add(time.Hour), PayloadHash: "h", Attempt: 1,
 				}, now)
 				if err == nil && !created {
@@ -70,8 +71,8 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 				}
 				return err
 			}
-			lease := func(key, token string) idem.Lease {
-				return idem.Lease{Key: key, Token: token, Until: now.Add(time.Minute), Shard: "0"}
+			lease := func(key, token string) persistence.Lease {
+				return persistence.Lease{Key: key, Token: token, Until: now.Add(time.Minute), Shard: "0"}
 			}
 
 			step("an acquire", demo.PhaseAcquire, create("k1", "t1", now.Add(time.Minute)))
@@ -81,7 +82,7 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 			// (step-recorded).
 			step("a step recorded", demo.PhaseStepCalled+" "+demo.PhaseStepRecorded, store.AddStep(ctx, lease("k1", "t1"), "charge", now))
 			biz := store.Key("business#k1")
-			step("a completion with a business write and an outbound message", demo.PhaseCommit, store.Complete(ctx, lease("k1", "t1"), idem.Completion{
+			step("a completion with a business write and an outbound message", demo.PhaseCommit, store.Complete(ctx, lease("k1", "t1"), persistence.Completion{
 				Response: []byte("ok"), ExpiresAt: now.Add(time.Hour),
 				Writes: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(table), Item: biz}}},
 				Outbox: []idem.Message{{QueueURL: "https://sqs.us-east-1.amazonaws.com/000000000000/out", Body: "{}"}},
@@ -92,7 +93,7 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 			// must not count as a reap, whose wrapper has seen nothing yet.
 			step("a second acquire", "", create("k2", "t2", now.Add(-time.Minute)))
 			step("a third acquire", "", create("k3", "t3", now.Add(time.Minute)))
-			step("a handler's failure", "", store.FailWith(ctx, lease("k3", "t3"), idem.Failure{Reason: "bad input", Category: idem.CategoryInvalid}, now.Add(time.Hour), now))
+			step("a handler's failure", "", store.FailWith(ctx, lease("k3", "t3"), persistence.Failure{Reason: "bad input", Category: persistence.CategoryInvalid}, now.Add(time.Hour), now))
 			stale, _, err := store.Stale(ctx, "0", now, 10, "")
 			step("the reaper's listing", "", err)
 			if len(stale) != 1 || stale[0].Key != "k2" {
@@ -106,14 +107,14 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plain, err := idem.NewDynamoStoreLayout(api, layout)
+			plain, err := persistence.NewDynamoStoreLayout(api, layout)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := create("k4", "t4", now.Add(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			if err := plain.Complete(ctx, lease("k4", "t4"), idem.Completion{Response: []byte("ok"), ExpiresAt: now.Add(time.Hour)}, now); err != nil || commits != 1 {
+			if err := plain.Complete(ctx, lease("k4", "t4"), persistence.Completion{Response: []byte("ok"), ExpiresAt: now.Add(time.Hour)}, now); err != nil || commits != 1 {
 				t.Fatalf("a completion without business writes: %v; the commit phase fired %d times, want 1", err, commits)
 			}
 		})

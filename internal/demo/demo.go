@@ -32,6 +32,11 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
@@ -46,7 +51,7 @@ type SQSAPI interface {
 // DynamoDBAPI is what the demo uses of DynamoDB: the consumer's calls, and the example's
 // Prepare and Read.
 type DynamoDBAPI interface {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	example.DynamoDB
 	// DeleteItem plays DynamoDB's TTL deletion of idempotency records in the storm.
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -55,7 +60,7 @@ type DynamoDBAPI interface {
 // Functions are the consumers and the reaper of Options.Functions.
 type Functions struct {
 	Consumer func(instance int) runner.Handler
-	Reap     func(ctx context.Context) (idem.SweepResult, error)
+	Reap     func(ctx context.Context) (reaper.SweepResult, error)
 	Close    func()
 }
 
@@ -98,7 +103,7 @@ type Options struct {
 	Functions func(consumers int, output io.Writer) (Functions, error)
 	// ConsumerDynamoDB, when set, is the client the local consumers use (for instance
 	// through a fault-injecting proxy); the reaper and the final check use DynamoDB.
-	ConsumerDynamoDB idem.DynamoDBAPI
+	ConsumerDynamoDB persistence.DynamoDBAPI
 	// RedriveParked sends the messages SQS parked in the DLQ (maxReceiveCount reached
 	// while consumers kept dying) back to the input queue and consumes them, as an
 	// operator's `idemctl redrive` would, before the check.
@@ -348,18 +353,18 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	for _, r := range readers {
 		go r.every(rctx, 5*time.Second)
 	}
-	store, err := idem.NewDynamoStore(o.DynamoDB, cfg.IdempotencyTable)
+	store, err := persistence.NewDynamoStore(o.DynamoDB, cfg.IdempotencyTable)
 	if err != nil {
 		return s, err
 	}
 	// The reaper also sends the outbound messages a killed consumer committed but never sent.
-	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace, Sender: o.SQS}
+	sweeper := &reaper.Reaper{Store: store, Shards: cfg.Shards, Grace: LeaseGrace, Sender: o.SQS}
 	var seenMu sync.Mutex
 	seen := map[string]bool{}
 	var reaped int64
 	var lastSweep time.Time
-	sweep := func(ctx context.Context) (idem.SweepResult, error) {
-		sweepOnce := reaper.Sweep
+	sweep := func(ctx context.Context) (reaper.SweepResult, error) {
+		sweepOnce := sweeper.Sweep
 		if fns.Reap != nil {
 			sweepOnce = fns.Reap
 		}
@@ -534,10 +539,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	seenMu.Unlock()
 	s.SuppressedBySQS = s.Sent - s.Delivered
 	s.DedupRepeats = producer.repeats()
-	s.SuppressedByDynamo = c[idem.MetricDuplicate]
-	s.InProgress = c[idem.MetricInProgress]
-	s.Guarded = c[idem.MetricGuarded]
-	s.LeaseLost = c[idem.MetricLeaseLost]
+	s.SuppressedByDynamo = c[emf.MetricDuplicate]
+	s.InProgress = c[emf.MetricInProgress]
+	s.Guarded = c[emf.MetricGuarded]
+	s.LeaseLost = c[emf.MetricLeaseLost]
 	s.LastProgress = counts.lastProgress()
 	var redriven []string // bodies SQS moved itself
 	var reasons []string  // every dead letter's full reason
@@ -556,7 +561,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			return false
 		}
 		rec, err := store.Get(ctx, pk, time.Now())
-		return err == nil && rec.Status == idem.StatusCompleted
+		return err == nil && rec.Status == persistence.StatusCompleted
 	}
 	parked := map[string]bool{}
 	var parkedMsgs []example.Message
@@ -586,7 +591,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		allBad := badMessages(bads)
 		for _, i := range parkedBad {
 			m := allBad[i]
-			m.DedupID = idem.DeduplicationID("redrive-" + m.DedupID)
+			m.DedupID = outbox.DeduplicationID("redrive-" + m.DedupID)
 			msgs = append(msgs, m)
 		}
 		n, err := send(ctx, o.SQS, queueURL, msgs, 4)
@@ -629,7 +634,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			return s, err
 		}
 	}
-	s.AppliedByMetrics = c[idem.MetricAcquired]
+	s.AppliedByMetrics = c[emf.MetricAcquired]
 	var applicable []example.Message // every valid message not parked; never a decoy
 	for _, p := range valid {
 		if !parked[p.ID] {
@@ -714,7 +719,7 @@ func message(m example.Message, group, dedup string) Message {
 // original is m as a correct producer sends it: in its group, with the deduplication id
 // derived from its key.
 func original(m example.Message) Message {
-	return message(m, m.Group, idem.DeduplicationID(m.Key))
+	return message(m, m.Group, outbox.DeduplicationID(m.Key))
 }
 
 // stream splits the traffic: the first half of the messages; then the second half
@@ -750,9 +755,9 @@ func stream(rng *rand.Rand, ps []example.Message, bad []Message) (first, second,
 func badMessages(bads []example.Bad) []Message {
 	out := make([]Message, len(bads))
 	for i, b := range bads {
-		out[i] = Message{Body: b.Body, Key: b.Key, Group: b.Group, DedupID: fmt.Sprintf("bad-%d-%s", i, idem.DeduplicationID(b.ID))}
+		out[i] = Message{Body: b.Body, Key: b.Key, Group: b.Group, DedupID: fmt.Sprintf("bad-%d-%s", i, outbox.DeduplicationID(b.ID))}
 		if len(out[i].DedupID) > 128 {
-			out[i].DedupID = idem.DeduplicationID(out[i].DedupID)
+			out[i].DedupID = outbox.DeduplicationID(out[i].DedupID)
 		}
 	}
 	return out
@@ -867,11 +872,11 @@ func (e *emfCounts) Write(p []byte) (int, error) {
 		if json.Unmarshal([]byte(line), &doc) != nil {
 			continue
 		}
-		for _, name := range []string{idem.MetricAcquired, idem.MetricDuplicate, idem.MetricInProgress, idem.MetricLeaseLost,
-			idem.MetricPermanentFailure, idem.MetricDeadLettered, idem.MetricRetry, idem.MetricGuarded} {
+		for _, name := range []string{emf.MetricAcquired, emf.MetricDuplicate, emf.MetricInProgress, emf.MetricLeaseLost,
+			emf.MetricPermanentFailure, emf.MetricDeadLettered, emf.MetricRetry, emf.MetricGuarded} {
 			if v, ok := doc[name].(float64); ok {
 				e.c[name] += int(v)
-				if v > 0 && (name == idem.MetricAcquired || name == idem.MetricDuplicate || name == idem.MetricGuarded) {
+				if v > 0 && (name == emf.MetricAcquired || name == emf.MetricDuplicate || name == emf.MetricGuarded) {
 					e.last = time.Now()
 				}
 			}
@@ -923,7 +928,7 @@ func dlqReasons(ctx context.Context, api SQSAPI, url string) (map[string]int, []
 	reasons := map[string]int{}
 	var redriven, full, bodies []string
 	err := drain(ctx, api, url, func(m sqstypes.Message) {
-		a, ok := m.MessageAttributes[idem.DLQReasonAttribute]
+		a, ok := m.MessageAttributes[sqsmsg.DLQReasonAttribute]
 		if !ok {
 			redriven = append(redriven, aws.ToString(m.Body))
 			return

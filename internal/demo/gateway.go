@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 )
 
@@ -109,7 +110,7 @@ func countOf(calls []gateway.Call, key string) int {
 }
 
 // recordAttempts returns how many attempts the record of key had (0 when there is none).
-func recordAttempts(ctx context.Context, store idem.Store, scope string) func(key string) int {
+func recordAttempts(ctx context.Context, store persistence.Store, scope string) func(key string) int {
 	return func(key string) int {
 		pk, err := idem.RecordKey(scope, key, false)
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // New returns a Reader over lookup (os.LookupEnv in main, a map in tests).
@@ -96,15 +98,15 @@ func (e *Reader) Err() error {
 	return errors.New(strings.Join(e.errs, "; "))
 }
 
-// Layout reads where the idempotency records live (idem.Layout): IDEMPOTENCY_TABLE
+// Layout reads where the idempotency records live (persistence.Layout): IDEMPOTENCY_TABLE
 // (required), and IDEMPOTENCY_PARTITION_KEY, IDEMPOTENCY_SORT_KEY ("-" or unset for
 // none), IDEMPOTENCY_STATIC_PARTITION_KEY (read with a sort key only),
 // IDEMPOTENCY_KEY_PREFIX, IDEMPOTENCY_INDEX ("-" for none) and
 // IDEMPOTENCY_ATTRIBUTE_NAMES: "default", "powertools" for AWS Lambda Powertools' names,
 // and Field=name pairs separated by commas (Status=state,ExpiresAt=ttl), the preset first
-// (powertools,Owner=holder). Unset: the defaults of idem.Layout, CreateTable's table.
-func (e *Reader) Layout() idem.Layout {
-	l := idem.Layout{
+// (powertools,Owner=holder). Unset: the defaults of persistence.Layout, CreateTable's table.
+func (e *Reader) Layout() persistence.Layout {
+	l := persistence.Layout{
 		Table:         e.Required("IDEMPOTENCY_TABLE"),
 		PartitionKey:  e.String("IDEMPOTENCY_PARTITION_KEY", ""),
 		SortKey:       e.String("IDEMPOTENCY_SORT_KEY", ""),
@@ -122,7 +124,7 @@ func (e *Reader) Layout() idem.Layout {
 		switch field, name, ok := strings.Cut(part, "="); {
 		case part == "", part == "default":
 		case part == "powertools":
-			p := idem.PowertoolsLayout(l.Table)
+			p := persistence.PowertoolsLayout(l.Table)
 			if l.PartitionKey == "" {
 				l.PartitionKey = p.PartitionKey
 			}
@@ -183,13 +185,13 @@ const (
 // StackSecret reads the stack's secret: STACK_SECRET's value as the stack's keys when it
 // is set, else the ARN in STACK_SECRET_ARN for the caller to load (internal/stacksecret);
 // neither set: nil and "" (no secret: logs leave keys out, nothing is signed).
-func (e *Reader) StackSecret() (keys *idem.Keys, arn string) {
+func (e *Reader) StackSecret() (keys *sqsmsg.Keys, arn string) {
 	arn = e.String(SecretARNVar, "")
 	v, ok := e.get(SecretVar)
 	if !ok {
 		return nil, arn
 	}
-	keys, err := idem.NewKeys([]byte(v))
+	keys, err := sqsmsg.NewKeys([]byte(v))
 	if err != nil {
 		e.errs = append(e.errs, SecretVar+": "+err.Error())
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -14,26 +15,26 @@ func reader(env map[string]string) *envconf.Reader {
 }
 
 func TestLayout(t *testing.T) {
-	powertools := idem.PowertoolsLayout("t")
-	renamed := idem.Layout{Table: "t"}
+	powertools := persistence.PowertoolsLayout("t")
+	renamed := persistence.Layout{Table: "t"}
 	renamed.Attributes.Status, renamed.Attributes.ExpiresAt = "state", "ttl"
 	cases := []struct {
 		name string
 		env  map[string]string
-		want idem.Layout
+		want persistence.Layout
 	}{
-		{"default", map[string]string{"IDEMPOTENCY_TABLE": "t"}, idem.Layout{Table: "t"}},
+		{"default", map[string]string{"IDEMPOTENCY_TABLE": "t"}, persistence.Layout{Table: "t"}},
 		{"template defaults", map[string]string{
 			"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_ATTRIBUTE_NAMES": "default", "IDEMPOTENCY_PARTITION_KEY": "pk",
 			"IDEMPOTENCY_SORT_KEY": "-", "IDEMPOTENCY_STATIC_PARTITION_KEY": "idempotency",
-		}, idem.Layout{Table: "t", PartitionKey: "pk"}},
+		}, persistence.Layout{Table: "t", PartitionKey: "pk"}},
 		{"single table", map[string]string{
 			"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_PARTITION_KEY": "PK", "IDEMPOTENCY_SORT_KEY": "SK",
 			"IDEMPOTENCY_STATIC_PARTITION_KEY": "IDEM", "IDEMPOTENCY_KEY_PREFIX": "idem#", "IDEMPOTENCY_INDEX": "GSI1",
-		}, idem.Layout{Table: "t", PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEM", KeyPrefix: "idem#", InflightIndex: "GSI1"}},
+		}, persistence.Layout{Table: "t", PartitionKey: "PK", SortKey: "SK", StaticPartitionKey: "IDEM", KeyPrefix: "idem#", InflightIndex: "GSI1"}},
 		{"powertools", map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_ATTRIBUTE_NAMES": "powertools"}, powertools},
 		{"field names", map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_ATTRIBUTE_NAMES": " Status=state , ExpiresAt=ttl"}, renamed},
-		{"no index", map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_INDEX": "-"}, idem.Layout{Table: "t", InflightIndex: idem.NoIndex}},
+		{"no index", map[string]string{"IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_INDEX": "-"}, persistence.Layout{Table: "t", InflightIndex: persistence.NoIndex}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 )
 
 // TestEnv overrides the template's environment for the consumer's tests: a short
@@ -75,9 +76,9 @@ func Record(m example.Message, id, sourceARN string) events.SQSMessage {
 		attrs = map[string]events.SQSMessageAttribute{idem.KeyAttribute: {DataType: "String", StringValue: aws.String(m.Key)}}
 	}
 	r := FIFORecord(id, m.Group, m.Body, attrs)
-	r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID("nokey-" + m.ID)
+	r.Attributes["MessageDeduplicationId"] = outbox.DeduplicationID("nokey-" + m.ID)
 	if m.Key != "" {
-		r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID(m.Key)
+		r.Attributes["MessageDeduplicationId"] = outbox.DeduplicationID(m.Key)
 	}
 	r.EventSourceARN = sourceARN
 	return r

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
@@ -155,7 +155,7 @@ func (s *Stack) CheckGrants(t testing.TB, function string, used []string) string
 		}
 		logical[r.URL] = r.LogicalID
 		// The queue as a consumer finds it from a record's eventSourceARN.
-		url, err := idem.QueueURLFromARN(r.ARN)
+		url, err := sqsbatch.QueueURLFromARN(r.ARN)
 		if err != nil {
 			t.Fatal(err)
 		}

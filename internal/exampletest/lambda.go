@@ -20,6 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // FIFORecord is a record as Lambda's event source mapping delivers it from a FIFO queue:
@@ -211,7 +212,7 @@ type Middleware struct {
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
 	Client   *idem.Client
-	Store    *idem.DynamoStore
+	Store    *persistence.DynamoStore
 	Handler  idem.Handler // the example's handler under the middleware
 	Retried  atomic.Int64 // deliveries that came back (Deliver), for the log
 }

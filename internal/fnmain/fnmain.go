@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
@@ -25,14 +25,14 @@ import (
 type Init struct {
 	AWS    aws.Config           // the SDK clients' configuration, instrumented when tracing is on
 	Tracer trace.TracerProvider // nil: TRACING=none
-	Keys   *idem.Keys           // the function's keys: its configuration's, else the stack's secret's
+	Keys   *sqsmsg.Keys         // the function's keys: its configuration's, else the stack's secret's
 }
 
 // Start starts the function service. configured is the error of its configuration read
 // from the environment (nil: read), keys its keys (nil: loaded from the stack's secret
 // secretARN, when set), build makes its handler (a lambda.Start handler). It does not
 // return.
-func Start(service string, configured error, keys *idem.Keys, secretARN string, build func(Init) (any, error)) {
+func Start(service string, configured error, keys *sqsmsg.Keys, secretARN string, build func(Init) (any, error)) {
 	h, err := setup(context.Background(), os.LookupEnv, service, configured, keys, secretARN, build)
 	if err != nil {
 		initerr.Exit(os.Getenv, os.Stderr, os.Exit, err)
@@ -41,7 +41,7 @@ func Start(service string, configured error, keys *idem.Keys, secretARN string, 
 	lambda.Start(h)
 }
 
-func setup(ctx context.Context, lookup func(string) (string, bool), service string, configured error, keys *idem.Keys, secretARN string, build func(Init) (any, error)) (any, error) {
+func setup(ctx context.Context, lookup func(string) (string, bool), service string, configured error, keys *sqsmsg.Keys, secretARN string, build func(Init) (any, error)) (any, error) {
 	if configured != nil {
 		return nil, configured
 	}

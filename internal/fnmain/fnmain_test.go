@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
@@ -15,7 +15,7 @@ import (
 // is built with the function's keys, the region, and no tracer when tracing is off.
 func TestSetup(t *testing.T) {
 	t.Setenv("AWS_REGION", "eu-west-1")
-	keys, err := idem.NewKeys([]byte(strings.Repeat("k", 32)))
+	keys, err := sqsmsg.NewKeys([]byte(strings.Repeat("k", 32)))
 	if err != nil {
 		t.Fatal(err)
 	}

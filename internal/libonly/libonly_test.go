@@ -14,7 +14,7 @@ import (
 )
 
 // maxMainLines bounds docs/library.md's main, counting every line of its code block.
-const maxMainLines = 30
+const maxMainLines = 33
 
 // block is a fenced code block of a Markdown file.
 type block struct {

@@ -12,7 +12,8 @@ const OwnKiller = "own"
 // DefaultKillers are the killers of make mutation, cheapest first:
 //   - sim: the deterministic simulator (internal/sim, TestSim) over seeds 1 to
 //     schedules: no moto, the real consumer and reaper over simulated SQS and DynamoDB;
-//   - own: the mutated package's own tests, on moto;
+//   - own: the mutated package's own tests, and those of the library's packages (idem/...)
+//     that import it: the store's contract tests live in idem/ since it was split, on moto;
 //   - functions: the tests of the packages under functions/ that import it, on moto.
 func DefaultKillers(schedules int) []Killer {
 	return []Killer{
@@ -20,7 +21,7 @@ func DefaultKillers(schedules int) []Killer {
 			Name: "sim", Packages: []string{"./internal/sim/"}, Args: []string{"-run", "^TestSim$", "-schedules", fmt.Sprint(schedules)},
 			Run: "^TestSim$", Flags: []string{"-maxfailed", "1"}, Seeds: schedules,
 		},
-		{Name: OwnKiller, Packages: []string{"{target}"}, AWS: true},
+		{Name: OwnKiller, Packages: []string{"{target}", "./idem/..."}, AWS: true},
 		{Name: "functions", Packages: []string{"./functions/..."}, AWS: true},
 	}
 }

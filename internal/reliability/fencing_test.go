@@ -19,6 +19,9 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
@@ -29,7 +32,7 @@ import (
 // goes to DynamoDB whatever its invocation's deadline says, as a process that resumes
 // would send it.
 type stalledPastLease struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	d                time.Duration
 	stalled          chan struct{}
 	once             sync.Once
@@ -91,11 +94,11 @@ func TestFencingUnderRealTiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
-	store, err := idem.NewDynamoStore(w.ddb, cfg.IdempotencyTable)
+	store, err := persistence.NewDynamoStore(w.ddb, cfg.IdempotencyTable)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reaper := &idem.Reaper{Store: store, Shards: cfg.Shards, Grace: 500 * time.Millisecond}
+	reaper := &reaper.Reaper{Store: store, Shards: cfg.Shards, Grace: 500 * time.Millisecond}
 
 	ex := cfg.Example
 	lookup := func(k string) (string, bool) { v, ok := w.vars[k]; return v, ok }
@@ -113,7 +116,7 @@ func TestFencingUnderRealTiming(t *testing.T) {
 			entries[i] = sqstypes.SendMessageBatchRequestEntry{
 				Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(p.Body),
 				// One group per message, so that no message waits behind another's retry.
-				MessageGroupId: aws.String(fmt.Sprintf("fence-%d", i)), MessageDeduplicationId: aws.String(idem.DeduplicationID(p.Key)),
+				MessageGroupId: aws.String(fmt.Sprintf("fence-%d", i)), MessageDeduplicationId: aws.String(outbox.DeduplicationID(p.Key)),
 				MessageAttributes: map[string]sqstypes.MessageAttributeValue{
 					idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(p.Key)},
 				},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 )
 
@@ -29,9 +29,9 @@ func EnvironmentHandler(env *lambdaenv.Environment) Handler {
 
 // EnvironmentReaper is a Reap func that invokes the reaper's environment with the
 // scheduled event EventBridge would send for the rule ruleARN.
-func EnvironmentReaper(env *lambdaenv.Environment, ruleARN string) func(ctx context.Context) (idem.SweepResult, error) {
-	return func(ctx context.Context) (idem.SweepResult, error) {
-		var res idem.SweepResult
+func EnvironmentReaper(env *lambdaenv.Environment, ruleARN string) func(ctx context.Context) (reaper.SweepResult, error) {
+	return func(ctx context.Context) (reaper.SweepResult, error) {
+		var res reaper.SweepResult
 		err := invokeJSON(ctx, env, ScheduledEvent(ruleARN, time.Now()), &res)
 		return res, err
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
@@ -63,7 +63,7 @@ type Config struct {
 	// after the visibility timeout: a local shortcut, Lambda does not do it.
 	RetryAfter time.Duration
 	// Reap runs the reaper once; it is called every ReapEvery (both or neither).
-	Reap      func(ctx context.Context) (idem.SweepResult, error)
+	Reap      func(ctx context.Context) (reaper.SweepResult, error)
 	ReapEvery time.Duration
 	// UntilIdle stops the run once the queue has had no visible and no in-flight
 	// messages for this long (0: run until ctx ends).

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/lambdaenv"
 	"github.com/idemgo/sqs-lambda-consumer/internal/runner"
@@ -182,7 +182,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		"no queue":    {SQS: awstest.SQS(t), NewHandler: h},
 		"batch of 11": {SQS: awstest.SQS(t), QueueURL: "u", NewHandler: h, BatchSize: 11},
 		"reap no period": {SQS: awstest.SQS(t), QueueURL: "u", NewHandler: h,
-			Reap: func(context.Context) (idem.SweepResult, error) { return idem.SweepResult{}, nil }},
+			Reap: func(context.Context) (reaper.SweepResult, error) { return reaper.SweepResult{}, nil }},
 	} {
 		if _, err := runner.Run(context.Background(), cfg); err == nil {
 			t.Errorf("%s: no error", name)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sampleevents"
 )
@@ -88,14 +88,14 @@ func TestSampleEvents(t *testing.T) {
 		}
 		for _, want := range exp.DeadLettered {
 			i := slices.IndexFunc(got, func(m sqstypes.Message) bool {
-				return sampleAttr(m, idem.DLQSourceMessageIDAttribute) == want.MessageID
+				return sampleAttr(m, sqsmsg.DLQSourceMessageIDAttribute) == want.MessageID
 			})
 			if i < 0 {
 				t.Errorf("%s: no dead letter for record %s (%s)", smp.Name, want.MessageID, want.ID)
 				continue
 			}
 			m := got[i]
-			if reason := sampleAttr(m, idem.DLQReasonAttribute); !strings.Contains(reason, want.Reason) {
+			if reason := sampleAttr(m, sqsmsg.DLQReasonAttribute); !strings.Contains(reason, want.Reason) {
 				t.Errorf("%s: dead letter %s: reason %q, want it to contain %q", smp.Name, want.ID, reason, want.Reason)
 			}
 			if aws.ToString(m.Body) != want.Body || m.Attributes["MessageGroupId"] != want.Group {

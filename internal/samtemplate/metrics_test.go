@@ -28,6 +28,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
@@ -462,7 +463,7 @@ func holdLease(t *testing.T, st *exampletest.Stack, cfg consumerapp.Config) (rel
 	if layout.Table == "" {
 		layout.Table = cfg.IdempotencyTable
 	}
-	store, err := idem.NewDynamoStoreLayout(st.DynamoDB, layout)
+	store, err := persistence.NewDynamoStoreLayout(st.DynamoDB, layout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
 
@@ -188,7 +188,7 @@ func strs(t *testing.T, raw json.RawMessage) []string {
 }
 
 // TestStackSecret: the stack's secret is made by CloudFormation long enough for
-// idem.NewKeys; every function is told its ARN (STACK_SECRET_ARN), never its value, and
+// sqsmsg.NewKeys; every function is told its ARN (STACK_SECRET_ARN), never its value, and
 // may read it (secretsmanager:GetSecretValue on it alone, no other action of Secrets
 // Manager); no other role may.
 func TestStackSecret(t *testing.T) {
@@ -202,9 +202,9 @@ func TestStackSecret(t *testing.T) {
 		if err := tpl.Props("StackSecret", &secret); err != nil {
 			t.Fatal(err)
 		}
-		if secret.GenerateSecretString.PasswordLength < idem.MinSecretBytes || secret.SecretString != nil {
+		if secret.GenerateSecretString.PasswordLength < sqsmsg.MinSecretBytes || secret.SecretString != nil {
 			t.Errorf("StackSecret: generated %d characters (want at least %d), SecretString %s (want none: CloudFormation makes it)",
-				secret.GenerateSecretString.PasswordLength, idem.MinSecretBytes, secret.SecretString)
+				secret.GenerateSecretString.PasswordLength, sqsmsg.MinSecretBytes, secret.SecretString)
 		}
 		readers := map[string]bool{}
 		for fn, role := range functions(t, tpl) {

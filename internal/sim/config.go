@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // The configuration a seed deploys: where the records live (the layouts the template
@@ -20,7 +21,7 @@ type layoutKind int
 
 const (
 	layoutDefault    layoutKind = iota // a table of their own, partition key pk
-	layoutPowertools                   // idem.PowertoolsLayout: partition key id, Powertools' names
+	layoutPowertools                   // persistence.PowertoolsLayout: partition key id, Powertools' names
 	layoutSortKey                      // a sort key under a static partition key value
 	layoutPrefix                       // the business table, each record key after a prefix
 	layoutFold                         // the business table, a guarded operation's journal entry is its record
@@ -58,7 +59,15 @@ type config struct {
 	// slowReaper: the reaper's writes take seconds each (a reaper far from the table, or
 	// throttled), so that between its listing and its reaps the leases it listed move on.
 	slowReaper bool
+	// fastReaper: a beating consumer's reaper sweeps every fastReaperEvery, and its writes
+	// are slow (as slowReaper's): it lists a lease that lapsed during its holder's pause
+	// often, and its reap may land after the holder extended it (the reap race: the
+	// extension must win). Drawn after the consumers, so no other draw moves.
+	fastReaper bool
 }
+
+// fastReaperEvery is the period of a fast reaper (config.fastReaper).
+const fastReaperEvery = 3 * time.Second
 
 // configRand is the seed's source for its configuration.
 func configRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0xc0f1)) }
@@ -97,6 +106,9 @@ func (c config) String() string {
 	if c.slowReaper {
 		s += "+slowreaper"
 	}
+	if c.fastReaper {
+		s += "+fastreaper"
+	}
 	return s
 }
 
@@ -108,7 +120,7 @@ func (c config) String() string {
 type consumer struct {
 	name   string // a, b
 	scope  string
-	layout idem.Layout
+	layout persistence.Layout
 	fold   bool
 
 	timeout, grace, visibility time.Duration
@@ -118,8 +130,8 @@ type consumer struct {
 	slots           []*slot
 	reaping         bool
 	names           recordNames
-	store           *idem.DynamoStore   // the oracle's reader of the records (straight on simdb)
-	recs            map[string]recState // the records as the table holds them, by record key (responses.go)
+	store           *persistence.DynamoStore // the oracle's reader of the records (straight on simdb)
+	recs            map[string]recState      // the records as the table holds them, by record key (responses.go)
 }
 
 // recState is what the world needs of a record between two of its writes.
@@ -137,22 +149,22 @@ const (
 // layoutFor is where consumer n (0: a, 1: b) keeps its records in a configuration of
 // kind k: two consumers on one table keep theirs apart by scope, and by static
 // partition key or key prefix where the layout has one (docs/storage.md).
-func layoutFor(k layoutKind, n int) idem.Layout {
+func layoutFor(k layoutKind, n int) persistence.Layout {
 	switch k {
 	case layoutPowertools:
-		return idem.PowertoolsLayout(idemTable)
+		return persistence.PowertoolsLayout(idemTable)
 	case layoutSortKey:
-		l := idem.Layout{Table: idemTable, PartitionKey: "pk", SortKey: "sk"}
+		l := persistence.Layout{Table: idemTable, PartitionKey: "pk", SortKey: "sk"}
 		if n == 1 {
 			l.StaticPartitionKey = "idempotency#b"
 		}
 		return l
 	case layoutPrefix:
-		return idem.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: [...]string{"idem#", "idemb#"}[n]}
+		return persistence.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: [...]string{"idem#", "idemb#"}[n]}
 	case layoutFold:
-		return idem.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: recPrefix}
+		return persistence.Layout{Table: bizTable, PartitionKey: "pk", KeyPrefix: recPrefix}
 	}
-	return idem.Layout{Table: idemTable}
+	return persistence.Layout{Table: idemTable}
 }
 
 // newConsumers builds the deployments of the scenario.

@@ -17,6 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 )
 
@@ -59,7 +62,7 @@ func messageHash(src string, i int) uint32 {
 // outboundAttrs are the handler's own attributes of message i of src, under
 // config.attrs: 0 to 9 (with KeyAttribute, SQS's 10), with characters JSON escapes.
 func outboundAttrs(src string, i int) map[string]string {
-	n := int(messageHash(src, i) % idem.MaxMessageAttributes)
+	n := int(messageHash(src, i) % sqsmsg.MaxMessageAttributes)
 	if n == 0 {
 		return nil
 	}
@@ -81,7 +84,7 @@ func (w *world) shapeOutbound(m *idem.Message, pk, src string, i int) {
 	if !w.sc.cfg.exact || m.QueueURL != w.outFIFOURL || w.sc.outMaxBytes > 1500 || strings.Contains(m.Body, `"pad"`) || messageHash(src, i)%3 != 0 {
 		return
 	}
-	size := len(m.Body) + len(`,"pad":""`) + len(idem.KeyAttribute) + len("String") + len(idem.OutboundKey(pk, i))
+	size := len(m.Body) + len(`,"pad":""`) + len(idem.KeyAttribute) + len("String") + len(outbox.OutboundKey(pk, i))
 	for name, v := range m.Attributes {
 		size += len(name) + len("String") + len(v)
 	}
@@ -90,10 +93,10 @@ func (w *world) shapeOutbound(m *idem.Message, pk, src string, i int) {
 	}
 }
 
-// cutBodyOp is the operation whose body a dead letter holds cut (idem.DLQBodyCutAttribute
+// cutBodyOp is the operation whose body a dead letter holds cut (sqsmsg.DLQBodyCutAttribute
 // names the whole body's length and SHA-256), or nil.
 func (w *world) cutBodyOp(m simsqs.Message) *op {
-	v, ok := m.Attributes[idem.DLQBodyCutAttribute]
+	v, ok := m.Attributes[sqsmsg.DLQBodyCutAttribute]
 	if !ok {
 		return nil
 	}
@@ -109,7 +112,7 @@ func (w *world) cutBodyOp(m simsqs.Message) *op {
 // checkEdges is the oracle of the edges.
 func (w *world) checkEdges() {
 	for _, m := range w.sqs.Messages(w.dlq) {
-		if _, ok := m.Attributes[idem.DLQOutboundQueueAttribute]; ok {
+		if _, ok := m.Attributes[sqsmsg.DLQOutboundQueueAttribute]; ok {
 			w.checkDeadOutbound(m)
 		}
 	}
@@ -117,7 +120,7 @@ func (w *world) checkEdges() {
 }
 
 // checkDeadOutbound: what a redrive sends back for an outbound dead letter
-// (idem.OriginalAttributes, the body) is the message the handler committed, and the
+// (sqsmsg.OriginalAttributes, the body) is the message the handler committed, and the
 // message did not fit its queue.
 func (w *world) checkDeadOutbound(m simsqs.Message) {
 	o := &w.obs
@@ -125,7 +128,7 @@ func (w *world) checkDeadOutbound(m simsqs.Message) {
 	if json.Unmarshal([]byte(m.Body), &b) != nil {
 		return // checkOutbound says so
 	}
-	attrs, err := idem.OriginalAttributes(m.Attributes)
+	attrs, err := sqsmsg.OriginalAttributes(m.Attributes)
 	if err != nil {
 		o.violation("redrive", "the dead letter of message %d of %s cannot be redriven: %v", b.I, shortID(b.Src), err)
 		return
@@ -148,7 +151,7 @@ func (w *world) checkDeadOutbound(m simsqs.Message) {
 		o.violation("redrive", "the dead letter of message %d of %s redrives with the attributes %v, not the %d committed %v", b.I, shortID(b.Src), got, len(want), want)
 	}
 	limit := simsqs.MaxQueueBytes
-	if q := aws.ToString(m.Attributes[idem.DLQOutboundQueueAttribute].StringValue); q == w.outFIFOURL {
+	if q := aws.ToString(m.Attributes[sqsmsg.DLQOutboundQueueAttribute].StringValue); q == w.outFIFOURL {
 		limit = w.sc.outMaxBytes
 	}
 	if size <= limit {
@@ -157,7 +160,7 @@ func (w *world) checkDeadOutbound(m simsqs.Message) {
 }
 
 // checkTraceContexts: each delivered outbound message that carries a traceparent is in
-// the trace of a delivery of its own operation: every record's span (idem.SpanProcess)
+// the trace of a delivery of its own operation: every record's span (telemetry.SpanProcess)
 // is the root of a trace of its own here (producers send no trace context), and the
 // send of a record's messages is under the span of the record that committed them, or
 // of a later delivery of its key that found them pending.
@@ -167,7 +170,7 @@ func (w *world) checkTraceContexts() {
 	}
 	records := map[trace.TraceID]string{} // a record span's trace -> the input message's id
 	for _, s := range w.sc.cfg.spans.rec.GetSpans() {
-		if s.Name != idem.SpanProcess {
+		if s.Name != telemetry.SpanProcess {
 			continue
 		}
 		for _, kv := range s.Attributes {
@@ -181,12 +184,12 @@ func (w *world) checkTraceContexts() {
 		inputs[a.Msg.ID] = a.Msg
 	}
 	for _, a := range w.sqs.Accepted() {
-		tp, ok := a.Msg.Attributes[idem.TraceParentAttribute]
+		tp, ok := a.Msg.Attributes[telemetry.TraceParentAttribute]
 		var b outbound
 		if !ok || (a.Queue != w.outFIFO && a.Queue != w.outStd) || json.Unmarshal([]byte(a.Msg.Body), &b) != nil {
 			continue
 		}
-		carrier := propagation.MapCarrier{idem.TraceParentAttribute: aws.ToString(tp.StringValue)}
+		carrier := propagation.MapCarrier{telemetry.TraceParentAttribute: aws.ToString(tp.StringValue)}
 		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 		in, found := inputs[records[sc.TraceID()]]
 		if !found {

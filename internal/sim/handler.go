@@ -109,9 +109,9 @@ const beatLease = 3 * time.Second
 // step (n = len(gatewaySteps): its commit). Between two steps it works a while first,
 // drawn from the operation's id and attempt (no draw from the seed's sources, which stay
 // as they were) and within half its invocation's time left: mostly less than its lease,
-// and one time in eight up to 12 s (its first two attempts only: a retried handler makes
-// progress), so its lease lapses, and the reaper may list it before it is
-// extended.
+// and one time in eight (one in three under a fast reaper) up to 12 s (its first two
+// attempts only: a retried handler makes progress), so its lease lapses, and the reaper
+// may list it before it is extended.
 func (h *handler) beat(ctx context.Context, a *idem.Attempt, id string, n int) error {
 	if !h.w.sc.cfg.beat {
 		return nil
@@ -120,7 +120,7 @@ func (h *handler) beat(ctx context.Context, a *idem.Attempt, id string, n int) e
 		f := fnv.New32a()
 		fmt.Fprintf(f, "%s/%d/%d", id, n, a.Number())
 		work := time.Duration(f.Sum32()%800) * time.Millisecond // within its lease, mostly
-		if f.Sum32()%8 == 0 {
+		if f.Sum32()%8 == 0 || h.w.sc.cfg.fastReaper && f.Sum32()%3 == 0 {
 			work = time.Duration(f.Sum32()%12000) * time.Millisecond // a pause that outlasts it
 		}
 		if dl, ok := ctx.Deadline(); ok {

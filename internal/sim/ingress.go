@@ -19,6 +19,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // The ingress in front of the first consumer: the real ingressapp, over the simulated
@@ -438,7 +439,7 @@ func (w *world) consumerHoldsOther(o *op, key string) bool {
 
 // consumerRecordUnder is the first consumer's record of o's request under the client's
 // key, nil when there is none or it expired.
-func (w *world) consumerRecordUnder(o *op, clientKey string) *idem.Record {
+func (w *world) consumerRecordUnder(o *op, clientKey string) *persistence.Record {
 	a := w.sc.consumers[0]
 	key := w.sc.callerKey(o, clientKey)
 	if w.sc.keySource == idem.KeyFromField {

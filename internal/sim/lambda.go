@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 )
 
@@ -370,4 +370,4 @@ func (w *world) newReaper(c *consumer) (reaperapp.Handler, error) {
 	}, reaperapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Clock: w.newClock(), Tracer: w.sc.cfg.tracer()})
 }
 
-var _ idem.DynamoDBAPI = ddbAPI{}
+var _ persistence.DynamoDBAPI = ddbAPI{}

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
@@ -230,7 +232,7 @@ func (w *world) opOf(m simsqs.Message) *op {
 func (w *world) dlqCopies() map[string]simsqs.Message {
 	out := map[string]simsqs.Message{}
 	for _, m := range w.sqs.Messages(w.dlq) {
-		if src, ok := m.Attributes[idem.DLQSourceMessageIDAttribute]; ok {
+		if src, ok := m.Attributes[sqsmsg.DLQSourceMessageIDAttribute]; ok {
 			out[aws.ToString(src.StringValue)] = m
 		}
 	}
@@ -298,10 +300,10 @@ func (w *world) check() {
 			o.violation("stuck", "message %s of %s is still parked in the dead-letter queue after %d redrives", m.ID, opName(op), redriveRounds+1)
 			continue
 		}
-		if _, ok := m.Attributes[idem.DLQOutboundQueueAttribute]; ok {
+		if _, ok := m.Attributes[sqsmsg.DLQOutboundQueueAttribute]; ok {
 			continue // an outbound message dead-lettered: checked with the outbound messages
 		}
-		r := aws.ToString(m.Attributes[idem.DLQReasonAttribute].StringValue)
+		r := aws.ToString(m.Attributes[sqsmsg.DLQReasonAttribute].StringValue)
 		if op == nil {
 			o.violation("dead-letter", "message %s in the dead-letter queue belongs to no operation: %s", m.ID, r)
 			continue
@@ -463,7 +465,7 @@ func (w *world) checkRecords() {
 	for _, c := range w.sc.consumers {
 		for _, it := range w.records(c) {
 			rk, _ := c.recordKey(it)
-			if strAttr(it, c.names.status) == string(idem.StatusInProgress) {
+			if strAttr(it, c.names.status) == string(persistence.StatusInProgress) {
 				w.obs.violation("stuck", "record %s of %s is still IN_PROGRESS", rk, c.name)
 			}
 			if _, ok := it[c.names.outbox]; ok {
@@ -476,8 +478,8 @@ func (w *world) checkRecords() {
 // stackKeys are the stack's keys every function of the simulated stack holds (the
 // template gives each the stack's secret): the ingress signs with them, the consumers
 // verify what it signed.
-var stackKeys = func() *idem.Keys {
-	k, err := idem.NewKeys([]byte("the simulated stack's secret, 32+ bytes long"))
+var stackKeys = func() *sqsmsg.Keys {
+	k, err := sqsmsg.NewKeys([]byte("the simulated stack's secret, 32+ bytes long"))
 	if err != nil {
 		panic(err) // a constant too short: a bug of this file, found by any test
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // delivery is one outbound message as a downstream consumer receives it.
@@ -78,15 +79,15 @@ func (w *world) checkOutbound() {
 	// Dead-lettered outbound messages.
 	dead := map[logical]bool{}
 	for _, m := range w.sqs.Messages(w.dlq) {
-		if _, ok := m.Attributes[idem.DLQOutboundQueueAttribute]; !ok {
+		if _, ok := m.Attributes[sqsmsg.DLQOutboundQueueAttribute]; !ok {
 			continue
 		}
 		var b outbound
 		if json.Unmarshal([]byte(m.Body), &b) == nil {
 			dead[logical{b.Run, b.I}] = true
-			if !strings.Contains(aws.ToString(m.Attributes[idem.DLQReasonAttribute].StringValue), "shorter than") {
+			if !strings.Contains(aws.ToString(m.Attributes[sqsmsg.DLQReasonAttribute].StringValue), "shorter than") {
 				o.violation("outbound", "message %d of %s dead-lettered for an unexpected reason: %s", b.I, shortID(b.Src),
-					aws.ToString(m.Attributes[idem.DLQReasonAttribute].StringValue))
+					aws.ToString(m.Attributes[sqsmsg.DLQReasonAttribute].StringValue))
 			}
 		}
 	}

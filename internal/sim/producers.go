@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 )
 
@@ -107,7 +108,7 @@ func (sc *scenario) nearMax(r *rand.Rand) {
 	room := simsqs.MaxQueueBytes - 32 - (len("sim-op") + len("String") + len(o.name)) // the sim-op attribute counts
 	o.body = head + strings.Repeat("x", room-len(head)-len(tail)) + tail
 	dedup := "d-" + o.id + "-"
-	dedup += strings.Repeat("y", idem.MaxDeduplicationIDChars-len(dedup))
+	dedup += strings.Repeat("y", sqsmsg.MaxDeduplicationIDChars-len(dedup))
 	o.sends = []send{{at: dur(r, 0, sc.faultEnd), group: o.acct, dedupID: dedup, why: "a message near 1 MiB keyed by a 128-character deduplication id"}}
 	sc.ops = append(sc.ops, o)
 }
@@ -167,7 +168,7 @@ func (sc *scenario) forge(r *rand.Rand) {
 
 // longKeys gives one operation a key at or past a length limit, and sometimes adds an
 // operation whose key looks like that key's hashed form: "sha256-<hex>" is what
-// idem.DeduplicationID makes of a key over 128 characters, "sha256:<hex>" what
+// outbox.DeduplicationID makes of a key over 128 characters, "sha256:<hex>" what
 // idem.RecordKey makes of one over MaxRawKeyBytes.
 func (sc *scenario) longKeys(r *rand.Rand) {
 	twinned := map[*op]bool{}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // How the oracle finds a consumer's records among a table's items, as an operator
@@ -29,7 +29,7 @@ func or(s, def string) string {
 	return s
 }
 
-func namesOf(l idem.Layout, scope string) recordNames {
+func namesOf(l persistence.Layout, scope string) recordNames {
 	a := l.Attributes
 	n := recordNames{
 		pk: or(l.PartitionKey, "pk"), sk: l.SortKey, prefix: l.KeyPrefix,
@@ -77,7 +77,7 @@ func (w *world) records(c *consumer) []map[string]types.AttributeValue {
 
 // record reads a consumer's record through idem's own reader, as idemctl inspect does,
 // expired or not; nil when there is none.
-func (w *world) record(c *consumer, rk string) *idem.Record {
+func (w *world) record(c *consumer, rk string) *persistence.Record {
 	rec, err := c.store.Get(context.Background(), rk, w.start)
 	if err != nil {
 		return nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
 
@@ -83,10 +83,10 @@ func (w *world) watchRecords(wr simdb.Write) {
 // two holders on the key at once: their steps may overlap, and only the fence stops the
 // old holder's commit.
 func (w *world) leaseKept(c *consumer, rk string, prev, next hold) {
-	if prev.status != string(idem.StatusInProgress) || prev.inv == nil || next.inv == nil || next.inv == prev.inv {
+	if prev.status != string(persistence.StatusInProgress) || prev.inv == nil || next.inv == nil || next.inv == prev.inv {
 		return
 	}
-	taken := next.status == string(idem.StatusInProgress) && next.token != prev.token || next.inv.kind == "reaper" && next.status == string(idem.StatusFailed)
+	taken := next.status == string(persistence.StatusInProgress) && next.token != prev.token || next.inv.kind == "reaper" && next.status == string(persistence.StatusFailed)
 	if taken && next.inv.kind == "reaper" && !prev.until.Before(next.at) {
 		// The reaper fails only leases it listed as ended more than its grace before: a
 		// lease that is live as it lands (its holder extended it since) must win.
@@ -109,7 +109,7 @@ func (w *world) leaseKept(c *consumer, rk string, prev, next hold) {
 // lives, so every duplicate answered from it gets the first response, byte for byte.
 // A record past its TTL may be replaced by a new execution.
 func (w *world) responseKept(c *consumer, rk string, wr simdb.Write) {
-	done := string(idem.StatusCompleted)
+	done := string(persistence.StatusCompleted)
 	if wr.Old == nil || wr.New == nil || strAttr(wr.Old, c.names.status) != done || strAttr(wr.New, c.names.status) != done {
 		return
 	}
@@ -137,7 +137,7 @@ func (w *world) checkResponses() {
 	for _, c := range w.sc.consumers {
 		var rks []string
 		for _, it := range w.records(c) {
-			if strAttr(it, c.names.status) == string(idem.StatusCompleted) {
+			if strAttr(it, c.names.status) == string(persistence.StatusCompleted) {
 				rk, _ := c.recordKey(it)
 				rks = append(rks, rk)
 			}
@@ -186,8 +186,8 @@ func (w *world) refusalKept(c *consumer, rk string, wr simdb.Write) {
 		return
 	}
 	old, next := wr.Old, wr.New
-	if strAttr(old, c.names.status) != string(idem.StatusFailed) || strAttr(old, c.names.category) != string(idem.CategoryRefused) ||
-		strAttr(next, c.names.status) != string(idem.StatusInProgress) || strAttr(next, c.names.token) == strAttr(old, c.names.token) {
+	if strAttr(old, c.names.status) != string(persistence.StatusFailed) || strAttr(old, c.names.category) != string(persistence.CategoryRefused) ||
+		strAttr(next, c.names.status) != string(persistence.StatusInProgress) || strAttr(next, c.names.token) == strAttr(old, c.names.token) {
 		return
 	}
 	n, id, ok := strings.Cut(strAttr(old, c.names.refusedBy), "/")

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 	"github.com/idemgo/sqs-lambda-consumer/internal/simdb"
 )
@@ -275,7 +275,7 @@ func (w *world) setup() error {
 	made := map[string]bool{}
 	for _, c := range w.sc.consumers {
 		c.names, c.recs = namesOf(c.layout, c.scope), map[string]recState{}
-		store, err := idem.NewDynamoStoreLayout(w.db, c.layout)
+		store, err := persistence.NewDynamoStoreLayout(w.db, c.layout)
 		if err != nil {
 			return err
 		}
@@ -284,7 +284,7 @@ func (w *world) setup() error {
 			continue
 		}
 		made[c.layout.Table] = true
-		if err := idem.CreateTableFor(ctx, w.db, c.layout); err != nil {
+		if err := persistence.CreateTableFor(ctx, w.db, c.layout); err != nil {
 			return err
 		}
 	}

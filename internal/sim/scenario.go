@@ -136,6 +136,10 @@ func newScenario(r *rand.Rand, seed uint64) *scenario {
 		sc.keyField, sc.keySource = "id", idem.KeyFromField
 	}
 	sc.newConsumers(cr)
+	sc.cfg.fastReaper = sc.cfg.beat && cr.IntN(2) == 0
+	if sc.cfg.fastReaper {
+		sc.reaperEvery = fastReaperEvery
+	}
 	sc.workload(r)
 	sc.misbehave(producerRand(seed))
 	return sc

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 )
 
 // The workload: operations a producer sends, with duplicates of every kind. An
@@ -175,7 +175,7 @@ func (sc *scenario) twin(o *op, amt int64) *op {
 }
 
 // dedupID is the deduplication id of the nth copy of o sent under key, as a producer
-// that follows the README derives it: idem.DeduplicationID of the key (of the body's
+// that follows the README derives it: outbox.DeduplicationID of the key (of the body's
 // id without one), another for copies that must reach the consumer again.
 func (sc *scenario) dedupID(o *op, key string, n int) string {
 	if !sc.fifo || sc.contentDedup {
@@ -187,9 +187,9 @@ func (sc *scenario) dedupID(o *op, key string, n int) string {
 		return "d-" + o.id
 	}
 	if n == 0 {
-		return idem.DeduplicationID(key)
+		return outbox.DeduplicationID(key)
 	}
-	return idem.DeduplicationID(fmt.Sprintf("%s#r%d", key, n))
+	return outbox.DeduplicationID(fmt.Sprintf("%s#r%d", key, n))
 }
 
 // duplicates adds the producer's retries of an operation.

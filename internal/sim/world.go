@@ -274,7 +274,7 @@ func (w *world) schedule(c *call) {
 			lat = time.Duration(10+w.rng.IntN(50)) * time.Second
 		}
 	}
-	if c.inv.kind == "reaper" && c.op == "UpdateItem" && w.sc.cfg.slowReaper {
+	if c.inv.kind == "reaper" && c.op == "UpdateItem" && (w.sc.cfg.slowReaper || w.sc.cfg.fastReaper) {
 		lat += time.Duration(1000+w.rng.IntN(3000)) * time.Millisecond
 	}
 	now := time.Now()

@@ -3,7 +3,7 @@
 // indexes (sparse, projected as declared), conditional writes, all-or-nothing
 // transactions with per-item cancellation reasons, and the expression subset this
 // repository writes. It implements the SDK client's methods with their signatures, so
-// idem.DynamoStore runs on it unchanged.
+// persistence.DynamoStore runs on it unchanged.
 //
 // A DB serializes every request (one at a time, as DynamoDB does per item), and holds
 // no clock of its own: TTL is the caller's (the simulator deletes expired items when it

@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
@@ -719,7 +720,7 @@ func TestWriteExports(t *testing.T) {
 // TestUpIdempotencyLayouts: the template's idempotency-table parameters (a single-table
 // design's partition and sort key, Powertools' attribute names) create the table the
 // functions' environment describes: the key schema, index and TTL attribute that
-// idem.TableInputFor gives for the layout the functions read, and a record written
+// persistence.TableInputFor gives for the layout the functions read, and a record written
 // through that layout is found there.
 func TestUpIdempotencyLayouts(t *testing.T) {
 	t.Parallel()
@@ -741,7 +742,7 @@ func TestUpIdempotencyLayouts(t *testing.T) {
 			}
 			env, _ := up(t, tm, stackName(t))
 			layout := envconf.New(env.Lookup).Layout()
-			want, err := idem.TableInputFor(layout)
+			want, err := persistence.TableInputFor(layout)
 			if err != nil {
 				t.Fatalf("the functions' layout %+v: %v", layout, err)
 			}
@@ -775,7 +776,7 @@ func TestUpIdempotencyLayouts(t *testing.T) {
 			}
 
 			// A record through the layout: acquired, completed, then replayed.
-			store, err := idem.NewDynamoStoreLayout(ddb, layout)
+			store, err := persistence.NewDynamoStoreLayout(ddb, layout)
 			if err != nil {
 				t.Fatal(err)
 			}

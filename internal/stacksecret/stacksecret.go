@@ -1,6 +1,6 @@
 // Package stacksecret reads the stack's secret (the template's StackSecret, an
 // AWS::SecretsManager::Secret CloudFormation generates) from Secrets Manager and derives
-// the stack's keys from it (idem.Keys): the functions at init, `idemctl` for the
+// the stack's keys from it (sqsmsg.Keys): the functions at init, `idemctl` for the
 // operator.
 package stacksecret
 
@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -23,7 +23,7 @@ type API interface {
 
 // Load reads the current value of the secret arn (one GetSecretValue: the role needs
 // secretsmanager:GetSecretValue on it) and derives the stack's keys from it.
-func Load(ctx context.Context, api API, arn string) (*idem.Keys, error) {
+func Load(ctx context.Context, api API, arn string) (*sqsmsg.Keys, error) {
 	out, err := api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
 	if err != nil {
 		return nil, fmt.Errorf("stack secret %s: %w", arn, err)
@@ -31,7 +31,7 @@ func Load(ctx context.Context, api API, arn string) (*idem.Keys, error) {
 	if out.SecretString == nil {
 		return nil, fmt.Errorf("stack secret %s: %w", arn, errors.New("it holds no SecretString"))
 	}
-	keys, err := idem.NewKeys([]byte(*out.SecretString))
+	keys, err := sqsmsg.NewKeys([]byte(*out.SecretString))
 	if err != nil {
 		return nil, fmt.Errorf("stack secret %s: %w", arn, err)
 	}
@@ -41,7 +41,7 @@ func Load(ctx context.Context, api API, arn string) (*idem.Keys, error) {
 // Keys returns the stack's keys for a process whose environment is lookup: STACK_SECRET's
 // value when it is set (local runs), else the secret STACK_SECRET_ARN names, read with
 // awsCfg; nil when neither is set.
-func Keys(ctx context.Context, lookup func(string) (string, bool), awsCfg aws.Config) (*idem.Keys, error) {
+func Keys(ctx context.Context, lookup func(string) (string, bool), awsCfg aws.Config) (*sqsmsg.Keys, error) {
 	e := envconf.New(lookup)
 	keys, arn := e.StackSecret()
 	if err := e.Err(); err != nil {
@@ -52,7 +52,7 @@ func Keys(ctx context.Context, lookup func(string) (string, bool), awsCfg aws.Co
 
 // Resolve returns keys when they are set (a configuration's, from STACK_SECRET), else
 // the keys of the secret arn read with awsCfg; nil when arn is "" too.
-func Resolve(ctx context.Context, keys *idem.Keys, arn string, awsCfg aws.Config) (*idem.Keys, error) {
+func Resolve(ctx context.Context, keys *sqsmsg.Keys, arn string, awsCfg aws.Config) (*sqsmsg.Keys, error) {
 	if keys != nil || arn == "" {
 		return keys, nil
 	}

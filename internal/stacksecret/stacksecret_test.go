@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 )
@@ -32,7 +32,7 @@ func TestKeys(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = awstest.SecretsManager(t).DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{SecretId: aws.String(arn), ForceDeleteWithoutRecovery: aws.Bool(true)})
 	})
-	want, err := idem.NewKeys([]byte(value))
+	want, err := sqsmsg.NewKeys([]byte(value))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
@@ -187,13 +188,13 @@ func TestOneTracePerRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr(ingress, "http.response.status_code") != "202" || attr(ingress, idem.AttrRecord) != idem.RecordTraceID(pk) {
+	if attr(ingress, "http.response.status_code") != "202" || attr(ingress, telemetry.AttrRecord) != telemetry.RecordTraceID(pk) {
 		t.Errorf("the ingress's span attributes %v", ingress.Attributes)
 	}
 	ss.childNamed(t, ingress, "SQS.SendMessage")
 	ss.childNamed(t, ingress, "DynamoDB.PutItem")
 
-	process := ss.one(t, idem.SpanProcess)
+	process := ss.one(t, telemetry.SpanProcess)
 	if process.Parent.SpanID() != ingress.SpanContext.SpanID() || process.SpanContext.TraceID() != traceID {
 		t.Errorf("the record's span: parent %s trace %s; want the ingress's %s in %s", process.Parent.SpanID(), process.SpanContext.TraceID(),
 			ingress.SpanContext.SpanID(), traceID)
@@ -202,35 +203,35 @@ func TestOneTracePerRequest(t *testing.T) {
 	if len(process.Links) != 1 || process.Links[0].SpanContext.SpanID() != invocation.SpanContext.SpanID() {
 		t.Errorf("the record's span links %v, want the consumer's invocation %s", process.Links, invocation.SpanContext.SpanID())
 	}
-	if attr(process, idem.AttrRecord) != idem.RecordTraceID(pk) || attr(process, idem.AttrOutcome) != "applied" || attr(process, idem.AttrAttempt) != "1" {
+	if attr(process, telemetry.AttrRecord) != telemetry.RecordTraceID(pk) || attr(process, telemetry.AttrOutcome) != "applied" || attr(process, telemetry.AttrAttempt) != "1" {
 		t.Errorf("the record's span attributes %v", process.Attributes)
 	}
-	acquire := ss.childNamed(t, process, idem.SpanAcquire)
+	acquire := ss.childNamed(t, process, telemetry.SpanAcquire)
 	// The holder is the invocation's request id (Consume names them consume-N).
-	if attr(acquire, idem.AttrDecision) != idem.DecisionAcquired || !strings.HasPrefix(attr(acquire, idem.AttrOwner), "consume-") {
+	if attr(acquire, telemetry.AttrDecision) != telemetry.DecisionAcquired || !strings.HasPrefix(attr(acquire, telemetry.AttrOwner), "consume-") {
 		t.Errorf("the decision %v", acquire.Attributes)
 	}
 	ss.childNamed(t, acquire, "DynamoDB.PutItem")
-	ss.childNamed(t, process, idem.SpanHandler)
-	commit := ss.childNamed(t, process, idem.SpanCommit)
+	ss.childNamed(t, process, telemetry.SpanHandler)
+	commit := ss.childNamed(t, process, telemetry.SpanCommit)
 	ss.childNamed(t, commit, "DynamoDB.TransactWriteItems")
 
 	// The record's outbound messages (the ledger's receipt) go in one send, a
 	// SendMessageBatch per queue (the record has at most 10 per queue), marked sent once;
 	// those on the example's outbound queue carry the send's context.
 	if _, outVar := exampletest.Confirms(ex); outVar != "" {
-		send := ss.childNamed(t, process, idem.SpanSend)
-		messages := int(value(send, idem.AttrMessages).AsInt64())
+		send := ss.childNamed(t, process, telemetry.SpanSend)
+		messages := int(value(send, telemetry.AttrMessages).AsInt64())
 		if batches := len(ss.childrenNamed(send, "SQS.SendMessageBatch")); batches < 1 || batches > messages {
 			t.Errorf("%d SendMessageBatch under the send of %d messages, want 1 to %d (one per queue)", batches, messages, messages)
 		}
-		ss.childNamed(t, send, idem.SpanMark)
+		ss.childNamed(t, send, telemetry.SpanMark)
 		receipts := exampletest.DrainAll(t, st.SQS, st.Must(t, outVar))
 		if len(receipts) < 1 || len(receipts) > messages {
 			t.Fatalf("%d messages on %s, want 1 to the record's %d", len(receipts), outVar, messages)
 		}
 		for _, r := range receipts {
-			tp := aws.ToString(r.MessageAttributes[idem.TraceParentAttribute].StringValue)
+			tp := aws.ToString(r.MessageAttributes[telemetry.TraceParentAttribute].StringValue)
 			if want := fmt.Sprintf("00-%s-%s-01", traceID, send.SpanContext.SpanID()); tp != want {
 				t.Errorf("the outbound message's traceparent %q, want the send's %q", tp, want)
 			}

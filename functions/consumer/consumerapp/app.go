@@ -16,6 +16,10 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
@@ -32,7 +36,7 @@ type SQSAPI = example.SQS
 // defaults to a client of the consumer's own; Logs and Metrics to os.Stdout, where
 // Lambda sends both to CloudWatch Logs (metrics as EMF lines).
 type Deps struct {
-	DynamoDB idem.DynamoDBAPI
+	DynamoDB persistence.DynamoDBAPI
 	SQS      SQSAPI
 	HTTP     *http.Client // the handler's calls outside AWS
 	Logs     io.Writer
@@ -62,17 +66,17 @@ func New(cfg Config, d Deps) (Handler, error) {
 	// (idemctl run, tests): writes are serialized.
 	d.Logs, d.Metrics = syncw.Outputs(d.Logs, d.Metrics)
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "consumer")
-	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
+	metrics := emf.NewMetrics(d.Metrics, cfg.MetricsNamespace, "consumer")
 
 	layout := cfg.Layout
 	if layout.Table == "" {
 		layout.Table = cfg.IdempotencyTable
 	}
-	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
+	store, err := persistence.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	dlq := &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer", Keys: cfg.Keys}
+	dlq := &sqsmsg.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer", Keys: cfg.Keys}
 	client, err := idem.New(idem.Config{
 		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
 		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock, Sender: d.SQS,
@@ -86,19 +90,19 @@ func New(cfg Config, d Deps) (Handler, error) {
 		return nil, err
 	}
 	// A client that can also change a message's visibility (*sqs.Client can) hides a
-	// message that waits on a lease until the lease ends (idem.Visibility).
-	var vis *idem.Visibility
-	if api, ok := d.SQS.(idem.VisibilityAPI); ok {
-		vis = &idem.Visibility{API: api, Clock: d.Clock, Logger: log}
+	// message that waits on a lease until the lease ends (sqsbatch.Visibility).
+	var vis *sqsbatch.Visibility
+	if api, ok := d.SQS.(sqsbatch.VisibilityAPI); ok {
+		vis = &sqsbatch.Visibility{API: api, Clock: d.Clock, Logger: log}
 	}
-	record, err := idem.NewSQSHandler(idem.SQSConfig{
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{
 		Client: client, Handler: business, KeyField: cfg.KeyField, KeySource: cfg.KeySource, Logger: log, Metrics: metrics,
 		Visibility: vis, Keys: cfg.Keys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	batch, err := idem.NewBatchProcessor(idem.BatchConfig{
+	batch, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{
 		Handle:         record,
 		DeadLetter:     dlq,
 		Concurrency:    cfg.Concurrency,

@@ -26,6 +26,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -116,9 +117,9 @@ func (f *fixture) records(msgs []example.Message, prefix string) []events.SQSMes
 }
 
 // handler builds the consumer exactly as main.go does, with wrap wrapping DynamoDB.
-func (f *fixture) handler(t testing.TB, wrap func(idem.DynamoDBAPI) idem.DynamoDBAPI) lambda.Handler {
+func (f *fixture) handler(t testing.TB, wrap func(persistence.DynamoDBAPI) persistence.DynamoDBAPI) lambda.Handler {
 	t.Helper()
-	var ddb idem.DynamoDBAPI = f.ddb
+	var ddb persistence.DynamoDBAPI = f.ddb
 	if wrap != nil {
 		ddb = wrap(ddb)
 	}
@@ -185,7 +186,7 @@ func (f *fixture) checkOutbound(t testing.TB, applied []example.Message) {
 // throttleOnce fails the transaction that writes the record of one key once, as a
 // DynamoDB throttle would after the SDK's retries gave up.
 type throttleOnce struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	pk   string
 	done atomic.Bool
 }
@@ -230,7 +231,7 @@ func TestFIFOGroupStopsAtFirstFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := f.handler(t, func(d idem.DynamoDBAPI) idem.DynamoDBAPI { return &throttleOnce{DynamoDBAPI: d, pk: pk} })
+	h := f.handler(t, func(d persistence.DynamoDBAPI) persistence.DynamoDBAPI { return &throttleOnce{DynamoDBAPI: d, pk: pk} })
 	recs := f.records(valid, "m-")
 	failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, recs))
 	var want []string
@@ -311,7 +312,7 @@ func TestDeadlineMargin(t *testing.T) {
 // redelivery, nothing is dead-lettered and no outbound message is sent.
 func TestStoreDownFailsClosed(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(idem.DynamoDBAPI) idem.DynamoDBAPI { return down{} })
+	h := f.handler(t, func(persistence.DynamoDBAPI) persistence.DynamoDBAPI { return down{} })
 	valid := f.traffic(t, 8, 3)
 	// The first record of each group fails and the rest of the group is skipped.
 	if failed := exampletest.Invoke(t, h, context.Background(), exampletest.Encode(t, f.records(valid, "m-"))); len(failed) != len(valid) {
@@ -324,7 +325,7 @@ func TestStoreDownFailsClosed(t *testing.T) {
 	f.checkApplied(t, "with the store down", valid, nil)
 }
 
-type down struct{ idem.DynamoDBAPI }
+type down struct{ persistence.DynamoDBAPI }
 
 var errDown = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
 

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -78,15 +78,15 @@ func checkDeadLetters(t *testing.T, dlq []sqstypes.Message, reason map[string]st
 	seen := map[string]bool{}
 	for _, m := range dlq {
 		attr := func(name string) string { return aws.ToString(m.MessageAttributes[name].StringValue) }
-		id := attr(idem.DLQSourceMessageIDAttribute)
+		id := attr(sqsmsg.DLQSourceMessageIDAttribute)
 		want, ok := reason[id]
 		switch {
 		case !ok:
-			t.Errorf("dead letter of %q, not a bad message (dlq-reason %q)", id, attr(idem.DLQReasonAttribute))
+			t.Errorf("dead letter of %q, not a bad message (dlq-reason %q)", id, attr(sqsmsg.DLQReasonAttribute))
 		case seen[id]:
 			t.Errorf("%s dead-lettered twice", id)
-		case !strings.Contains(attr(idem.DLQReasonAttribute), want):
-			t.Errorf("%s: dlq-reason %q does not contain %q", id, attr(idem.DLQReasonAttribute), want)
+		case !strings.Contains(attr(sqsmsg.DLQReasonAttribute), want):
+			t.Errorf("%s: dlq-reason %q does not contain %q", id, attr(sqsmsg.DLQReasonAttribute), want)
 		}
 		seen[id] = true
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -34,7 +36,7 @@ type Config struct {
 	IdempotencyTable string // IDEMPOTENCY_TABLE (required)
 	// Layout is where the records live in that table (the IDEMPOTENCY_* layout variables:
 	// envconf.Reader.Layout); its Table, when empty, is IdempotencyTable.
-	Layout           idem.Layout
+	Layout           persistence.Layout
 	DLQURL           string         // DLQ_URL (required): permanent failures go here
 	Scope            string         // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
 	TTL              time.Duration  // IDEMPOTENCY_TTL (default 168h): retention of records
@@ -53,7 +55,7 @@ type Config struct {
 	// key in the HTTP callers' namespace, sign dead letters and hash keys and groups in
 	// the logs. Nil (no secret): such keys are refused, dead letters go unsigned and logs
 	// leave keys and groups out. New refuses a SecretARN without Keys.
-	Keys      *idem.Keys
+	Keys      *sqsmsg.Keys
 	SecretARN string
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -70,9 +71,9 @@ func TestTemplateGrantsEveryCall(t *testing.T) {
 	t.Logf("%d action/resource pairs used: %v", len(used), used)
 }
 
-func mustStore(t *testing.T, f *fixture) idem.Store {
+func mustStore(t *testing.T, f *fixture) persistence.Store {
 	t.Helper()
-	s, err := idem.NewDynamoStore(f.ddb, f.cfg.IdempotencyTable)
+	s, err := persistence.NewDynamoStore(f.ddb, f.cfg.IdempotencyTable)
 	if err != nil {
 		t.Fatal(err)
 	}

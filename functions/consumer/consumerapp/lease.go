@@ -7,7 +7,7 @@ import "fmt"
 // the invocation starts, and SQS redelivers the message VisibilityTimeout after it
 // handed it to the poller. A redelivery onto a live lease burns one of the queue's
 // maxReceiveCount receives; enough of them park the message in the dead-letter queue
-// without it ever being applied. (idem.Visibility also moves a waiting message past the
+// without it ever being applied. (sqsbatch.Visibility also moves a waiting message past the
 // lease end; this check keeps the common case, a crash, from needing it.) Either
 // duration unset skips the check. Config.Check calls it, so the consumer fails at init.
 func checkLease(cfg Config) error {

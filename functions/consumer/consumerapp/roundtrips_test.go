@@ -16,6 +16,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -126,7 +127,7 @@ func exampleRoundTrips(t *testing.T, mode idem.Mode) {
 func (f *fixture) firstDelivery(t *testing.T, mode idem.Mode, valid []example.Message, seen *results) (ddb, sqsOps map[string]int) {
 	t.Helper()
 	ddb, sqsOps = map[string]int{}, map[string]int{}
-	store, err := idem.NewDynamoStoreLayout(f.ddb, f.cfg.Layout)
+	store, err := persistence.NewDynamoStoreLayout(f.ddb, f.cfg.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func (r *results) reset() {
 // of its guards through idem (Attempt.Applied), which reach DynamoDB through the
 // machinery's client.
 type guardReads struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	records string
 	mu      sync.Mutex
 	n       int

@@ -51,6 +51,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 // Example is what the consumer needs to know about one message type, and all a
@@ -204,7 +207,7 @@ type Deps struct {
 	// DynamoDB is the consumer's DynamoDB client, for the handler's reads (GetItem,
 	// Query) of its own tables. Writes go in idem.Result.Writes, committed with the
 	// record; a write made here is outside that transaction.
-	DynamoDB idem.DynamoDBAPI
+	DynamoDB persistence.DynamoDBAPI
 	// SQS is the consumer's SQS client. Messages to send go in idem.Result.Messages
 	// (sent once the record is committed); this client is for anything else.
 	SQS SQS
@@ -217,8 +220,8 @@ type Deps struct {
 // SQS is the part of the SQS client the consumer uses and hands to the handler;
 // *sqs.Client satisfies it.
 type SQS interface {
-	idem.SQSSender
-	idem.SQSBatchSender
+	sqsmsg.SQSSender
+	outbox.SQSBatchSender
 }
 
 // LeaseOnly is implemented by an example whose handler cannot run in

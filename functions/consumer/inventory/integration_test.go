@@ -20,6 +20,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -40,14 +42,14 @@ func newStack(t *testing.T, timeout time.Duration) (context.Context, *stack) {
 	st := &stack{Middleware: exampletest.Middleware{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}}
 	st.table = awstest.HashTable(ctx, t, st.DynamoDB, "stock", "sku")
 	idemTable := awstest.Name(t, "idem")
-	if err := idem.CreateTable(ctx, st.DynamoDB, idemTable); err != nil {
+	if err := persistence.CreateTable(ctx, st.DynamoDB, idemTable); err != nil {
 		t.Fatal(err)
 	}
 	awstest.DeleteTableAtEnd(t, st.DynamoDB, idemTable)
 	st.queueURL = awstest.FIFOQueue(ctx, t, st.SQS, "confirmations", nil)
 
 	var err error
-	if st.Store, err = idem.NewDynamoStore(st.DynamoDB, idemTable); err != nil {
+	if st.Store, err = persistence.NewDynamoStore(st.DynamoDB, idemTable); err != nil {
 		t.Fatal(err)
 	}
 	st.Client, err = idem.New(idem.Config{Store: st.Store, Scope: "test", TTL: time.Hour, Sender: st.SQS})
@@ -168,7 +170,7 @@ func TestIntegrationReserveOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.group != idem.DeduplicationID(r.SKU) || !strings.HasPrefix(c.group, "sha256-") || c.dedup != idem.DeduplicationID(inventory.Key(r)) || c.keyAttr != idem.OutboundKey(pk, 0) {
+	if c.group != idem.DeduplicationID(r.SKU) || !strings.HasPrefix(c.group, "sha256-") || c.dedup != idem.DeduplicationID(inventory.Key(r)) || c.keyAttr != outbox.OutboundKey(pk, 0) {
 		t.Fatalf("confirmation group %q, deduplication id %q, key attribute %q; want the sku's, the key's and the confirmation's own key", c.group, c.dedup, c.keyAttr)
 	}
 }

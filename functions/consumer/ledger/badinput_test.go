@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -305,10 +306,10 @@ func checkDLQ(t *testing.T, dlq []sqstypes.Message, bad events.SQSMessage, body,
 		t.Errorf("DLQ body changed: %d bytes %.80q, want %d bytes %.80q", len(got), got, len(body), body)
 	}
 	attr := func(name string) string { return aws.ToString(m.MessageAttributes[name].StringValue) }
-	if got := attr(idem.DLQReasonAttribute); !strings.Contains(got, reason) {
+	if got := attr(sqsmsg.DLQReasonAttribute); !strings.Contains(got, reason) {
 		t.Errorf("dlq-reason %q does not contain %q", got, reason)
 	}
-	if got := attr(idem.DLQSourceMessageIDAttribute); got != bad.MessageId {
+	if got := attr(sqsmsg.DLQSourceMessageIDAttribute); got != bad.MessageId {
 		t.Errorf("dlq-source-message-id %q, want %q", got, bad.MessageId)
 	}
 	if got := m.Attributes["MessageGroupId"]; got != badGroup {

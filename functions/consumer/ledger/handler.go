@@ -12,6 +12,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example/guarded"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // Config configures the handler. Every field is required.
@@ -42,17 +43,17 @@ func RecordsKeyRule() idem.KeyRule {
 // RecordsLayout is where the idempotency records live when they share the ledger table
 // (Config.RecordsInLedger): partition key account_id, every record's key starting with
 // EntryPrefix, so that Accounts tells them from the accounts. Create such a table with
-// idem.CreateTableFor(ctx, api, RecordsLayout(name)): it has the in-flight index the
+// persistence.CreateTableFor(ctx, api, RecordsLayout(name)): it has the in-flight index the
 // reaper reads.
-func RecordsLayout(table string) idem.Layout {
-	return idem.Layout{Table: table, PartitionKey: attrAccountID, KeyPrefix: EntryPrefix}
+func RecordsLayout(table string) persistence.Layout {
+	return persistence.Layout{Table: table, PartitionKey: attrAccountID, KeyPrefix: EntryPrefix}
 }
 
 // JournalRecords returns the layout of the table that holds both the ledger and the
 // records (RecordsLayout), and the consumer's variables that put them there: each
 // payment's journal entry is then its record (RecordsKeyRule). internal/cost meters this
 // design beside the records in a table of their own.
-func (Example) JournalRecords(table string) (idem.Layout, map[string]string) {
+func (Example) JournalRecords(table string) (persistence.Layout, map[string]string) {
 	layout, rule := RecordsLayout(table), RecordsKeyRule()
 	return layout, map[string]string{
 		"IDEMPOTENCY_TABLE": table, TableVar: table, "IDEMPOTENCY_PARTITION_KEY": layout.PartitionKey,
@@ -62,7 +63,7 @@ func (Example) JournalRecords(table string) (idem.Layout, map[string]string) {
 
 // CheckRecordsLayout reports why the records' layout l cannot share the ledger table
 // (Config.RecordsInLedger), or nil.
-func CheckRecordsLayout(l idem.Layout) error {
+func CheckRecordsLayout(l persistence.Layout) error {
 	want := RecordsLayout(l.Table)
 	if l.PartitionKey != want.PartitionKey || l.SortKey != "" || !strings.HasPrefix(l.KeyPrefix, EntryPrefix) {
 		return fmt.Errorf("ledger: records in the ledger table need partition key %s, no sort key and a key prefix starting with %s (IDEMPOTENCY_PARTITION_KEY=%s, IDEMPOTENCY_SORT_KEY=-, IDEMPOTENCY_KEY_PREFIX=%s); got partition key %q, sort key %q, prefix %q",

@@ -21,6 +21,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -63,18 +65,18 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 // setup returns the ledger handler wrapped in the idem middleware on a MemoryStore.
-func setup(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *idem.MemoryStore) {
+func setup(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *memstore.MemoryStore) {
 	h, mw, s, _ := setupClock(t, sender)
 	return h, mw, s
 }
 
-func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *idem.MemoryStore, *clock) {
+func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *memstore.MemoryStore, *clock) {
 	t.Helper()
 	h, err := ledger.NewHandler(ledger.Config{LedgerTable: "ledger", ReceiptsQueueURL: receiptsURL})
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
-	s := idem.NewMemoryStore()
+	s := memstore.NewMemoryStore()
 	clk := &clock{t: time.Now()}
 	c, err := idem.New(idem.Config{Store: s, Scope: "test", Sender: sender, Clock: clk.now})
 	if err != nil {
@@ -84,7 +86,7 @@ func setupClock(t *testing.T, sender *fakeSender) (idem.Handler, idem.Handler, *
 }
 
 // checkSent checks how many receipts sender sent and how many completions s committed.
-func checkSent(t *testing.T, sender *fakeSender, s *idem.MemoryStore, receipts, completions int) {
+func checkSent(t *testing.T, sender *fakeSender, s *memstore.MemoryStore, receipts, completions int) {
 	t.Helper()
 	if n := len(sender.sent()); n != receipts {
 		t.Fatalf("%d receipts sent, want %d", n, receipts)
@@ -299,7 +301,7 @@ func checkReceipt(t *testing.T, in sqstypes.SendMessageBatchRequestEntry, key st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := aws.ToString(in.MessageAttributes["idempotency-key"].StringValue), idem.OutboundKey(pk, 0); got != want {
+	if got, want := aws.ToString(in.MessageAttributes["idempotency-key"].StringValue), outbox.OutboundKey(pk, 0); got != want {
 		t.Errorf("idempotency-key attribute = %q, want the receipt's own key %q", got, want)
 	}
 	var r ledger.Receipt

@@ -19,6 +19,9 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -34,7 +37,7 @@ type stack struct {
 	// the records in the ledger), and record the consumer's handler of one SQS message
 	// under it: what a deployed consumer runs per record.
 	rule   idem.KeyRule
-	record idem.RecordFunc
+	record sqsbatch.RecordFunc
 }
 
 func newStack(t *testing.T) (context.Context, *stack) { return newStackIn(t, false) }
@@ -54,7 +57,7 @@ func newStackIn(t *testing.T, inLedger bool) (context.Context, *stack) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	st := &stack{Middleware: exampletest.Middleware{DynamoDB: awstest.DynamoDB(t), SQS: awstest.SQS(t)}}
-	layout := idem.Layout{Table: awstest.Name(t, "idem")}
+	layout := persistence.Layout{Table: awstest.Name(t, "idem")}
 	if inLedger {
 		layout = ledger.RecordsLayout(awstest.Name(t, "ledger"))
 		st.table = layout.Table
@@ -63,12 +66,12 @@ func newStackIn(t *testing.T, inLedger bool) (context.Context, *stack) {
 		st.table = awstest.HashTable(ctx, t, st.DynamoDB, "ledger", "account_id")
 		awstest.DeleteTableAtEnd(t, st.DynamoDB, layout.Table)
 	}
-	if err := idem.CreateTableFor(ctx, st.DynamoDB, layout); err != nil {
+	if err := persistence.CreateTableFor(ctx, st.DynamoDB, layout); err != nil {
 		t.Fatal(err)
 	}
 	st.queueURL = awstest.FIFOQueue(ctx, t, st.SQS, "receipts", nil)
 
-	store, err := idem.NewDynamoStoreLayout(st.DynamoDB, layout)
+	store, err := persistence.NewDynamoStoreLayout(st.DynamoDB, layout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +91,7 @@ func newStackIn(t *testing.T, inLedger bool) (context.Context, *stack) {
 	if inLedger {
 		st.rule = ledger.RecordsKeyRule()
 	}
-	if st.record, err = idem.NewSQSHandler(idem.SQSConfig{Client: client, Handler: h, KeyField: st.rule.Field, KeySource: st.rule.Source}); err != nil {
+	if st.record, err = sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: client, Handler: h, KeyField: st.rule.Field, KeySource: st.rule.Source}); err != nil {
 		t.Fatal(err)
 	}
 	return ctx, st
@@ -145,8 +148,8 @@ func (st *stack) receipts(ctx context.Context, t *testing.T) []ledger.Receipt {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != idem.OutboundKey(pk, 0) {
-			t.Errorf("receipt %s: idempotency-key attribute %q, want %q (the payment's key is %q)", r.PaymentID, got, idem.OutboundKey(pk, 0), r.IdempotencyKey)
+		if got := aws.ToString(m.MessageAttributes["idempotency-key"].StringValue); got != outbox.OutboundKey(pk, 0) {
+			t.Errorf("receipt %s: idempotency-key attribute %q, want %q (the payment's key is %q)", r.PaymentID, got, outbox.OutboundKey(pk, 0), r.IdempotencyKey)
 		}
 		all = append(all, r)
 	}
@@ -456,7 +459,7 @@ func TestIntegrationRecordsInLedger(t *testing.T) {
 	body := exampletest.JSON(t, q)
 	hash, _ := idem.HashPayload([]byte(body))
 	past := time.Now().Add(time.Duration(st.skew.Load())).Add(-time.Minute)
-	if _, created, err := st.Store.Create(ctx, &idem.Record{Key: qk, Status: idem.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
+	if _, created, err := st.Store.Create(ctx, &persistence.Record{Key: qk, Status: persistence.StatusInProgress, LeaseToken: "crashed", LeaseUntil: past,
 		Inflight: "0", ExpiresAt: past.Add(time.Hour), PayloadHash: hash, Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil || !created {
 		t.Fatalf("crashed attempt: %v, %v", created, err)
 	}

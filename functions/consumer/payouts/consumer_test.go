@@ -22,6 +22,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/payouts"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
@@ -56,9 +58,9 @@ func newWorld(t *testing.T) *world {
 
 // consumer is a fresh consumer (a cold container); wrap, when set, wraps its DynamoDB
 // client (the machinery's and the handler's).
-func (w *world) consumer(t *testing.T, wrap func(idem.DynamoDBAPI) idem.DynamoDBAPI) lambda.Handler {
+func (w *world) consumer(t *testing.T, wrap func(persistence.DynamoDBAPI) persistence.DynamoDBAPI) lambda.Handler {
 	t.Helper()
-	var ddb idem.DynamoDBAPI = w.st.DynamoDB
+	var ddb persistence.DynamoDBAPI = w.st.DynamoDB
 	if wrap != nil {
 		ddb = wrap(ddb)
 	}
@@ -127,9 +129,9 @@ func (w *world) notices(t *testing.T) map[string]int {
 	return out
 }
 
-func (w *world) record(t *testing.T, key string) *idem.Record {
+func (w *world) record(t *testing.T, key string) *persistence.Record {
 	t.Helper()
-	store, err := idem.NewDynamoStore(w.st.DynamoDB, w.cfg.IdempotencyTable)
+	store, err := persistence.NewDynamoStore(w.st.DynamoDB, w.cfg.IdempotencyTable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func TestPayout(t *testing.T) {
 	if n := w.notices(t); n["po-1"] != 1 || len(n) != 1 {
 		t.Errorf("notices %v, want one for po-1", n)
 	}
-	if rec := w.record(t, m.Key); rec.Status != idem.StatusCompleted || len(rec.Steps) != 1 || rec.Steps[0] != payouts.StepTransfer {
+	if rec := w.record(t, m.Key); rec.Status != persistence.StatusCompleted || len(rec.Steps) != 1 || rec.Steps[0] != payouts.StepTransfer {
 		t.Errorf("record %+v, want COMPLETED with step %s", rec, payouts.StepTransfer)
 	}
 }
@@ -236,7 +238,7 @@ func TestRefusedBeforeTheCall(t *testing.T) {
 		t.Fatalf("%d dead letters, want 2", len(dlq))
 	}
 	for _, d := range dlq {
-		if reason := aws.ToString(d.MessageAttributes[idem.DLQReasonAttribute].StringValue); !strings.Contains(reason, bad.Reason) {
+		if reason := aws.ToString(d.MessageAttributes[sqsmsg.DLQReasonAttribute].StringValue); !strings.Contains(reason, bad.Reason) {
 			t.Errorf("dead letter reason %q, want %q", reason, bad.Reason)
 		}
 	}
@@ -246,7 +248,7 @@ func TestRefusedBeforeTheCall(t *testing.T) {
 	if len(w.payees(t)) != 0 || len(w.notices(t)) != 0 {
 		t.Fatalf("a refused payout left payees %v or notices", w.payees(t))
 	}
-	if rec := w.record(t, bad.Key); rec.Status != idem.StatusFailed || !rec.Retryable {
+	if rec := w.record(t, bad.Key); rec.Status != persistence.StatusFailed || !rec.Retryable {
 		t.Fatalf("record %+v, want FAILED and retryable", rec)
 	}
 	if err := bad.Fix(context.Background(), w.st.DynamoDB, w.st.Lookup); err != nil {
@@ -265,7 +267,7 @@ func TestRefusedBeforeTheCall(t *testing.T) {
 // failOnce makes the first DynamoDB request that match picks fail, before it is sent:
 // what a crash leaves at that moment, for the record (the request never arrived).
 type failOnce struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	match func(op, update string) bool
 	done  atomic.Bool
 }
@@ -311,7 +313,9 @@ func TestInterruptedAroundTheStep(t *testing.T) {
 			w := newWorld(t)
 			w.enable(t, "pe-1")
 			m := payout("po-1", "pe-1", 700)
-			h := w.consumer(t, func(d idem.DynamoDBAPI) idem.DynamoDBAPI { return &failOnce{DynamoDBAPI: d, match: c.match} })
+			h := w.consumer(t, func(d persistence.DynamoDBAPI) persistence.DynamoDBAPI {
+				return &failOnce{DynamoDBAPI: d, match: c.match}
+			})
 			if failed := w.deliver(t, h, m); len(failed) != 1 {
 				t.Fatalf("first delivery: failed %v, want the payout retried", failed)
 			}
@@ -323,7 +327,7 @@ func TestInterruptedAroundTheStep(t *testing.T) {
 				t.Fatalf("the gateway got %d calls for the key, want %d: %+v", len(calls), c.calls, calls)
 			}
 			w.checkPaid(t, "pe-1", m)
-			if rec := w.record(t, m.Key); rec.Attempt != 2 || rec.Status != idem.StatusCompleted {
+			if rec := w.record(t, m.Key); rec.Attempt != 2 || rec.Status != persistence.StatusCompleted {
 				t.Errorf("record %+v, want COMPLETED on its second attempt", rec)
 			}
 			if n := w.notices(t); n["po-1"] != 1 {
@@ -420,7 +424,7 @@ func TestAfterTheRecordIsGone(t *testing.T) {
 		t.Errorf("notices after the deletion: %v", n)
 	}
 	var resp payouts.Response
-	if rec := w.record(t, m.Key); rec.Status != idem.StatusCompleted || json.Unmarshal(rec.Response, &resp) != nil || resp.PayoutID != "po-1" {
+	if rec := w.record(t, m.Key); rec.Status != persistence.StatusCompleted || json.Unmarshal(rec.Response, &resp) != nil || resp.PayoutID != "po-1" {
 		t.Errorf("record %+v, want COMPLETED with the payout's response", rec)
 	}
 }

@@ -40,7 +40,7 @@ type Config struct {
 // Clients are what the handler reads and calls through: the consumer's own
 // (example.Deps).
 type Clients struct {
-	// DynamoDB reads the payee's row; idem.DynamoDBAPI satisfies it.
+	// DynamoDB reads the payee's row; persistence.DynamoDBAPI satisfies it.
 	DynamoDB GetItemAPI
 	// HTTP calls the gateway.
 	HTTP *http.Client

@@ -19,12 +19,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 )
 
 // SQSAPI is the SQS call the ingress makes: one SendMessage per accepted request.
 // *sqs.Client satisfies it.
-type SQSAPI = idem.SQSSender
+type SQSAPI = sqsmsg.SQSSender
 
 // Deps are the ingress's outside connections. Logs and Metrics default to os.Stdout,
 // where Lambda sends both to CloudWatch Logs (metrics as EMF lines).
@@ -60,11 +65,11 @@ type Handler func(ctx context.Context, req LambdaFunctionURLRequest) (LambdaFunc
 type App struct {
 	cfg      Config
 	store    *store
-	consumer *idem.DynamoStore
+	consumer *persistence.DynamoStore
 	sqs      SQSAPI
 	clock    func() time.Time
 	log      *slog.Logger
-	metrics  *idem.Metrics
+	metrics  *emf.Metrics
 	tracer   trace.TracerProvider
 }
 
@@ -87,14 +92,14 @@ func New(cfg Config, d Deps) (*App, error) {
 		d.Clock = time.Now
 	}
 	d.Logs, d.Metrics = syncw.Outputs(d.Logs, d.Metrics)
-	consumer, err := idem.NewDynamoStoreLayout(d.DynamoDB, cfg.layout())
+	consumer, err := persistence.NewDynamoStoreLayout(d.DynamoDB, cfg.layout())
 	if err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
 	}
 	return &App{
 		cfg: cfg, store: &store{api: d.DynamoDB, table: cfg.IngressTable}, consumer: consumer, sqs: d.SQS, clock: d.Clock,
 		log:     slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "ingress"),
-		metrics: idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"), tracer: d.Tracer,
+		metrics: emf.NewMetrics(d.Metrics, cfg.MetricsNamespace, "ingress"), tracer: d.Tracer,
 	}, nil
 }
 
@@ -135,7 +140,7 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 	if err != nil {
 		return invalid(titleBadKey, err.Error())
 	}
-	group := idem.DeduplicationID(msg.Group)
+	group := outbox.DeduplicationID(msg.Group)
 	consumerKey, err := a.consumerKey(a.outgoing(scoped, body, group))
 	if err != nil {
 		return invalid(titleInvalidBody, "the consumer could not key this message: "+err.Error())
@@ -159,7 +164,7 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 	}
 	var (
 		wg      sync.WaitGroup
-		live    *idem.Record
+		live    *persistence.Record
 		liveErr error
 	)
 	wg.Go(func() {
@@ -246,7 +251,7 @@ func (a *App) send(ctx context.Context, key, scoped string, rec *record, body []
 	sctx, cancel := context.WithDeadline(ctx, rec.SendingUntil)
 	defer cancel()
 	in := a.outgoing(scoped, body, rec.Group)
-	idem.InjectTrace(sctx, in) // the consumer's record span goes under this request's
+	telemetry.InjectTrace(sctx, in) // the consumer's record span goes under this request's
 	out, err := a.sqs.SendMessage(sctx, in)
 	// The writes after a send run on a context of their own: the request's may be
 	// what just ended.
@@ -282,7 +287,7 @@ func (a *App) send(ctx context.Context, key, scoped string, rec *record, body []
 // key the consumer derives from it (consumerKey) is derived from what is sent. It carries
 // the ingress's signature of its key and body, without which the consumer refuses a key
 // of the HTTP callers' namespace (idem.KeyRule.Keys), and a deduplication id only the
-// holders of the stack's secret can compute (idem.Keys.IngressDeduplicationID).
+// holders of the stack's secret can compute (sqsmsg.Keys.IngressDeduplicationID).
 func (a *App) outgoing(scoped string, body []byte, group string) *sqs.SendMessageInput {
 	return &sqs.SendMessageInput{
 		QueueUrl:               aws.String(a.cfg.QueueURL),
@@ -291,7 +296,7 @@ func (a *App) outgoing(scoped string, body []byte, group string) *sqs.SendMessag
 		MessageDeduplicationId: aws.String(a.cfg.Keys.IngressDeduplicationID(scoped)),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
 			idem.KeyAttribute: {DataType: aws.String("String"), StringValue: aws.String(scoped)},
-			idem.IngressSignatureAttribute: {DataType: aws.String("String"),
+			sqsmsg.IngressSignatureAttribute: {DataType: aws.String("String"),
 				StringValue: aws.String(a.cfg.Keys.SignIngress(scoped, string(body)))},
 		},
 	}
@@ -345,7 +350,7 @@ func (a *App) replay(ctx context.Context, key, scoped string, own *record, now t
 
 // answerFrom is the answer to a request with the fingerprint hash whose message was sent:
 // what the consumer's record rec (nil: none yet) says, 202 until it is final, then 200.
-func answerFrom(key, hash string, rec *idem.Record) answer {
+func answerFrom(key, hash string, rec *persistence.Record) answer {
 	st := statusOf(key, hash, rec)
 	code := http.StatusAccepted
 	if st.Final() {
@@ -383,7 +388,7 @@ func consumerMismatch() answer {
 // status never says accepted for a request the consumer handled, and a retry meets the
 // record again. (A consumer record that never expires, one folded into its guard,
 // leaves the ingress's its own TTL: the next retry meets the consumer's again.)
-func (a *App) adopt(ctx context.Context, key string, rec *record, live *idem.Record) answer {
+func (a *App) adopt(ctx context.Context, key string, rec *record, live *persistence.Record) answer {
 	exp := rec.ExpiresAt
 	if !live.ExpiresAt.IsZero() {
 		exp = live.ExpiresAt
@@ -409,7 +414,7 @@ func (a *App) get(ctx context.Context, key, scoped string) answer {
 	now := a.clock()
 	var (
 		wg          sync.WaitGroup
-		rec         *idem.Record
+		rec         *persistence.Record
 		consumerErr error
 	)
 	// When the consumer keys messages by the key the ingress sets, its record is read

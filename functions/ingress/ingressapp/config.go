@@ -23,6 +23,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 )
 
@@ -31,17 +33,17 @@ const (
 	// DefaultMaxBodyBytes is the largest body accepted by default: 256 KiB. The message
 	// sent is the body plus the idempotency-key attribute (at most 15 + 6 + MaxKeyLength
 	// bytes as SQS counts it), far inside SQS's limit of 1 MiB per message
-	// (idem.MaxSQSMessageBytes), so the consumer can still dead-letter it with its
+	// (sqsmsg.MaxSQSMessageBytes), so the consumer can still dead-letter it with its
 	// reason attributes; and a body of that size, base64-encoded in the event, is far
 	// inside Lambda's 6 MB invocation payload
 	// (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
 	DefaultMaxBodyBytes = 256 * 1024
 	// maxBodyLimit is the most MAX_BODY_BYTES may be: SQS's message limit less room for
 	// the key attribute and the consumer's dead-letter attributes.
-	maxBodyLimit = idem.MaxSQSMessageBytes - 8*1024
+	maxBodyLimit = sqsmsg.MaxSQSMessageBytes - 8*1024
 	// MaxKeyLength is the longest Idempotency-Key accepted, in characters (Stripe's
 	// limit). Keys up to 128 characters are the SQS deduplication id as they are;
-	// longer ones are hashed to one (idem.DeduplicationID).
+	// longer ones are hashed to one (outbox.DeduplicationID).
 	MaxKeyLength = 255
 )
 
@@ -57,7 +59,7 @@ type Config struct {
 	// Layout is where the consumer keeps its records (the IDEMPOTENCY_* layout variables,
 	// read as the consumer and the reaper read them: envconf.Reader.Layout); its Table,
 	// when empty, is IdempotencyTable.
-	Layout idem.Layout
+	Layout persistence.Layout
 	// KeyRule is how the consumer keys a message (KEY_SOURCE, KEY_FIELD: envconf.Reader.KeyRule):
 	// the ingress reads a request's status from the record of the key the consumer
 	// derives from the message it sends.
@@ -84,7 +86,7 @@ type Config struct {
 	// STACK_SECRET_ARN names, SecretARN, at init): the ingress signs every message it
 	// sends with them, which is what makes the consumer take its keys (idem.KeyRule.Keys),
 	// and hashes keys in its logs. New refuses a configuration without them.
-	Keys      *idem.Keys
+	Keys      *sqsmsg.Keys
 	SecretARN string
 }
 
@@ -181,7 +183,7 @@ func (c Config) Check() error {
 
 // layout is where the consumer's records live: Layout, in IdempotencyTable when it names
 // no table.
-func (c Config) layout() idem.Layout {
+func (c Config) layout() persistence.Layout {
 	l := c.Layout
 	if l.Table == "" {
 		l.Table = c.IdempotencyTable

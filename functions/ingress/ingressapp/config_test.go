@@ -15,6 +15,7 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -74,7 +75,7 @@ func TestFromEnv(t *testing.T) {
 		"no TTL":                func(c *ingressapp.Config) { c.TTL = 0 },
 		"no acceptance window":  func(c *ingressapp.Config) { c.AcceptWindow = 0 },
 		"no body":               func(c *ingressapp.Config) { c.MaxBodyBytes = 0 },
-		"a body past the limit": func(c *ingressapp.Config) { c.MaxBodyBytes = idem.MaxSQSMessageBytes - 8*1024 + 1 },
+		"a body past the limit": func(c *ingressapp.Config) { c.MaxBodyBytes = sqsmsg.MaxSQSMessageBytes - 8*1024 + 1 },
 		"no example":            func(c *ingressapp.Config) { c.Example = nil },
 		"no IAM caller required in the caller scope": func(c *ingressapp.Config) {
 			c.RequireIAMCaller, c.KeyScope = false, ingressapp.ScopeCaller
@@ -104,7 +105,7 @@ func TestFromEnv(t *testing.T) {
 
 	// The largest body leaves 8 KiB of SQS's message for the key and the consumer's
 	// dead-letter attributes.
-	largest := idem.MaxSQSMessageBytes - 8*1024
+	largest := sqsmsg.MaxSQSMessageBytes - 8*1024
 	env["MAX_BODY_BYTES"] = strconv.Itoa(largest)
 	if cfg, err := ingressapp.FromEnv(exampletest.LookupIn(env)); err != nil || cfg.MaxBodyBytes != largest {
 		t.Errorf("MAX_BODY_BYTES=%d: %d, %v; want it taken", largest, cfg.MaxBodyBytes, err)

@@ -28,6 +28,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
@@ -318,9 +320,9 @@ func (f *fixture) consume(t *testing.T) string {
 }
 
 // consumeWith is consume with the consumer's DynamoDB client wrapped by wrap (nil: not).
-func (f *fixture) consumeWith(t *testing.T, wrap func(idem.DynamoDBAPI) idem.DynamoDBAPI) string {
+func (f *fixture) consumeWith(t *testing.T, wrap func(persistence.DynamoDBAPI) persistence.DynamoDBAPI) string {
 	t.Helper()
-	var ddb idem.DynamoDBAPI = f.st.DynamoDB
+	var ddb persistence.DynamoDBAPI = f.st.DynamoDB
 	if wrap != nil {
 		ddb = wrap(ddb)
 	}
@@ -349,9 +351,9 @@ func (f *fixture) scoped(key string) string {
 }
 
 // keys are the stack's keys, as the functions derive them from its secret.
-func (f *fixture) keys(t *testing.T) *idem.Keys {
+func (f *fixture) keys(t *testing.T) *sqsmsg.Keys {
 	t.Helper()
-	keys, err := idem.NewKeys([]byte(f.env["STACK_SECRET"]))
+	keys, err := sqsmsg.NewKeys([]byte(f.env["STACK_SECRET"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,9 +362,9 @@ func (f *fixture) keys(t *testing.T) *idem.Keys {
 
 // consumerRecord reads the consumer's record of key (as the consumer keys it: for a
 // request through the ingress, f.scoped).
-func (f *fixture) consumerRecord(t *testing.T, key string) *idem.Record {
+func (f *fixture) consumerRecord(t *testing.T, key string) *persistence.Record {
 	t.Helper()
-	store, err := idem.NewDynamoStoreLayout(f.st.DynamoDB, f.cfg.Layout)
+	store, err := persistence.NewDynamoStoreLayout(f.st.DynamoDB, f.cfg.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +407,7 @@ func wantProblem(t *testing.T, what string, r reply, code int, part string) {
 // beforeCommit runs fn once, when the consumer first commits (its TransactWriteItems or
 // the completion's UpdateItem), while it holds the key's lease: what a client sees then.
 type beforeCommit struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	once sync.Once
 	fn   func()
 }

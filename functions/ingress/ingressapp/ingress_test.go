@@ -26,6 +26,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -85,7 +87,7 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 	msgs := f.inputMessages(t)
 	scoped := f.scoped(key) // the caller's key: the one the consumer sees
 	if len(msgs) != 1 || keyOf(msgs[0]) != scoped || aws.ToString(msgs[0].Body) != m.Body ||
-		msgs[0].Attributes["MessageDeduplicationId"] != f.keys(t).IngressDeduplicationID(scoped) || msgs[0].Attributes["MessageGroupId"] != idem.DeduplicationID(m.Group) {
+		msgs[0].Attributes["MessageDeduplicationId"] != f.keys(t).IngressDeduplicationID(scoped) || msgs[0].Attributes["MessageGroupId"] != outbox.DeduplicationID(m.Group) {
 		t.Fatalf("input queue: %+v, want the one message with the caller's key %s, its dedup id and group %s", msgs, scoped, m.Group)
 	}
 	// ReceiveAll hid it for a minute: make it visible for the consumer.
@@ -99,7 +101,7 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 	// While the consumer holds the key (acquired, not yet committed), the status is
 	// in_progress.
 	var during reply
-	logs := f.consumeWith(t, func(api idem.DynamoDBAPI) idem.DynamoDBAPI {
+	logs := f.consumeWith(t, func(api persistence.DynamoDBAPI) persistence.DynamoDBAPI {
 		return &beforeCommit{DynamoDBAPI: api, fn: func() { during = f.get(t, key) }}
 	})
 	if st := during.status(t); during.code != http.StatusOK || st.Status != ingressapp.StatusInProgress {
@@ -109,7 +111,7 @@ func TestAcceptedRequestIsConsumedOnce(t *testing.T) {
 		t.Errorf("the consumer did not apply the key as a first delivery:\n%s", logs)
 	}
 	rec := f.consumerRecord(t, scoped)
-	if rec.Status != idem.StatusCompleted || rec.Attempt != 1 {
+	if rec.Status != persistence.StatusCompleted || rec.Attempt != 1 {
 		t.Errorf("the consumer's record: %s, attempt %d; want COMPLETED at the first attempt", rec.Status, rec.Attempt)
 	}
 	r = f.get(t, key)
@@ -486,7 +488,7 @@ func deadEndpoint(t *testing.T) string {
 func TestStatusOfEachOutcome(t *testing.T) {
 	f := newFixture(t, options{})
 	ms := f.traffic(t, 4)
-	store, err := idem.NewDynamoStore(f.st.DynamoDB, f.env["IDEMPOTENCY_TABLE"])
+	store, err := persistence.NewDynamoStore(f.st.DynamoDB, f.env["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +517,7 @@ func TestStatusOfEachOutcome(t *testing.T) {
 	if err == nil {
 		t.Fatal("the retryable failure was not returned")
 	}
-	if st := statusOf(held); st.Status != ingressapp.StatusInProgress || st.Category != string(idem.CategoryRetrying) || st.RequestID != "req-held" {
+	if st := statusOf(held); st.Status != ingressapp.StatusInProgress || st.Category != string(persistence.CategoryRetrying) || st.RequestID != "req-held" {
 		t.Errorf("after a retryable failure: %+v, want in_progress, retrying, with the consumer's request id", st)
 	}
 	_, err = client.Do(ctx, &idem.Request{Key: f.scoped(failing), Payload: []byte(ms[1].Body)}, func(context.Context, *idem.Request) (idem.Result, error) {
@@ -524,7 +526,7 @@ func TestStatusOfEachOutcome(t *testing.T) {
 	if !idem.IsPermanent(err) {
 		t.Fatalf("the permanent failure: %v", err)
 	}
-	if st := statusOf(failing); st.Status != ingressapp.StatusFailed || st.Redrivable || st.Category != string(idem.CategoryInvalid) {
+	if st := statusOf(failing); st.Status != ingressapp.StatusFailed || st.Redrivable || st.Category != string(persistence.CategoryInvalid) {
 		t.Errorf("after a permanent failure: %+v, want failed, invalid", st)
 	}
 	r := f.post(t, failing, ms[1].Body)
@@ -557,14 +559,14 @@ func TestStatusOfEachOutcome(t *testing.T) {
 		wantCode(t, "POST of a message a business rule refuses", f.post(t, key, b.Body), http.StatusAccepted)
 		f.consume(t)
 		r := f.get(t, key)
-		if st := r.status(t); st.Status != ingressapp.StatusFailed || !st.Redrivable || st.Category != string(idem.CategoryRefused) || st.RequestID == "" {
+		if st := r.status(t); st.Status != ingressapp.StatusFailed || !st.Redrivable || st.Category != string(persistence.CategoryRefused) || st.RequestID == "" {
 			t.Errorf("a business rule's refusal: %+v, want failed, redrivable, refused, with the consumer's request id", st)
 		}
 		if strings.Contains(string(r.body), b.Reason) {
 			t.Errorf("the status of a business rule's refusal shows its raw reason %q: %s", b.Reason, r.body)
 		}
 		rec := f.consumerRecord(t, f.scoped(key))
-		if !strings.Contains(rec.Error, b.Reason) || rec.Category != idem.CategoryRefused {
+		if !strings.Contains(rec.Error, b.Reason) || rec.Category != persistence.CategoryRefused {
 			t.Errorf("the consumer's record: error %q, category %q; want the raw reason %q, refused", rec.Error, rec.Category, b.Reason)
 		}
 		// The reason the example chose to show (the ledger's says the currencies differ,
@@ -595,7 +597,7 @@ func TestStatusInEveryLayout(t *testing.T) {
 			wantCode(t, "POST", f.post(t, done, ms[0].Body), http.StatusAccepted)
 			// Another producer used the key with another body, straight on the queue: the
 			// consumer dead-letters the ingress's message as a payload mismatch.
-			store, err := idem.NewDynamoStoreLayout(f.st.DynamoDB, f.cfg.Layout)
+			store, err := persistence.NewDynamoStoreLayout(f.st.DynamoDB, f.cfg.Layout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -619,7 +621,7 @@ func TestStatusInEveryLayout(t *testing.T) {
 			}
 			f.consume(t)
 			want := f.consumerRecord(t, f.scoped(done))
-			if want.Status != idem.StatusCompleted || len(want.Response) == 0 {
+			if want.Status != persistence.StatusCompleted || len(want.Response) == 0 {
 				t.Fatalf("the consumer's record of the applied request: %+v", want)
 			}
 			for _, r := range []reply{f.get(t, done), f.post(t, done, ms[0].Body)} {
@@ -916,7 +918,7 @@ func TestRetentionFollowsTheConsumersRecord(t *testing.T) {
 	f.consumeWith(t, nil)
 	scoped := f.scoped(key)
 	rec := f.consumerRecord(t, scoped)
-	if rec.Status != idem.StatusCompleted {
+	if rec.Status != persistence.StatusCompleted {
 		t.Fatalf("the consumer's record: %+v, want COMPLETED", rec)
 	}
 	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], scoped, false)

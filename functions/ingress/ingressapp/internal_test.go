@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 )
 
 // TestSQSText: the characters SQS refuses in a message body are refused before anything
@@ -47,33 +49,33 @@ func TestStatusOf(t *testing.T) {
 	refused := (&idem.WriteConditionError{Explained: true, Reason: "currency EUR does not match the account's JPY"}).Error()
 	for _, c := range []struct {
 		name string
-		rec  *idem.Record
+		rec  *persistence.Record
 		want Status
 	}{
 		{"no record", nil, Status{Key: key, Status: StatusAccepted, Location: loc}},
-		{"held", &idem.Record{Status: idem.StatusInProgress, PayloadHash: hash, Attempt: 2},
+		{"held", &persistence.Record{Status: persistence.StatusInProgress, PayloadHash: hash, Attempt: 2},
 			Status{Key: key, Status: StatusInProgress, Attempts: 2, Location: loc}},
-		{"reaped", &idem.Record{Status: idem.StatusFailed, Retryable: true, Error: idem.ReasonLeaseExpired, PayloadHash: hash, Attempt: 1},
-			Status{Key: key, Status: StatusInProgress, Category: string(idem.CategoryRetrying), Attempts: 1, Location: loc}},
-		{"throttled", &idem.Record{Status: idem.StatusFailed, Retryable: true, Error: raw, Category: idem.CategoryRetrying, Owner: "req-7", PayloadHash: hash, Attempt: 1},
-			Status{Key: key, Status: StatusInProgress, Category: string(idem.CategoryRetrying), RequestID: "req-7", Attempts: 1, Location: loc}},
-		{"completed, JSON", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 3, Response: []byte(`{"ok":true}`)},
+		{"reaped", &persistence.Record{Status: persistence.StatusFailed, Retryable: true, Error: reaper.ReasonLeaseExpired, PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusInProgress, Category: string(persistence.CategoryRetrying), Attempts: 1, Location: loc}},
+		{"throttled", &persistence.Record{Status: persistence.StatusFailed, Retryable: true, Error: raw, Category: persistence.CategoryRetrying, Owner: "req-7", PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusInProgress, Category: string(persistence.CategoryRetrying), RequestID: "req-7", Attempts: 1, Location: loc}},
+		{"completed, JSON", &persistence.Record{Status: persistence.StatusCompleted, PayloadHash: hash, Attempt: 3, Response: []byte(`{"ok":true}`)},
 			Status{Key: key, Status: StatusCompleted, Response: []byte(`{"ok":true}`), Attempts: 3, Location: loc}},
-		{"completed, text", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1, Response: []byte("done")},
+		{"completed, text", &persistence.Record{Status: persistence.StatusCompleted, PayloadHash: hash, Attempt: 1, Response: []byte("done")},
 			Status{Key: key, Status: StatusCompleted, Response: []byte(`"done"`), Attempts: 1, Location: loc}},
-		{"completed, bytes", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1, Response: []byte{0xff, 0x00}},
+		{"completed, bytes", &persistence.Record{Status: persistence.StatusCompleted, PayloadHash: hash, Attempt: 1, Response: []byte{0xff, 0x00}},
 			Status{Key: key, Status: StatusCompleted, Response: []byte(`"/wA="`), ResponseEncoding: "base64", Attempts: 1, Location: loc}},
-		{"completed, empty", &idem.Record{Status: idem.StatusCompleted, PayloadHash: hash, Attempt: 1},
+		{"completed, empty", &persistence.Record{Status: persistence.StatusCompleted, PayloadHash: hash, Attempt: 1},
 			Status{Key: key, Status: StatusCompleted, Attempts: 1, Location: loc}},
-		{"failed for good", &idem.Record{Status: idem.StatusFailed, Error: "bad amount", Category: idem.CategoryInvalid, Public: "amount_cents must be positive", Owner: "req-1", PayloadHash: hash, Attempt: 1},
-			Status{Key: key, Status: StatusFailed, Category: string(idem.CategoryInvalid), Reason: "amount_cents must be positive", RequestID: "req-1", Attempts: 1, Location: loc}},
-		{"failed for good, before categories", &idem.Record{Status: idem.StatusFailed, Error: raw, PayloadHash: hash, Attempt: 1},
-			Status{Key: key, Status: StatusFailed, Category: string(idem.CategoryInvalid), Attempts: 1, Location: loc}},
-		{"refused, redrivable", &idem.Record{Status: idem.StatusFailed, Retryable: true, Error: refused, Category: idem.CategoryRefused, Public: "the payment's currency does not match the account's", Owner: "req-2", PayloadHash: hash, Attempt: 1},
-			Status{Key: key, Status: StatusFailed, Category: string(idem.CategoryRefused), Reason: "the payment's currency does not match the account's", RequestID: "req-2", Redrivable: true, Attempts: 1, Location: loc}},
-		{"another body", &idem.Record{Status: idem.StatusCompleted, PayloadHash: "fp-2", Attempt: 1, Response: []byte(`{}`)},
-			Status{Key: key, Status: StatusFailed, Category: string(idem.CategoryInvalid), Reason: payloadMismatch, Attempts: 1, Location: loc}},
-		{"no fingerprint stored", &idem.Record{Status: idem.StatusCompleted, Attempt: 1, Response: []byte(`{}`)},
+		{"failed for good", &persistence.Record{Status: persistence.StatusFailed, Error: "bad amount", Category: persistence.CategoryInvalid, Public: "amount_cents must be positive", Owner: "req-1", PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusFailed, Category: string(persistence.CategoryInvalid), Reason: "amount_cents must be positive", RequestID: "req-1", Attempts: 1, Location: loc}},
+		{"failed for good, before categories", &persistence.Record{Status: persistence.StatusFailed, Error: raw, PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusFailed, Category: string(persistence.CategoryInvalid), Attempts: 1, Location: loc}},
+		{"refused, redrivable", &persistence.Record{Status: persistence.StatusFailed, Retryable: true, Error: refused, Category: persistence.CategoryRefused, Public: "the payment's currency does not match the account's", Owner: "req-2", PayloadHash: hash, Attempt: 1},
+			Status{Key: key, Status: StatusFailed, Category: string(persistence.CategoryRefused), Reason: "the payment's currency does not match the account's", RequestID: "req-2", Redrivable: true, Attempts: 1, Location: loc}},
+		{"another body", &persistence.Record{Status: persistence.StatusCompleted, PayloadHash: "fp-2", Attempt: 1, Response: []byte(`{}`)},
+			Status{Key: key, Status: StatusFailed, Category: string(persistence.CategoryInvalid), Reason: payloadMismatch, Attempts: 1, Location: loc}},
+		{"no fingerprint stored", &persistence.Record{Status: persistence.StatusCompleted, Attempt: 1, Response: []byte(`{}`)},
 			Status{Key: key, Status: StatusCompleted, Response: []byte(`{}`), Attempts: 1, Location: loc}},
 	} {
 		got := statusOf(key, hash, c.rec)

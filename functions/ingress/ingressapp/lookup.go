@@ -7,19 +7,20 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 )
 
 // RecordView is the ingress's record of a key as an operator sees it (`idemctl inspect`,
 // `idemctl trace`): what happened to the request, never its body or its key.
 type RecordView struct {
-	Record string `json:"record"` // its partition key, as idem.RecordTraceID shows it
+	Record string `json:"record"` // its partition key, as telemetry.RecordTraceID shows it
 	// State is SENDING (a request is sending its message), UNSENT (its send failed; the
 	// next request of the key sends it) or QUEUED (SQS took it).
 	State        string     `json:"state"`
 	Attempt      int        `json:"attempt"` // sending attempts
 	MessageID    string     `json:"message_id,omitempty"`
 	SendingUntil *time.Time `json:"sending_until,omitempty"`
-	// ConsumerRecord is the consumer's record of the request, as idem.RecordTraceID shows
+	// ConsumerRecord is the consumer's record of the request, as telemetry.RecordTraceID shows
 	// it ("" in records written before it was kept: the key's own).
 	ConsumerRecord string    `json:"consumer_record,omitempty"`
 	GroupHash      string    `json:"group_hash,omitempty"`
@@ -50,7 +51,7 @@ func ReadRecord(ctx context.Context, api DynamoDBAPI, table, scope, key string) 
 		return nil, fmt.Errorf("%w (table %s)", ErrNoRecord, table)
 	}
 	v := &RecordView{
-		Record: idem.RecordTraceID(rec.Key), State: rec.State, Attempt: rec.Attempt, MessageID: rec.MessageID, PayloadHash: rec.PayloadHash,
+		Record: telemetry.RecordTraceID(rec.Key), State: rec.State, Attempt: rec.Attempt, MessageID: rec.MessageID, PayloadHash: rec.PayloadHash,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, ExpiresAt: rec.ExpiresAt, Expired: rec.expired(time.Now()),
 	}
 	if !rec.SendingUntil.IsZero() {
@@ -61,7 +62,7 @@ func ReadRecord(ctx context.Context, api DynamoDBAPI, table, scope, key string) 
 	}
 	if rec.ConsumerKey != "" {
 		if cpk, err := idem.RecordKey(scope, rec.ConsumerKey, false); err == nil {
-			v.ConsumerRecord = idem.RecordTraceID(cpk)
+			v.ConsumerRecord = telemetry.RecordTraceID(cpk)
 		}
 	}
 	return v, nil

@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -48,7 +49,7 @@ func TestReadRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Record != idem.RecordTraceID(pk) || v.State != "SENDING" || v.Attempt != 1 || v.MessageID != "" || v.PayloadHash == "" || v.Expired ||
+	if v.Record != telemetry.RecordTraceID(pk) || v.State != "SENDING" || v.Attempt != 1 || v.MessageID != "" || v.PayloadHash == "" || v.Expired ||
 		v.SendingUntil == nil || v.SendingUntil.Before(v.CreatedAt) || v.SendingUntil.After(v.CreatedAt.Add(3*time.Second)) ||
 		!v.ExpiresAt.After(v.CreatedAt) {
 		t.Errorf("the record of a request whose mark failed: %+v, want SENDING, attempt 1, its window's end within 2s of its creation", v)
@@ -71,11 +72,11 @@ func TestReadRecord(t *testing.T) {
 	}
 	group := msg.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
 	if v.State != "QUEUED" || v.Attempt != 2 || v.MessageID == "" || v.SendingUntil != nil ||
-		v.GroupHash != idem.HashKey(group) || v.ConsumerRecord != idem.RecordTraceID(cpk) {
+		v.GroupHash != idem.HashKey(group) || v.ConsumerRecord != telemetry.RecordTraceID(cpk) {
 		// (The message id is the retry's send's: SQS answers a send it drops as a duplicate
 		// with an id too.)
 		t.Errorf("the record once queued: %+v; want QUEUED, attempt 2, a message id, no window, group hash %s, consumer record %s",
-			v, idem.HashKey(group), idem.RecordTraceID(cpk))
+			v, idem.HashKey(group), telemetry.RecordTraceID(cpk))
 	}
 	for _, secret := range []string{key, m.Body, group} {
 		if s := v.Record + v.GroupHash + v.ConsumerRecord + v.PayloadHash; strings.Contains(s, secret) {
@@ -144,8 +145,8 @@ func TestRequestSpans(t *testing.T) {
 	span := oneSpan(t, exp)
 	wantAttrs(t, "POST", span, map[string]string{
 		"http.request.method": "POST", "http.route": "POST " + ingressapp.RequestsPath, "http.response.status_code": "202",
-		idem.AttrOutcome: ingressapp.MetricAccepted, idem.AttrKeyHash: f.keys(t).LogHash(f.scoped(key)), idem.AttrRecord: idem.RecordTraceID(pk),
-		idem.AttrGroupHash: f.keys(t).LogHash(group), idem.AttrScope: scope, ingressapp.AttrConsumerRecord: idem.RecordTraceID(cpk),
+		telemetry.AttrOutcome: ingressapp.MetricAccepted, telemetry.AttrKeyHash: f.keys(t).LogHash(f.scoped(key)), telemetry.AttrRecord: telemetry.RecordTraceID(pk),
+		telemetry.AttrGroupHash: f.keys(t).LogHash(group), telemetry.AttrScope: scope, ingressapp.AttrConsumerRecord: telemetry.RecordTraceID(cpk),
 	})
 	if span.Name != "POST "+ingressapp.RequestsPath || span.Status.Code == codes.Error {
 		t.Errorf("POST: span %q, status %v", span.Name, span.Status)
@@ -154,7 +155,7 @@ func TestRequestSpans(t *testing.T) {
 	wantCode(t, "GET", f.get(t, key), http.StatusOK)
 	span = oneSpan(t, exp)
 	wantAttrs(t, "GET", span, map[string]string{"http.request.method": "GET", "http.route": "GET " + ingressapp.RequestsPath + "/{key}",
-		"http.response.status_code": "200", idem.AttrKeyHash: f.keys(t).LogHash(f.scoped(key))})
+		"http.response.status_code": "200", telemetry.AttrKeyHash: f.keys(t).LogHash(f.scoped(key))})
 	if span.Name != "GET "+ingressapp.RequestsPath+"/{key}" {
 		t.Errorf("GET: span %q", span.Name)
 	}
@@ -165,7 +166,7 @@ func TestRequestSpans(t *testing.T) {
 	}
 	wantCode(t, "POST without a key", r, http.StatusBadRequest)
 	span = oneSpan(t, exp)
-	wantAttrs(t, "POST without a key", span, map[string]string{"http.response.status_code": "400", idem.AttrOutcome: ingressapp.MetricRejected, idem.AttrKeyHash: ""})
+	wantAttrs(t, "POST without a key", span, map[string]string{"http.response.status_code": "400", telemetry.AttrOutcome: ingressapp.MetricRejected, telemetry.AttrKeyHash: ""})
 	if span.Status.Code == codes.Error {
 		t.Errorf("a 400 marked the span failed: %v", span.Status)
 	}

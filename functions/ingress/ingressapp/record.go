@@ -15,13 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // DynamoDBAPI is the DynamoDB client the ingress uses: *dynamodb.Client satisfies it.
 // It calls PutItem, UpdateItem and GetItem on its own table and GetItem on the
-// consumer's (through idem.DynamoStore, whose interface this is); nothing else.
-type DynamoDBAPI = idem.DynamoDBAPI
+// consumer's (through persistence.DynamoStore, whose interface this is); nothing else.
+type DynamoDBAPI = persistence.DynamoDBAPI
 
 // States of an ingress record.
 const (

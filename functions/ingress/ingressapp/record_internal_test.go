@@ -12,14 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // answers is a DynamoDB that answers the ingress store's PutItem and GetItem as told: the
 // answers DynamoDB gives that moto cannot be made to give on demand (a failed condition
 // without the item, an item of the wrong shape, an error on a read).
 type answers struct {
-	idem.DynamoDBAPI
+	persistence.DynamoDBAPI
 	put    func() (*dynamodb.PutItemOutput, error)
 	get    func() (*dynamodb.GetItemOutput, error)
 	update func() (*dynamodb.UpdateItemOutput, error)

@@ -15,6 +15,9 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/ingress/ingressapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
 
@@ -90,11 +93,11 @@ func TestCallersKeepTheirKeys(t *testing.T) {
 	ns, _ := ingressapp.Namespace(ingressapp.ScopeCaller, assumedRole("payments-client", "x"))
 	for _, k := range []string{squat, idem.CallerKey(ns, squat)} {
 		if _, err := f.st.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{
-			QueueUrl: aws.String(f.queue), MessageBody: aws.String(ms[2].Body), MessageGroupId: aws.String(idem.DeduplicationID(ms[1].Group)),
-			MessageDeduplicationId: aws.String(idem.DeduplicationID(k)),
+			QueueUrl: aws.String(f.queue), MessageBody: aws.String(ms[2].Body), MessageGroupId: aws.String(outbox.DeduplicationID(ms[1].Group)),
+			MessageDeduplicationId: aws.String(outbox.DeduplicationID(k)),
 			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-				idem.KeyAttribute:              {DataType: aws.String("String"), StringValue: aws.String(k)},
-				idem.IngressSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
+				idem.KeyAttribute:                {DataType: aws.String("String"), StringValue: aws.String(k)},
+				sqsmsg.IngressSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(strings.Repeat("0", 64))},
 			},
 		}); err != nil {
 			t.Fatal(err)
@@ -120,7 +123,7 @@ func TestCallersKeepTheirKeys(t *testing.T) {
 	}
 	forged := 0
 	for _, m := range exampletest.ReceiveAll(t, f.st.SQS, f.env["DLQ_URL"]) {
-		if strings.Contains(aws.ToString(m.MessageAttributes[idem.DLQReasonAttribute].StringValue), idem.ErrForgedKey.Error()) {
+		if strings.Contains(aws.ToString(m.MessageAttributes[sqsmsg.DLQReasonAttribute].StringValue), idem.ErrForgedKey.Error()) {
 			forged++
 		}
 		if err := f.keys(t).VerifyDeadLetter(m); err != nil {
@@ -152,7 +155,7 @@ func TestSharedKeyScope(t *testing.T) {
 
 // accessDenied fails every commit of the consumer as AWS answers a role without the
 // grant: its message names the account, the role, the function and the table.
-type accessDenied struct{ idem.DynamoDBAPI }
+type accessDenied struct{ persistence.DynamoDBAPI }
 
 const deniedText = "User: arn:aws:sts::111122223333:assumed-role/prod-ConsumerRole-X/prod-ConsumerFunction-Y is not authorized to perform: " +
 	"dynamodb:UpdateItem on resource: arn:aws:dynamodb:eu-west-1:111122223333:table/prod-LedgerTable-Z"
@@ -170,7 +173,7 @@ func TestStatusShowsNoInternals(t *testing.T) {
 	m := f.traffic(t, 1)[0]
 	key := f.key("denied")
 	wantCode(t, "POST", f.post(t, key, m.Body), http.StatusAccepted)
-	f.consumeWith(t, func(api idem.DynamoDBAPI) idem.DynamoDBAPI { return accessDenied{api} })
+	f.consumeWith(t, func(api persistence.DynamoDBAPI) persistence.DynamoDBAPI { return accessDenied{api} })
 	r := f.get(t, key)
 	st := r.status(t)
 	for _, secret := range []string{"111122223333", "arn:aws", "AccessDenied", "prod-"} {
@@ -178,7 +181,7 @@ func TestStatusShowsNoInternals(t *testing.T) {
 			t.Errorf("the status shows %q: %s", secret, r.body)
 		}
 	}
-	if st.Status != ingressapp.StatusInProgress || st.Category != string(idem.CategoryRetrying) || st.RequestID == "" {
+	if st.Status != ingressapp.StatusInProgress || st.Category != string(persistence.CategoryRetrying) || st.RequestID == "" {
 		t.Errorf("status %+v, want in_progress, retrying, with the consumer's request id", st)
 	}
 	if rec := f.consumerRecord(t, f.scoped(key)); !strings.Contains(rec.Error, deniedText) || rec.Owner != st.RequestID {
@@ -199,7 +202,7 @@ func TestLogsGiveNoKeyAway(t *testing.T) {
 	wantCode(t, "GET", f.get(t, key), http.StatusOK)
 	ingress := f.logs.String()
 	for who, logs := range map[string]string{"ingress": ingress, "consumer": consumer} {
-		for _, leak := range []string{key, idem.HashKey(key), idem.HashKey(f.scoped(key)), `"group":`, idem.DeduplicationID(m.Group)} {
+		for _, leak := range []string{key, idem.HashKey(key), idem.HashKey(f.scoped(key)), `"group":`, outbox.DeduplicationID(m.Group)} {
 			if strings.Contains(logs, leak) {
 				t.Errorf("the %s's logs carry %q:\n%s", who, leak, logs)
 			}
@@ -208,7 +211,7 @@ func TestLogsGiveNoKeyAway(t *testing.T) {
 			t.Errorf("the %s's logs lack the key's keyed hash, which an operator finds its lines by:\n%s", who, logs)
 		}
 	}
-	if !strings.Contains(consumer, `"group_hash":"`+f.keys(t).LogHash(idem.DeduplicationID(m.Group))+`"`) {
+	if !strings.Contains(consumer, `"group_hash":"`+f.keys(t).LogHash(outbox.DeduplicationID(m.Group))+`"`) {
 		t.Errorf("the consumer's logs lack the group's keyed hash:\n%s", consumer)
 	}
 }

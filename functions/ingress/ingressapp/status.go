@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // The statuses a request reports (docs/ingress.md).
@@ -32,7 +32,7 @@ type Status struct {
 	Response         json.RawMessage `json:"response,omitempty"`
 	ResponseEncoding string          `json:"response_encoding,omitempty"`
 	// Category is what kind of failure it is (failed), or the last attempt's was
-	// (in_progress): retrying, refused (by a business rule) or invalid (idem.Category).
+	// (in_progress): retrying, refused (by a business rule) or invalid (persistence.Category).
 	// The error itself, which may name the account, roles, tables and other parties'
 	// data, stays in the consumer's record and logs.
 	Category string `json:"category,omitempty"`
@@ -61,7 +61,7 @@ const payloadMismatch = "the consumer's record of this key holds another body's 
 
 // statusOf is what the consumer's record rec (nil: none) says of the request whose body
 // has the fingerprint hash.
-func statusOf(key, hash string, rec *idem.Record) Status {
+func statusOf(key, hash string, rec *persistence.Record) Status {
 	st := Status{Key: key, Location: location(key)}
 	if rec == nil {
 		st.Status = StatusAccepted
@@ -69,20 +69,20 @@ func statusOf(key, hash string, rec *idem.Record) Status {
 	}
 	st.Attempts = rec.Attempt
 	if rec.PayloadHash != "" && rec.PayloadHash != hash {
-		st.Status, st.Category, st.Reason = StatusFailed, string(idem.CategoryInvalid), payloadMismatch
+		st.Status, st.Category, st.Reason = StatusFailed, string(persistence.CategoryInvalid), payloadMismatch
 		return st
 	}
 	switch rec.Status {
-	case idem.StatusCompleted:
+	case persistence.StatusCompleted:
 		st.Status = StatusCompleted
 		st.Response, st.ResponseEncoding = responseJSON(rec.Response)
-	case idem.StatusFailed:
+	case persistence.StatusFailed:
 		category := failureCategory(rec)
 		st.Category, st.Reason, st.RequestID = string(category), rec.Public, rec.Owner
 		switch {
 		case !rec.Retryable:
 			st.Status = StatusFailed // replayed to every delivery
-		case category != idem.CategoryRetrying:
+		case category != persistence.CategoryRetrying:
 			// Dead-lettered, the key left retryable: a fix and a redrive apply it.
 			st.Status, st.Redrivable = StatusFailed, true
 		default:
@@ -98,14 +98,14 @@ func statusOf(key, hash string, rec *idem.Record) Status {
 // failureCategory is the category of a FAILED record: the one the consumer stored from
 // its error (idem.CategoryOf), or, for a record without one (reaped, or written before
 // categories were kept), what its state says: retrying when retryable, invalid when not.
-func failureCategory(rec *idem.Record) idem.Category {
+func failureCategory(rec *persistence.Record) persistence.Category {
 	switch {
 	case rec.Category != "":
 		return rec.Category
 	case rec.Retryable:
-		return idem.CategoryRetrying
+		return persistence.CategoryRetrying
 	}
-	return idem.CategoryInvalid
+	return persistence.CategoryInvalid
 }
 
 // responseJSON returns a stored response as JSON.

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
 )
 
@@ -22,24 +23,24 @@ func traced(tp trace.TracerProvider, h Handler) Handler {
 }
 
 // traceKeys puts the records of a POST on its span: the ingress's own and the consumer's
-// (which differ when the consumer keys by a field of the body), as idem.RecordTraceID has
+// (which differ when the consumer keys by a field of the body), as telemetry.RecordTraceID has
 // them (never the key), and the FIFO group's keyed hash (Keys.LogHash, as the logs have it).
 func (a *App) traceKeys(ctx context.Context, pk, consumerKey, group string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(attribute.String(idem.AttrRecord, idem.RecordTraceID(pk)), attribute.String(idem.AttrScope, a.cfg.Scope))
+	span.SetAttributes(attribute.String(telemetry.AttrRecord, telemetry.RecordTraceID(pk)), attribute.String(telemetry.AttrScope, a.cfg.Scope))
 	if h := a.cfg.Keys.LogHash(group); h != "" {
-		span.SetAttributes(attribute.String(idem.AttrGroupHash, h))
+		span.SetAttributes(attribute.String(telemetry.AttrGroupHash, h))
 	}
 	if cpk, err := idem.RecordKey(a.cfg.Scope, consumerKey, false); err == nil {
-		span.SetAttributes(attribute.String(AttrConsumerRecord, idem.RecordTraceID(cpk)))
+		span.SetAttributes(attribute.String(AttrConsumerRecord, telemetry.RecordTraceID(cpk)))
 	}
 }
 
 // AttrConsumerRecord is, on the ingress's span, the consumer's record of the request
-// (idem.RecordTraceID of its record key).
+// (telemetry.RecordTraceID of its record key).
 const AttrConsumerRecord = "idem.consumer_record"
 
 // traceRequest names the invocation's span after the route and puts the answer on it,
@@ -53,9 +54,9 @@ func traceRequest(ctx context.Context, req LambdaFunctionURLRequest, keyHash, ro
 		span.SetName(route)
 	}
 	span.SetAttributes(attribute.String("http.request.method", req.RequestContext.HTTP.Method), attribute.String("http.route", route),
-		attribute.Int("http.response.status_code", ans.code), attribute.String(idem.AttrOutcome, ans.outcome))
+		attribute.Int("http.response.status_code", ans.code), attribute.String(telemetry.AttrOutcome, ans.outcome))
 	if keyHash != "" {
-		span.SetAttributes(attribute.String(idem.AttrKeyHash, keyHash))
+		span.SetAttributes(attribute.String(telemetry.AttrKeyHash, keyHash))
 	}
 	if ans.code >= http.StatusInternalServerError {
 		msg := http.StatusText(ans.code)

@@ -1,5 +1,5 @@
 // Package reaperapp builds the reaper Lambda's handler: one sweep of the idempotency
-// table's in-flight index per scheduled event (see idem.Reaper).
+// table's in-flight index per scheduled event (see reaper.Reaper).
 package reaperapp
 
 import (
@@ -14,6 +14,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/envconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
@@ -21,11 +26,11 @@ import (
 
 // Config is the reaper's configuration.
 type Config struct {
-	IdempotencyTable string      // IDEMPOTENCY_TABLE (required)
-	Layout           idem.Layout // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
+	IdempotencyTable string             // IDEMPOTENCY_TABLE (required)
+	Layout           persistence.Layout // the IDEMPOTENCY_* layout variables; its Table, when empty, is IdempotencyTable
 	// Scope (IDEMPOTENCY_SCOPE, optional; the template sets the consumer's): the reaper
 	// sweeps only that scope's records, and leaves those of other consumers sharing the
-	// table and layout to their own reaper (idem.Reaper.Scope). Unset: every record.
+	// table and layout to their own reaper (reaper.Reaper.Scope). Unset: every record.
 	Scope            string
 	Shards           int           // INFLIGHT_SHARDS (default 4): as the consumer's
 	Grace            time.Duration // LEASE_GRACE (default 30s): how long past its end a lease is reaped
@@ -39,7 +44,7 @@ type Config struct {
 	// Keys sign the outbound messages the reaper dead-letters, so that `idemctl redrive`
 	// sends them back to their queue (STACK_SECRET locally; deployed, main loads the secret
 	// SecretARN names). New refuses a SecretARN without Keys.
-	Keys      *idem.Keys
+	Keys      *sqsmsg.Keys
 	SecretARN string
 }
 
@@ -79,23 +84,23 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 // SQSAPI is what the reaper sends with: pending outbound messages, and the dead letters
 // of those SQS refuses for good; *sqs.Client implements it.
 type SQSAPI interface {
-	idem.SQSBatchSender
-	idem.SQSSender
+	outbox.SQSBatchSender
+	sqsmsg.SQSSender
 }
 
 // MetricSweepIncomplete counts sweeps that did not go through every shard: stopped at
-// their deadline margin (idem.SweepResult.Truncated) or by an error. It is emitted on
+// their deadline margin (reaper.SweepResult.Truncated) or by an error. It is emitted on
 // every sweep, 0 when the sweep completed, so an alarm on it always has data. Emitted
 // here rather than by idem: completing a sweep within one invocation is the reaper
 // function's contract, not the library's.
 const MetricSweepIncomplete = "SweepIncomplete"
 
 // Handler is the reaper's Lambda handler for an EventBridge scheduled event.
-type Handler func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error)
+type Handler func(ctx context.Context, ev events.EventBridgeEvent) (reaper.SweepResult, error)
 
 // Deps are the reaper's outside connections; Logs and Metrics default to os.Stdout.
 type Deps struct {
-	DynamoDB idem.DynamoDBAPI
+	DynamoDB persistence.DynamoDBAPI
 	// SQS sends outbound messages that a consumer committed and could not send (it
 	// crashed in between), and dead-letters to DLQ_URL those SQS refuses for good.
 	// Without it such records are only counted (unsent).
@@ -122,25 +127,25 @@ func New(cfg Config, d Deps) (Handler, error) {
 	if layout.Table == "" {
 		layout.Table = cfg.IdempotencyTable
 	}
-	if layout.InflightIndex == idem.NoIndex {
-		return nil, fmt.Errorf("reaper: %w; give the table the index (idem.TableInputFor) or do not deploy the reaper (IDEMPOTENCY_INDEX=%s)", idem.ErrNoIndex, idem.NoIndex)
+	if layout.InflightIndex == persistence.NoIndex {
+		return nil, fmt.Errorf("reaper: %w; give the table the index (persistence.TableInputFor) or do not deploy the reaper (IDEMPOTENCY_INDEX=%s)", persistence.ErrNoIndex, persistence.NoIndex)
 	}
-	store, err := idem.NewDynamoStoreLayout(d.DynamoDB, layout)
+	store, err := persistence.NewDynamoStoreLayout(d.DynamoDB, layout)
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(d.Logs, nil)).With("service", "reaper")
-	metrics := idem.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
-	r := &idem.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS, Tracer: d.Tracer}
+	metrics := emf.NewMetrics(d.Metrics, cfg.MetricsNamespace, "reaper")
+	r := &reaper.Reaper{Store: store, Scope: cfg.Scope, Shards: cfg.Shards, Grace: cfg.Grace, Margin: cfg.Margin, MaxLease: cfg.MaxLease, Clock: d.Clock, Sender: d.SQS, Tracer: d.Tracer}
 	if cfg.DLQURL != "" && d.SQS != nil {
-		r.DeadLetter = &idem.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper", Keys: cfg.Keys}
+		r.DeadLetter = &sqsmsg.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "reaper", Keys: cfg.Keys}
 	}
-	return tracing.Invocation(d.Tracer, "reaper", trace.SpanKindInternal, "timer", nil, func(ctx context.Context, ev events.EventBridgeEvent) (idem.SweepResult, error) {
+	return tracing.Invocation(d.Tracer, "reaper", trace.SpanKindInternal, "timer", nil, func(ctx context.Context, ev events.EventBridgeEvent) (reaper.SweepResult, error) {
 		start := time.Now()
 		res, err := r.Sweep(ctx)
-		metrics.Add(idem.MetricReaped, res.Reaped)
-		metrics.Add(idem.MetricOutboundByReaper, res.Sent)
-		metrics.Add(idem.MetricOutboundDeadLettered, res.DeadLettered)
+		metrics.Add(emf.MetricReaped, res.Reaped)
+		metrics.Add(emf.MetricOutboundByReaper, res.Sent)
+		metrics.Add(emf.MetricOutboundDeadLettered, res.DeadLettered)
 		incomplete := 0
 		if err != nil || res.Truncated {
 			incomplete = 1

@@ -18,6 +18,9 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/idem/reaper"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
 
@@ -29,10 +32,10 @@ func TestScheduledSweep(t *testing.T) {
 	ctx := context.Background()
 	ddb := awstest.DynamoDB(t)
 	table := awstest.Name(t, "idem")
-	if err := idem.CreateTable(ctx, ddb, table); err != nil {
+	if err := persistence.CreateTable(ctx, ddb, table); err != nil {
 		t.Fatal(err)
 	}
-	store, _ := idem.NewDynamoStore(ddb, table)
+	store, _ := persistence.NewDynamoStore(ddb, table)
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -61,9 +64,9 @@ func TestScheduledSweep(t *testing.T) {
 	now = now.Add(2 * time.Minute) // the crashed lease ended a minute ago
 	mu.Unlock()
 
-	var logs, emf bytes.Buffer
+	var logs, emfOut bytes.Buffer
 	cfg := reaperapp.Config{IdempotencyTable: table, Shards: 3, Grace: 30 * time.Second, Margin: time.Second, MetricsNamespace: "Test"}
-	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: ddb, Logs: &logs, Metrics: &emf, Clock: clock})
+	h, err := reaperapp.New(cfg, reaperapp.Deps{DynamoDB: ddb, Logs: &logs, Metrics: &emfOut, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +78,7 @@ func TestScheduledSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res idem.SweepResult
+	var res reaper.SweepResult
 	if err := json.Unmarshal(out, &res); err != nil || res.Reaped != 1 || res.Scanned != 1 {
 		t.Fatalf("sweep result %s (%v), want 1 reaped", out, err)
 	}
@@ -83,7 +86,7 @@ func TestScheduledSweep(t *testing.T) {
 	if !strings.Contains(string(out), `"MaxLateMs":`) || strings.Contains(string(out), `"MaxLate":`) || res.MaxLate%time.Millisecond != 0 {
 		t.Errorf("sweep result %s: want MaxLateMs, in whole milliseconds", out)
 	}
-	for key, want := range map[string]idem.Status{"crashed": idem.StatusFailed, "completed": idem.StatusCompleted} {
+	for key, want := range map[string]persistence.Status{"crashed": persistence.StatusFailed, "completed": persistence.StatusCompleted} {
 		pk, _ := c.RecordKey(key)
 		rec, err := store.Get(ctx, pk, clock())
 		if err != nil || rec.Status != want {
@@ -91,8 +94,8 @@ func TestScheduledSweep(t *testing.T) {
 		}
 	}
 	var line map[string]any
-	if err := json.Unmarshal(emf.Bytes(), &line); err != nil || line[idem.MetricReaped] != float64(1) || line["Service"] != "reaper" {
-		t.Fatalf("EMF line %q: %v", emf.String(), err)
+	if err := json.Unmarshal(emfOut.Bytes(), &line); err != nil || line[emf.MetricReaped] != float64(1) || line["Service"] != "reaper" {
+		t.Fatalf("EMF line %q: %v", emfOut.String(), err)
 	}
 	if !strings.Contains(logs.String(), `"reaped":1`) {
 		t.Fatalf("log: %s", logs.String())
@@ -103,16 +106,16 @@ func TestScheduledSweep(t *testing.T) {
 		t.Fatalf("late holder: %v", err)
 	}
 	// A second sweep finds nothing and still reports a zero metric.
-	emf.Reset()
+	emfOut.Reset()
 	out, _ = lambda.NewHandler(h).Invoke(ctx, raw)
 	if err := json.Unmarshal(out, &res); err != nil || res.Reaped != 0 {
 		t.Fatalf("second sweep %s", out)
 	}
-	if !strings.Contains(emf.String(), `"StaleLocksReaped":0`) {
-		t.Fatalf("zero metric missing: %s", emf.String())
+	if !strings.Contains(emfOut.String(), `"StaleLocksReaped":0`) {
+		t.Fatalf("zero metric missing: %s", emfOut.String())
 	}
 	// Both sweeps went through every shard: SweepIncomplete is there, at 0.
-	if got := emfValue(t, emf.String(), reaperapp.MetricSweepIncomplete); got != 0 {
+	if got := emfValue(t, emfOut.String(), reaperapp.MetricSweepIncomplete); got != 0 {
 		t.Errorf("%s = %v after a complete sweep, want 0", reaperapp.MetricSweepIncomplete, got)
 	}
 }
@@ -152,7 +155,7 @@ func emfValue(t *testing.T, out, name string) float64 {
 func TestSweepStopsBeforeDeadline(t *testing.T) {
 	ddb := awstest.DynamoDB(t)
 	table := awstest.Name(t, "idem")
-	if err := idem.CreateTable(context.Background(), ddb, table); err != nil {
+	if err := persistence.CreateTable(context.Background(), ddb, table); err != nil {
 		t.Fatal(err)
 	}
 	var emf bytes.Buffer
@@ -163,7 +166,7 @@ func TestSweepStopsBeforeDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	out, err := lambda.NewHandler(h).Invoke(ctx, []byte(`{"detail-type":"Scheduled Event","detail":{}}`))
-	var res idem.SweepResult
+	var res reaper.SweepResult
 	if err != nil || json.Unmarshal(out, &res) != nil || !res.Truncated {
 		t.Fatalf("out=%s err=%v, want a truncated sweep", out, err)
 	}
@@ -173,7 +176,7 @@ func TestSweepStopsBeforeDeadline(t *testing.T) {
 }
 
 // failingQuery is DynamoDB whose Query fails: the index cannot be read.
-type failingQuery struct{ idem.DynamoDBAPI }
+type failingQuery struct{ persistence.DynamoDBAPI }
 
 func (failingQuery) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	return nil, errors.New("injected: the index is unreachable")
@@ -238,7 +241,7 @@ func TestNoIndexNoReaper(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = reaperapp.New(cfg, reaperapp.Deps{DynamoDB: awstest.DynamoDB(t)})
-	if !errors.Is(err, idem.ErrNoIndex) || !strings.Contains(err.Error(), "IDEMPOTENCY_INDEX=-") {
+	if !errors.Is(err, persistence.ErrNoIndex) || !strings.Contains(err.Error(), "IDEMPOTENCY_INDEX=-") {
 		t.Fatalf("New: %v, want ErrNoIndex and what to do", err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/reaper/reaperapp"
-	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
@@ -27,18 +27,18 @@ import (
 func TestTemplateGrantsEveryCall(t *testing.T) {
 	ctx := context.Background()
 	table := awstest.Name(t, "idem")
-	if err := idem.CreateTable(ctx, awstest.DynamoDB(t), table); err != nil {
+	if err := persistence.CreateTable(ctx, awstest.DynamoDB(t), table); err != nil {
 		t.Fatal(err)
 	}
 	rec := &exampletest.IAMCalls{}
 	ddb := awstest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, rec.APIOption) })
 	// A crashed holder's record: IN_PROGRESS, its lease ended an hour ago.
-	store, err := idem.NewDynamoStore(awstest.DynamoDB(t), table)
+	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), table)
 	if err != nil {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Hour)
-	if _, _, err := store.Create(ctx, &idem.Record{Key: "test#crashed", Status: idem.StatusInProgress, LeaseToken: "t", LeaseUntil: past,
+	if _, _, err := store.Create(ctx, &persistence.Record{Key: "test#crashed", Status: persistence.StatusInProgress, LeaseToken: "t", LeaseUntil: past,
 		Inflight: "0", ExpiresAt: past.Add(48 * time.Hour), PayloadHash: "h", Attempt: 1, Owner: "crashed", CreatedAt: past, UpdatedAt: past}, past); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest/minimal"
@@ -59,7 +61,7 @@ func TestConsumerRunsIt(t *testing.T) {
 		r := exampletest.FIFORecord(id, "notes", body, map[string]events.SQSMessageAttribute{
 			idem.KeyAttribute: {DataType: "String", StringValue: aws.String(key)},
 		})
-		r.Attributes["MessageDeduplicationId"] = idem.DeduplicationID(key)
+		r.Attributes["MessageDeduplicationId"] = outbox.DeduplicationID(key)
 		r.EventSourceARN = inputARN
 		return r
 	}
@@ -81,7 +83,7 @@ func TestConsumerRunsIt(t *testing.T) {
 		t.Errorf("the notes table holds %d items, want the one note", len(out.Items))
 	}
 	dlq := exampletest.ReceiveAll(t, st.SQS, st.Must(t, "DLQ_URL"))
-	if len(dlq) != 1 || !strings.Contains(aws.ToString(dlq[0].MessageAttributes[idem.DLQReasonAttribute].StringValue), `"note": unknown field`) {
+	if len(dlq) != 1 || !strings.Contains(aws.ToString(dlq[0].MessageAttributes[sqsmsg.DLQReasonAttribute].StringValue), `"note": unknown field`) {
 		t.Errorf("dead letters %+v, want the invalid body's, for its unknown field", dlq)
 	}
 }
