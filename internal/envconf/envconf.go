@@ -164,6 +164,11 @@ func (e *Reader) KeyRule() idem.KeyRule {
 // consumer keeps a record, and the ingress a key taken, alike.
 func (e *Reader) TTL() time.Duration { return e.Duration("IDEMPOTENCY_TTL", 168*time.Hour) }
 
+// LeaseGrace is LEASE_GRACE (default 30s, the template's LeaseGraceSeconds): a lease's
+// grace past its invocation's deadline, and so the most the hosts' clocks may be apart
+// (RELIABILITY.md, clock drift). The consumer, the reaper and the ingress read it.
+func (e *Reader) LeaseGrace() time.Duration { return e.Duration("LEASE_GRACE", 30*time.Second) }
+
 // MetricsNamespace reads METRICS_NAMESPACE (default IdempotentConsumer), the CloudWatch
 // namespace of every function's EMF metrics.
 func (e *Reader) MetricsNamespace() string {

@@ -135,7 +135,7 @@ func TestIngressAgreesWithConsumer(t *testing.T) {
 		return p.Environment.Variables
 	}
 	consumer, ingress := env("ConsumerFunction"), env("IngressFunction")
-	for _, name := range []string{"IDEMPOTENCY_SCOPE", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL"} {
+	for _, name := range []string{"IDEMPOTENCY_SCOPE", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "LEASE_GRACE"} {
 		if ingress[name] == nil || !bytes.Equal(compact(t, ingress[name]), compact(t, consumer[name])) {
 			t.Errorf("%s: the ingress has %s, the consumer %s", name, ingress[name], consumer[name])
 		}

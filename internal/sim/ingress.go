@@ -136,7 +136,7 @@ func (w *world) newIngress() error {
 	a := w.sc.consumers[0]
 	cfg := ingressapp.Config{
 		Example: simExample{}, Scope: a.scope, IdempotencyTable: a.layout.Table, Layout: a.layout, KeyRule: w.sc.keyRule(), IngressTable: ingressTable,
-		QueueURL: a.inputURL, TTL: w.sc.ttl, AcceptWindow: ingressTimeout, MaxBodyBytes: ingressapp.DefaultMaxBodyBytes,
+		QueueURL: a.inputURL, TTL: w.sc.ttl, AcceptWindow: ingressTimeout, LeaseGrace: a.grace, MaxBodyBytes: ingressapp.DefaultMaxBodyBytes,
 		RequireIAMCaller: true, MetricsNamespace: "Sim", Keys: stackKeys, KeyScope: w.sc.cfg.keyScope,
 	}
 	if err := cfg.Check(); err != nil {

@@ -79,7 +79,7 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		DLQURL:           e.Required("DLQ_URL"),
 		Scope:            e.Required("IDEMPOTENCY_SCOPE"),
 		TTL:              e.TTL(),
-		LeaseGrace:       e.Duration("LEASE_GRACE", 30*time.Second),
+		LeaseGrace:       e.LeaseGrace(),
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
 		Concurrency:      e.Int("MAX_CONCURRENCY", 10, 1, 1000),
 		DeadlineMargin:   e.Duration("DEADLINE_MARGIN", 2*time.Second),

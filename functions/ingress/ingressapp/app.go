@@ -157,7 +157,9 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 	}
 	// The consumer's record of the key is read beside the put: a new record of the
 	// ingress's may stand in for one that expired while the consumer's, written later,
-	// still lives (live), and a retry is answered from it.
+	// still lives (live), and a retry is answered from it. It counts live until
+	// LeaseGrace past its expiry by this clock: a consumer whose clock is behind still
+	// finds it live, and would answer a message sent now "duplicate" and write nothing.
 	cpk, err := idem.RecordKey(a.cfg.Scope, consumerKey, false)
 	if err != nil {
 		return invalid(titleInvalidBody, "the consumer could not key this message: "+err.Error())
@@ -168,7 +170,7 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 		liveErr error
 	)
 	wg.Go(func() {
-		live, liveErr = a.consumer.Get(ctx, cpk, now)
+		live, liveErr = a.consumer.Get(ctx, cpk, now.Add(-a.cfg.LeaseGrace))
 		if errors.Is(liveErr, idem.ErrNotFound) {
 			live, liveErr = nil, nil
 		}

@@ -71,6 +71,12 @@ type Config struct {
 	// while its message is being sent: the function's timeout. A retry inside it
 	// answers 409; after it (the first request died), the retry sends the message itself.
 	AcceptWindow time.Duration
+	// LeaseGrace (LEASE_GRACE, default 30s: the consumer's) is the most the hosts' clocks
+	// may be apart (RELIABILITY.md, clock drift). A POST counts the consumer's record of
+	// its key live for this long past its expiry: a consumer whose clock is behind the
+	// ingress's still finds it live, and would take a message sent then for a duplicate
+	// and write nothing, leaving the new request accepted for a whole TTL.
+	LeaseGrace   time.Duration
 	MaxBodyBytes int // MAX_BODY_BYTES (default DefaultMaxBodyBytes)
 	// RequireIAMCaller (REQUIRE_IAM_CALLER, default true) refuses with 403 any event that
 	// carries no IAM caller: a function URL switched to AuthType NONE, or an API in front
@@ -108,6 +114,7 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		QueueURL:         e.Required("INPUT_QUEUE_URL"),
 		TTL:              e.TTL(),
 		AcceptWindow:     e.Duration("ACCEPT_WINDOW", 10*time.Second),
+		LeaseGrace:       e.LeaseGrace(),
 		MaxBodyBytes:     e.Int("MAX_BODY_BYTES", DefaultMaxBodyBytes, 1, maxBodyLimit),
 		RequireIAMCaller: e.OneOf("REQUIRE_IAM_CALLER", "true", "true", "false") == "true",
 		MetricsNamespace: e.MetricsNamespace(),
@@ -160,8 +167,8 @@ func (c Config) Check() error {
 	if c.IdempotencyTable != "" && c.IdempotencyTable == c.IngressTable {
 		errs = append(errs, errors.New("INGRESS_TABLE must not be the consumer's IDEMPOTENCY_TABLE: the consumer's acquire would take the ingress's record for the key's outcome"))
 	}
-	if c.TTL <= 0 || c.AcceptWindow <= 0 {
-		errs = append(errs, errors.New("IDEMPOTENCY_TTL and ACCEPT_WINDOW must be positive"))
+	if c.TTL <= 0 || c.AcceptWindow <= 0 || c.LeaseGrace <= 0 {
+		errs = append(errs, errors.New("IDEMPOTENCY_TTL, ACCEPT_WINDOW and LEASE_GRACE must be positive"))
 	}
 	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > maxBodyLimit {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be from 1 to %d", maxBodyLimit))

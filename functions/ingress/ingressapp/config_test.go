@@ -24,17 +24,17 @@ import (
 func TestFromEnv(t *testing.T) {
 	f := newFixture(t, options{})
 	env := maps.Clone(f.env)
-	for _, name := range []string{"IDEMPOTENCY_TTL", "ACCEPT_WINDOW", "MAX_BODY_BYTES", "REQUIRE_IAM_CALLER", "INGRESS_KEY_SCOPE", "METRICS_NAMESPACE"} {
+	for _, name := range []string{"IDEMPOTENCY_TTL", "ACCEPT_WINDOW", "LEASE_GRACE", "MAX_BODY_BYTES", "REQUIRE_IAM_CALLER", "INGRESS_KEY_SCOPE", "METRICS_NAMESPACE"} {
 		delete(env, name)
 	}
 	cfg, err := ingressapp.FromEnv(exampletest.LookupIn(env))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.TTL != 168*time.Hour || cfg.AcceptWindow != 10*time.Second || cfg.MaxBodyBytes != ingressapp.DefaultMaxBodyBytes ||
+	if cfg.TTL != 168*time.Hour || cfg.AcceptWindow != 10*time.Second || cfg.LeaseGrace != 30*time.Second || cfg.MaxBodyBytes != ingressapp.DefaultMaxBodyBytes ||
 		!cfg.RequireIAMCaller || cfg.KeyScope != ingressapp.ScopeCaller || cfg.MetricsNamespace != "IdempotentConsumer" {
-		t.Errorf("defaults: TTL %v, accept window %v, max body %d, IAM caller required %v, key scope %q, namespace %q; want 168h, 10s, %d, true, %q, IdempotentConsumer",
-			cfg.TTL, cfg.AcceptWindow, cfg.MaxBodyBytes, cfg.RequireIAMCaller, cfg.KeyScope, cfg.MetricsNamespace, ingressapp.DefaultMaxBodyBytes, ingressapp.ScopeCaller)
+		t.Errorf("defaults: TTL %v, accept window %v, lease grace %v, max body %d, IAM caller required %v, key scope %q, namespace %q; want 168h, 10s, 30s, %d, true, %q, IdempotentConsumer",
+			cfg.TTL, cfg.AcceptWindow, cfg.LeaseGrace, cfg.MaxBodyBytes, cfg.RequireIAMCaller, cfg.KeyScope, cfg.MetricsNamespace, ingressapp.DefaultMaxBodyBytes, ingressapp.ScopeCaller)
 	}
 	if cfg.IdempotencyTable == "" || cfg.IdempotencyTable != cfg.Layout.Table || cfg.Keys == nil || cfg.Example == nil || cfg.Example.Name() != f.ex.Name() {
 		t.Errorf("cfg %+v: want the consumer's table from its layout, the stack's keys and the example %s", cfg, f.ex.Name())
@@ -74,6 +74,7 @@ func TestFromEnv(t *testing.T) {
 	for what, change := range map[string]func(*ingressapp.Config){
 		"no TTL":                func(c *ingressapp.Config) { c.TTL = 0 },
 		"no acceptance window":  func(c *ingressapp.Config) { c.AcceptWindow = 0 },
+		"no lease grace":        func(c *ingressapp.Config) { c.LeaseGrace = 0 },
 		"no body":               func(c *ingressapp.Config) { c.MaxBodyBytes = 0 },
 		"a body past the limit": func(c *ingressapp.Config) { c.MaxBodyBytes = sqsmsg.MaxSQSMessageBytes - 8*1024 + 1 },
 		"no example":            func(c *ingressapp.Config) { c.Example = nil },

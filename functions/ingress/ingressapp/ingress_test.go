@@ -912,35 +912,11 @@ func TestCreateWhoseAnswerWasLost(t *testing.T) {
 // ingress's record gone, also answers from the consumer's record.
 func TestRetentionFollowsTheConsumersRecord(t *testing.T) {
 	f := newFixture(t, options{})
-	m := f.traffic(t, 1)[0]
-	key := f.key("retained")
-	wantCode(t, "first POST", f.post(t, key, m.Body), http.StatusAccepted)
-	f.consumeWith(t, nil)
-	scoped := f.scoped(key)
-	rec := f.consumerRecord(t, scoped)
-	if rec.Status != persistence.StatusCompleted {
-		t.Fatalf("the consumer's record: %+v, want COMPLETED", rec)
-	}
-	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], scoped, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, key, rec, pk := f.completedRequest(t, "retained")
 	ingressKey := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: pk}}
 	// The ingress's record expired (DynamoDB has not deleted it yet), the consumer's lives.
-	if _, err := f.st.DynamoDB.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName: aws.String(f.env["INGRESS_TABLE"]), Key: ingressKey, UpdateExpression: aws.String("SET expires_at = :past"),
-		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":past": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(-time.Minute).Unix())}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	f.calls.Reset()
-	r := f.post(t, key, m.Body)
-	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusCompleted || !bytes.Equal(st.Response, rec.Response) {
-		t.Fatalf("a retry after the ingress's record expired: %s, want 200 completed from the consumer's record", r)
-	}
-	if n := f.sends(); n != 0 {
-		t.Fatalf("the retry sent %d messages, want none", n)
-	}
+	f.expireItem(t, f.env["INGRESS_TABLE"], "pk", pk, time.Minute)
+	f.retryAnsweredFrom(t, "a retry after the ingress's record expired", key, m.Body, rec)
 	item := f.ingressItem(t, key)
 	if exp, ok := item["expires_at"].(*ddbtypes.AttributeValueMemberN); !ok || exp.Value != fmt.Sprint(rec.ExpiresAt.Unix()) ||
 		item["state"].(*ddbtypes.AttributeValueMemberS).Value != "QUEUED" {
@@ -950,8 +926,77 @@ func TestRetentionFollowsTheConsumersRecord(t *testing.T) {
 	if _, err := f.st.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(f.env["INGRESS_TABLE"]), Key: ingressKey}); err != nil {
 		t.Fatal(err)
 	}
-	r = f.get(t, key)
+	r := f.get(t, key)
 	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusCompleted {
 		t.Fatalf("GET with the ingress's record deleted: %s, want 200 completed from the consumer's record", r)
+	}
+}
+
+// TestConsumersRecordOutlivesItsExpiryByTheGrace: a retry after the ingress's record
+// expired, whose consumer's record expired a moment ago by the ingress's clock, sends
+// nothing: a consumer whose clock is behind (by up to LEASE_GRACE, RELIABILITY.md) still
+// finds that record live and would answer the message "duplicate", writing nothing, and
+// the new request would read accepted for a whole TTL (the simulator's seed 37135). Past
+// the grace, the retry is a new request, sent.
+func TestConsumersRecordOutlivesItsExpiryByTheGrace(t *testing.T) {
+	f := newFixture(t, options{env: map[string]string{"LEASE_GRACE": "30s"}})
+	m, key, rec, pk := f.completedRequest(t, "skewed")
+	f.expireItem(t, f.env["INGRESS_TABLE"], "pk", pk, time.Hour)
+	f.expireItem(t, f.cfg.Layout.Table, f.cfg.Layout.PartitionKey, pk, 10*time.Second) // inside the grace
+	f.retryAnsweredFrom(t, "a retry 10 s after the consumer's record expired", key, m.Body, rec)
+	f.expireItem(t, f.cfg.Layout.Table, f.cfg.Layout.PartitionKey, pk, time.Minute) // past the grace
+	f.expireItem(t, f.env["INGRESS_TABLE"], "pk", pk, time.Minute)
+	f.calls.Reset()
+	wantCode(t, "a retry past the grace", f.post(t, key, m.Body), http.StatusAccepted)
+	if n := f.sends(); n != 1 {
+		t.Fatalf("the retry past the grace sent %d messages, want 1", n)
+	}
+}
+
+// completedRequest posts a request under a key named name and has the consumer complete
+// it: the message posted, the client's key, the consumer's record and its partition key
+// (the ingress's record has the same).
+func (f *fixture) completedRequest(t *testing.T, name string) (m example.Message, key string, rec *persistence.Record, pk string) {
+	t.Helper()
+	m = f.traffic(t, 1)[0]
+	key = f.key(name)
+	wantCode(t, "first POST", f.post(t, key, m.Body), http.StatusAccepted)
+	f.consumeWith(t, nil)
+	scoped := f.scoped(key)
+	rec = f.consumerRecord(t, scoped)
+	if rec.Status != persistence.StatusCompleted {
+		t.Fatalf("the consumer's record: %+v, want COMPLETED", rec)
+	}
+	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], scoped, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, key, rec, pk
+}
+
+// expireItem sets the expires_at of table's item whose partition key attr is pk to by
+// ago: expired, and not yet deleted (DynamoDB's TTL deletes late).
+func (f *fixture) expireItem(t *testing.T, table, attr, pk string, by time.Duration) {
+	t.Helper()
+	if _, err := f.st.DynamoDB.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: map[string]ddbtypes.AttributeValue{attr: &ddbtypes.AttributeValueMemberS{Value: pk}},
+		UpdateExpression:          aws.String("SET expires_at = :past"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":past": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(-by).Unix())}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// retryAnsweredFrom posts body under key again and fails the test unless it is answered
+// from the consumer's record rec (200 completed, its response) and sends nothing.
+func (f *fixture) retryAnsweredFrom(t *testing.T, what, key, body string, rec *persistence.Record) {
+	t.Helper()
+	f.calls.Reset()
+	r := f.post(t, key, body)
+	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusCompleted || !bytes.Equal(st.Response, rec.Response) {
+		t.Fatalf("%s: %s, want 200 completed from the consumer's record", what, r)
+	}
+	if n := f.sends(); n != 0 {
+		t.Fatalf("%s: %d messages sent, want none", what, n)
 	}
 }

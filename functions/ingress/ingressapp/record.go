@@ -159,8 +159,11 @@ func fromItem(it map[string]types.AttributeValue) (*record, error) {
 }
 
 // expired reports whether the record's TTL has passed: DynamoDB deletes expired items
-// late, so every read and condition treats them as absent.
-func (r *record) expired(now time.Time) bool { return r.ExpiresAt.Before(now) }
+// late, so every read and condition treats them as absent. expires_at is in epoch
+// seconds, and the record lives through its last second, as create's condition
+// (expires_at < now's second) and the consumer's records (persistence.Record.Expired)
+// have it.
+func (r *record) expired(now time.Time) bool { return r.ExpiresAt.Unix() < now.Unix() }
 
 // create writes rec unless a live record of its key exists (one conditional PutItem).
 // When one does it writes nothing and returns it. A record already holding rec's token

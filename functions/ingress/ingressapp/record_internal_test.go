@@ -160,7 +160,8 @@ func TestCreateAgainstAnswers(t *testing.T) {
 
 // TestGetAgainstAnswers: what get makes of DynamoDB's answers to its read: no item is no
 // record, whatever the time (the status lookup reads with the zero time, so that an
-// expired record still shows); an expired record is none, except at the zero time; an
+// expired record still shows); an expired record (its expires_at before now's second) is
+// none, except at the zero time; an
 // item that does not decode and a failed read are errors.
 func TestGetAgainstAnswers(t *testing.T) {
 	ctx := context.Background()
@@ -170,6 +171,10 @@ func TestGetAgainstAnswers(t *testing.T) {
 	expired.ExpiresAt = now.Add(-time.Hour)
 	bad := live.item()
 	bad[attrState] = n(1)
+	// expires_at is in seconds: a record lives through its last second, as the put's
+	// condition (expires_at < now's second) and the consumer's records have it.
+	lastSecond := fullRecord(now)
+	lastSecond.ExpiresAt = now
 	for _, c := range []struct {
 		name    string
 		item    map[string]types.AttributeValue
@@ -182,6 +187,8 @@ func TestGetAgainstAnswers(t *testing.T) {
 		{"no item, at the zero time", nil, nil, time.Time{}, nil, ""},
 		{"a live record", live.item(), nil, now, live, ""},
 		{"an expired record", expired.item(), nil, now, nil, ""},
+		{"a record in its last second", lastSecond.item(), nil, now.Add(999 * time.Millisecond), lastSecond, ""},
+		{"a record a second past its last", lastSecond.item(), nil, now.Add(time.Second), nil, ""},
 		{"an expired record, at the zero time", expired.item(), nil, time.Time{}, expired, ""},
 		{"an item of another shape", bad, nil, now, nil, "attribute " + attrState},
 		{"an item of another shape, expired or not", bad, nil, time.Time{}, nil, "attribute " + attrState},

@@ -55,7 +55,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		Layout:           e.Layout(),
 		Scope:            e.String("IDEMPOTENCY_SCOPE", ""),
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
-		Grace:            e.Duration("LEASE_GRACE", 30*time.Second),
+		Grace:            e.LeaseGrace(),
 		Margin:           e.Duration("SWEEP_MARGIN", 2*time.Second),
 		MetricsNamespace: e.MetricsNamespace(),
 		FunctionTimeout:  e.Duration("FUNCTION_TIMEOUT", 0),
