@@ -58,11 +58,12 @@ type ingressSide struct {
 	renewed   map[*op]bool        // taken again past the records' retention: a new execution by contract
 	finals    map[*op]*ingressapp.Status
 	finalCode map[*op]int
-	finalGone map[*op]bool // the ingress's record of the key had ended when the last GET was made
+	finalGone map[*op]bool // the ingress's record of the key had ended, by its clock, when the last GET was answered
 }
 
 type ingressEnv struct {
 	handler ingressapp.Handler
+	clock   func() time.Time // the environment's clock, drifted when the configuration says
 	busy    bool
 }
 
@@ -154,11 +155,12 @@ func (w *world) ingressEnv() (*ingressEnv, error) {
 			return e, nil
 		}
 	}
-	app, err := ingressapp.New(w.ingress.cfg, ingressapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Clock: w.newClock()})
+	clock := w.newClock()
+	app, err := ingressapp.New(w.ingress.cfg, ingressapp.Deps{DynamoDB: ddbAPI{w}, SQS: sqsAPI{w}, Logs: w.trace.logs(), Metrics: io.Discard, Clock: clock})
 	if err != nil {
 		return nil, err
 	}
-	e := &ingressEnv{handler: app.Handler()}
+	e := &ingressEnv{handler: app.Handler(), clock: clock}
 	w.ingress.envs = append(w.ingress.envs, e)
 	return e, nil
 }
@@ -181,9 +183,6 @@ func (w *world) httpInvoke(hc *httpCall) {
 	hc.tries++
 	if hc.method == http.MethodPost {
 		w.ingress.posts[hc.o] = append(w.ingress.posts[hc.o], time.Now())
-	}
-	if hc.final {
-		w.ingress.finalGone[hc.o] = !w.ingressRecordLive(hc.o)
 	}
 	w.obs.stats.HTTPRequests++
 	w.invSeq++
@@ -257,6 +256,9 @@ func (w *world) ingressDone(inv *invocation) {
 		w.statusAnswer(hc.o, w.sc.callerKey(hc.o, hc.s.key), st)
 	}
 	if hc.final {
+		// Ended or not by the clock the ingress read it by, which may run ahead of the
+		// true one (docs/ingress.md: 404 once it expired): judged once it answered.
+		w.ingress.finalGone[hc.o] = !w.ingressRecordLive(hc.o, hc.env.clock())
 		w.ingress.finals[hc.o], w.ingress.finalCode[hc.o] = st, code
 		w.ingress.waiting--
 		return
@@ -409,9 +411,9 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 	}
 }
 
-// ingressRecordLive reports whether the ingress's table holds a live record of the key
-// under which it took o.
-func (w *world) ingressRecordLive(o *op) bool {
+// ingressRecordLive reports whether the ingress's table holds a record of the key under
+// which it took o that is live at now.
+func (w *world) ingressRecordLive(o *op, now time.Time) bool {
 	pk, err := idem.RecordKey(w.sc.consumers[0].scope, w.sc.callerKey(o, w.ingress.takenKey[o]), false)
 	if err != nil {
 		return false
@@ -419,7 +421,7 @@ func (w *world) ingressRecordLive(o *op) bool {
 	items, _ := w.db.Items(ingressTable)
 	for _, it := range items {
 		if strAttr(it, "pk") == pk {
-			return numAttr(it, "expires_at") >= time.Now().Unix()
+			return numAttr(it, "expires_at") >= now.Unix()
 		}
 	}
 	return false
