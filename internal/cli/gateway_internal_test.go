@@ -2,34 +2,15 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 )
-
-// syncBuffer is a bytes.Buffer safe for the stand-ins' concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestGatewayStandsInForEachService (issue 39): `idemctl gateway` for an example that
 // calls two services serves one stand-in per service, each at its own URL, exported in its
@@ -39,7 +20,7 @@ func TestGatewayStandsInForEachService(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stdoutR, stdoutW := io.Pipe()
-	var log, stderr syncBuffer
+	var log, stderr exampletest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		defer stdoutW.Close() //nolint:errcheck // test
