@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -133,9 +134,21 @@ func TestSwapTheWiredExample(t *testing.T) {
 				"./internal/demo/", "./functions/consumer/consumerapp/", "./"+filepath.ToSlash(pkgDir)+"/"))
 			demo := run(t, dir, 10*time.Minute, append(env, "IDEMCTL_BOOTSTRAPS="+filepath.Join(dir, ".aws-sam", "bootstraps")), idemctl, "demo",
 				"--messages", "200", "--groups", "8", "--consumers", "2", "--seed", "7", "--no-crash")
-			for _, want := range []string{newType + " check: tables = what the applied messages leave OK", "demo: OK"} {
+			// The demo follows the type's block: a stand-in for each of its two services and
+			// each of its two outbound queues (FIFO and standard) counted, one message per
+			// applied one on each.
+			for _, want := range []string{
+				newType + " check: tables = what the applied messages leave OK", "demo: OK",
+				"outside service CARRIER_URL (its stand-in)           200 calls for 200 keys, 200 applied once each",
+				"outside service WAREHOUSE_URL (its stand-in)         200 calls for 200 keys, 200 applied once each",
+			} {
 				if !strings.Contains(demo, want) {
 					t.Errorf("idemctl demo in the copy: no line %q:\n%s", want, demo)
+				}
+			}
+			for _, queue := range []string{"-ShipmentNoticesQueue.fifo ", "-TrackingQueue "} {
+				if !regexp.MustCompile(regexp.QuoteMeta(queue) + ` +200 messages, 200 idempotency-keys`).MatchString(demo) {
+					t.Errorf("idemctl demo in the copy: no count of 200 messages on the queue %s:\n%s", strings.TrimSpace(queue), demo)
 				}
 			}
 			t.Logf("idemctl demo in the copy:\n%s", demo)
