@@ -80,18 +80,25 @@ func CopyWorkTree(root, dst string) (int, error) {
 
 var examplesLine = regexp.MustCompile(`(?m)^var Examples = \[\]example\.Example\{.*\}$`)
 
-// Rewire returns the wiring file src with only the example whose package is pkg (its
-// import path's last element; its type is pkg.Example) in Examples, and the imports of
-// the others dropped: what a user does to wire their own example.
+// Rewire returns the wiring file src with only the example whose package is pkg
+// (functions/consumer/pkg; its type is pkg.Example) in Examples, its import added when
+// missing and the imports of the others dropped: what a user does to wire their own
+// example.
 func Rewire(src []byte, module, pkg string) ([]byte, error) {
 	if !examplesLine.Match(src) {
 		return nil, fmt.Errorf("adapt: the wiring file has no line %q", examplesLine)
 	}
 	out := examplesLine.ReplaceAll(src, []byte("var Examples = []example.Example{"+pkg+".Example{}}"))
-	imports := regexp.MustCompile(`(?m)^\t"` + regexp.QuoteMeta(module) + `/functions/consumer/([a-z0-9]+)"\n`)
+	prefix := "\t\"" + module + "/functions/consumer/"
+	imports := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `([a-z0-9]+)"\n`)
 	out = imports.ReplaceAllFunc(out, func(line []byte) []byte {
-		name := imports.FindSubmatch(line)[1]
-		if string(name) == "example" || string(name) == pkg {
+		switch string(imports.FindSubmatch(line)[1]) {
+		case "example":
+			if !bytes.Contains(out, []byte(prefix+pkg+"\"\n")) {
+				return []byte(string(line) + prefix + pkg + "\"\n")
+			}
+			return line
+		case pkg:
 			return line
 		}
 		return nil

@@ -30,6 +30,16 @@ var Examples = []example.Example{alpha.Example{}, beta.Example{}}
 		!strings.Contains(got, `"example.com/m/functions/consumer/example"`) || !strings.Contains(got, `"example.com/m/functions/consumer/beta"`) {
 		t.Errorf("rewired:\n%s", got)
 	}
+	// A new package (not imported yet) gets its import.
+	out, err = adapt.Rewire([]byte(src), "example.com/m", "gamma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = string(out)
+	if strings.Contains(got, "alpha") || strings.Contains(got, "beta") || !strings.Contains(got, "var Examples = []example.Example{gamma.Example{}}") ||
+		strings.Count(got, `"example.com/m/functions/consumer/gamma"`) != 1 || !strings.Contains(got, `"example.com/m/functions/consumer/example"`) {
+		t.Errorf("rewired to a new package:\n%s", got)
+	}
 	if _, err := adapt.Rewire([]byte("package wiring\n"), "example.com/m", "beta"); err == nil {
 		t.Error("a wiring file without an Examples line was rewired")
 	}

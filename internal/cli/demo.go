@@ -22,7 +22,6 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/funcurl"
-	"github.com/idemgo/sqs-lambda-consumer/internal/gateway"
 	"github.com/idemgo/sqs-lambda-consumer/internal/localfn"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 	"github.com/idemgo/sqs-lambda-consumer/internal/syncw"
@@ -164,14 +163,15 @@ func demoRun(ctx context.Context, o demoOptions, stdout, stderr io.Writer, env l
 	}
 	// The example's outside services: a stand-in for each (internal/gateway), whose calls
 	// the demo counts.
-	for _, name := range example.ServicesOf(ex) {
-		g, err := gateway.Start("", nil)
-		if err != nil {
-			return false, fmt.Errorf("a stand-in for %s: %w", name, err)
-		}
-		defer g.Close() //nolint:errcheck // the demo is over: its calls were counted
-		vars[name] = g.URL()
-		fmt.Fprintf(stderr, "demo: %s: a stand-in for the service (internal/gateway) at %s\n", name, g.URL())
+	services := example.ServicesOf(ex)
+	gws, stopStandIns, err := startStandIns(services, make([]string, len(services)), nil)
+	if err != nil {
+		return false, err
+	}
+	defer stopStandIns() // the demo is over: their calls were counted
+	for _, name := range services {
+		vars[name] = gws[name].URL()
+		fmt.Fprintf(stderr, "demo: %s: a stand-in for the service (internal/gateway) at %s\n", name, vars[name])
 	}
 	logPath := o.logPath
 	if logPath == "" {

@@ -65,6 +65,9 @@ type Call struct {
 	Outcome string    `json:"outcome"`
 	Status  int       `json:"status"`       // the status answered; 0: none (hung, lost)
 	ID      string    `json:"id,omitempty"` // the id the key was applied under
+	// Service is the name the stand-in was started for (StartFor): which of several
+	// stand-ins logging to one writer took the call. "": unnamed.
+	Service string `json:"service,omitempty"`
 }
 
 // Faults are injected into the next calls, in this order: the next Fail calls are
@@ -84,6 +87,7 @@ type Server struct {
 	stop context.CancelFunc
 	done chan struct{}
 	log  io.Writer // each call as a JSON line; nil: none
+	name string    // Call.Service of its calls
 
 	mu      sync.Mutex
 	calls   []Call
@@ -93,7 +97,11 @@ type Server struct {
 
 // Start serves the stand-in on addr (host:port; "" is 127.0.0.1 on a free port), which
 // must be a loopback address. log, when not nil, gets each call as a JSON line.
-func Start(addr string, log io.Writer) (*Server, error) {
+func Start(addr string, log io.Writer) (*Server, error) { return StartFor("", addr, log) }
+
+// StartFor is Start for the service named service: each of its calls says so
+// (Call.Service), in Calls and in the log.
+func StartFor(service, addr string, log io.Writer) (*Server, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -110,7 +118,7 @@ func Start(addr string, log io.Writer) (*Server, error) {
 	}
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
-		url: "http://" + ln.Addr().String(), stop: stop, done: make(chan struct{}), log: log,
+		url: "http://" + ln.Addr().String(), stop: stop, done: make(chan struct{}), log: log, name: service,
 		applied: map[string]Call{},
 	}
 	s.srv = &http.Server{
@@ -181,7 +189,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	c := Call{Key: r.Header.Get(KeyHeader), Method: r.Method, Path: r.URL.Path, Body: string(body), At: time.Now()}
+	c := Call{Key: r.Header.Get(KeyHeader), Method: r.Method, Path: r.URL.Path, Body: string(body), At: time.Now(), Service: s.name}
 	fault, hangFor := s.take(c.Key != "")
 	switch {
 	case c.Key == "":
