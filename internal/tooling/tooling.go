@@ -60,7 +60,7 @@ var Deletable = []Entry{
 	{"internal/bench", "the benchmarks that need the tooling (make bench, make bench-ingress)"},
 	{"internal/cost", "the cost per million messages (make cost)"},
 	{"internal/scale", "the scale model of SCALING.md (make scale)"},
-	{"internal/adapt", "the swap to the second example in a copy"},
+	{"internal/adapt", "a new message type (testdata/shipments) added, wired and tested in a copy"},
 	{"internal/rename", "make rename"},
 	{"internal/sampleevents", "the generator and check of events/"},
 	{"internal/samdeploy", "the template's deployment on moto's CloudFormation"},
