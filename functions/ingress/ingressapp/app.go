@@ -170,7 +170,7 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 		liveErr error
 	)
 	wg.Go(func() {
-		live, liveErr = a.consumer.Get(ctx, cpk, now.Add(-a.cfg.LeaseGrace))
+		live, liveErr = a.consumer.Get(ctx, cpk, a.consumerNow(now))
 		if errors.Is(liveErr, idem.ErrNotFound) {
 			live, liveErr = nil, nil
 		}
@@ -343,7 +343,7 @@ func (a *App) consumerRecordKey(own *record, scoped string) string {
 // replay answers a request of a key whose message was sent: what the consumer's record
 // says, 202 until it is final, then 200.
 func (a *App) replay(ctx context.Context, key, scoped string, own *record, now time.Time) answer {
-	rec, err := a.consumer.Get(ctx, a.consumerRecordKey(own, scoped), now)
+	rec, err := a.consumer.Get(ctx, a.consumerRecordKey(own, scoped), a.consumerNow(now))
 	if err != nil && !errors.Is(err, idem.ErrNotFound) {
 		return unavailable(err, 1)
 	}
@@ -424,7 +424,7 @@ func (a *App) get(ctx context.Context, key, scoped string) answer {
 	guess := ""
 	if a.cfg.KeyRule.Source == idem.KeyFromMessage {
 		guess = pk
-		wg.Go(func() { rec, consumerErr = a.consumer.Get(ctx, guess, now) })
+		wg.Go(func() { rec, consumerErr = a.consumer.Get(ctx, guess, a.consumerNow(now)) })
 	}
 	own, err := a.store.get(ctx, pk, now)
 	wg.Wait()
@@ -441,7 +441,7 @@ func (a *App) get(ctx context.Context, key, scoped string) answer {
 		return notFound("no request was accepted under this Idempotency-Key (or its record expired)")
 	}
 	if cpk := a.consumerRecordKey(own, scoped); cpk != guess {
-		rec, consumerErr = a.consumer.Get(ctx, cpk, now)
+		rec, consumerErr = a.consumer.Get(ctx, cpk, a.consumerNow(now))
 	}
 	if consumerErr != nil && !errors.Is(consumerErr, idem.ErrNotFound) {
 		return unavailable(consumerErr, 1)
@@ -510,3 +510,9 @@ func (a *App) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	}
 	return json.Marshal(resp)
 }
+
+// consumerNow is the time the ingress reads the consumer's records at: LEASE_GRACE before
+// its own clock's now, the most the hosts' clocks may differ. A consumer record is live
+// to the ingress until it has ended by every clock: a consumer whose clock is behind may
+// still answer from it, and the request is what that record says (seeds 37135, 43484).
+func (a *App) consumerNow(now time.Time) time.Time { return now.Add(-a.cfg.LeaseGrace) }
