@@ -393,6 +393,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 			// over), yet the steps the old one completed are still done: a handler does
 			// not repeat them. Business writes need their own guard (Result.Guards).
 			att.steps = append(att.steps, old.Steps...)
+			att.answers = persistence.CloneAnswers(old.Answers)
 			att.expired = old
 		}
 		return att, nil, nil
@@ -414,7 +415,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("idem: acquire %s: %w", persistence.Redact(pk), err)
 	}
-	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash, prev: old}, nil, nil
+	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, answers: persistence.CloneAnswers(rec.Answers), hash: hash, prev: old}, nil, nil
 }
 
 // verdict decides what a delivery does about the live record old that it found under its
