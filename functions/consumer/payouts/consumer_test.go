@@ -184,6 +184,32 @@ func (w *world) checkPaid(t *testing.T, payee string, msgs ...example.Message) {
 	}
 }
 
+// checkTransfer checks that the payout of m was committed with the id the gateway gave
+// its transfer (the step's recorded answer): in its journal entry, and in its record.
+func (w *world) checkTransfer(t *testing.T, m example.Message) {
+	t.Helper()
+	var id string
+	for _, c := range w.calls(t)[m.Key] {
+		if c.Outcome == gateway.Applied {
+			id = c.ID
+		}
+	}
+	out, err := w.st.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(w.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"payee_id": &types.AttributeValueMemberS{Value: payouts.EntryPrefix + m.ID}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := out.Item["transfer_id"].(*types.AttributeValueMemberS)
+	if id == "" || got == nil || got.Value != id {
+		t.Errorf("payout %s: journal entry's transfer_id %v, want the gateway's %q", m.ID, out.Item["transfer_id"], id)
+	}
+	if a := w.record(t, m.Key).Answers[payouts.StepTransfer]; string(a) != id {
+		t.Errorf("payout %s: the record's answer of the step is %q, want %q", m.ID, a, id)
+	}
+}
+
 // TestPayout: a payout reads its payee, calls the gateway once with its key, and is
 // written and noticed once; its duplicates (a warm and a cold consumer) call nothing.
 func TestPayout(t *testing.T) {
@@ -204,6 +230,7 @@ func TestPayout(t *testing.T) {
 		t.Fatalf("gateway calls %+v, want one POST %s applied under key %s", calls, payouts.TransfersPath, m.Key)
 	}
 	w.checkPaid(t, "pe-1", m)
+	w.checkTransfer(t, m)
 	if n := w.notices(t); n["po-1"] != 1 || len(n) != 1 {
 		t.Errorf("notices %v, want one for po-1", n)
 	}
@@ -327,6 +354,7 @@ func TestInterruptedAroundTheStep(t *testing.T) {
 				t.Fatalf("the gateway got %d calls for the key, want %d: %+v", len(calls), c.calls, calls)
 			}
 			w.checkPaid(t, "pe-1", m)
+			w.checkTransfer(t, m)
 			if rec := w.record(t, m.Key); rec.Attempt != 2 || rec.Status != persistence.StatusCompleted {
 				t.Errorf("record %+v, want COMPLETED on its second attempt", rec)
 			}

@@ -21,7 +21,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
-// StepTransfer names the step that calls the gateway (idem.Attempt.Step).
+// StepTransfer names the step that calls the gateway (idem.Attempt.StepAnswer): its
+// answer is the gateway's transfer id.
 const StepTransfer = "transfer"
 
 // TransfersPath is where the handler POSTs a transfer, under the gateway's base URL.
@@ -57,6 +58,7 @@ type Notice struct {
 	PayeeID        string `json:"payee_id"`
 	AmountCents    int64  `json:"amount_cents"`
 	IdempotencyKey string `json:"idempotency_key"` // the key the gateway knows the transfer by
+	TransferID     string `json:"transfer_id"`     // the id the gateway gave the transfer (the step's answer)
 }
 
 // Response is the handler's response, stored with the idempotency record and replayed
@@ -138,18 +140,21 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	if !enabled && !req.Attempt.Done(StepTransfer) {
 		return idem.Result{}, idem.Refuse(fmt.Sprintf("payee %s is not enabled", p.PayeeID))
 	}
-	if err := req.Attempt.Step(ctx, StepTransfer, func(ctx context.Context) error {
+	// The gateway's transfer id is the step's answer, recorded with it: an attempt that
+	// takes over after the step gets it from the record, without calling again.
+	transfer, err := req.Attempt.StepAnswer(ctx, StepTransfer, func(ctx context.Context) ([]byte, error) {
 		return h.transfer(ctx, req.Key, p)
-	}); err != nil {
+	})
+	if err != nil {
 		return idem.Result{}, err
 	}
-	notice, err := json.Marshal(Notice{PayoutID: p.PayoutID, PayeeID: p.PayeeID, AmountCents: p.AmountCents, IdempotencyKey: req.Key})
+	notice, err := json.Marshal(Notice{PayoutID: p.PayoutID, PayeeID: p.PayeeID, AmountCents: p.AmountCents, IdempotencyKey: req.Key, TransferID: string(transfer)})
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("payouts: encode notice: %w", err)
 	}
 	return idem.Result{
 		Response: resp,
-		Writes:   []types.TransactWriteItem{h.entry(req.Key, p), h.credit(p)},
+		Writes:   []types.TransactWriteItem{h.entry(req.Key, p, string(transfer)), h.credit(p)},
 		Guards:   []int{0},
 		Messages: []idem.Message{{
 			QueueURL: h.cfg.NoticesQueueURL, Body: string(notice),
@@ -181,34 +186,49 @@ func (h *handler) enabled(ctx context.Context, payee string) (bool, error) {
 	return ok && v.Value, nil
 }
 
-// transfer POSTs the payout to the gateway with the idempotency key: 2xx is done; 5xx,
-// 429, a timeout or a lost answer are retried (the delivery fails and comes back; the
-// same key makes the gateway apply it once); any other answer is permanent.
-func (h *handler) transfer(ctx context.Context, key string, p Payout) error {
+// transfer POSTs the payout to the gateway with the idempotency key and returns the id
+// the gateway gave the transfer: 2xx is done; 5xx, 429, a timeout or a lost answer are
+// retried (the delivery fails and comes back; the same key makes the gateway apply it
+// once); any other answer is permanent, and so is a 2xx without an id.
+func (h *handler) transfer(ctx context.Context, key string, p Payout) ([]byte, error) {
 	body, err := json.Marshal(Transfer(p))
 	if err != nil {
-		return fmt.Errorf("payouts: encode transfer: %w", err)
+		return nil, fmt.Errorf("payouts: encode transfer: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.GatewayURL+TransfersPath, bytes.NewReader(body))
 	if err != nil {
-		return idem.Permanent(fmt.Errorf("payouts: transfer request: %w", err))
+		return nil, idem.Permanent(fmt.Errorf("payouts: transfer request: %w", err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := h.web.Do(req)
 	if err != nil {
-		return fmt.Errorf("payouts: transfer %s: %w", p.PayoutID, err)
+		return nil, fmt.Errorf("payouts: transfer %s: %w", p.PayoutID, err)
 	}
 	defer resp.Body.Close() //nolint:errcheck // read only
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return nil
+		return transferID(p, answer)
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return fmt.Errorf("payouts: transfer %s: the gateway answered %s", p.PayoutID, resp.Status)
+		return nil, fmt.Errorf("payouts: transfer %s: the gateway answered %s", p.PayoutID, resp.Status)
 	default:
-		return idem.Permanent(fmt.Errorf("payouts: transfer %s: the gateway refused it: %s %s", p.PayoutID, resp.Status, bytes.TrimSpace(answer)))
+		return nil, idem.Permanent(fmt.Errorf("payouts: transfer %s: the gateway refused it: %s %s", p.PayoutID, resp.Status, bytes.TrimSpace(answer)))
 	}
+}
+
+// maxTransferID bounds the gateway's transfer id, the step's recorded answer.
+const maxTransferID = 128
+
+// transferID reads the id from the gateway's answer to a transfer ({"id": ...}).
+func transferID(p Payout, answer []byte) ([]byte, error) {
+	var a struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(answer, &a); err != nil || a.ID == "" || len(a.ID) > maxTransferID {
+		return nil, idem.Permanent(fmt.Errorf("payouts: transfer %s: the gateway applied it but answered no transfer id of at most %d bytes: %.80q", p.PayoutID, maxTransferID, answer))
+	}
+	return []byte(a.ID), nil
 }
 
 // entryKey is the key of the payout's journal entry under the idempotency key key: its
@@ -218,13 +238,14 @@ func entryKey(key string, p Payout) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPayee: &types.AttributeValueMemberS{Value: EntryPrefix + idem.CallerScope(key) + p.PayoutID}}
 }
 
-// entry is the payout's journal entry, put only if absent (the guard): a payout
+// entry is the payout's journal entry, with the gateway's transfer id, put only if absent (the guard): a payout
 // redelivered after its record expired finds it (Applied above), and a commit that
 // races such a redelivery is refused by it.
-func (h *handler) entry(key string, p Payout) types.TransactWriteItem {
+func (h *handler) entry(key string, p Payout, transfer string) types.TransactWriteItem {
 	return guarded.Entry(h.cfg.PayeesTable, attrPayee, key, map[string]types.AttributeValue{
 		attrPayee:      entryKey(key, p)[attrPayee],
 		attrEntryPayee: &types.AttributeValueMemberS{Value: p.PayeeID},
+		attrTransfer:   &types.AttributeValueMemberS{Value: transfer},
 		attrAmount:     &types.AttributeValueMemberN{Value: strconv.FormatInt(p.AmountCents, 10)},
 	})
 }
