@@ -22,7 +22,10 @@ type Attempt struct {
 	lease   persistence.Lease
 	number  int
 	steps   []string
-	answers map[string][]byte   // the recorded answers of steps (StepAnswer)
+	answers map[string][]byte // the recorded answers of steps (StepAnswer)
+	// since is when an earlier execution of the key may first have called a step that
+	// is not recorded: the record's creation; zero when this attempt is the key's first.
+	since   time.Time
 	expired *persistence.Record // the expired record this attempt replaced, if it was still stored
 	hash    string              // the payload's fingerprint
 	single  bool                // ModeSingleTransaction: no lease, no steps
@@ -107,6 +110,51 @@ func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Con
 // an empty one.
 func (a *Attempt) StepAnswer(ctx context.Context, name string, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	return a.run(ctx, name, true, fn)
+}
+
+// Service is what a step knows of the outside service it calls with the idempotency
+// key (StepWith).
+type Service struct {
+	// KeyWindow is how long the service keeps an idempotency key (Stripe keeps its for
+	// 24 hours); 0: for ever. Past it, a call with the same key is applied again.
+	KeyWindow time.Duration
+	// Lookup asks the service what became of a call made with the key, from the
+	// service's own records (which outlive its key window): applied, with the answer the
+	// step would have recorded, or not applied (nothing of it there). Nil: the service
+	// has no lookup.
+	Lookup func(ctx context.Context) (answer []byte, applied bool, err error)
+}
+
+// StepWith is StepAnswer for a step whose service forgets keys after svc.KeyWindow. A
+// step that is not recorded, in an attempt that is not the key's first execution, may
+// have been called by an earlier one (its call made, its recording lost); the record does
+// not say when, so its first call is counted from the key's first acquisition. Once
+// that is KeyWindow or more ago, a call with the same key would be applied again, so the
+// step never calls blindly: it asks svc.Lookup, records the answer of a call that was
+// applied and calls fn only when none was; without a Lookup, it returns
+// ErrPastKeyWindow, a permanent failure that parks the message in the dead-letter queue
+// with the reason, its record kept, for a person to reconcile with the service.
+func (a *Attempt) StepWith(ctx context.Context, name string, svc Service, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	if a == nil {
+		return nil, ErrNoLease
+	}
+	return a.run(ctx, name, true, func(ctx context.Context) ([]byte, error) {
+		since := a.since
+		if svc.KeyWindow <= 0 || since.IsZero() || a.c.cfg.Clock().Before(since.Add(svc.KeyWindow)) {
+			return fn(ctx)
+		}
+		if svc.Lookup == nil {
+			return nil, fmt.Errorf("idem: step %s: %w: the key's first execution began %s, the service keeps keys %s (no lookup to ask it)", name, ErrPastKeyWindow, since.Format(time.RFC3339), svc.KeyWindow)
+		}
+		answer, applied, err := svc.Lookup(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("idem: step %s: look up its call past the service's key window: %w", name, err)
+		}
+		if applied {
+			return answer, nil
+		}
+		return fn(ctx)
+	})
 }
 
 // Answer returns the answer recorded with step (StepAnswer) by this or an earlier

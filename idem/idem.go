@@ -119,6 +119,17 @@ type Config struct {
 	Scope string
 	// TTL is how long COMPLETED and FAILED records are kept (default 7 days).
 	TTL time.Duration
+	// DLQRetention is how long the dead-letter queue keeps a message (its
+	// MessageRetentionPeriod; 0: none is known). A record that has not completed (in
+	// progress, or FAILED) is kept for the longer of TTL and DLQRetention plus a day, so
+	// that a message redriven from the dead-letter queue finds its record and the steps
+	// it recorded, and calls no outside service again whose key it may have forgotten.
+	// The day covers the time between the record's failure and the message's arrival in
+	// the queue (the consumer dead-letters at once; SQS moves a message after its last
+	// receive). A FIFO dead-letter queue counts the retention from that arrival; a
+	// standard one from the message's first enqueue, which is earlier:
+	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html
+	DLQRetention time.Duration
 	// LeaseGrace is added to the invocation deadline to get the lease end (default 5s).
 	LeaseGrace time.Duration
 	// MaxLease caps a lease, deadline or not (default 15 minutes, Lambda's limit).
@@ -222,7 +233,7 @@ func New(cfg Config) (*Client, error) {
 	if err := persistence.ValidScope(cfg.Scope); err != nil {
 		return nil, err
 	}
-	for name, d := range map[string]time.Duration{"TTL": cfg.TTL, "LeaseGrace": cfg.LeaseGrace, "MaxLease": cfg.MaxLease, "DefaultLease": cfg.DefaultLease} {
+	for name, d := range map[string]time.Duration{"TTL": cfg.TTL, "DLQRetention": cfg.DLQRetention, "LeaseGrace": cfg.LeaseGrace, "MaxLease": cfg.MaxLease, "DefaultLease": cfg.DefaultLease} {
 		if d < 0 {
 			return nil, fmt.Errorf("idem: Config.%s is negative (%s)", name, d)
 		}
@@ -377,7 +388,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	lease := persistence.Lease{Key: pk, Token: newToken(), Until: c.leaseUntil(ctx, now), Owner: c.owner(ctx), Shard: persistence.ShardOf(pk, c.cfg.Shards)}
 	rec := &persistence.Record{
 		Key: pk, Status: persistence.StatusInProgress, LeaseToken: lease.Token, LeaseUntil: lease.Until.Truncate(time.Millisecond),
-		Inflight: lease.Shard, ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: hash, Attempt: 1, Owner: lease.Owner,
+		Inflight: lease.Shard, ExpiresAt: c.openUntil(now), PayloadHash: hash, Attempt: 1, Owner: lease.Owner,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	old, created, err := c.cfg.Store.Create(ctx, rec, now)
@@ -394,7 +405,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 			// not repeat them. Business writes need their own guard (Result.Guards).
 			att.steps = append(att.steps, old.Steps...)
 			att.answers = persistence.CloneAnswers(old.Answers)
-			att.expired = old
+			att.expired, att.since = old, old.CreatedAt
 		}
 		return att, nil, nil
 	}
@@ -406,7 +417,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", persistence.Redact(pk), old.Status)
 	}
 	lease.Until = lease.Until.Truncate(time.Millisecond)
-	rec, err = c.cfg.Store.Takeover(ctx, old, lease, now.Add(c.cfg.TTL), now)
+	rec, err = c.cfg.Store.Takeover(ctx, old, lease, c.openUntil(now), now)
 	if errors.Is(err, persistence.ErrLeaseLost) {
 		// Someone else moved the record first (took it over or completed it): this
 		// delivery retries later and will see their outcome.
@@ -415,7 +426,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("idem: acquire %s: %w", persistence.Redact(pk), err)
 	}
-	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, answers: persistence.CloneAnswers(rec.Answers), hash: hash, prev: old}, nil, nil
+	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, answers: persistence.CloneAnswers(rec.Answers), since: rec.CreatedAt, hash: hash, prev: old}, nil, nil
 }
 
 // verdict decides what a delivery does about the live record old that it found under its
@@ -628,9 +639,23 @@ func (c *Client) fail(ctx context.Context, att *Attempt, f persistence.Failure) 
 		f.RefusedBy = handoff.Delivery(ctx)
 	}
 	now := c.cfg.Clock()
-	err := c.cfg.Store.FailWith(ctx, att.lease, f, now.Add(c.cfg.TTL), now)
+	err := c.cfg.Store.FailWith(ctx, att.lease, f, c.openUntil(now), now)
 	endRelease(span, f.Retryable, err)
 	return err
+}
+
+// dlqMargin is what openUntil adds to Config.DLQRetention: the time between a record's
+// failure and its message's arrival in the dead-letter queue.
+const dlqMargin = 24 * time.Hour
+
+// openUntil is the expiry of a record that has not completed, written at now: the longer
+// of TTL and DLQRetention (plus dlqMargin), so that it outlives its message in the
+// dead-letter queue (Config.DLQRetention).
+func (c *Client) openUntil(now time.Time) time.Time {
+	if c.cfg.DLQRetention > 0 {
+		return now.Add(max(c.cfg.TTL, c.cfg.DLQRetention+dlqMargin))
+	}
+	return now.Add(c.cfg.TTL)
 }
 
 // leaseUntil is the invocation deadline plus the grace, capped by MaxLease.
