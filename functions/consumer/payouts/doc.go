@@ -22,7 +22,10 @@
 //     recording calls again with the same key, and the gateway, which applies a key
 //     once, pays once and answers the same transfer id. The step records the gateway's
 //     transfer id with it, under the lease's fence: a takeover after the step was
-//     recorded skips the call and gets the id from the record;
+//     recorded skips the call and gets the id from the record. The gateway keeps keys
+//     PAYMENT_GATEWAY_KEY_WINDOW (24 hours by default): a retry past that of a transfer
+//     that is not recorded asks the gateway (GET /transfers?idempotency_key=KEY) instead
+//     of posting it again (idem.Attempt.StepWith);
 //  5. returns the journal entry (the guard, put only if absent, with the transfer id),
 //     the payee's totals
 //     (ADD paid_cents, payout_count) and a "payout sent" notice naming the transfer id on

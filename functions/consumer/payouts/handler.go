@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -28,6 +29,15 @@ const StepTransfer = "transfer"
 // TransfersPath is where the handler POSTs a transfer, under the gateway's base URL.
 const TransfersPath = "/transfers"
 
+// LookupParam is the query parameter of the gateway's lookup: a GET of TransfersPath
+// with ?idempotency_key=KEY answers the transfer applied under KEY (200, as the POST
+// did) or 404, from the gateway's records, which outlive its key window.
+const LookupParam = "idempotency_key"
+
+// DefaultKeyWindow is how long the gateway keeps an idempotency key unless told
+// otherwise (Config.KeyWindow): Stripe's 24 hours.
+const DefaultKeyWindow = 24 * time.Hour
+
 // Config configures the handler. Every field is required.
 type Config struct {
 	// PayeesTable is the DynamoDB table of payees (partition key payee_id, S).
@@ -36,6 +46,13 @@ type Config struct {
 	NoticesQueueURL string
 	// GatewayURL is the payment gateway's base URL (http or https).
 	GatewayURL string
+	// KeyWindow is how long the gateway keeps an idempotency key (default
+	// DefaultKeyWindow): past it, a transfer that is not recorded is looked up, not
+	// posted again (idem.Service).
+	KeyWindow time.Duration
+	// NoLookup leaves the gateway's lookup out: past the key window, such a transfer
+	// parks its message for reconciliation (idem.ErrPastKeyWindow) instead.
+	NoLookup bool
 }
 
 // Clients are what the handler reads and calls through: the consumer's own
@@ -91,11 +108,17 @@ func NewHandler(cfg Config, c Clients) (idem.Handler, error) {
 	if err := checkURL(cfg.GatewayURL); err != nil {
 		errs = append(errs, fmt.Errorf("Config.GatewayURL %q %w", cfg.GatewayURL, err))
 	}
+	if cfg.KeyWindow < 0 {
+		errs = append(errs, fmt.Errorf("Config.KeyWindow %s is negative", cfg.KeyWindow))
+	}
 	if c.DynamoDB == nil || c.HTTP == nil {
 		errs = append(errs, errors.New("a DynamoDB and an HTTP client are required"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("payouts: %w", err)
+	}
+	if cfg.KeyWindow == 0 {
+		cfg.KeyWindow = DefaultKeyWindow
 	}
 	return &handler{cfg: cfg, db: c.DynamoDB, web: c.HTTP}, nil
 }
@@ -142,7 +165,13 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	}
 	// The gateway's transfer id is the step's answer, recorded with it: an attempt that
 	// takes over after the step gets it from the record, without calling again.
-	transfer, err := req.Attempt.StepAnswer(ctx, StepTransfer, func(ctx context.Context) ([]byte, error) {
+	// Past the gateway's key window a transfer that is not recorded is looked up, never
+	// posted blindly.
+	svc := idem.Service{KeyWindow: h.cfg.KeyWindow}
+	if !h.cfg.NoLookup {
+		svc.Lookup = func(ctx context.Context) ([]byte, bool, error) { return h.lookup(ctx, req.Key, p) }
+	}
+	transfer, err := req.Attempt.StepWith(ctx, StepTransfer, svc, func(ctx context.Context) ([]byte, error) {
 		return h.transfer(ctx, req.Key, p)
 	})
 	if err != nil {
@@ -215,6 +244,30 @@ func (h *handler) transfer(ctx context.Context, key string, p Payout) ([]byte, e
 	default:
 		return nil, idem.Permanent(fmt.Errorf("payouts: transfer %s: the gateway refused it: %s %s", p.PayoutID, resp.Status, bytes.TrimSpace(answer)))
 	}
+}
+
+// lookup asks the gateway for the transfer applied under key: its id and true, or false
+// when there is none. Any answer but 200 and 404 is an error, retried.
+func (h *handler) lookup(ctx context.Context, key string, p Payout) ([]byte, bool, error) {
+	u := h.cfg.GatewayURL + TransfersPath + "?" + url.Values{LookupParam: {key}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, false, idem.Permanent(fmt.Errorf("payouts: lookup request: %w", err))
+	}
+	resp, err := h.web.Do(req)
+	if err != nil {
+		return nil, false, fmt.Errorf("payouts: look up transfer %s: %w", p.PayoutID, err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // read only
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		id, err := transferID(p, answer)
+		return id, err == nil, err
+	case http.StatusNotFound:
+		return nil, false, nil
+	}
+	return nil, false, fmt.Errorf("payouts: look up transfer %s: the gateway answered %s", p.PayoutID, resp.Status)
 }
 
 // maxTransferID bounds the gateway's transfer id, the step's recorded answer.
