@@ -153,6 +153,10 @@ func (a *Attempt) StepWith(ctx context.Context, name string, svc Service, fn fun
 		if applied {
 			return answer, nil
 		}
+		// The lookup took time: the lease is checked again before the call, as before any.
+		if until := a.LeaseUntil(); !a.c.cfg.Clock().Before(until) {
+			return nil, fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, persistence.ErrLeaseLost, until.Format(time.RFC3339Nano))
+		}
 		return fn(ctx)
 	})
 }
