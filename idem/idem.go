@@ -117,7 +117,8 @@ type Config struct {
 	// Scope is a stable name for the keyspace, e.g. "payments". Never use the Lambda
 	// function name: it changes per stack, and with it every key.
 	Scope string
-	// TTL is how long COMPLETED and FAILED records are kept (default 7 days).
+	// TTL is how long COMPLETED and FAILED records are kept (default 7 days; a record
+	// that has not completed at least DLQRetention).
 	TTL time.Duration
 	// DLQRetention is how long the dead-letter queue keeps a message (its
 	// MessageRetentionPeriod; 0: none is known). A record that has not completed (in
