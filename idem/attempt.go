@@ -26,6 +26,8 @@ type Attempt struct {
 	// since is when an earlier execution of the key may first have called a step that
 	// is not recorded: the record's creation; zero when this attempt is the key's first.
 	since   time.Time
+	exp     time.Time           // the record's expiry as this attempt acquired it
+	stepped bool                // a step of this attempt began (StepAnswer ran past its Done check)
 	expired *persistence.Record // the expired record this attempt replaced, if it was still stored
 	hash    string              // the payload's fingerprint
 	single  bool                // ModeSingleTransaction: no lease, no steps
@@ -190,6 +192,9 @@ func (a *Attempt) run(ctx context.Context, name string, answered bool, fn func(c
 		a.c.traceStepDone(ctx, a.lease.Key, name)
 		return answer, nil
 	}
+	a.mu.Lock()
+	a.stepped = true
+	a.mu.Unlock()
 	ctx, span := a.c.startStep(ctx, a.lease.Key, name)
 	answer, err := a.step(ctx, name, answered, fn)
 	telemetry.EndSpan(span, err)

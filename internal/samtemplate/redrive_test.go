@@ -70,8 +70,8 @@ func TestDLQTakesTheInputQueueOnly(t *testing.T) {
 	})
 }
 
-// TestRecordsOutliveTheirDeadLetters (issue 37, hole 5): the consumer keeps a record that
-// has not completed as long as the dead-letter queue keeps its message
+// TestRecordsOutliveTheirDeadLetters (issue 37, hole 5): the consumer keeps a FAILED record
+// that holds steps as long as the dead-letter queue keeps its message
 // (idem.Config.DLQRetention), which it takes from DLQ_RETENTION, by default
 // consumerapp.DefaultDLQRetention: the template sets no DLQ_RETENTION, so its
 // DeadLetterQueue must keep messages no longer than that default, or a redrive would

@@ -41,7 +41,7 @@ type Config struct {
 	Scope  string        // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
 	TTL    time.Duration // IDEMPOTENCY_TTL (default 168h): retention of records
 	// DLQRetention is DLQ_RETENTION (default DefaultDLQRetention): how long the
-	// dead-letter queue keeps a message; a record that has not completed is kept at
+	// dead-letter queue keeps a message; a FAILED record that holds steps is kept at
 	// least that long (idem.Config.DLQRetention).
 	DLQRetention     time.Duration
 	LeaseGrace       time.Duration  // LEASE_GRACE (default 30s): added to the invocation deadline
