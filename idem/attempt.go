@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,12 @@ type Attempt struct {
 	lease   persistence.Lease
 	number  int
 	steps   []string
+	answers map[string][]byte // the recorded answers of steps (StepAnswer)
+	// since is when an earlier execution of the key may first have called a step that
+	// is not recorded: the record's creation; zero when this attempt is the key's first.
+	since   time.Time
+	exp     time.Time           // the record's expiry as this attempt acquired it
+	stepped bool                // a step of this attempt began (StepAnswer ran past its Done check)
 	expired *persistence.Record // the expired record this attempt replaced, if it was still stored
 	hash    string              // the payload's fingerprint
 	single  bool                // ModeSingleTransaction: no lease, no steps
@@ -79,64 +86,162 @@ func (a *Attempt) Done(step string) bool {
 	if a == nil {
 		return false
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, s := range a.steps {
-		if s == step {
-			return true
-		}
-	}
-	return false
+	_, done := a.Answer(step)
+	return done
 }
 
 // Step runs fn as the named recovery point unless an earlier attempt of the key
 // completed it, then records it under the lease. A step's side effect happens outside
 // the completion transaction, so fn must itself be safe to repeat if the process dies
 // between fn returning and the step being recorded (pass the idempotency key on). Step
-// refuses to start fn once the lease has ended by the client's clock.
+// refuses to start fn once the lease has ended by the client's clock. A step whose
+// answer the handler needs later (an id the outside service gave) is a StepAnswer.
 func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Context) error) error {
-	if a == nil {
-		return ErrNoLease
-	}
-	if a.single {
-		return fmt.Errorf("idem: step %s: %w", name, ErrNotInThisMode)
-	}
-	if name == "" {
-		return fmt.Errorf("idem: step name is empty")
-	}
-	if a.Done(name) {
-		a.c.traceStepDone(ctx, a.lease.Key, name)
-		return nil
-	}
-	ctx, span := a.c.startStep(ctx, a.lease.Key, name)
-	err := a.step(ctx, name, fn)
-	telemetry.EndSpan(span, err)
+	_, err := a.run(ctx, name, false, func(ctx context.Context) ([]byte, error) { return nil, fn(ctx) })
 	return err
 }
 
-// step runs fn and records the step (Step, once it is known to be needed).
-func (a *Attempt) step(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+// StepAnswer is Step for a call whose answer the handler needs: fn's answer is recorded
+// with the step, in the same write under the lease's fence, and a retry or a takeover
+// that finds the step completed gets that answer back without calling fn again. The
+// next step, and the commit (Answer), may use it. The answers of one record are bounded:
+// at most persistence.MaxStepAnswers bytes (16 KiB), answers and step names added up; an
+// answer that would pass it is ErrAnswerTooLarge (permanent) before anything is
+// recorded, fn having run. Keep the answer to what the handler needs (an id, a status),
+// not the service's whole response. A step completed by Step, without an answer, gives
+// an empty one.
+func (a *Attempt) StepAnswer(ctx context.Context, name string, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	return a.run(ctx, name, true, fn)
+}
+
+// Service is what a step knows of the outside service it calls with the idempotency
+// key (StepWith).
+type Service struct {
+	// KeyWindow is how long the service keeps an idempotency key (Stripe keeps its for
+	// 24 hours); 0: for ever. Past it, a call with the same key is applied again.
+	KeyWindow time.Duration
+	// Lookup asks the service what became of a call made with the key, from the
+	// service's own records (which outlive its key window): applied, with the answer the
+	// step would have recorded, or not applied (nothing of it there). Nil: the service
+	// has no lookup.
+	Lookup func(ctx context.Context) (answer []byte, applied bool, err error)
+}
+
+// StepWith is StepAnswer for a step whose service forgets keys after svc.KeyWindow. A
+// step that is not recorded, in an attempt that is not the key's first execution, may
+// have been called by an earlier one (its call made, its recording lost); the record does
+// not say when, so its first call is counted from the key's first acquisition. Once
+// that is KeyWindow or more ago, a call with the same key would be applied again, so the
+// step never calls blindly: it asks svc.Lookup, records the answer of a call that was
+// applied and calls fn only when none was; without a Lookup, it returns
+// ErrPastKeyWindow, a permanent failure that parks the message in the dead-letter queue
+// with the reason, its record kept, for a person to reconcile with the service.
+func (a *Attempt) StepWith(ctx context.Context, name string, svc Service, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	if a == nil {
+		return nil, ErrNoLease
+	}
+	return a.run(ctx, name, true, func(ctx context.Context) ([]byte, error) {
+		since := a.since
+		if svc.KeyWindow <= 0 || since.IsZero() || a.c.cfg.Clock().Before(since.Add(svc.KeyWindow)) {
+			return fn(ctx)
+		}
+		if svc.Lookup == nil {
+			return nil, fmt.Errorf("idem: step %s: %w: the key's first execution began %s, the service keeps keys %s (no lookup to ask it)", name, ErrPastKeyWindow, since.Format(time.RFC3339), svc.KeyWindow)
+		}
+		answer, applied, err := svc.Lookup(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("idem: step %s: look up its call past the service's key window: %w", name, err)
+		}
+		if applied {
+			return answer, nil
+		}
+		// The lookup took time: the lease is checked again before the call, as before any.
+		if until := a.LeaseUntil(); !a.c.cfg.Clock().Before(until) {
+			return nil, fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, persistence.ErrLeaseLost, until.Format(time.RFC3339Nano))
+		}
+		return fn(ctx)
+	})
+}
+
+// Answer returns the answer recorded with step (StepAnswer) by this or an earlier
+// attempt, and whether the step is completed.
+func (a *Attempt) Answer(step string) ([]byte, bool) {
+	if a == nil {
+		return nil, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !slices.Contains(a.steps, step) {
+		return nil, false
+	}
+	return append([]byte{}, a.answers[step]...), true
+}
+
+// run is Step and StepAnswer: fn's answer is recorded when answered.
+func (a *Attempt) run(ctx context.Context, name string, answered bool, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	if a == nil {
+		return nil, ErrNoLease
+	}
+	if a.single {
+		return nil, fmt.Errorf("idem: step %s: %w", name, ErrNotInThisMode)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("idem: step name is empty")
+	}
+	if answer, done := a.Answer(name); done {
+		a.c.traceStepDone(ctx, a.lease.Key, name)
+		return answer, nil
+	}
+	a.mu.Lock()
+	a.stepped = true
+	a.mu.Unlock()
+	ctx, span := a.c.startStep(ctx, a.lease.Key, name)
+	answer, err := a.step(ctx, name, answered, fn)
+	telemetry.EndSpan(span, err)
+	return answer, err
+}
+
+// step runs fn and records the step, with its answer when answered (run, once the step
+// is known to be needed).
+func (a *Attempt) step(ctx context.Context, name string, answered bool, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	a.mu.Lock()
 	until := a.lease.Until
 	a.mu.Unlock()
 	// A holder past its own lease end may have been taken over: do not start a side
 	// effect that the new holder may be running too. The record's fence catches the rest.
 	if !a.c.cfg.Clock().Before(until) {
-		return fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, persistence.ErrLeaseLost, until.Format(time.RFC3339Nano))
+		return nil, fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, persistence.ErrLeaseLost, until.Format(time.RFC3339Nano))
 	}
-	if err := fn(ctx); err != nil {
-		return err
+	answer, err := fn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var stored []byte // nil: no answer to record (Step)
+	if answered {
+		stored = append([]byte{}, answer...)
 	}
 	a.mu.Lock()
 	l := a.lease
+	if answered {
+		err = persistence.CheckAnswer(a.answers, name, stored)
+	}
 	a.mu.Unlock()
-	if err := a.c.cfg.Store.AddStep(ctx, l, name, a.c.cfg.Clock()); err != nil {
-		return err
+	if err != nil {
+		return nil, fmt.Errorf("idem: step %s: %w", name, err)
+	}
+	if err := a.c.cfg.Store.AddStep(ctx, l, name, stored, a.c.cfg.Clock()); err != nil {
+		return nil, err
 	}
 	a.mu.Lock()
 	a.steps = append(a.steps, name)
+	if stored != nil {
+		if a.answers == nil {
+			a.answers = map[string][]byte{}
+		}
+		a.answers[name] = stored
+	}
 	a.mu.Unlock()
-	return nil
+	return answer, nil
 }
 
 // Extend moves the lease end to now+d (capped by Config.MaxLease), for a handler that

@@ -32,6 +32,12 @@ var (
 	// ModeSingleTransaction, where the handler may run more than once for a key and has
 	// no lease to extend.
 	ErrNotInThisMode = errors.New("idem: not available in single-transaction mode (Config.Mode): the handler may run on two deliveries at once and only its Writes and Messages commit; use ModeLease for calls outside DynamoDB")
+	// ErrPastKeyWindow is returned by Attempt.StepWith for a step that an earlier
+	// execution may have called longer ago than its service keeps keys, when the service
+	// has no lookup: calling again could apply it twice. It is permanent: the message is
+	// parked in the dead-letter queue with the reason, its record kept, for a person to
+	// reconcile with the service.
+	ErrPastKeyWindow = errors.New("idem: past the service's key window: not called again, parked for reconciliation")
 )
 
 // PermanentError marks an error that retrying cannot fix (bad input, a business rule).
@@ -102,7 +108,8 @@ func (e *refusedCopyError) Is(target error) bool { return target == persistence.
 // IsPermanent reports whether err can never succeed on retry: a PermanentError, a
 // business refusal (ErrRefused: a RefusedError or a WriteConditionError), a StoredError,
 // a payload mismatch, an invalid key, an invalid outbound message, a request DynamoDB
-// refused as invalid, or a response too large to store.
+// refused as invalid, a response or a step's answer too large to store, or a step past its
+// service's key window with no lookup (ErrPastKeyWindow).
 func IsPermanent(err error) bool {
 	if _, ok := errors.AsType[*unrecordedError](err); ok {
 		return false
@@ -112,7 +119,7 @@ func IsPermanent(err error) bool {
 	var we *persistence.WriteConditionError
 	return errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &we) || errors.Is(err, persistence.ErrRefused) ||
 		errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrInvalidKey) ||
-		errors.Is(err, persistence.ErrResponseTooLarge) || errors.Is(err, outbox.ErrInvalidMessage) ||
+		errors.Is(err, persistence.ErrResponseTooLarge) || errors.Is(err, persistence.ErrAnswerTooLarge) || errors.Is(err, ErrPastKeyWindow) || errors.Is(err, outbox.ErrInvalidMessage) ||
 		errors.Is(err, persistence.ErrInvalidRequest)
 }
 
@@ -149,13 +156,14 @@ func (e *unrecordedError) Unwrap() []error { return []error{e.err, e.record} }
 
 // The store's errors (package persistence) that a handler meets: a fenced call whose
 // lease was taken over, a business write's failed condition, a refusal, a request
-// DynamoDB refused, a response too large to store. Each is the store's own value, so
+// DynamoDB refused, a response or a step's answer too large to store. Each is the store's own value, so
 // errors.Is matches either name.
 var (
 	ErrLeaseLost        = persistence.ErrLeaseLost
 	ErrRefused          = persistence.ErrRefused
 	ErrInvalidRequest   = persistence.ErrInvalidRequest
 	ErrResponseTooLarge = persistence.ErrResponseTooLarge
+	ErrAnswerTooLarge   = persistence.ErrAnswerTooLarge
 	ErrNotFound         = persistence.ErrNotFound
 )
 

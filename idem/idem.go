@@ -117,8 +117,21 @@ type Config struct {
 	// Scope is a stable name for the keyspace, e.g. "payments". Never use the Lambda
 	// function name: it changes per stack, and with it every key.
 	Scope string
-	// TTL is how long COMPLETED and FAILED records are kept (default 7 days).
+	// TTL is how long COMPLETED and FAILED records are kept (default 7 days; a FAILED
+	// record with steps at least DLQRetention).
 	TTL time.Duration
+	// DLQRetention is how long the dead-letter queue keeps a message (its
+	// MessageRetentionPeriod; 0: none is known). A FAILED record that holds steps (or
+	// whose attempt began one) is kept for the longer of TTL and DLQRetention plus a day,
+	// so that its message redriven from the dead-letter queue finds it and the steps it
+	// recorded, and calls no outside service again whose key it may have forgotten. A
+	// record's expiry never moves earlier: its completion keeps the longer one.
+	// The day covers the time between the record's failure and the message's arrival in
+	// the queue (the consumer dead-letters at once; SQS moves a message after its last
+	// receive). A FIFO dead-letter queue counts the retention from that arrival; a
+	// standard one from the message's first enqueue, which is earlier:
+	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html
+	DLQRetention time.Duration
 	// LeaseGrace is added to the invocation deadline to get the lease end (default 5s).
 	LeaseGrace time.Duration
 	// MaxLease caps a lease, deadline or not (default 15 minutes, Lambda's limit).
@@ -222,7 +235,7 @@ func New(cfg Config) (*Client, error) {
 	if err := persistence.ValidScope(cfg.Scope); err != nil {
 		return nil, err
 	}
-	for name, d := range map[string]time.Duration{"TTL": cfg.TTL, "LeaseGrace": cfg.LeaseGrace, "MaxLease": cfg.MaxLease, "DefaultLease": cfg.DefaultLease} {
+	for name, d := range map[string]time.Duration{"TTL": cfg.TTL, "DLQRetention": cfg.DLQRetention, "LeaseGrace": cfg.LeaseGrace, "MaxLease": cfg.MaxLease, "DefaultLease": cfg.DefaultLease} {
 		if d < 0 {
 			return nil, fmt.Errorf("idem: Config.%s is negative (%s)", name, d)
 		}
@@ -386,14 +399,15 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	}
 	if created {
 		lease.Until = rec.LeaseUntil
-		att := &Attempt{c: c, lease: lease, number: 1, hash: hash}
+		att := &Attempt{c: c, lease: lease, number: 1, hash: hash, exp: rec.ExpiresAt}
 		if old != nil && old.PayloadHash == hash {
 			// The key was handled before and its record expired, but DynamoDB's TTL had
 			// not deleted it yet. The new attempt is a new execution (the retention is
 			// over), yet the steps the old one completed are still done: a handler does
 			// not repeat them. Business writes need their own guard (Result.Guards).
 			att.steps = append(att.steps, old.Steps...)
-			att.expired = old
+			att.answers = persistence.CloneAnswers(old.Answers)
+			att.expired, att.since = old, old.CreatedAt
 		}
 		return att, nil, nil
 	}
@@ -405,7 +419,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 		return nil, nil, fmt.Errorf("idem: acquire %s: record has unknown status %q", persistence.Redact(pk), old.Status)
 	}
 	lease.Until = lease.Until.Truncate(time.Millisecond)
-	rec, err = c.cfg.Store.Takeover(ctx, old, lease, now.Add(c.cfg.TTL), now)
+	rec, err = c.cfg.Store.Takeover(ctx, old, lease, later(now.Add(c.cfg.TTL), old.ExpiresAt), now)
 	if errors.Is(err, persistence.ErrLeaseLost) {
 		// Someone else moved the record first (took it over or completed it): this
 		// delivery retries later and will see their outcome.
@@ -414,7 +428,7 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("idem: acquire %s: %w", persistence.Redact(pk), err)
 	}
-	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, hash: hash, prev: old}, nil, nil
+	return &Attempt{c: c, lease: lease, number: rec.Attempt, steps: rec.Steps, answers: persistence.CloneAnswers(rec.Answers), since: rec.CreatedAt, exp: rec.ExpiresAt, hash: hash, prev: old}, nil, nil
 }
 
 // verdict decides what a delivery does about the live record old that it found under its
@@ -482,7 +496,7 @@ func (c *Client) run(ctx context.Context, next Handler, req *Request, att *Attem
 // messages to send once the caller is done when there are any.
 func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, res Result) (Result, error) {
 	now := c.cfg.Clock()
-	exp := now.Add(c.cfg.TTL)
+	exp := later(now.Add(c.cfg.TTL), att.exp)
 	out := Result{Response: res.Response, Attempt: att.number, Guarded: res.Guarded}
 	writes := guardWrites(res.Writes, res.Guards, hash)
 	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{Response: res.Response, ExpiresAt: exp, Writes: writes, Outbox: res.Messages, Group: handoff.Group(ctx), Home: homeOf(res)}, now)
@@ -538,7 +552,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 // well, and returns ErrPayloadMismatch (permanent: the message is dead-lettered).
 func (c *Client) refuseMismatch(ctx context.Context, att *Attempt, pk, applied string) error {
 	now := c.cfg.Clock()
-	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{ExpiresAt: now.Add(c.cfg.TTL), PayloadHash: applied}, now)
+	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{ExpiresAt: later(now.Add(c.cfg.TTL), att.exp), PayloadHash: applied}, now)
 	if err != nil && !errors.Is(err, persistence.ErrLeaseLost) {
 		return unrecorded(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch), err)
 	}
@@ -627,9 +641,36 @@ func (c *Client) fail(ctx context.Context, att *Attempt, f persistence.Failure) 
 		f.RefusedBy = handoff.Delivery(ctx)
 	}
 	now := c.cfg.Clock()
-	err := c.cfg.Store.FailWith(ctx, att.lease, f, now.Add(c.cfg.TTL), now)
+	err := c.cfg.Store.FailWith(ctx, att.lease, f, c.failedUntil(att, now), now)
 	endRelease(span, f.Retryable, err)
 	return err
+}
+
+// dlqMargin is what failedUntil adds to Config.DLQRetention: the time between a
+// record's failure and its message's arrival in the dead-letter queue.
+const dlqMargin = 24 * time.Hour
+
+// failedUntil is the expiry of att's record failed at now: TTL, or, when the attempt
+// holds steps or began one (its message may come back from the dead-letter queue to
+// find them), the longer of TTL and DLQRetention plus dlqMargin (Config.DLQRetention).
+// A record's expiry never moves earlier (later): the ingress takes it for its own.
+func (c *Client) failedUntil(att *Attempt, now time.Time) time.Time {
+	exp := later(now.Add(c.cfg.TTL), att.exp)
+	att.mu.Lock()
+	stepped := len(att.steps) > 0 || att.stepped
+	att.mu.Unlock()
+	if stepped && c.cfg.DLQRetention > 0 {
+		exp = later(exp, now.Add(c.cfg.DLQRetention+dlqMargin))
+	}
+	return exp
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // leaseUntil is the invocation deadline plus the grace, capped by MaxLease.

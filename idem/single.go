@@ -208,7 +208,7 @@ func (c *Client) replay(ctx context.Context, out *Result, err error) (Result, er
 // takeover.
 func (c *Client) putSingle(ctx context.Context, rec *persistence.Record, writes []types.TransactWriteItem, hash string, seen *persistence.Record) (*Result, error) {
 	if seen != nil {
-		rec.Attempt, rec.Steps = seen.Attempt+1, seen.Steps
+		rec.Attempt, rec.Steps, rec.Answers = seen.Attempt+1, seen.Steps, seen.Answers
 	}
 	for {
 		c.indexOutbox(rec)
@@ -230,7 +230,7 @@ func (c *Client) putSingle(ctx context.Context, rec *persistence.Record, writes 
 		}
 		seen = old
 		rec.Attempt = old.Attempt + 1
-		rec.Steps = old.Steps
+		rec.Steps, rec.Answers = old.Steps, old.Answers
 	}
 }
 

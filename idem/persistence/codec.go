@@ -3,10 +3,13 @@ package persistence
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +37,7 @@ const (
 	attrRefusedBy   = "refused_by"
 	AttrAttempt     = "attempt"
 	attrSteps       = "steps"
+	attrStepAnswers = "step_answers"
 	attrOwner       = "owner"
 	attrOutbox      = "outbox"
 	attrOutboxEnc   = "outbox_enc"
@@ -56,6 +60,62 @@ const (
 	// maxResponseBytes bounds the decompressed size read back, against gzip bombs.
 	MaxResponseBytes = 16 << 20
 )
+
+// MaxStepAnswers bounds the step answers one record holds: the bytes of every answer and
+// of its step's name, added up. It keeps the record well inside DynamoDB's item limit of
+// 400 KB (1 KB = 1024 bytes), with the response and outbox (MaxStoredResponse) and the
+// rest of the record: stored in base64, 16 KiB of answers take about 22 KiB.
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html#limits-items
+const MaxStepAnswers = 16 * 1024
+
+// CheckAnswer reports ErrAnswerTooLarge when recording answer for step would take the
+// record's answers past MaxStepAnswers.
+func CheckAnswer(answers map[string][]byte, step string, answer []byte) error {
+	n := len(step) + len(answer)
+	for name, a := range answers {
+		if name != step {
+			n += len(name) + len(a)
+		}
+	}
+	if n > MaxStepAnswers {
+		return fmt.Errorf("%w: step %s answered %d bytes, the record's answers would take %d, limit %d", ErrAnswerTooLarge, step, len(answer), n, MaxStepAnswers)
+	}
+	return nil
+}
+
+// encodeAnswer is one element of the step_answers string set: "<len(step)>:<step><answer
+// in base64>". A set, so that recording a step adds to it (ADD) without reading it.
+func encodeAnswer(step string, answer []byte) string {
+	return strconv.Itoa(len(step)) + ":" + step + base64.StdEncoding.EncodeToString(answer)
+}
+
+// decodeAnswers reads the step_answers set as encodeAnswer writes its elements.
+func decodeAnswers(set []string) (map[string][]byte, error) {
+	answers := make(map[string][]byte, len(set))
+	for _, el := range set {
+		n, rest, ok := strings.Cut(el, ":")
+		size, err := strconv.Atoi(n)
+		if !ok || err != nil || size <= 0 || size > len(rest) {
+			return nil, fmt.Errorf("idem: step answer %.40q is not <length>:<step><base64>", el)
+		}
+		a, err := base64.StdEncoding.DecodeString(rest[size:])
+		if err != nil {
+			return nil, fmt.Errorf("idem: step answer of %s: %w", rest[:size], err)
+		}
+		answers[rest[:size]] = a
+	}
+	return answers, nil
+}
+
+// answersSet is the step_answers attribute of answers.
+func answersSet(answers map[string][]byte) *types.AttributeValueMemberSS {
+	set := make([]string, 0, len(answers))
+	for step, a := range answers {
+		set = append(set, encodeAnswer(step, a))
+	}
+	slices.Sort(set)
+	return &types.AttributeValueMemberSS{Value: set}
+}
 
 // encodeResponse returns the stored form of a response: gzip when that pays, refused
 // with ErrResponseTooLarge when it would not fit in the item.
@@ -183,6 +243,9 @@ func (s *Schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 	if len(r.Steps) > 0 {
 		set(attrSteps, &types.AttributeValueMemberSS{Value: r.Steps})
 	}
+	if len(r.Answers) > 0 {
+		set(attrStepAnswers, answersSet(r.Answers))
+	}
 	if len(r.Outbox) > 0 {
 		data, enc, err := EncodeOutbox(r.Outbox)
 		if err != nil {
@@ -285,6 +348,11 @@ func (s *Schema) Unmarshal(item map[string]types.AttributeValue) (*Record, error
 	}
 	if v, ok := item[s.n(attrSteps)].(*types.AttributeValueMemberSS); ok {
 		r.Steps = v.Value
+	}
+	if v, ok := item[s.n(attrStepAnswers)].(*types.AttributeValueMemberSS); ok {
+		if r.Answers, err = decodeAnswers(v.Value); err != nil {
+			return nil, fmt.Errorf("idem: attribute %s: %w", s.n(attrStepAnswers), err)
+		}
 	}
 	if v, ok := item[s.n(attrResponse)].(*types.AttributeValueMemberB); ok {
 		if r.Response, err = DecodeResponse(v.Value, enc); err != nil {

@@ -606,11 +606,15 @@ func (s *DynamoStore) FailWith(ctx context.Context, l Lease, f Failure, expiresA
 	return s.fenced(ctx, FailEvent(f), "fail", l.Key, CondArgs{Token: l.Token}, e, update)
 }
 
-// AddStep is one fenced UpdateItem adding to the steps set.
-func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, now time.Time) error {
+// AddStep is one fenced UpdateItem adding to the steps set, and to the answers set when
+// the step answered.
+func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, answer []byte, now time.Time) error {
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s ADD %s %s", e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))),
 		e.a(attrSteps), e.v("step", &types.AttributeValueMemberSS{Value: []string{step}}))
+	if answer != nil {
+		update += fmt.Sprintf(", %s %s", e.a(attrStepAnswers), e.v("answer", answersSet(map[string][]byte{step: answer})))
+	}
 	return s.fenced(ctx, EventStep, "step "+step, l.Key, CondArgs{Token: l.Token}, e, update)
 }
 

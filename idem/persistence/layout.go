@@ -71,6 +71,7 @@ type Attributes struct {
 	RefusedBy     string // "refused_by" (Record.RefusedBy)
 	Attempt       string // "attempt"
 	Steps         string // "steps"
+	StepAnswers   string // "step_answers" (Record.Answers)
 	Owner         string // "owner"
 	Outbox        string // "outbox"
 	OutboxEnc     string // "outbox_enc"
@@ -133,7 +134,7 @@ func (a *Attributes) canonical() []struct {
 		{attrStatus, &a.Status}, {attrLeaseToken, &a.LeaseToken}, {AttrLeaseUntil, &a.LeaseUntil}, {AttrInflight, &a.Inflight},
 		{AttrExpiresAt, &a.ExpiresAt}, {attrPayloadHash, &a.PayloadHash}, {attrResponse, &a.Response}, {AttrResponseEnc, &a.ResponseEnc},
 		{attrError, &a.Error}, {attrRetryable, &a.Retryable}, {attrErrorCategory, &a.ErrorCategory}, {attrErrorPublic, &a.ErrorPublic},
-		{attrRefusedBy, &a.RefusedBy}, {AttrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrOwner, &a.Owner},
+		{attrRefusedBy, &a.RefusedBy}, {AttrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrStepAnswers, &a.StepAnswers}, {attrOwner, &a.Owner},
 		{attrOutbox, &a.Outbox}, {attrOutboxEnc, &a.OutboxEnc}, {attrOutboxGroup, &a.OutboxGroup}, {attrOutboxDead, &a.OutboxDead},
 		{attrSent, &a.Sent}, {attrCreatedAt, &a.CreatedAt}, {attrUpdatedAt, &a.UpdatedAt},
 	}

@@ -44,7 +44,11 @@ type Record struct {
 	RefusedBy Delivery
 	Attempt   int // acquisitions so far, takeovers included
 	Steps     []string
-	Outbox    []Message // COMPLETED: outbound messages committed but not yet known to be sent
+	// Answers holds what each step of Steps that gave one answered (Attempt.StepAnswer),
+	// by step name: recorded with the step, under the same fence, at most
+	// MaxStepAnswers bytes in all.
+	Answers map[string][]byte
+	Outbox  []Message // COMPLETED: outbound messages committed but not yet known to be sent
 	// OutboxGroup is the FIFO message group of the delivery that committed the outbox,
 	// kept while it is pending: a later delivery of the key in that group sends it;
 	// one in another group leaves it to that group (or the reaper), so messages never
@@ -114,9 +118,22 @@ func (r *Record) Clone() *Record {
 	c := *r
 	c.Response = append([]byte(nil), r.Response...)
 	c.Steps = append([]string(nil), r.Steps...)
+	c.Answers = CloneAnswers(r.Answers)
 	c.Outbox = append([]Message(nil), r.Outbox...)
 	c.Dead = append([]DeadMessage(nil), r.Dead...)
 	return &c
+}
+
+// CloneAnswers copies a record's step answers (nil stays nil).
+func CloneAnswers(answers map[string][]byte) map[string][]byte {
+	if answers == nil {
+		return nil
+	}
+	c := make(map[string][]byte, len(answers))
+	for name, a := range answers {
+		c[name] = append([]byte{}, a...)
+	}
+	return c
 }
 
 func EpochMillis(t time.Time) int64 { return t.UnixMilli() }

@@ -15,6 +15,9 @@ var (
 	ErrLeaseLost = errors.New("idem: lease lost")
 	// ErrResponseTooLarge means the handler's response would not fit in the record.
 	ErrResponseTooLarge = errors.New("idem: response too large to store")
+	// ErrAnswerTooLarge means a step's answer would take the record's step answers
+	// past MaxStepAnswers; the step was not recorded.
+	ErrAnswerTooLarge = errors.New("idem: step answer too large to store")
 	// ErrNotFound is returned by Store.Get when there is no live record for the key.
 	ErrNotFound = errors.New("idem: record not found")
 	// ErrInvalidRequest means DynamoDB refused a request as invalid (a ValidationException,

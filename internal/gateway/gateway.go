@@ -11,6 +11,11 @@
 // the caller gives up, nothing applied) or loses its answer (applied, then the connection
 // closed without an answer): Inject, or a POST of Faults to FaultsPath.
 //
+// Like a real service it may forget keys: with a key window (SetKeyWindow), a call with
+// a key applied longer ago than that is applied again, under a new id. Its own records it
+// keeps for good: a GET of a service path with ?idempotency_key=KEY (LookupParam) answers
+// 200 with the last application of that key, as the POST did, or 404 when there is none.
+//
 // Its log and its faults are reachable over HTTP too (CallsPath, FaultsPath), so a
 // process that did not start it (the demo's check, a person with curl) reads what it saw.
 //
@@ -37,6 +42,9 @@ const KeyHeader = "Idempotency-Key"
 
 // ReplayedHeader is set on an answer given again for a key applied before.
 const ReplayedHeader = "Idempotent-Replayed"
+
+// LookupParam is the query parameter of a lookup: a GET of a service path with it.
+const LookupParam = "idempotency_key"
 
 // Paths of the stand-in's own endpoints; every other path is the service.
 const (
@@ -91,8 +99,11 @@ type Server struct {
 
 	mu      sync.Mutex
 	calls   []Call
-	applied map[string]Call // key -> the call that applied it
+	applied map[string]Call // key -> the call that last applied it
+	ids     int             // applications so far: the next id
 	faults  Faults
+	window  time.Duration    // how long a key is kept; 0: for ever
+	now     func() time.Time // the clock of the key window
 }
 
 // Start serves the stand-in on addr (host:port; "" is 127.0.0.1 on a free port), which
@@ -119,7 +130,7 @@ func StartFor(service, addr string, log io.Writer) (*Server, error) {
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
 		url: "http://" + ln.Addr().String(), stop: stop, done: make(chan struct{}), log: log, name: service,
-		applied: map[string]Call{},
+		applied: map[string]Call{}, now: time.Now,
 	}
 	s.srv = &http.Server{
 		Handler:           loopback.Guard(ln, s),
@@ -156,6 +167,17 @@ func (s *Server) Inject(f Faults) {
 	}
 }
 
+// SetKeyWindow makes the stand-in forget a key d after it applied it (0: never), and
+// read the time from now (nil: time.Now): a call with a forgotten key is applied again.
+func (s *Server) SetKeyWindow(d time.Duration, now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now == nil {
+		now = time.Now
+	}
+	s.window, s.now = max(d, 0), now
+}
+
 // Calls returns every call so far, in the order they arrived.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
@@ -184,12 +206,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if key := r.URL.Query().Get(LookupParam); r.Method == http.MethodGet && key != "" {
+		s.lookup(w, key)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	c := Call{Key: r.Header.Get(KeyHeader), Method: r.Method, Path: r.URL.Path, Body: string(body), At: time.Now(), Service: s.name}
+	c := Call{Key: r.Header.Get(KeyHeader), Method: r.Method, Path: r.URL.Path, Body: string(body), At: s.clock(), Service: s.name}
 	fault, hangFor := s.take(c.Key != "")
 	switch {
 	case c.Key == "":
@@ -251,19 +277,43 @@ type answer struct {
 	Status string `json:"status"`
 }
 
-// apply applies c's key once: a new key gets an id; the key again with the same body
-// gets the first answer; with another body, a conflict.
+// clock is the stand-in's time.
+func (s *Server) clock() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now()
+}
+
+// lookup answers what became of the calls with key: its last application (200, the
+// answer its call got), or 404.
+func (s *Server) lookup(w http.ResponseWriter, key string) {
+	s.mu.Lock()
+	c, ok := s.applied[key]
+	s.mu.Unlock()
+	if !ok {
+		http.Error(w, "no call applied under that key", http.StatusNotFound)
+		return
+	}
+	b, _ := json.Marshal(answer{ID: c.ID, Key: c.Key, Status: "applied"}) // strings always marshal
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// apply applies c's key once while the key is kept: a new key (or one applied longer
+// ago than the key window) gets an id; the key again with the same body gets the first
+// answer; with another body, a conflict.
 func (s *Server) apply(c Call) (Call, []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if first, ok := s.applied[c.Key]; ok {
+	if first, ok := s.applied[c.Key]; ok && (s.window == 0 || c.At.Sub(first.At) < s.window) {
 		if first.Body != c.Body {
 			c.Outcome, c.Status = Conflict, http.StatusUnprocessableEntity
 			return c, []byte(`{"error":"the key was used with another body"}` + "\n")
 		}
 		c.Outcome, c.Status, c.ID = Replayed, http.StatusOK, first.ID
 	} else {
-		c.Outcome, c.Status, c.ID = Applied, http.StatusCreated, fmt.Sprintf("tr_%06d", len(s.applied)+1)
+		s.ids++
+		c.Outcome, c.Status, c.ID = Applied, http.StatusCreated, fmt.Sprintf("tr_%06d", s.ids)
 		s.applied[c.Key] = c
 	}
 	b, _ := json.Marshal(answer{ID: c.ID, Key: c.Key, Status: "applied"}) // strings always marshal

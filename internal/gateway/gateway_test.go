@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,5 +163,48 @@ func TestCloseEndsHungCalls(t *testing.T) {
 	}
 	if err := <-done; err == nil {
 		t.Error("the hung call got an answer")
+	}
+}
+
+// get looks key up on the stand-in and returns the status and the answer.
+func get(t *testing.T, url, key string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url + "/transfers?" + gateway.LookupParam + "=" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // test
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestKeyWindowAndLookup: with a key window, a key is answered again within it and
+// applied again, under a new id, once it is past, as a real service that forgot the key
+// does. The lookup answers a key's last application, past the window too, and 404 for a
+// key never applied; lookups are not calls.
+func TestKeyWindowAndLookup(t *testing.T) {
+	s := start(t, nil)
+	var now atomic.Int64 // the clock, read by the server's goroutines
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	s.SetKeyWindow(24*time.Hour, func() time.Time { return time.Unix(0, now.Load()) })
+	ctx := context.Background()
+	if code, _ := get(t, s.URL(), "k-1"); code != http.StatusNotFound {
+		t.Fatalf("lookup of a key never called: %d, want 404", code)
+	}
+	_, first, _ := post(t, ctx, s.URL(), "k-1", `{}`)
+	now.Add(int64(23 * time.Hour))
+	if code, again, _ := post(t, ctx, s.URL(), "k-1", `{}`); code != http.StatusOK || again != first {
+		t.Fatalf("within the window: %d %q, want 200 %q", code, again, first)
+	}
+	now.Add(int64(2 * time.Hour))
+	code, late, _ := post(t, ctx, s.URL(), "k-1", `{}`)
+	if code != http.StatusCreated || late == first || !strings.Contains(late, `"id":"tr_000002"`) {
+		t.Fatalf("past the window: %d %q, want it applied again as tr_000002", code, late)
+	}
+	if code, found := get(t, s.URL(), "k-1"); code != http.StatusOK || found != late {
+		t.Fatalf("lookup: %d %q, want 200 %q", code, found, late)
+	}
+	if n := len(s.Calls()); n != 3 {
+		t.Errorf("%d calls logged, want the 3 POSTs", n)
 	}
 }

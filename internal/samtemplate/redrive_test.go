@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/internal/samtemplate"
 )
@@ -64,6 +66,27 @@ func TestDLQTakesTheInputQueueOnly(t *testing.T) {
 			if target := q.RedrivePolicy.DeadLetterTargetArn; target != nil && refName(t, target) == "DeadLetterQueue" && id != "InputQueue" {
 				t.Errorf("queue %s names the DLQ as its dead-letter queue, but the DLQ takes the input queue's only", id)
 			}
+		}
+	})
+}
+
+// TestRecordsOutliveTheirDeadLetters (issue 37, hole 5): the consumer keeps a FAILED record
+// that holds steps as long as the dead-letter queue keeps its message
+// (idem.Config.DLQRetention), which it takes from DLQ_RETENTION, by default
+// consumerapp.DefaultDLQRetention: the template sets no DLQ_RETENTION, so its
+// DeadLetterQueue must keep messages no longer than that default, or a redrive would
+// find no record and call a step's service again.
+func TestRecordsOutliveTheirDeadLetters(t *testing.T) {
+	eachExample(t, func(t *testing.T, _ example.Example, tpl *samtemplate.Template) {
+		var dlq struct {
+			MessageRetentionPeriod float64 `json:"MessageRetentionPeriod"`
+		}
+		if err := tpl.Props("DeadLetterQueue", &dlq); err != nil {
+			t.Fatal(err)
+		}
+		kept := time.Duration(dlq.MessageRetentionPeriod) * time.Second
+		if kept <= 0 || kept > consumerapp.DefaultDLQRetention {
+			t.Errorf("the DLQ keeps messages %s, the consumer its records %s past it by default (DLQ_RETENTION)", kept, consumerapp.DefaultDLQRetention)
 		}
 	})
 }

@@ -64,6 +64,14 @@ type config struct {
 	// often, and its reap may land after the holder extended it (the reap race: the
 	// extension must win). Drawn after the consumers, so no other draw moves.
 	fastReaper bool
+	// keyWindow: the outside service forgets a key that long after it applied it
+	// (0: never), and the stepping handler says so (idem.Service.KeyWindow); lookup: it
+	// gives the service's lookup (idem.Service.Lookup), else a step past the window parks
+	// its message. dlqRetention is the consumer's DLQ_RETENTION (0: unset): how long a
+	// record that has not completed outlives its dead letter. Drawn after fastReaper.
+	keyWindow    time.Duration
+	lookup       bool
+	dlqRetention time.Duration
 }
 
 // fastReaperEvery is the period of a fast reaper (config.fastReaper).
@@ -108,6 +116,12 @@ func (c config) String() string {
 	}
 	if c.fastReaper {
 		s += "+fastreaper"
+	}
+	if c.keyWindow > 0 {
+		s += "+keywindow=" + c.keyWindow.String()
+		if c.lookup {
+			s += "+lookup"
+		}
 	}
 	return s
 }

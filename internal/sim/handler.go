@@ -137,6 +137,26 @@ func (h *handler) beat(ctx context.Context, a *idem.Attempt, id string, n int) e
 // gatewaySteps are the outside service's calls an operation with Call makes.
 var gatewaySteps = []string{"reserve", "charge"}
 
+// step calls the outside service as the recorded step name, fed the answer of the step
+// before it, and returns the service's answer: StepWith with the service's key window
+// (and its lookup) when the configuration draws one, StepAnswer otherwise.
+func (h *handler) step(ctx context.Context, a *idem.Attempt, name, fed, run string) ([]byte, error) {
+	call := func(ctx context.Context) ([]byte, error) {
+		return h.w.callGateway(ctx, h.c, a, name, fed, run)
+	}
+	cfg := h.w.sc.cfg
+	if cfg.keyWindow == 0 {
+		return a.StepAnswer(ctx, name, call)
+	}
+	svc := idem.Service{KeyWindow: cfg.keyWindow}
+	if cfg.lookup {
+		svc.Lookup = func(ctx context.Context) ([]byte, bool, error) {
+			return h.w.lookupGateway(ctx, h.c, a.RecordKey(), name)
+		}
+	}
+	return a.StepWith(ctx, name, svc, call)
+}
+
 // Handle applies one operation.
 func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, error) {
 	b, err := decodeBody(req.Payload)
@@ -158,17 +178,21 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	if limit > 0 && balance+b.Amt > limit {
 		return idem.Result{}, idem.Permanent(fmt.Errorf("refused: %d more would take account %s over the cap of %d", b.Amt, b.Acct, limit))
 	}
+	var answers []string // the steps' answers, each fed to the next step and all to the commit
 	if b.Call {
 		for i, step := range gatewaySteps {
 			if err := h.beat(ctx, req.Attempt, id, i); err != nil {
 				return idem.Result{}, err
 			}
-			err := req.Attempt.Step(ctx, step, func(ctx context.Context) error {
-				return h.w.callGateway(ctx, h.c, req.Attempt.RecordKey(), step, holder, run)
-			})
+			fed := ""
+			if i > 0 {
+				fed = answers[i-1]
+			}
+			answer, err := h.step(ctx, req.Attempt, step, fed, run)
 			if err != nil {
 				return idem.Result{}, fmt.Errorf("step %s: %w", step, err)
 			}
+			answers = append(answers, string(answer))
 		}
 		if err := h.beat(ctx, req.Attempt, id, len(gatewaySteps)); err != nil {
 			return idem.Result{}, err
@@ -189,6 +213,9 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 		TableName: aws.String(bizTable),
 		Item: map[string]types.AttributeValue{"pk": avS("entry#" + id), "op": avS(id), "acct": avS(b.Acct), "amt": avN(b.Amt),
 			"run": avS(run), "holder": avS(holder), "at": avN(at)},
+	}
+	if len(answers) > 0 {
+		journal.Item["calls"] = avS(strings.Join(answers, " "))
 	}
 	resp, _ := json.Marshal(response{Applied: id, Run: run, Holder: holder, At: at})
 	res := idem.Result{

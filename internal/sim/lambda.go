@@ -80,7 +80,7 @@ func (w *world) newEnv(c *consumer) (*environment, error) {
 	cfg := consumerapp.Config{
 		FunctionTimeout: c.timeout,
 		Handler:         &handler{w: w, c: c, db: ddbAPI{w}, outFIFO: w.outFIFOURL, outStd: w.outStdURL, clock: clock},
-		Layout:          c.layout, DLQURL: w.dlqURL, Scope: c.scope, TTL: sc.ttl, LeaseGrace: c.grace,
+		Layout:          c.layout, DLQURL: w.dlqURL, Scope: c.scope, TTL: sc.ttl, DLQRetention: sc.cfg.dlqRetention, LeaseGrace: c.grace,
 		Shards: sc.shards, Concurrency: sc.concurrency, DeadlineMargin: sc.margin, CacheSize: sc.cacheSize,
 		KeyField: sc.keyField, KeySource: sc.keySource, MetricsNamespace: "Sim", Mode: sc.mode, Keys: stackKeys,
 	}

@@ -60,6 +60,7 @@ type observations struct {
 	parked     map[string]bool            // effect ids of operations a message of which SQS moved to the DLQ
 	holds      map[string][]hold          // consumer|record key -> its holders (responses.go)
 	gateway    []gatewayCall              // the outside service's log (outside.go)
+	keys       map[string]gatewayKey      // the outside service's keys: record key/step -> its last application
 	acks       int
 	receives   int
 	stats      Stats
@@ -70,7 +71,7 @@ func newObservations() observations {
 		done: map[*invocation]bool{}, accepted: map[*op]bool{}, sent: map[*op][]string{}, msgOp: map[string]*op{},
 		keysOf: map[string]map[string]bool{}, credits: map[string]int{}, firstAt: map[string]time.Time{},
 		reexecuted: map[string]int{}, applied: map[*op]int{}, runs: map[string]landed{}, runByMsg: map[string]string{}, tokenRun: map[string]string{},
-		parked: map[string]bool{}, holds: map[string][]hold{},
+		parked: map[string]bool{}, holds: map[string][]hold{}, keys: map[string]gatewayKey{},
 	}
 }
 
@@ -433,6 +434,10 @@ func (w *world) twinDeadLettered(o *op, reason string) bool {
 // contains.
 func (w *world) reasons(k opKind) []string {
 	rs := k.reasons()
+	if w.sc.cfg.keyWindow > 0 && !w.sc.cfg.lookup {
+		// A step past the service's key window, without a lookup, parks its message.
+		rs = append(rs, "key window")
+	}
 	if w.sc.keySource == idem.KeyFromField && (k == kindBad || k == kindKeyless) {
 		// Keyed by the body's id field alone: a body without it has no key.
 		rs = append(rs, "no idempotency key", "not a JSON object")

@@ -2,7 +2,11 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
+
+	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
 // The outside service a stepping handler calls (a payment gateway, say): each call
@@ -22,26 +26,60 @@ import (
 // whose clock runs ahead sees the lease end early, by at most the drift (config.go),
 // which the grace must cover.
 
+//
+// The service answers each key (the record key and the step) with the id of its
+// application, the same id while it keeps the key. With a key window
+// (config.keyWindow) it forgets a key that long after it applied it, give or take the
+// clocks' drift (the step judges the window by its own clock), and applies a call with
+// it again: the outside check is that no key is applied twice. A step's call carries
+// the answer of the step before it (fed): the chain check is that it is that step's
+// application. Its lookup (config.lookup) answers a key's application from its records,
+// which it keeps for good.
+
 // gatewayCall is one call the outside service received.
 type gatewayCall struct {
 	c          *consumer
 	rk, step   string
+	fed        string // the answer of the step before, that the handler passed on
 	token, run string
 	issued     time.Time
 }
 
-// callGateway is the handler's call to the outside service, for the record rk it holds.
-func (w *world) callGateway(ctx context.Context, c *consumer, rk, step, token, run string) error {
-	call := gatewayCall{c: c, rk: rk, step: step, token: token, run: run, issued: time.Now()}
-	_, err := w.do(ctx, "gateway", "Call", rk+"/"+step, nil, func() (any, error) {
-		w.gatewayReceived(call)
-		return nil, nil
-	})
-	return err
+// gatewayKey is a key's last application.
+type gatewayKey struct {
+	id string
+	at time.Time // when the call that applied it was made
 }
 
-// gatewayReceived logs a call and checks it.
-func (w *world) gatewayReceived(g gatewayCall) {
+// callGateway is the handler's call to the outside service, for the record rk it holds;
+// it returns the service's answer, the id of the key's application.
+func (w *world) callGateway(ctx context.Context, c *consumer, a *idem.Attempt, step, fed, run string) ([]byte, error) {
+	rk := a.RecordKey()
+	call := gatewayCall{c: c, rk: rk, step: step, fed: fed, token: a.Token(), run: run, issued: time.Now()}
+	id, err := w.do(ctx, "gateway", "Call", rk+"/"+step, nil, func() (any, error) {
+		return w.gatewayReceived(call), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []byte(id.(string)), nil
+}
+
+// lookupGateway is the handler's lookup of its call for record rk's step: the id of
+// its application, or false when none was.
+func (w *world) lookupGateway(ctx context.Context, c *consumer, rk, step string) ([]byte, bool, error) {
+	id, err := w.do(ctx, "gateway", "Lookup", rk+"/"+step, nil, func() (any, error) {
+		return w.obs.keys[c.name+"|"+rk+"/"+step].id, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return []byte(id.(string)), id.(string) != "", nil
+}
+
+// gatewayReceived logs a call, checks it and answers it.
+func (w *world) gatewayReceived(g gatewayCall) string {
+	id := w.gatewayApply(g)
 	w.obs.gateway = append(w.obs.gateway, g)
 	w.obs.nameToken(g.token, g.run)
 	w.tracef("gateway: %s of %s by run %s, made at %s", g.step, g.rk, g.run, g.issued.Sub(w.start).Round(time.Millisecond))
@@ -65,6 +103,37 @@ func (w *world) gatewayReceived(g gatewayCall) {
 		w.obs.violation("step", "run %s called %s for record %s of %s at %s, after its lease ended at %s by the true clock",
 			g.run, g.step, g.rk, g.c.name, w.since(g.issued), w.since(own.until))
 	}
+	return id
+}
+
+// gatewayApply applies g's key, unless the service still keeps it, and returns the id
+// of its application.
+func (w *world) gatewayApply(g gatewayCall) string {
+	k := g.c.name + "|" + g.rk + "/" + g.step
+	last, ok := w.obs.keys[k]
+	window := w.sc.cfg.keyWindow
+	if ok && (window == 0 || g.issued.Sub(last.at) < window+2*maxDrift) {
+		return last.id
+	}
+	if ok && !w.newExecution(g, last.at) {
+		w.obs.violation("outside", "run %s called %s for record %s of %s at %s, past the service's key window of %s since it applied it at %s: applied twice",
+			g.run, g.step, g.rk, g.c.name, w.since(g.issued), window, w.since(last.at))
+	}
+	if i := slices.Index(gatewaySteps, g.step); i > 0 {
+		if before := w.obs.keys[g.c.name+"|"+g.rk+"/"+gatewaySteps[i-1]].id; g.fed != before {
+			w.obs.violation("outside", "run %s called %s for record %s of %s fed %q, but %s was applied as %q", g.run, g.step, g.rk, g.c.name, g.fed, gatewaySteps[i-1], before)
+		}
+	}
+	w.obs.keys[k] = gatewayKey{id: fmt.Sprintf("%s-%d", g.step, len(w.obs.gateway)+1), at: g.issued}
+	return w.obs.keys[k].id
+}
+
+// newExecution reports whether g's record was created (again) after from: the key's
+// record expired between the application at from and g's call, so g belongs to a new
+// execution of the key, by contract, which may apply a key the service forgot again.
+func (w *world) newExecution(g gatewayCall, from time.Time) bool {
+	rec, err := g.c.store.Get(context.Background(), g.rk, g.issued)
+	return err == nil && rec.CreatedAt.After(from.Add(2*maxDrift))
 }
 
 // since is a moment as the trace writes it: the time since the start.

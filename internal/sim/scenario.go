@@ -140,6 +140,10 @@ func newScenario(r *rand.Rand, seed uint64) *scenario {
 	if sc.cfg.fastReaper {
 		sc.reaperEvery = fastReaperEvery
 	}
+	if sc.cfg.steps && cr.IntN(2) == 0 {
+		sc.cfg.keyWindow, sc.cfg.lookup = pick(cr, 15*time.Second, time.Minute), cr.IntN(2) == 0
+	}
+	sc.cfg.dlqRetention = pick(cr, 0, time.Hour, 24*time.Hour)
 	sc.workload(r)
 	sc.misbehave(producerRand(seed))
 	return sc

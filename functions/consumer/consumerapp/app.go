@@ -78,7 +78,7 @@ func New(cfg Config, d Deps) (Handler, error) {
 	}
 	dlq := &sqsmsg.SQSDeadLetter{API: d.SQS, QueueURL: cfg.DLQURL, Source: "consumer", Keys: cfg.Keys}
 	client, err := idem.New(idem.Config{
-		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, LeaseGrace: cfg.LeaseGrace,
+		Store: store, Scope: cfg.Scope, TTL: cfg.TTL, DLQRetention: cfg.DLQRetention, LeaseGrace: cfg.LeaseGrace,
 		Shards: cfg.Shards, CacheSize: cfg.CacheSize, Owner: d.Owner, Clock: d.Clock, Sender: d.SQS,
 		Mode: cfg.Mode, OutboxDeadLetter: dlq, MaxLease: cfg.maxLease(), Tracer: d.Tracer,
 	})

@@ -36,10 +36,14 @@ type Config struct {
 	IdempotencyTable string // IDEMPOTENCY_TABLE (required)
 	// Layout is where the records live in that table (the IDEMPOTENCY_* layout variables:
 	// envconf.Reader.Layout); its Table, when empty, is IdempotencyTable.
-	Layout           persistence.Layout
-	DLQURL           string         // DLQ_URL (required): permanent failures go here
-	Scope            string         // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
-	TTL              time.Duration  // IDEMPOTENCY_TTL (default 168h): retention of records
+	Layout persistence.Layout
+	DLQURL string        // DLQ_URL (required): permanent failures go here
+	Scope  string        // IDEMPOTENCY_SCOPE (required; the template's ScopeName parameter)
+	TTL    time.Duration // IDEMPOTENCY_TTL (default 168h): retention of records
+	// DLQRetention is DLQ_RETENTION (default DefaultDLQRetention): how long the
+	// dead-letter queue keeps a message; a FAILED record that holds steps is kept at
+	// least that long (idem.Config.DLQRetention).
+	DLQRetention     time.Duration
 	LeaseGrace       time.Duration  // LEASE_GRACE (default 30s): added to the invocation deadline
 	Shards           int            // INFLIGHT_SHARDS (default 4): must match the reaper
 	Concurrency      int            // MAX_CONCURRENCY (default 10): groups or records at once
@@ -58,6 +62,12 @@ type Config struct {
 	Keys      *sqsmsg.Keys
 	SecretARN string
 }
+
+// DefaultDLQRetention is DLQ_RETENTION's default: the template's DeadLetterQueue keeps a
+// message 14 days (MessageRetentionPeriod 1209600, SQS's most;
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html),
+// which TestRecordsOutliveTheirDeadLetters checks.
+const DefaultDLQRetention = 14 * 24 * time.Hour
 
 // FromEnv reads the configuration through lookup (os.LookupEnv in main). It reports every
 // missing or malformed variable of the consumer at once; New reports the example's (its
@@ -79,6 +89,7 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 		DLQURL:           e.Required("DLQ_URL"),
 		Scope:            e.Required("IDEMPOTENCY_SCOPE"),
 		TTL:              e.TTL(),
+		DLQRetention:     e.Duration("DLQ_RETENTION", DefaultDLQRetention),
 		LeaseGrace:       e.LeaseGrace(),
 		Shards:           e.Int("INFLIGHT_SHARDS", 4, 1, 1000),
 		Concurrency:      e.Int("MAX_CONCURRENCY", 10, 1, 1000),

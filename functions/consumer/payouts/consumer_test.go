@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type world struct {
 	table    string
 	inputARN string
 	seq      atomic.Int64
+	clock    func() time.Time // the consumers' clock; nil: time.Now
 }
 
 func newWorld(t *testing.T) *world {
@@ -64,7 +66,7 @@ func (w *world) consumer(t *testing.T, wrap func(persistence.DynamoDBAPI) persis
 	if wrap != nil {
 		ddb = wrap(ddb)
 	}
-	h, err := consumerapp.New(w.cfg, consumerapp.Deps{DynamoDB: ddb, SQS: w.st.SQS, Logs: &strings.Builder{}, Metrics: &strings.Builder{}, Owner: t.Name()})
+	h, err := consumerapp.New(w.cfg, consumerapp.Deps{DynamoDB: ddb, SQS: w.st.SQS, Logs: &strings.Builder{}, Metrics: &strings.Builder{}, Owner: t.Name(), Clock: w.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +186,32 @@ func (w *world) checkPaid(t *testing.T, payee string, msgs ...example.Message) {
 	}
 }
 
+// checkTransfer checks that the payout of m was committed with the id the gateway gave
+// its transfer (the step's recorded answer): in its journal entry, and in its record.
+func (w *world) checkTransfer(t *testing.T, m example.Message) {
+	t.Helper()
+	var id string
+	for _, c := range w.calls(t)[m.Key] {
+		if c.Outcome == gateway.Applied {
+			id = c.ID
+		}
+	}
+	out, err := w.st.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(w.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"payee_id": &types.AttributeValueMemberS{Value: payouts.EntryPrefix + m.ID}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := out.Item["transfer_id"].(*types.AttributeValueMemberS)
+	if id == "" || got == nil || got.Value != id {
+		t.Errorf("payout %s: journal entry's transfer_id %v, want the gateway's %q", m.ID, out.Item["transfer_id"], id)
+	}
+	if a := w.record(t, m.Key).Answers[payouts.StepTransfer]; string(a) != id {
+		t.Errorf("payout %s: the record's answer of the step is %q, want %q", m.ID, a, id)
+	}
+}
+
 // TestPayout: a payout reads its payee, calls the gateway once with its key, and is
 // written and noticed once; its duplicates (a warm and a cold consumer) call nothing.
 func TestPayout(t *testing.T) {
@@ -204,6 +232,7 @@ func TestPayout(t *testing.T) {
 		t.Fatalf("gateway calls %+v, want one POST %s applied under key %s", calls, payouts.TransfersPath, m.Key)
 	}
 	w.checkPaid(t, "pe-1", m)
+	w.checkTransfer(t, m)
 	if n := w.notices(t); n["po-1"] != 1 || len(n) != 1 {
 		t.Errorf("notices %v, want one for po-1", n)
 	}
@@ -327,6 +356,7 @@ func TestInterruptedAroundTheStep(t *testing.T) {
 				t.Fatalf("the gateway got %d calls for the key, want %d: %+v", len(calls), c.calls, calls)
 			}
 			w.checkPaid(t, "pe-1", m)
+			w.checkTransfer(t, m)
 			if rec := w.record(t, m.Key); rec.Attempt != 2 || rec.Status != persistence.StatusCompleted {
 				t.Errorf("record %+v, want COMPLETED on its second attempt", rec)
 			}
@@ -438,5 +468,59 @@ func TestLeaseOnly(t *testing.T) {
 	var me *example.ModeError
 	if !errors.As(err, &me) || !errors.Is(err, idem.ErrNotInThisMode) || !strings.Contains(err.Error(), ex.LeaseOnly()) {
 		t.Fatalf("single-transaction: %v, want an *example.ModeError with %q", err, ex.LeaseOnly())
+	}
+}
+
+// TestRetryPastTheKeyWindow (issue 37, hole 5): the transfer is applied, then the
+// consumer dies before its step is recorded; the gateway keeps keys 24 hours, and the
+// retry comes 25 hours later. Posted again, the transfer would be paid twice. With the
+// gateway's lookup the retry finds the transfer and records it; without one it parks the
+// message in the dead-letter queue with the reason, its record kept. Either way the
+// gateway applied the transfer once.
+func TestRetryPastTheKeyWindow(t *testing.T) {
+	for _, lookup := range []bool{true, false} {
+		t.Run(map[bool]string{true: "with the lookup", false: "without a lookup"}[lookup], func(t *testing.T) {
+			w := newWorld(t)
+			var now atomic.Int64 // read by the gateway's goroutines
+			now.Store(time.Now().UnixNano())
+			w.clock = func() time.Time { return time.Unix(0, now.Load()) }
+			w.gw.SetKeyWindow(payouts.DefaultKeyWindow, w.clock)
+			if !lookup {
+				h, err := payouts.NewHandler(payouts.Config{
+					PayeesTable: w.table, NoticesQueueURL: w.st.Must(t, payouts.NoticesVar), GatewayURL: w.gw.URL(), NoLookup: true,
+				}, payouts.Clients{DynamoDB: w.st.DynamoDB, HTTP: http.DefaultClient})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.cfg.Handler = h
+			}
+			w.enable(t, "pe-1")
+			m := payout("po-1", "pe-1", 700)
+			crashing := w.consumer(t, func(d persistence.DynamoDBAPI) persistence.DynamoDBAPI {
+				return &failOnce{DynamoDBAPI: d, match: isStep}
+			})
+			if failed := w.deliver(t, crashing, m); len(failed) != 1 {
+				t.Fatalf("first delivery: failed %v, want the payout retried", failed)
+			}
+			now.Add(int64(payouts.DefaultKeyWindow + time.Hour))
+			if failed := w.deliver(t, w.consumer(t, nil), m); len(failed) != 0 {
+				t.Fatalf("the retry past the window: failed %v", failed)
+			}
+			if calls := w.calls(t)[m.Key]; len(calls) != 1 || calls[0].Outcome != gateway.Applied {
+				t.Fatalf("the gateway got %+v for the key, want the first call alone", calls)
+			}
+			if lookup {
+				w.checkPaid(t, "pe-1", m)
+				w.checkTransfer(t, m)
+				return
+			}
+			dlq := exampletest.DrainAll(t, w.st.SQS, w.cfg.DLQURL)
+			if len(dlq) != 1 || !strings.Contains(aws.ToString(dlq[0].MessageAttributes[sqsmsg.DLQReasonAttribute].StringValue), "key window") {
+				t.Fatalf("dead letters %+v, want the payout parked with the reason", dlq)
+			}
+			if rec := w.record(t, m.Key); rec.Status != persistence.StatusFailed || rec.Retryable {
+				t.Errorf("record %+v, want it kept, FAILED for good", rec)
+			}
+		})
 	}
 }

@@ -17,15 +17,19 @@
 //     called or written. The message is dead-lettered with the reason and its record
 //     stays retryable: enabled, then redriven (idemctl redrive), it is paid once;
 //  4. POSTs the transfer to the gateway (PAYMENT_GATEWAY_URL + "/transfers") inside
-//     idem.Attempt.Step("transfer"), with the idempotency key in the Idempotency-Key
-//     header: a takeover after a crash between the call and its recording calls again
-//     with the same key, and the gateway, which applies a key once, pays once. A
-//     takeover after the step was recorded skips it. The step records that the call was
-//     made, not its answer: the commit must not need the answer (here the payout's
-//     journal entry names the transfer by the key the gateway knows it by);
-//  5. returns the journal entry (the guard, put only if absent), the payee's totals
-//     (ADD paid_cents, payout_count) and a "payout sent" notice on a FIFO queue for the
-//     idem middleware to commit together.
+//     idem.Attempt.StepAnswer("transfer"), with the idempotency key in the
+//     Idempotency-Key header: a takeover after a crash between the call and its
+//     recording calls again with the same key, and the gateway, which applies a key
+//     once, pays once and answers the same transfer id. The step records the gateway's
+//     transfer id with it, under the lease's fence: a takeover after the step was
+//     recorded skips the call and gets the id from the record. The gateway keeps keys
+//     PAYMENT_GATEWAY_KEY_WINDOW (24 hours by default): a retry past that of a transfer
+//     that is not recorded asks the gateway (GET /transfers?idempotency_key=KEY) instead
+//     of posting it again (idem.Attempt.StepWith);
+//  5. returns the journal entry (the guard, put only if absent, with the transfer id),
+//     the payee's totals
+//     (ADD paid_cents, payout_count) and a "payout sent" notice naming the transfer id on
+//     a FIFO queue for the idem middleware to commit together.
 //
 // A step runs only in the lease mode: the example is example.LeaseOnly, and the
 // consumer refuses IDEMPOTENCY_MODE=single-transaction for it at init. It is an
@@ -36,5 +40,5 @@
 // (BOOL), paid_cents (N) and payout_count (N); each journal entry has payee_id
 // "payout#<payout_id>" (EntryPrefix; no payee id may start with it; "payout#http~<caller's
 // tag>~<payout_id>" under an HTTP caller's key, idem.CallerScope) with payout_payee,
-// amount_cents and key_hash. EnablePayee enables a payee; Payees reads them all.
+// amount_cents, transfer_id and key_hash. EnablePayee enables a payee; Payees reads them all.
 package payouts

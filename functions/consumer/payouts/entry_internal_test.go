@@ -20,8 +20,8 @@ func TestPayoutIDsBelongToTheirCaller(t *testing.T) {
 	alice := func(k string) string { return idem.CallerKey("arn:aws:iam::111122223333:role/alice", k) }
 	mallory := idem.CallerKey("arn:aws:iam::111122223333:role/mallory", "m-1")
 	id := func(key string) string {
-		put := h.entry(key, p).Put.Item[attrPayee].(*types.AttributeValueMemberS).Value
-		if read := entryKey(key, p); !reflect.DeepEqual(read, map[string]types.AttributeValue{attrPayee: h.entry(key, p).Put.Item[attrPayee]}) {
+		put := h.entry(key, p, "tr_1").Put.Item[attrPayee].(*types.AttributeValueMemberS).Value
+		if read := entryKey(key, p); !reflect.DeepEqual(read, map[string]types.AttributeValue{attrPayee: h.entry(key, p, "tr_1").Put.Item[attrPayee]}) {
 			t.Errorf("key %s: the guard puts %s, a redelivery reads %v", key, put, read)
 		}
 		return put

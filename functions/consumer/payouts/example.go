@@ -18,6 +18,9 @@ const (
 	TableVar   = "PAYEES_TABLE"
 	NoticesVar = "PAYOUT_NOTICES_QUEUE_URL"
 	GatewayVar = "PAYMENT_GATEWAY_URL"
+	// KeyWindowVar is how long the gateway keeps an idempotency key (optional, default
+	// DefaultKeyWindow).
+	KeyWindowVar = "PAYMENT_GATEWAY_KEY_WINDOW"
 )
 
 //go:embed template.yaml
@@ -51,12 +54,16 @@ func message(p Payout) example.Message {
 	return example.Message{ID: p.PayoutID, Key: Key(p), Group: p.PayeeID, Body: string(b)}
 }
 
-// NewHandler reads PAYEES_TABLE, PAYOUT_NOTICES_QUEUE_URL and PAYMENT_GATEWAY_URL and
+// NewHandler reads PAYEES_TABLE, PAYOUT_NOTICES_QUEUE_URL, PAYMENT_GATEWAY_URL and
+// PAYMENT_GATEWAY_KEY_WINDOW and
 // returns the payout handler, which reads the payees table through d.DynamoDB and calls
 // the gateway through d.HTTP.
 func (Example) NewHandler(d example.Deps) (idem.Handler, error) {
 	e := envconf.New(d.Env)
-	cfg := Config{PayeesTable: e.Required(TableVar), NoticesQueueURL: e.Required(NoticesVar), GatewayURL: e.Required(GatewayVar)}
+	cfg := Config{
+		PayeesTable: e.Required(TableVar), NoticesQueueURL: e.Required(NoticesVar), GatewayURL: e.Required(GatewayVar),
+		KeyWindow: e.Duration(KeyWindowVar, DefaultKeyWindow),
+	}
 	if err := e.Err(); err != nil {
 		return nil, fmt.Errorf("payouts configuration: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,11 +22,21 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 )
 
-// StepTransfer names the step that calls the gateway (idem.Attempt.Step).
+// StepTransfer names the step that calls the gateway (idem.Attempt.StepAnswer): its
+// answer is the gateway's transfer id.
 const StepTransfer = "transfer"
 
 // TransfersPath is where the handler POSTs a transfer, under the gateway's base URL.
 const TransfersPath = "/transfers"
+
+// LookupParam is the query parameter of the gateway's lookup: a GET of TransfersPath
+// with ?idempotency_key=KEY answers the transfer applied under KEY (200, as the POST
+// did) or 404, from the gateway's records, which outlive its key window.
+const LookupParam = "idempotency_key"
+
+// DefaultKeyWindow is how long the gateway keeps an idempotency key unless told
+// otherwise (Config.KeyWindow): Stripe's 24 hours.
+const DefaultKeyWindow = 24 * time.Hour
 
 // Config configures the handler. Every field is required.
 type Config struct {
@@ -35,6 +46,13 @@ type Config struct {
 	NoticesQueueURL string
 	// GatewayURL is the payment gateway's base URL (http or https).
 	GatewayURL string
+	// KeyWindow is how long the gateway keeps an idempotency key (default
+	// DefaultKeyWindow): past it, a transfer that is not recorded is looked up, not
+	// posted again (idem.Service).
+	KeyWindow time.Duration
+	// NoLookup leaves the gateway's lookup out: past the key window, such a transfer
+	// parks its message for reconciliation (idem.ErrPastKeyWindow) instead.
+	NoLookup bool
 }
 
 // Clients are what the handler reads and calls through: the consumer's own
@@ -57,6 +75,7 @@ type Notice struct {
 	PayeeID        string `json:"payee_id"`
 	AmountCents    int64  `json:"amount_cents"`
 	IdempotencyKey string `json:"idempotency_key"` // the key the gateway knows the transfer by
+	TransferID     string `json:"transfer_id"`     // the id the gateway gave the transfer (the step's answer)
 }
 
 // Response is the handler's response, stored with the idempotency record and replayed
@@ -89,11 +108,17 @@ func NewHandler(cfg Config, c Clients) (idem.Handler, error) {
 	if err := checkURL(cfg.GatewayURL); err != nil {
 		errs = append(errs, fmt.Errorf("Config.GatewayURL %q %w", cfg.GatewayURL, err))
 	}
+	if cfg.KeyWindow < 0 {
+		errs = append(errs, fmt.Errorf("Config.KeyWindow %s is negative", cfg.KeyWindow))
+	}
 	if c.DynamoDB == nil || c.HTTP == nil {
 		errs = append(errs, errors.New("a DynamoDB and an HTTP client are required"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("payouts: %w", err)
+	}
+	if cfg.KeyWindow == 0 {
+		cfg.KeyWindow = DefaultKeyWindow
 	}
 	return &handler{cfg: cfg, db: c.DynamoDB, web: c.HTTP}, nil
 }
@@ -138,18 +163,27 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	if !enabled && !req.Attempt.Done(StepTransfer) {
 		return idem.Result{}, idem.Refuse(fmt.Sprintf("payee %s is not enabled", p.PayeeID))
 	}
-	if err := req.Attempt.Step(ctx, StepTransfer, func(ctx context.Context) error {
+	// The gateway's transfer id is the step's answer, recorded with it: an attempt that
+	// takes over after the step gets it from the record, without calling again.
+	// Past the gateway's key window a transfer that is not recorded is looked up, never
+	// posted blindly.
+	svc := idem.Service{KeyWindow: h.cfg.KeyWindow}
+	if !h.cfg.NoLookup {
+		svc.Lookup = func(ctx context.Context) ([]byte, bool, error) { return h.lookup(ctx, req.Key, p) }
+	}
+	transfer, err := req.Attempt.StepWith(ctx, StepTransfer, svc, func(ctx context.Context) ([]byte, error) {
 		return h.transfer(ctx, req.Key, p)
-	}); err != nil {
+	})
+	if err != nil {
 		return idem.Result{}, err
 	}
-	notice, err := json.Marshal(Notice{PayoutID: p.PayoutID, PayeeID: p.PayeeID, AmountCents: p.AmountCents, IdempotencyKey: req.Key})
+	notice, err := json.Marshal(Notice{PayoutID: p.PayoutID, PayeeID: p.PayeeID, AmountCents: p.AmountCents, IdempotencyKey: req.Key, TransferID: string(transfer)})
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("payouts: encode notice: %w", err)
 	}
 	return idem.Result{
 		Response: resp,
-		Writes:   []types.TransactWriteItem{h.entry(req.Key, p), h.credit(p)},
+		Writes:   []types.TransactWriteItem{h.entry(req.Key, p, string(transfer)), h.credit(p)},
 		Guards:   []int{0},
 		Messages: []idem.Message{{
 			QueueURL: h.cfg.NoticesQueueURL, Body: string(notice),
@@ -181,34 +215,73 @@ func (h *handler) enabled(ctx context.Context, payee string) (bool, error) {
 	return ok && v.Value, nil
 }
 
-// transfer POSTs the payout to the gateway with the idempotency key: 2xx is done; 5xx,
-// 429, a timeout or a lost answer are retried (the delivery fails and comes back; the
-// same key makes the gateway apply it once); any other answer is permanent.
-func (h *handler) transfer(ctx context.Context, key string, p Payout) error {
+// transfer POSTs the payout to the gateway with the idempotency key and returns the id
+// the gateway gave the transfer: 2xx is done; 5xx, 429, a timeout or a lost answer are
+// retried (the delivery fails and comes back; the same key makes the gateway apply it
+// once); any other answer is permanent, and so is a 2xx without an id.
+func (h *handler) transfer(ctx context.Context, key string, p Payout) ([]byte, error) {
 	body, err := json.Marshal(Transfer(p))
 	if err != nil {
-		return fmt.Errorf("payouts: encode transfer: %w", err)
+		return nil, fmt.Errorf("payouts: encode transfer: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.GatewayURL+TransfersPath, bytes.NewReader(body))
 	if err != nil {
-		return idem.Permanent(fmt.Errorf("payouts: transfer request: %w", err))
+		return nil, idem.Permanent(fmt.Errorf("payouts: transfer request: %w", err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := h.web.Do(req)
 	if err != nil {
-		return fmt.Errorf("payouts: transfer %s: %w", p.PayoutID, err)
+		return nil, fmt.Errorf("payouts: transfer %s: %w", p.PayoutID, err)
 	}
 	defer resp.Body.Close() //nolint:errcheck // read only
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return nil
+		return transferID(p, answer)
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return fmt.Errorf("payouts: transfer %s: the gateway answered %s", p.PayoutID, resp.Status)
+		return nil, fmt.Errorf("payouts: transfer %s: the gateway answered %s", p.PayoutID, resp.Status)
 	default:
-		return idem.Permanent(fmt.Errorf("payouts: transfer %s: the gateway refused it: %s %s", p.PayoutID, resp.Status, bytes.TrimSpace(answer)))
+		return nil, idem.Permanent(fmt.Errorf("payouts: transfer %s: the gateway refused it: %s %s", p.PayoutID, resp.Status, bytes.TrimSpace(answer)))
 	}
+}
+
+// lookup asks the gateway for the transfer applied under key: its id and true, or false
+// when there is none. Any answer but 200 and 404 is an error, retried.
+func (h *handler) lookup(ctx context.Context, key string, p Payout) ([]byte, bool, error) {
+	u := h.cfg.GatewayURL + TransfersPath + "?" + url.Values{LookupParam: {key}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, false, idem.Permanent(fmt.Errorf("payouts: lookup request: %w", err))
+	}
+	resp, err := h.web.Do(req)
+	if err != nil {
+		return nil, false, fmt.Errorf("payouts: look up transfer %s: %w", p.PayoutID, err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // read only
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		id, err := transferID(p, answer)
+		return id, err == nil, err
+	case http.StatusNotFound:
+		return nil, false, nil
+	}
+	return nil, false, fmt.Errorf("payouts: look up transfer %s: the gateway answered %s", p.PayoutID, resp.Status)
+}
+
+// maxTransferID bounds the gateway's transfer id, the step's recorded answer.
+const maxTransferID = 128
+
+// transferID reads the id from the gateway's answer to a transfer ({"id": ...}).
+func transferID(p Payout, answer []byte) ([]byte, error) {
+	var a struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(answer, &a); err != nil || a.ID == "" || len(a.ID) > maxTransferID {
+		return nil, idem.Permanent(fmt.Errorf("payouts: transfer %s: the gateway applied it but answered no transfer id of at most %d bytes: %.80q", p.PayoutID, maxTransferID, answer))
+	}
+	return []byte(a.ID), nil
 }
 
 // entryKey is the key of the payout's journal entry under the idempotency key key: its
@@ -218,13 +291,14 @@ func entryKey(key string, p Payout) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPayee: &types.AttributeValueMemberS{Value: EntryPrefix + idem.CallerScope(key) + p.PayoutID}}
 }
 
-// entry is the payout's journal entry, put only if absent (the guard): a payout
+// entry is the payout's journal entry, with the gateway's transfer id, put only if absent (the guard): a payout
 // redelivered after its record expired finds it (Applied above), and a commit that
 // races such a redelivery is refused by it.
-func (h *handler) entry(key string, p Payout) types.TransactWriteItem {
+func (h *handler) entry(key string, p Payout, transfer string) types.TransactWriteItem {
 	return guarded.Entry(h.cfg.PayeesTable, attrPayee, key, map[string]types.AttributeValue{
 		attrPayee:      entryKey(key, p)[attrPayee],
 		attrEntryPayee: &types.AttributeValueMemberS{Value: p.PayeeID},
+		attrTransfer:   &types.AttributeValueMemberS{Value: transfer},
 		attrAmount:     &types.AttributeValueMemberN{Value: strconv.FormatInt(p.AmountCents, 10)},
 	})
 }

@@ -24,6 +24,7 @@ const (
 	attrCount   = "payout_count"
 	// journal entries
 	attrEntryPayee = "payout_payee"
+	attrTransfer   = "transfer_id"  // the gateway's id of the transfer
 	attrAmount     = "amount_cents" // and guarded.KeyHashAttr
 )
 

@@ -310,7 +310,7 @@ func (m *MemoryStore) FailWith(ctx context.Context, l persistence.Lease, f persi
 }
 
 // AddStep mirrors the fenced ADD.
-func (m *MemoryStore) AddStep(ctx context.Context, l persistence.Lease, step string, now time.Time) error {
+func (m *MemoryStore) AddStep(ctx context.Context, l persistence.Lease, step string, answer []byte, now time.Time) error {
 	if err := ctxErr(ctx, "step"); err != nil {
 		return err
 	}
@@ -322,6 +322,12 @@ func (m *MemoryStore) AddStep(ctx context.Context, l persistence.Lease, step str
 	}
 	if !r.HasStep(step) {
 		r.Steps = append(r.Steps, step)
+	}
+	if answer != nil {
+		if r.Answers == nil {
+			r.Answers = map[string][]byte{}
+		}
+		r.Answers[step] = append([]byte{}, answer...)
 	}
 	r.UpdatedAt = now.Truncate(time.Millisecond)
 	return nil
