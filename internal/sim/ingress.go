@@ -388,6 +388,11 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 		// Taken a retention after the operation was first sent: a new execution by
 		// contract, which may be refused where the first was applied.
 		renewed := w.ingress.taken[o].Sub(w.start.Add(o.sends[0].at)) > w.sc.ttl-10*time.Minute
+		// Parked past its service's key window without a lookup (docs/behaviour.md,
+		// "Steps and their outside services"): that request failed for good and its record
+		// says so; the same operation sent since under another key is another request, and
+		// may have been applied.
+		parked := slices.ContainsFunc(reasons[o], func(r string) bool { return strings.Contains(r, idem.ErrPastKeyWindow.Error()) })
 		switch {
 		case !applied && !dead && !twin:
 			w.obs.violation("status", "%s was answered 202 by the ingress, but it was neither applied nor dead-lettered (its status: %s)", o.name, got)
@@ -399,6 +404,7 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 		case code != http.StatusOK || st == nil:
 			w.obs.violation("status", "the last GET of %s answered %s once the world had settled", o.name, got)
 		case renewed && (st.Status == ingressapp.StatusCompleted || st.Status == ingressapp.StatusFailed):
+		case parked && st.Status == ingressapp.StatusFailed:
 		case applied && st.Status != ingressapp.StatusCompleted:
 			w.obs.violation("status", "%s was applied, but its status says %s", o.name, got)
 		case !applied && w.sc.mode == idem.ModeSingleTransaction && st.Status == ingressapp.StatusAccepted:
