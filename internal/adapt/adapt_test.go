@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,19 +138,27 @@ func TestSwapTheWiredExample(t *testing.T) {
 			// The demo follows the type's block: a stand-in for each of its two services and
 			// each of its two outbound queues (FIFO and standard) counted, one message per
 			// applied one on each.
-			for _, want := range []string{
-				newType + " check: tables = what the applied messages leave OK", "demo: OK",
-				"outside service CARRIER_URL (its stand-in)           200 calls for 200 keys, 200 applied once each",
-				"outside service WAREHOUSE_URL (its stand-in)         200 calls for 200 keys, 200 applied once each",
-			} {
+			for _, want := range []string{newType + " check: tables = what the applied messages leave OK", "demo: OK"} {
 				if !strings.Contains(demo, want) {
 					t.Errorf("idemctl demo in the copy: no line %q:\n%s", want, demo)
 				}
 			}
-			for _, queue := range []string{"-ShipmentNoticesQueue.fifo ", "-TrackingQueue "} {
-				if !regexp.MustCompile(regexp.QuoteMeta(queue) + ` +200 messages, 200 idempotency-keys`).MatchString(demo) {
-					t.Errorf("idemctl demo in the copy: no count of 200 messages on the queue %s:\n%s", strings.TrimSpace(queue), demo)
+			// Each service applied each key once; a call made again (an invocation that timed
+			// out between a call and its record, under load) is answered from the service's
+			// key, and counts as a call, not an application.
+			for _, service := range []string{"CARRIER_URL", "WAREHOUSE_URL"} {
+				if !regexp.MustCompile(`outside service ` + service + ` \(its stand-in\) +[0-9]+ calls for 200 keys, 200 applied once each`).MatchString(demo) {
+					t.Errorf("idemctl demo in the copy: %s did not apply each of 200 keys once:\n%s", service, demo)
 				}
+			}
+			// The FIFO queue gets each message once (a resend carries the same deduplication
+			// id); the standard one may get a resend again, under the same idempotency-key,
+			// which its receivers drop (README's guarantees).
+			if !regexp.MustCompile(`-ShipmentNoticesQueue\.fifo +200 messages, 200 idempotency-keys`).MatchString(demo) {
+				t.Errorf("idemctl demo in the copy: no count of 200 messages on the FIFO queue:\n%s", demo)
+			}
+			if m := regexp.MustCompile(`-TrackingQueue +([0-9]+) messages, 200 idempotency-keys`).FindStringSubmatch(demo); m == nil || atoi(m[1]) < 200 {
+				t.Errorf("idemctl demo in the copy: no count of 200 idempotency-keys (200 messages or more) on the standard queue:\n%s", demo)
 			}
 			t.Logf("idemctl demo in the copy:\n%s", demo)
 		})
@@ -234,4 +243,13 @@ func gitChanged(t *testing.T, root, dir string) []string {
 		}
 	}
 	return changed
+}
+
+// atoi is s's value, -1 when s is no number.
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }

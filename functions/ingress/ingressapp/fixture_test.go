@@ -73,6 +73,9 @@ type options struct {
 	// slowAnswer holds every answer this long after the function returned it: the
 	// request is committed, its answer late.
 	slowAnswer time.Duration
+	// answered, with slowAnswer, hears of each answer the function returned, before it
+	// is held: the request is committed (a send that finds no reader is dropped).
+	answered chan struct{}
 	noCaller   bool // the server reports no IAM caller (AuthType NONE)
 	// caller, when set, is the IAM caller the server reports (default: the local one,
 	// funcurl.LocalCaller("test")).
@@ -167,6 +170,10 @@ func (f *fixture) serve(t *testing.T, o options) string {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rec := &heldResponse{header: http.Header{}}
 			srv.ServeHTTP(rec, r)
+			select {
+			case o.answered <- struct{}{}:
+			default:
+			}
 			time.Sleep(o.slowAnswer) // committed; the answer is late
 			rec.flush(w)
 		})

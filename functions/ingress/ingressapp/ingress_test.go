@@ -193,12 +193,22 @@ func TestConcurrentFirstRequests(t *testing.T) {
 // answer comes too late for the client, which gives up and retries: the retry is
 // answered 202 from the record, and nothing is sent twice.
 func TestLostAnswer(t *testing.T) {
-	f := newFixture(t, options{slowAnswer: 1500 * time.Millisecond})
+	answered := make(chan struct{}, 1)
+	f := newFixture(t, options{slowAnswer: 1500 * time.Millisecond, answered: answered})
 	m := f.traffic(t, 1)[0]
 	key := f.key("lost")
 	impatient := &http.Client{Timeout: 300 * time.Millisecond}
 	if r, err := f.do(t, impatient, http.MethodPost, ingressapp.RequestsPath, key, []byte(m.Body)); err == nil {
 		t.Fatalf("the impatient client got its answer: %s", r)
+	}
+	// The retry comes once the first POST was committed, its answer lost: under load the
+	// first may take longer than the impatient client's 300 ms, and a retry while it still
+	// runs is answered 409, as it should be (TestConcurrentFirstRequests), which is not what this
+	// test is about.
+	select {
+	case <-answered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first POST never answered")
 	}
 	r := f.post(t, key, m.Body)
 	wantCode(t, "the retry after a lost answer", r, http.StatusAccepted)
