@@ -25,6 +25,7 @@ type Attempt struct {
 	hash    string              // the payload's fingerprint
 	single  bool                // ModeSingleTransaction: no lease, no steps
 	prev    *persistence.Record // the record this attempt took over (its holder's lease had ended), for the trace
+	chosen  bool                // the lease end is one Extend chose, which no grace covers
 }
 
 // Number is 1 for the first acquisition of the key and grows with each takeover.
@@ -117,7 +118,7 @@ func (a *Attempt) Step(ctx context.Context, name string, fn func(ctx context.Con
 // step runs fn and records the step (Step, once it is known to be needed).
 func (a *Attempt) step(ctx context.Context, name string, fn func(ctx context.Context) error) error {
 	a.mu.Lock()
-	until := a.lease.Until
+	until, chosen := a.lease.Until, a.chosen
 	a.mu.Unlock()
 	// A holder past its own lease end may have been taken over: do not start a side
 	// effect that the new holder may be running too. The record's fence catches the rest.
@@ -126,7 +127,7 @@ func (a *Attempt) step(ctx context.Context, name string, fn func(ctx context.Con
 	if !now.Before(until) {
 		return fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, persistence.ErrLeaseLost, until.Format(time.RFC3339Nano))
 	}
-	if !now.Add(grace).Before(until) {
+	if chosen && !now.Add(grace).Before(until) {
 		// Within the grace of its end (a lease Extend chose: no grace covers it), a taker
 		// whose clock runs ahead of this one's, by up to the grace, may find the lease
 		// over. Extend it under the fence first: a takeover that landed before fails the
@@ -162,8 +163,8 @@ func (a *Attempt) step(ctx context.Context, name string, fn func(ctx context.Con
 // time to its next Extend lets the lease lapse while it runs: the reaper may then fail it
 // (an extension after its listing still wins: TestReapLosesToAnExtension), and another
 // delivery may take the key over, up to the clocks' drift early, since no grace covers a
-// lease its holder chose (Step extends a lease that ends within the grace before it
-// starts). ErrLeaseLost means the lease
+// lease its holder chose (Step extends such a lease when it ends within the grace before
+// it starts). ErrLeaseLost means the lease
 // is gone: stop and return. Under NewSQSHandler with SQSConfig.Visibility, the message's
 // visibility moves to the new lease end too.
 func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
@@ -185,7 +186,7 @@ func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	a.mu.Lock()
-	a.lease.Until = until
+	a.lease.Until, a.chosen = until, true
 	a.mu.Unlock()
 	handoff.Extended(ctx, until) // the message waits as long (SQSConfig.Visibility)
 	return nil
