@@ -32,6 +32,7 @@ type Attempt struct {
 	hash    string              // the payload's fingerprint
 	single  bool                // ModeSingleTransaction: no lease, no steps
 	prev    *persistence.Record // the record this attempt took over (its holder's lease had ended), for the trace
+	chosen  bool                // the lease end is one Extend chose, which no grace covers
 }
 
 // Number is 1 for the first acquisition of the key and grows with each takeover.
@@ -205,12 +206,30 @@ func (a *Attempt) run(ctx context.Context, name string, answered bool, fn func(c
 // is known to be needed).
 func (a *Attempt) step(ctx context.Context, name string, answered bool, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	a.mu.Lock()
-	until := a.lease.Until
+	until, chosen := a.lease.Until, a.chosen
 	a.mu.Unlock()
 	// A holder past its own lease end may have been taken over: do not start a side
 	// effect that the new holder may be running too. The record's fence catches the rest.
-	if !a.c.cfg.Clock().Before(until) {
+	grace := a.c.cfg.LeaseGrace
+	now := a.c.cfg.Clock()
+	if !now.Before(until) {
 		return nil, fmt.Errorf("idem: step %s: %w (lease ended at %s)", name, persistence.ErrLeaseLost, until.Format(time.RFC3339Nano))
+	}
+	if chosen && !now.Add(grace).Before(until) {
+		// Within the grace of its end (a lease Extend chose: no grace covers it), a taker
+		// whose clock runs ahead of this one's, by up to the grace, may find the lease
+		// over. Extend it under the fence first: a takeover that landed before fails the
+		// extension; one that saw the lease before it fails its own condition; one that
+		// sees it after finds a lease of two graces.
+		if err := a.Extend(ctx, 2*grace); err != nil {
+			return nil, fmt.Errorf("idem: step %s: %w", name, err)
+		}
+		a.mu.Lock()
+		until = a.lease.Until
+		a.mu.Unlock()
+		if !a.c.cfg.Clock().Add(grace).Before(until) {
+			return nil, fmt.Errorf("idem: step %s: %w (lease ends at %s, within the grace of %s)", name, persistence.ErrLeaseLost, until.Format(time.RFC3339Nano), grace)
+		}
 	}
 	answer, err := fn(ctx)
 	if err != nil {
@@ -249,7 +268,8 @@ func (a *Attempt) step(ctx context.Context, name string, answered bool, fn func(
 // time to its next Extend lets the lease lapse while it runs: the reaper may then fail it
 // (an extension after its listing still wins: TestReapLosesToAnExtension), and another
 // delivery may take the key over, up to the clocks' drift early, since no grace covers a
-// lease its holder chose. ErrLeaseLost means the lease
+// lease its holder chose (Step extends such a lease when it ends within the grace before
+// it starts). ErrLeaseLost means the lease
 // is gone: stop and return. Under NewSQSHandler with SQSConfig.Visibility, the message's
 // visibility moves to the new lease end too.
 func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
@@ -271,7 +291,7 @@ func (a *Attempt) Extend(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	a.mu.Lock()
-	a.lease.Until = until
+	a.lease.Until, a.chosen = until, true
 	a.mu.Unlock()
 	handoff.Extended(ctx, until) // the message waits as long (SQSConfig.Visibility)
 	return nil

@@ -549,17 +549,34 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 // refuseMismatch ends an attempt whose guard holds the effect of another payload under
 // this key: it completes the record for that payload, with no response, so the
 // payload's late duplicates are replayed and this payload is refused within the TTL as
-// well, and returns ErrPayloadMismatch (permanent: the message is dead-lettered).
+// well, and returns ErrPayloadMismatch (permanent: the message is dead-lettered). The
+// record keeps the refusal (Record.CompletedForAnother).
 func (c *Client) refuseMismatch(ctx context.Context, att *Attempt, pk, applied string) error {
 	now := c.cfg.Clock()
-	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{ExpiresAt: later(now.Add(c.cfg.TTL), att.exp), PayloadHash: applied}, now)
+	mismatch := guardMismatch(pk)
+	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{ExpiresAt: later(now.Add(c.cfg.TTL), att.exp), PayloadHash: applied, Refusal: failureOf(mismatch, false)}, now)
 	if err != nil && !errors.Is(err, persistence.ErrLeaseLost) {
-		return unrecorded(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch), err)
+		return unrecorded(mismatch, err)
 	}
 	if err != nil {
-		return errors.Join(fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch), err)
+		return errors.Join(mismatch, err)
 	}
+	return mismatch
+}
+
+// guardMismatch is the error of a payload refused under pk because a guard holds the
+// effect of another payload.
+func guardMismatch(pk string) error {
 	return fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch)
+}
+
+// completedForAnother makes rec, completed for the payload whose fingerprint is applied,
+// keep why the payload it ran, refused by err, was (Record.CompletedForAnother): the
+// single-transaction mode's Completion.Refusal.
+func completedForAnother(rec *persistence.Record, applied string, err error) {
+	f := failureOf(err, false)
+	rec.PayloadHash, rec.Response, rec.Outbox, rec.Home = applied, nil, nil, 0
+	rec.Error, rec.Category, rec.Public = f.Reason, f.Category, f.Public
 }
 
 // homeOf is Completion.Home for a handler's result.

@@ -147,8 +147,16 @@ func TestModesRefusalWhoseRecordFailsIsRetried(t *testing.T) {
 				if !idem.IsPermanent(err) || (tc.want != nil && !errors.Is(err, tc.want)) {
 					t.Fatalf("the next delivery: %v, want the refusal, permanent", err)
 				}
-				if rec := e.record(t, c, "am"); rec.Status == persistence.StatusInProgress {
+				rec := e.record(t, c, "am")
+				if rec.Status == persistence.StatusInProgress {
 					t.Fatalf("record %s after the next delivery, want the refusal recorded", rec.Status)
+				}
+				// Completed for the first payload, the record says the one under its key
+				// was refused: the ingress's status reads it without knowing that payload.
+				if refused := errors.Is(tc.want, idem.ErrPayloadMismatch); rec.CompletedForAnother() != refused ||
+					refused && (rec.Status != persistence.StatusCompleted || rec.Category != persistence.CategoryInvalid) {
+					t.Fatalf("record %s (error %q, category %q): completed for another payload %t, want %t",
+						rec.Status, rec.Error, rec.Category, rec.CompletedForAnother(), refused)
 				}
 				if e.ddb != nil && e.bizCount(t, "am") != 1 {
 					t.Fatalf("%d effects, want the first payload's only", e.bizCount(t, "am"))

@@ -48,7 +48,7 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		OutboxGroup: handoff.Group(ctx),
 	}
 	if gm, ok := errors.AsType[*guardMismatchError](herr); ok {
-		rec.PayloadHash = gm.applied
+		completedForAnother(rec, gm.applied, herr)
 		if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
 			return Result{}, unrecordedPut(herr, err)
 		}
@@ -89,8 +89,8 @@ func (c *Client) handleSingle(ctx context.Context, req *Request, next Handler, p
 		guarded, applied := guardFired(wce, res.Guards)
 		switch {
 		case guarded && applied != "" && applied != hash:
-			rec.PayloadHash, rec.Response, rec.Outbox, rec.Home = applied, nil, nil, 0
-			mismatch := fmt.Errorf("idem: %s: %w (a guard holds the effect of another payload)", persistence.Redact(pk), ErrPayloadMismatch)
+			mismatch := guardMismatch(pk)
+			completedForAnother(rec, applied, mismatch)
 			if _, err := c.putSingle(ctx, rec, nil, hash, seen); err != nil {
 				return Result{}, unrecordedPut(mismatch, err)
 			}

@@ -273,6 +273,16 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 	if c.PayloadHash != "" {
 		set = append(set, e.a(attrPayloadHash)+" = "+e.v("ph", AvS(c.PayloadHash)))
 	}
+	if f := c.Refusal; f.Reason != "" {
+		// A takeover or a create left no error: only a refusal sets one.
+		set = append(set, e.a(attrError)+" = "+e.v("reason", AvS(f.Reason)))
+		if f.Category != "" {
+			set = append(set, e.a(attrErrorCategory)+" = "+e.v("category", AvS(string(f.Category))))
+		}
+		if f.Public != "" {
+			set = append(set, e.a(attrErrorPublic)+" = "+e.v("public", AvS(f.Public)))
+		}
+	}
 	update := "SET " + strings.Join(set, ", ")
 	if len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")

@@ -63,6 +63,13 @@ type Record struct {
 	Home int // ModeSingleTransaction's Put: 1 + the position of the home write (Completion.Home)
 }
 
+// CompletedForAnother reports whether the record was completed for another payload than
+// the one that came under its key, which was refused (Completion.Refusal: a guard held
+// that other payload's effect). Its error says why.
+func (r *Record) CompletedForAnother() bool {
+	return r.Status == StatusCompleted && r.Error != ""
+}
+
 // expired reports whether the record's TTL has passed: DynamoDB deletes such items late,
 // so every read and condition treats them as absent. Like DynamoDB's condition
 // (CondAbsent), it compares whole seconds.

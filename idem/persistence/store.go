@@ -86,6 +86,11 @@ type Completion struct {
 	// that found the effect in place for another payload records the payload it was
 	// applied for).
 	PayloadHash string
+	// Refusal, with PayloadHash, is why the payload this lease ran was refused: the
+	// record keeps it as its error (Reason, Category, Public), so that a reader that does
+	// not know which payload came under the key (the ingress's status, its own record
+	// gone) does not take the completion for that payload's (Record.CompletedForAnother).
+	Refusal Failure
 }
 
 // GuardReader is implemented by stores that can read a guard item, for Attempt.Applied.

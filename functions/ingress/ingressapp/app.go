@@ -433,8 +433,14 @@ func (a *App) get(ctx context.Context, key, scoped string) answer {
 	}
 	if own == nil && rec != nil && consumerErr == nil {
 		// The ingress's record expired, the consumer's (written later) lives on: its
-		// outcome is the request's.
-		st := statusOf(key, rec.PayloadHash, rec)
+		// outcome is the request's. Unless it was completed for another body than the
+		// one that came under the key, which it refused (a guard held the other's
+		// effect): the request's body, unknown here, is then taken for the refused one.
+		hash := rec.PayloadHash
+		if rec.CompletedForAnother() {
+			hash = ""
+		}
+		st := statusOf(key, hash, rec)
 		return answer{code: http.StatusOK, status: &st, location: st.Location, outcome: MetricStatusRead}
 	}
 	if own == nil {

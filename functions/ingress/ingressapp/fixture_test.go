@@ -76,7 +76,7 @@ type options struct {
 	// answered, with slowAnswer, hears of each answer the function returned, before it
 	// is held: the request is committed (a send that finds no reader is dropped).
 	answered chan struct{}
-	noCaller   bool // the server reports no IAM caller (AuthType NONE)
+	noCaller bool // the server reports no IAM caller (AuthType NONE)
 	// caller, when set, is the IAM caller the server reports (default: the local one,
 	// funcurl.LocalCaller("test")).
 	caller *events.LambdaFunctionURLRequestContextAuthorizerIAMDescription

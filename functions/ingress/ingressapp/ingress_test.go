@@ -654,22 +654,10 @@ func TestStatusInEveryLayout(t *testing.T) {
 // operation with another body under a third key reads failed (payload mismatch).
 func TestStatusWhenKeyedByTheBusinessID(t *testing.T) {
 	f := newFixture(t, options{params: map[string]string{"KeySource": "field"}})
-	gen := exampletest.Traffic(t, f.ex)
-	valid := gen.Traffic(f.rng, f.run, 1, 1)
-	f.prepare(t, valid)
-	var other *example.Bad
-	for _, b := range gen.Bad(f.run, valid) {
-		if b.ID == valid[0].ID && b.Body != valid[0].Body && b.Fix == nil {
-			other = &b
-			break
-		}
-	}
-	if other == nil {
-		t.Skipf("example %s has no bad message with valid[0]'s business id and another body", f.ex.Name())
-	}
+	valid, other := f.otherBody(t)
 	k1, k2, k3 := f.key("first"), f.key("fresh-key"), f.key("other-body")
-	wantCode(t, "POST", f.post(t, k1, valid[0].Body), http.StatusAccepted)
-	wantCode(t, "POST of the same operation under a fresh key", f.post(t, k2, valid[0].Body), http.StatusAccepted)
+	wantCode(t, "POST", f.post(t, k1, valid.Body), http.StatusAccepted)
+	wantCode(t, "POST of the same operation under a fresh key", f.post(t, k2, valid.Body), http.StatusAccepted)
 	wantCode(t, "POST of the operation with another body", f.post(t, k3, other.Body), http.StatusAccepted)
 	f.consume(t)
 	first := f.get(t, k1).status(t)
@@ -693,6 +681,23 @@ func TestStatusWhenKeyedByTheBusinessID(t *testing.T) {
 	if out.Applied != 1 {
 		t.Errorf("%d business effects, want the operation applied once", out.Applied)
 	}
+}
+
+// otherBody is one of the example's valid messages (its tables prepared) and a message
+// with its business id and another body that passes validation (a bad one with no fix);
+// it skips the test when the example has none.
+func (f *fixture) otherBody(t *testing.T) (example.Message, example.Bad) {
+	t.Helper()
+	gen := exampletest.Traffic(t, f.ex)
+	valid := gen.Traffic(f.rng, f.run, 1, 1)
+	f.prepare(t, valid)
+	for _, b := range gen.Bad(f.run, valid) {
+		if b.ID == valid[0].ID && b.Body != valid[0].Body && b.Fix == nil {
+			return valid[0], b
+		}
+	}
+	t.Skipf("example %s has no bad message with a valid one's business id and another body", f.ex.Name())
+	return example.Message{}, example.Bad{}
 }
 
 // TestKeysThatLookHashed: a key over 128 characters is sent with the deduplication id
@@ -1008,5 +1013,43 @@ func (f *fixture) retryAnsweredFrom(t *testing.T, what, key, body string, rec *p
 	}
 	if n := f.sends(); n != 0 {
 		t.Fatalf("%s: %d messages sent, want none", what, n)
+	}
+}
+
+// TestStatusOfARequestRefusedForAnotherBodysEffect is the simulator's seed 55031. A
+// request's message is refused by the guard of its business id, which holds another
+// body's effect (sent under another key): the consumer completes the request's key for
+// that other body (docs/behaviour.md) and dead-letters the message. With the ingress's
+// own record gone (expired, say, while the message sat in the DLQ), the status read
+// only the consumer's record, compared it with itself and said completed, though the
+// request was never applied: it must say failed.
+func TestStatusOfARequestRefusedForAnotherBodysEffect(t *testing.T) {
+	f := newFixture(t, options{})
+	valid, other := f.otherBody(t)
+	applied, refused := f.key("applied"), f.key("refused")
+	wantCode(t, "POST", f.post(t, applied, valid.Body), http.StatusAccepted)
+	f.consume(t)
+	wantCode(t, "POST of the business id with another body under another key", f.post(t, refused, other.Body), http.StatusAccepted)
+	f.consume(t)
+	if st := f.get(t, refused).status(t); st.Status != ingressapp.StatusFailed {
+		t.Fatalf("the refused request: %+v, want failed", st)
+	}
+	pk, err := idem.RecordKey(f.env["IDEMPOTENCY_SCOPE"], f.scoped(refused), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(f.env["INGRESS_TABLE"]),
+		Key: map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: pk}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.consumerRecord(t, f.scoped(refused)); rec.Status != persistence.StatusCompleted {
+		t.Fatalf("the consumer's record of the refused key: %+v, want COMPLETED for the applied body", rec)
+	}
+	r := f.get(t, refused)
+	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed || st.Category != string(persistence.CategoryInvalid) {
+		t.Fatalf("GET of the refused request with the ingress's record gone: %s, want 200 failed (invalid): it was never applied", r)
+	}
+	if st := f.get(t, applied).status(t); st.Status != ingressapp.StatusCompleted {
+		t.Errorf("the applied request: %+v, want completed", st)
 	}
 }

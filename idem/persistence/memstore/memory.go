@@ -148,6 +148,9 @@ func (m *MemoryStore) Complete(ctx context.Context, l persistence.Lease, c persi
 	if c.PayloadHash != "" {
 		r.PayloadHash = c.PayloadHash
 	}
+	if f := c.Refusal; f.Reason != "" {
+		r.Error, r.Category, r.Public = f.Reason, f.Category, f.Public
+	}
 	r.ExpiresAt, r.UpdatedAt = c.ExpiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
 	return nil
 }
