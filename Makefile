@@ -166,7 +166,7 @@ sim-holes: tools ## put each hole (issues 19, 22, 26: internal/sim/holes) back i
 # moto). Resumable: the report (MUTATION_OUT/mutation.md and .json) keeps every decided
 # mutant of an unchanged file; MUTATION_FLAGS='-retry-survivors -only-survivors' runs the
 # survivors again. Not part of make test.
-MUTATION_PKGS ?= ./idem/ ./idem/persistence/ ./idem/persistence/memstore/ ./idem/outbox/ ./idem/reaper/ ./idem/sqsbatch/ ./idem/sqsmsg/ ./functions/ingress/ingressapp/
+MUTATION_PKGS ?= ./idem/ ./idem/canonjson/ ./idem/persistence/ ./idem/persistence/memstore/ ./idem/outbox/ ./idem/reaper/ ./idem/sqsbatch/ ./idem/sqsmsg/ ./functions/ingress/ingressapp/
 MUTATION_FILES ?=
 MUTATION_OPS ?= all
 MUTATION_KILLERS ?= sim,own,functions

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/canonjson"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
@@ -29,7 +30,7 @@ func allocated(f func()) uint64 {
 // (ErrJSONTooLarge) by a scan that neither recurses nor allocates per level; a document
 // at the bound is still fingerprinted.
 func TestDeepBodyIsRefusedWithinBoundedMemory(t *testing.T) {
-	for _, n := range []int{1 << 20, 1 << 19, idem.MaxJSONDepth + 1} {
+	for _, n := range []int{1 << 20, 1 << 19, canonjson.MaxJSONDepth + 1} {
 		doc := []byte(strings.Repeat("[", n) + strings.Repeat("]", n))
 		var err error
 		if got := allocated(func() { _, err = idem.HashPayload(doc) }); got > 1<<20 {
@@ -43,13 +44,13 @@ func TestDeepBodyIsRefusedWithinBoundedMemory(t *testing.T) {
 		}
 	}
 	// Brackets inside strings are text, not nesting.
-	text := []byte(`{"note":"` + strings.Repeat("[", 4*idem.MaxJSONDepth) + `"}`)
-	if _, err := idem.CanonicalJSON(text); err != nil {
+	text := []byte(`{"note":"` + strings.Repeat("[", 4*canonjson.MaxJSONDepth) + `"}`)
+	if _, err := canonjson.CanonicalJSON(text); err != nil {
 		t.Errorf("brackets in a string: %v", err)
 	}
-	at := []byte(strings.Repeat("[", idem.MaxJSONDepth) + strings.Repeat("]", idem.MaxJSONDepth))
-	if _, err := idem.CanonicalJSON(at); err != nil {
-		t.Errorf("a document nested exactly %d deep: %v", idem.MaxJSONDepth, err)
+	at := []byte(strings.Repeat("[", canonjson.MaxJSONDepth) + strings.Repeat("]", canonjson.MaxJSONDepth))
+	if _, err := canonjson.CanonicalJSON(at); err != nil {
+		t.Errorf("a document nested exactly %d deep: %v", canonjson.MaxJSONDepth, err)
 	}
 	long := []byte(`"` + strings.Repeat("x", sqsmsg.MaxSQSMessageBytes) + `"`)
 	if _, err := idem.HashPayload(long); !errors.Is(err, idem.ErrJSONTooLarge) {

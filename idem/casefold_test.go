@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/canonjson"
 )
 
 // TestMembersDifferingInCaseHaveTheirOwnFingerprints (issue 38, finding 7): Go's decoder
@@ -19,7 +20,7 @@ func TestMembersDifferingInCaseHaveTheirOwnFingerprints(t *testing.T) {
 	a := `{"payment_id":"p-1","amount_cents":100000,"AMOUNT_CENTS":1}`
 	b := `{"payment_id":"p-1","AMOUNT_CENTS":1,"amount_cents":100000}`
 	for _, doc := range []string{a, b, `{"x":[{"Key":1,"kEY":2}]}`, "{\"k\":1,\"\u212a\":2}"} {
-		_, err := idem.CanonicalJSON([]byte(doc))
+		_, err := canonjson.CanonicalJSON([]byte(doc))
 		if !errors.Is(err, idem.ErrAmbiguousJSON) || !strings.Contains(err.Error(), "differ only in case") {
 			t.Errorf("CanonicalJSON(%s): %v, want ErrAmbiguousJSON (names that differ only in case)", doc, err)
 		}
@@ -41,7 +42,7 @@ func TestMembersDifferingInCaseHaveTheirOwnFingerprints(t *testing.T) {
 		t.Errorf("the second body under the first's key: %+v, %v; want ErrPayloadMismatch", res, err)
 	}
 	// Names that fold to different letters are kept.
-	if _, err := idem.CanonicalJSON([]byte(`{"a":1,"b":2,"ab":3,"A_":4}`)); err != nil {
+	if _, err := canonjson.CanonicalJSON([]byte(`{"a":1,"b":2,"ab":3,"A_":4}`)); err != nil {
 		t.Errorf("distinct names: %v", err)
 	}
 }

@@ -34,7 +34,8 @@
 //   - outbox: the checks and the delivery of outbound messages;
 //   - reaper: the sweep that fails leases whose holder vanished, and Unlock;
 //   - sqsmsg: SQS's limits, the stack's signatures and the dead letters;
-//   - telemetry and emf: the spans and the metrics.
+//   - telemetry and emf: the spans and the metrics;
+//   - canonjson: the payload's canonical JSON, which its fingerprint hashes.
 //
 // Everything in this package is safe for concurrent use unless a comment says otherwise.
 // Nothing here panics on bad input or bad configuration: constructors validate and

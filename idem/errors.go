@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemgo/sqs-lambda-consumer/idem/canonjson"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
@@ -188,3 +189,10 @@ func (e *LeaseHeldError) Error() string {
 
 // Unwrap returns ErrInProgress.
 func (e *LeaseHeldError) Unwrap() error { return ErrInProgress }
+
+// The fingerprint's refusals (package canonjson): a payload too large or too deep to
+// fingerprint, and one two decoders would read as different values.
+var (
+	ErrJSONTooLarge  = canonjson.ErrJSONTooLarge
+	ErrAmbiguousJSON = canonjson.ErrAmbiguousJSON
+)

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/canonjson"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsbatch"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
@@ -137,7 +138,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 	f.Add([]byte(`{"a":"\udc00x","b":"\ud83d\ude00"}`))
 	f.Add([]byte(`"\\ud800"`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		canon, err := idem.CanonicalJSON(doc)
+		canon, err := canonjson.CanonicalJSON(doc)
 		if errors.Is(err, idem.ErrJSONTooLarge) { // past the bounds: refused, not hashed
 			if _, herr := idem.HashPayload(doc); !errors.Is(herr, idem.ErrJSONTooLarge) {
 				t.Fatalf("HashPayload(%q): %v, want ErrJSONTooLarge as CanonicalJSON", doc, herr)
@@ -162,7 +163,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if !json.Valid(canon) {
 			t.Fatalf("CanonicalJSON(%q) = %q, not valid JSON", doc, canon)
 		}
-		twice, err := idem.CanonicalJSON(canon)
+		twice, err := canonjson.CanonicalJSON(canon)
 		if err != nil || !bytes.Equal(twice, canon) {
 			t.Fatalf("not idempotent: canon(%q) = %q, canon of that = %q (%v)", doc, canon, twice, err)
 		}

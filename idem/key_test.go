@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/canonjson"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
 )
@@ -248,7 +249,7 @@ func TestCanonicalJSON(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := idem.CanonicalJSON([]byte(tc.in), tc.fields...)
+			got, err := canonjson.CanonicalJSON([]byte(tc.in), tc.fields...)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
 			}
@@ -350,39 +351,39 @@ func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
 		if a == b {
 			t.Errorf("%q and %q share the fingerprint %s", pair[0], pair[1], a)
 		}
-		if _, err := idem.CanonicalJSON([]byte(pair[0])); !errors.Is(err, idem.ErrAmbiguousJSON) {
+		if _, err := canonjson.CanonicalJSON([]byte(pair[0])); !errors.Is(err, idem.ErrAmbiguousJSON) {
 			t.Errorf("CanonicalJSON(%q): %v, want ErrAmbiguousJSON", pair[0], err)
 		}
 	}
 	// An escaped backslash followed by "ud800" is text, not an escape: kept, wherever
 	// it starts.
 	for _, doc := range []string{`{"note":"\\ud800"}`, `{"note":"a\\ud800"}`, `{"note":"ab\\udc00"}`} {
-		if _, err := idem.CanonicalJSON([]byte(doc)); err != nil {
+		if _, err := canonjson.CanonicalJSON([]byte(doc)); err != nil {
 			t.Errorf("CanonicalJSON(%s): %v, want it kept", doc, err)
 		}
 	}
 	// The error says where the surrogate is.
-	if _, err := idem.CanonicalJSON([]byte(`{"n":"\udc00"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
+	if _, err := canonjson.CanonicalJSON([]byte(`{"n":"\udc00"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
 		t.Errorf("a lone low surrogate at byte 6: %v", err)
 	}
-	if _, err := idem.CanonicalJSON([]byte(`{"n":"\ud800"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
+	if _, err := canonjson.CanonicalJSON([]byte(`{"n":"\ud800"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
 		t.Errorf("a lone high surrogate at byte 6: %v", err)
 	}
-	if _, err := idem.CanonicalJSON([]byte(`{"n":"\ud800\u0041"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
+	if _, err := canonjson.CanonicalJSON([]byte(`{"n":"\ud800\u0041"}`)); err == nil || !strings.Contains(err.Error(), "at byte 6") {
 		t.Errorf("a high surrogate followed by another escape at byte 6: %v", err)
 	}
 	// A document cut inside an escape is an error, not a read past its end.
 	for _, doc := range []string{`"\`, `{"note":"x\`, `{"note":"\u`, `{"note":"\ud8`, `"\ud800`, `"\ud800\`, `"\ud800\u`, `"\ud800\udc0`} {
-		if _, err := idem.CanonicalJSON([]byte(doc)); err == nil {
+		if _, err := canonjson.CanonicalJSON([]byte(doc)); err == nil {
 			t.Errorf("CanonicalJSON(%s): no error", doc)
 		}
 	}
 	// A surrogate pair is a character: kept, at the bounds of both halves too.
-	if c, err := idem.CanonicalJSON([]byte(`"\ud83d\ude00"`)); err != nil || string(c) != `"😀"` {
+	if c, err := canonjson.CanonicalJSON([]byte(`"\ud83d\ude00"`)); err != nil || string(c) != `"😀"` {
 		t.Errorf("a surrogate pair: %q, %v", c, err)
 	}
 	for _, pair := range []string{`"\ud800\udc00"`, `"\udbff\udfff"`} {
-		if _, err := idem.CanonicalJSON([]byte(pair)); err != nil {
+		if _, err := canonjson.CanonicalJSON([]byte(pair)); err != nil {
 			t.Errorf("the surrogate pair %s: %v", pair, err)
 		}
 	}
@@ -394,19 +395,19 @@ func TestAmbiguousBodiesHaveTheirOwnFingerprints(t *testing.T) {
 // a slice whose capacity ends there is refused without reading past it.
 func TestCanonicalJSONRefusesCutAndNestedAmbiguousDocuments(t *testing.T) {
 	for _, doc := range []string{`{"a":1`, `[1`, `{"a":[1,2]`, `[{"a":1}`} {
-		if got, err := idem.CanonicalJSON([]byte(doc)); err == nil {
+		if got, err := canonjson.CanonicalJSON([]byte(doc)); err == nil {
 			t.Errorf("CanonicalJSON(%s) = %s, want an error (the document is cut)", doc, got)
 		}
 	}
 	for _, doc := range []string{`{"a":{"b":1,"b":"c"}}`, `[{"b":1,"b":"c"}]`, `[{"b":1,"b":"c"}`, `{"x":[{"b":1,"b":2}]}`} {
-		if got, err := idem.CanonicalJSON([]byte(doc)); !errors.Is(err, idem.ErrAmbiguousJSON) {
+		if got, err := canonjson.CanonicalJSON([]byte(doc)); !errors.Is(err, idem.ErrAmbiguousJSON) {
 			t.Errorf("CanonicalJSON(%s) = %s, %v; want ErrAmbiguousJSON", doc, got, err)
 		}
 	}
 	for n := range 4 { // "\u and 0 to 3 digits, at the end of the slice's capacity
 		doc := append(make([]byte, 0, 3+n), `"\u`...)
 		doc = append(doc, "123"[:n]...)
-		if got, err := idem.CanonicalJSON(doc); err == nil {
+		if got, err := canonjson.CanonicalJSON(doc); err == nil {
 			t.Errorf("CanonicalJSON(%q) = %s, want an error", doc, got)
 		}
 	}
@@ -417,7 +418,7 @@ func TestCanonicalJSONRefusesCutAndNestedAmbiguousDocuments(t *testing.T) {
 // ambiguous, even when the digits before the bad one would begin a surrogate.
 func TestCanonicalJSONBadEscapeIsNotAmbiguous(t *testing.T) {
 	for _, doc := range []string{`{"a":"\uDC0g"}`, `["\uDBFz"]`, `"\uD8x0"`} {
-		_, err := idem.CanonicalJSON([]byte(doc))
+		_, err := canonjson.CanonicalJSON([]byte(doc))
 		if err == nil || errors.Is(err, idem.ErrAmbiguousJSON) {
 			t.Errorf("%s: %v, want the decoder's refusal, not ErrAmbiguousJSON", doc, err)
 		}
@@ -428,11 +429,11 @@ func TestCanonicalJSONBadEscapeIsNotAmbiguous(t *testing.T) {
 // document is found (ErrAmbiguousJSON), though the document is cut after it; a member
 // name that is not a string is the decoder's syntax error, with its offset.
 func TestCanonicalJSONErrorsNameTheirCause(t *testing.T) {
-	if _, err := idem.CanonicalJSON([]byte(`"\udc00`)); !errors.Is(err, idem.ErrAmbiguousJSON) {
+	if _, err := canonjson.CanonicalJSON([]byte(`"\udc00`)); !errors.Is(err, idem.ErrAmbiguousJSON) {
 		t.Errorf("a lone surrogate at the end: %v, want ErrAmbiguousJSON", err)
 	}
 	var syntax *json.SyntaxError
-	if _, err := idem.CanonicalJSON([]byte(`{1:2}`)); !errors.As(err, &syntax) {
+	if _, err := canonjson.CanonicalJSON([]byte(`{1:2}`)); !errors.As(err, &syntax) {
 		t.Errorf("a member name that is a number: %v, want the decoder's *json.SyntaxError", err)
 	}
 }
