@@ -74,8 +74,13 @@ func (r *Record) CompletedForAnother() bool {
 // so every read and condition treats them as absent. Like DynamoDB's condition
 // (CondAbsent), it compares whole seconds.
 func (r *Record) Expired(now time.Time) bool {
-	return !r.ExpiresAt.IsZero() && r.ExpiresAt.Unix() < now.Unix()
+	return !r.ExpiresAt.IsZero() && PastExpiry(r.ExpiresAt, now)
 }
+
+// PastExpiry is the one rule for every record with an expires_at (the consumer's, the
+// ingress's): stored in whole seconds, as DynamoDB's TTL reads it, a record lives through
+// the whole second of its expiry and has expired from the next one on.
+func PastExpiry(expiresAt, now time.Time) bool { return expiresAt.Unix() < now.Unix() }
 
 // Delivery is one receive of an SQS message: its id, and its receive count then.
 type Delivery struct {

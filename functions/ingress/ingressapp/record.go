@@ -163,7 +163,7 @@ func fromItem(it map[string]types.AttributeValue) (*record, error) {
 // seconds, and the record lives through its last second, as create's condition
 // (expires_at < now's second) and the consumer's records (persistence.Record.Expired)
 // have it.
-func (r *record) expired(now time.Time) bool { return r.ExpiresAt.Unix() < now.Unix() }
+func (r *record) expired(now time.Time) bool { return persistence.PastExpiry(r.ExpiresAt, now) }
 
 // create writes rec unless a live record of its key exists (one conditional PutItem).
 // When one does it writes nothing and returns it. A record already holding rec's token
