@@ -463,6 +463,9 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.
 	case old.Status == persistence.StatusInProgress && now.Before(old.LeaseUntil):
 		return nil, false, &LeaseHeldError{Key: persistence.Redact(pk), Owner: old.Owner, Until: old.LeaseUntil}
 	case old.Status == persistence.StatusFailed && !old.Retryable:
+		if err := c.retain(ctx, pk, old, now); err != nil {
+			return nil, false, err
+		}
 		return nil, false, &StoredError{Key: pk, Message: old.Error}
 	case persistence.StateOf(old, now) == persistence.StateRefused && handoff.Delivery(ctx).CopyOf(old.RefusedBy):
 		// A copy of the message a business rule refused, handed out before that
@@ -470,6 +473,9 @@ func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.
 		// dead-lettered. Taking the record over would clear the refusal, and nothing
 		// would be left to retry it. This copy is dead-lettered again; the record keeps
 		// its refusal.
+		if err := c.retain(ctx, pk, old, now); err != nil {
+			return nil, false, err
+		}
 		return nil, false, &refusedCopyError{key: pk, stored: old.Error, by: old.RefusedBy}
 	case old.Status == persistence.StatusInProgress, old.Status == persistence.StatusFailed:
 		return nil, true, nil
@@ -680,6 +686,25 @@ func (c *Client) failedUntil(att *Attempt, now time.Time) time.Time {
 		exp = later(exp, now.Add(c.cfg.DLQRetention+dlqMargin))
 	}
 	return exp
+}
+
+// retain keeps old, a FAILED record that this delivery finds and is dead-lettered
+// against, as long as the dead-letter queue keeps the delivery's message, when it holds
+// steps (failedUntil): redriven, the message must find the steps it recorded. A write
+// that fails leaves the message to be retried (an error that is not permanent), not
+// dead-lettered before the record would outlive it.
+func (c *Client) retain(ctx context.Context, pk string, old *persistence.Record, now time.Time) error {
+	if len(old.Steps) == 0 || c.cfg.DLQRetention <= 0 {
+		return nil
+	}
+	until := now.Add(c.cfg.DLQRetention + dlqMargin)
+	if !old.ExpiresAt.Before(until.Add(-time.Hour)) {
+		return nil // it lives long enough: within the margin, no write
+	}
+	if err := c.cfg.Store.Retain(ctx, pk, old.LeaseToken, until, now); err != nil {
+		return fmt.Errorf("idem: keep the failed record %s while its message is dead-lettered: %w", persistence.Redact(pk), err)
+	}
+	return nil
 }
 
 // later is the later of a and b.

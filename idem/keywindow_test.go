@@ -206,3 +206,57 @@ func TestStepPastTheKeyWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadLetteredAgainKeepsTheRecord (issue 37, found by the simulator's late redrive,
+// seed 1874): a message parked past its service's key window leaves a FAILED record that
+// holds its step. A copy of the message that comes later (a producer's resend, an
+// operator's redrive) is dead-lettered against that record: the dead-letter queue keeps
+// the copy for its whole retention from then on, so the record must live as long, or
+// the copy, redriven once the record is gone, calls the service again.
+func TestDeadLetteredAgainKeepsTheRecord(t *testing.T) {
+	memoryAndMoto(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.TTL, cfg.DLQRetention = 2*time.Hour, 24*time.Hour })
+		svc := newForgetfulService(e.clock, time.Minute)
+		fail := true
+		parking := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			_, err := r.Attempt.StepWith(ctx, "reserve", idem.Service{KeyWindow: svc.window}, func(context.Context) ([]byte, error) {
+				return svc.call(r.Key), nil
+			})
+			if err != nil {
+				return idem.Result{}, err
+			}
+			if fail {
+				return idem.Result{}, idem.Permanent(errors.New("the commit was refused for good"))
+			}
+			return idem.Result{Response: []byte("done")}, nil
+		}
+		if _, err := c.Do(ctx, req("pick-1", `{}`), parking); !idem.IsPermanent(err) {
+			t.Fatalf("first delivery: %v, want a permanent failure after the step", err)
+		}
+		pk, _ := c.RecordKey("pick-1")
+		e.clock.Advance(20 * time.Hour) // the record's first expiry is a day and DLQRetention away
+		if _, err := c.Do(ctx, req("pick-1", `{}`), parking); !idem.IsPermanent(err) {
+			t.Fatalf("the late copy: %v, want it dead-lettered against the stored failure", err)
+		}
+		rec, err := e.store.Get(ctx, pk, e.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if min := e.clock.Now().Add(24 * time.Hour); rec.ExpiresAt.Before(min) {
+			t.Errorf("after the late copy was dead-lettered, the record expires at %s, before the dead-letter queue lets go of the copy (%s)", rec.ExpiresAt, min)
+		}
+		if len(rec.Steps) != 1 || rec.Status != persistence.StatusFailed || rec.Retryable {
+			t.Errorf("the record changed beyond its expiry: %+v", rec)
+		}
+		e.clock.Advance(30 * time.Hour) // past the first expiry, within the copy's retention
+		deleteIfExpired(t, e, pk)
+		fail = false
+		if _, err := c.Do(ctx, req("pick-1", `{}`), parking); !idem.IsPermanent(err) {
+			t.Fatalf("the copy redriven: %v, want it dead-lettered again (its record still says FAILED)", err)
+		}
+		if n := svc.applications("pick-1"); n != 1 {
+			t.Errorf("the service applied the reservation %d times, want 1", n)
+		}
+	})
+}

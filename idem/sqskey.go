@@ -2,8 +2,6 @@ package idem
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,34 +130,22 @@ func MessageKey(msg events.SQSMessage, jsonField string) (string, error) {
 		return *attr.StringValue, nil
 	}
 	id := msg.Attributes["MessageDeduplicationId"]
-	contentBased := id != "" && contentDeduplicationID(id, msg.Body)
-	if id != "" && !contentBased {
+	if sqsmsg.DedupIDIsKey(id, msg.Body) {
 		return id, nil
 	}
 	noID := "no MessageDeduplicationId"
-	if contentBased {
+	switch {
+	case sqsmsg.ContentDeduplicationID(id, msg.Body):
 		noID = "a MessageDeduplicationId that is the SHA-256 of its body (content-based deduplication), which names a body, " +
 			"not an operation: the same body sent again after SQS's 5-minute deduplication interval would be taken for a duplicate"
+	case id != "":
+		noID = fmt.Sprintf("a MessageDeduplicationId that a redrive gave it (%s...), which names the redrive, not an operation", sqsmsg.RedriveDedupPrefix)
 	}
 	if jsonField == "" {
 		return "", Permanent(fmt.Errorf("idem: key of message %s: no %q attribute and %s: %w",
 			msg.MessageId, sqsmsg.KeyAttribute, noID, ErrMissingKey))
 	}
 	return bodyKey(msg, jsonField, fmt.Sprintf("no %q attribute, %s, and no JSON field %q", sqsmsg.KeyAttribute, noID, jsonField))
-}
-
-// contentDeduplicationID reports whether id is the deduplication id SQS derives for a
-// FIFO queue with ContentBasedDeduplication: the SHA-256 of the body, in hex
-// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_CreateQueue.html).
-// Such an id identifies a body, not an operation: two operations with the same body (the
-// same credit, sent twice on purpose) share it, and SQS only deduplicates them for 5
-// minutes, so it must not key a record kept for days.
-func contentDeduplicationID(id, body string) bool {
-	if len(id) != sha256.Size*2 {
-		return false
-	}
-	sum := sha256.Sum256([]byte(body))
-	return strings.EqualFold(id, hex.EncodeToString(sum[:]))
 }
 
 // bodyKey reads the key from a top-level field of the JSON body; missing says what the

@@ -53,6 +53,18 @@ func TestMessageKey(t *testing.T) {
 			want: "dedup-1",
 		},
 		{
+			name:    "a redrive's deduplication id is not a key",
+			msg:     events.SQSMessage{Attributes: map[string]string{"MessageDeduplicationId": "redrive-" + sha256Hex("m-1"), "MessageGroupId": "g"}, Body: `{"acct":"a"}`},
+			missing: true,
+			errHas:  "a redrive gave it",
+		},
+		{
+			name:  "a redrive's deduplication id gives way to the body's field",
+			msg:   events.SQSMessage{Attributes: map[string]string{"MessageDeduplicationId": "redrive-" + sha256Hex("m-1"), "MessageGroupId": "g"}, Body: `{"id":"op-7"}`},
+			field: "id",
+			want:  "op-7",
+		},
+		{
 			name:    "content-based deduplication id is not a key",
 			msg:     events.SQSMessage{Attributes: map[string]string{"MessageDeduplicationId": sha256Hex(`{"acct":"a","amt":5}`), "MessageGroupId": "g"}, Body: `{"acct":"a","amt":5}`},
 			missing: true,

@@ -31,7 +31,7 @@ func TestTransitionTable(t *testing.T) {
 		seen[r.Event] = true
 	}
 	for _, ev := range []persistence.Event{persistence.EventAcquire, persistence.EventTakeover, persistence.EventExtend, persistence.EventStep, persistence.EventCommit,
-		persistence.EventRefuse, persistence.EventFail, persistence.EventMarkSent, persistence.EventClear, persistence.EventReap, persistence.EventPut, persistence.EventPutOver, persistence.EventExpire} {
+		persistence.EventRefuse, persistence.EventFail, persistence.EventMarkSent, persistence.EventClear, persistence.EventRetain, persistence.EventReap, persistence.EventPut, persistence.EventPutOver, persistence.EventExpire} {
 		if !seen[ev] {
 			t.Fatalf("event %s has no row", ev)
 		}
@@ -146,6 +146,8 @@ func (w *walker) apply(t *testing.T, row persistence.Transition, key string, see
 		return rec != nil && rec.Status == persistence.StatusCompleted && len(rec.Outbox) == 0 && rec.Sent == 1
 	case persistence.EventClear:
 		return fenced(w.e.store.Retry(w.ctx, key, seen.LeaseToken, "cleared", now))
+	case persistence.EventRetain:
+		return fenced(w.e.store.Retain(w.ctx, key, seen.LeaseToken, seen.ExpiresAt.Add(time.Hour), now))
 	case persistence.EventReap:
 		return fenced(w.e.store.Reap(w.ctx, persistence.StaleLease{Key: key, Token: seen.LeaseToken, LeaseUntil: seen.LeaseUntil}, reaper.ReasonLeaseExpired, now))
 	case persistence.EventPut, persistence.EventPutOver:

@@ -556,6 +556,19 @@ func (s *DynamoStore) Retry(ctx context.Context, key, token, reason string, now 
 	return fenceErr("retry", key, err)
 }
 
+// Retain is one UpdateItem of the expiry, conditioned on the token and the status.
+func (s *DynamoStore) Retain(ctx context.Context, key, token string, until, now time.Time) error {
+	e := s.expr()
+	update := fmt.Sprintf("SET %s = %s, %s = %s", e.a(AttrExpiresAt), e.v("exp", avN(until.Unix())), e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))))
+	cond := e.cond(EventRetain, CondArgs{Token: token})
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.s.Table), Key: s.s.key(key),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
+	})
+	return fenceErr("retain", key, err)
+}
+
 // ReadGuard is a strongly consistent GetItem of a guard item.
 func (s *DynamoStore) ReadGuard(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})

@@ -47,6 +47,10 @@ type Store interface {
 	// Retry makes a FAILED record that is not retryable retryable (the operator's
 	// "clear"), if it still holds token; otherwise ErrLeaseLost.
 	Retry(ctx context.Context, key, token, reason string, now time.Time) error
+	// Retain moves the expiry of a FAILED record that still holds token to until
+	// (EventRetain), which the caller makes later than the record's; otherwise
+	// ErrLeaseLost.
+	Retain(ctx context.Context, key, token string, until, now time.Time) error
 	// FailWith marks the record FAILED with f (its reason, whether it is retryable, its
 	// category and public reason), fenced on the lease.
 	FailWith(ctx context.Context, l Lease, f Failure, expiresAt, now time.Time) error

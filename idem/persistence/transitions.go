@@ -32,6 +32,7 @@ const (
 	EventFail     Event = "fail"      // FailWith, any other failure
 	EventMarkSent Event = "mark-sent" // MarkSent: a pending outbox was sent
 	EventClear    Event = "clear"     // Retry: the operator makes a permanent failure retryable
+	EventRetain   Event = "retain"    // Retain: a FAILED record outlives a message dead-lettered against it
 	EventReap     Event = "reap"      // Reap: the reaper fails a lease that ended
 	EventPut      Event = "put"       // Put, no live record: the single-transaction commit
 	EventPutOver  Event = "put-over"  // Put over a record as it was seen (a takeover's commit)
@@ -132,6 +133,8 @@ var transitions = []Transition{
 		Conds: []Cond{CondToken, CondStatus, CondOutbox}, Note: "the committing token; a second marker changes nothing"},
 	{Event: EventClear, From: []State{StatePermanent}, To: []State{StateRetryable}, Status: StatusFailed,
 		Conds: []Cond{CondToken, CondStatus, CondNotRetryable}, Note: "idemctl unlock on a permanent failure"},
+	{Event: EventRetain, From: []State{StateRetryable, StateRefused, StatePermanent}, To: []State{StateRetryable, StateRefused, StatePermanent}, Status: StatusFailed,
+		Conds: []Cond{CondToken, CondStatus}, Note: "a later expiry, nothing else: a delivery dead-lettered against a record that holds steps"},
 	{Event: EventReap, From: []State{StateInProgress}, To: []State{StateRetryable}, Status: StatusInProgress,
 		Conds: []Cond{CondToken, CondStatus, CondLease}, Note: "only the lease end it listed: an extension or a commit since wins"},
 	{Event: EventPut, From: []State{StateAbsent}, To: []State{StatePending, StateCompleted, StatePermanent}, Conds: []Cond{CondAbsent},

@@ -247,7 +247,7 @@ func (d *SQSDeadLetter) inputFor(msg events.SQSMessage, cause error, outbound, k
 
 	if v, ok := copyAttribute(msg.MessageAttributes[KeyAttribute]); ok {
 		attrs[KeyAttribute] = v
-	} else if id := msg.Attributes["MessageDeduplicationId"]; id != "" {
+	} else if id := msg.Attributes["MessageDeduplicationId"]; DedupIDIsKey(id, msg.Body) {
 		if _, present := msg.MessageAttributes[KeyAttribute]; !present {
 			add(KeyAttribute, id)
 		}

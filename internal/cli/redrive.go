@@ -33,7 +33,8 @@ const (
 	// the dead-letter message's id, so a repeated redrive of the same message (after a
 	// crash between send and delete) is dropped by SQS within its 5-minute window.
 	// The original key cannot serve: the original send may be within the window too.
-	redriveDedupPrefix = "redrive-"
+	// The consumer never takes such an id for a key (sqsmsg.DedupIDIsKey).
+	redriveDedupPrefix = sqsmsg.RedriveDedupPrefix
 	// redriveVisibility hides a received message from other readers while it moves.
 	redriveVisibility = 60
 )
@@ -320,21 +321,16 @@ func (r *redriver) inputTo(m types.Message, dest string, outbound bool) (*sqs.Se
 		return nil, fmt.Errorf("its body was cut to fit the dead-letter queue (%s: the whole body was %s): redriven, it would be another message; "+
 			"send the whole message again from its producer, then delete this one", sqsmsg.DLQBodyCutAttribute, aws.ToString(cut.StringValue))
 	}
-	attrs, err := sqsmsg.OriginalAttributes(m.MessageAttributes)
-	if err != nil {
-		return nil, err
-	}
 	if outbound {
+		attrs, err := sqsmsg.OriginalAttributes(m.MessageAttributes)
+		if err != nil {
+			return nil, err
+		}
 		return outboundInput(m, attrs, dest), nil
 	}
-	key := messageKey(m)
-	if _, ok := attrs[idem.KeyAttribute]; !ok && key != "" {
-		// Keyed by its FIFO deduplication id: that id changes now, so the key must
-		// travel as the attribute the consumer reads first.
-		if len(attrs) == sqsmsg.MaxMessageAttributes {
-			return nil, fmt.Errorf("cannot add the %s attribute: the message has %d attributes already", idem.KeyAttribute, len(attrs))
-		}
-		attrs[idem.KeyAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(key)}
+	attrs, key, err := redriveAttributes(m)
+	if err != nil {
+		return nil, err
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(r.queue), MessageBody: m.Body}
 	if len(attrs) > 0 {
@@ -397,13 +393,17 @@ func redriveDedupID(messageID string) string {
 	return redriveDedupPrefix + hex.EncodeToString(sum[:])
 }
 
-// messageKey is the message's idempotency key as the consumer reads it: the key
-// attribute, else the FIFO deduplication id.
+// redriveAttributes is sqsmsg.RedriveAttributes for the dead letter m: the attributes it
+// goes back with, and the key it carries.
+func redriveAttributes(m types.Message) (map[string]types.MessageAttributeValue, string, error) {
+	dedup := m.Attributes[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
+	return sqsmsg.RedriveAttributes(aws.ToString(m.Body), dedup, m.MessageAttributes)
+}
+
+// messageKey is the key the dead letter m carries back to the consumer, "" for none.
 func messageKey(m types.Message) string {
-	if v, ok := m.MessageAttributes[idem.KeyAttribute]; ok && v.StringValue != nil {
-		return *v.StringValue
-	}
-	return m.Attributes[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
+	_, key, _ := redriveAttributes(m)
+	return key
 }
 
 // list prints what move would move and makes the messages visible again.

@@ -72,6 +72,12 @@ type config struct {
 	keyWindow    time.Duration
 	lookup       bool
 	dlqRetention time.Duration
+	// lateRedrive: once the world has settled and the clients have read their final
+	// status, an operator redrives the input's dead letters past the records' TTL, at a
+	// drawn time within the dead-letter queue's retention (dlqRetention, or for good when
+	// unset), while the TTL process deletes what expired (run.go, lateRedrive). Drawn
+	// after dlqRetention.
+	lateRedrive bool
 }
 
 // fastReaperEvery is the period of a fast reaper (config.fastReaper).
@@ -122,6 +128,9 @@ func (c config) String() string {
 		if c.lookup {
 			s += "+lookup"
 		}
+	}
+	if c.lateRedrive {
+		s += "+lateredrive"
 	}
 	return s
 }

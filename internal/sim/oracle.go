@@ -456,7 +456,8 @@ func (k opKind) reasons() []string {
 	case kindTwin:
 		return []string{"payload does not match"}
 	case kindKeyless:
-		return []string{"content-based deduplication"}
+		// Redriven (late.go), it is keyless still: its deduplication id is the redrive's.
+		return []string{"content-based deduplication", "a redrive gave it"}
 	case kindNoKey:
 		return []string{"no idempotency key"}
 	case kindForged:

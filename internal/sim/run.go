@@ -115,6 +115,9 @@ func runWorld(seed uint64, trace bool) *Report {
 		w.settle(time.Hour, true)
 	}
 	w.finalStatus()
+	if w.sc.cfg.lateRedrive {
+		w.lateRedrive()
+	}
 	w.check()
 	w.stop()
 	rep.Violations = w.obs.violations
@@ -157,6 +160,7 @@ func (w *world) expire() {
 		sort.Strings(expired) // in the table's key order, as a scan finds them
 		for _, rk := range expired {
 			if w.p(0.5) {
+				w.checkRetention(c, rk)
 				key := c.store.Key(rk)
 				_, _ = w.db.Delete(c.layout.Table, key)
 				w.tracef("TTL deletes %s", keyDesc(c.layout.Table, key))

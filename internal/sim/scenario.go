@@ -144,6 +144,7 @@ func newScenario(r *rand.Rand, seed uint64) *scenario {
 		sc.cfg.keyWindow, sc.cfg.lookup = pick(cr, 15*time.Second, time.Minute), cr.IntN(2) == 0
 	}
 	sc.cfg.dlqRetention = pick(cr, 0, time.Hour, 24*time.Hour)
+	sc.cfg.lateRedrive = cr.IntN(2) == 0
 	sc.workload(r)
 	sc.misbehave(producerRand(seed))
 	return sc

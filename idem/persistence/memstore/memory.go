@@ -275,6 +275,21 @@ func (m *MemoryStore) Retry(ctx context.Context, key, token, reason string, now 
 	return nil
 }
 
+// Retain moves a FAILED record's expiry, fenced on its token (EventRetain).
+func (m *MemoryStore) Retain(ctx context.Context, key, token string, until, now time.Time) error {
+	if err := ctxErr(ctx, "retain"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.held(persistence.EventRetain, "retain", key, persistence.CondArgs{Token: token})
+	if err != nil {
+		return err
+	}
+	r.ExpiresAt, r.UpdatedAt = until.Truncate(time.Second), now.Truncate(time.Millisecond)
+	return nil
+}
+
 // ReadGuard returns the item a committed guard Put wrote at key (one attribute).
 func (m *MemoryStore) ReadGuard(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	if err := ctxErr(ctx, "read guard"); err != nil {

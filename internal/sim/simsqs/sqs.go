@@ -66,6 +66,11 @@ type Message struct {
 	Group, DedupID string
 	Seq            int64 // acceptance order in the queue
 	SentAt         time.Time
+	// EnqueuedAt is when the queue's retention period starts for the message: when it
+	// was sent, except in a FIFO dead-letter queue, which resets it when SQS moves the
+	// message there (a standard one keeps the first enqueue):
+	// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html
+	EnqueuedAt     time.Time
 	ReceiveCount   int
 	FirstReceive   time.Time
 	invisibleUntil time.Time
@@ -214,7 +219,7 @@ func (s *Service) store(q *queue, e entry) string {
 		q.dedup[e.dedupID] = now
 	}
 	s.seq++
-	m := &Message{ID: id, Body: e.body, Attributes: e.attrs, Group: e.group, DedupID: e.dedupID, Seq: s.seq, SentAt: now}
+	m := &Message{ID: id, Body: e.body, Attributes: e.attrs, Group: e.group, DedupID: e.dedupID, Seq: s.seq, SentAt: now, EnqueuedAt: now}
 	q.msgs = append(q.msgs, m)
 	a := Accepted{Queue: q.cfg.Name, Msg: *m, At: now}
 	s.accepted = append(s.accepted, a)
@@ -380,6 +385,9 @@ func (s *Service) moveToDLQ(q *queue, m *Message) {
 	}
 	c := *m
 	c.MovedBySQS, c.From = true, q.cfg.Name
+	if d.fifo {
+		c.EnqueuedAt = s.Clock()
+	}
 	c.invisibleUntil, c.receipt, c.ReceiveCount, c.FirstReceive = time.Time{}, "", 0, time.Time{}
 	s.seq++
 	c.Seq = s.seq
@@ -409,19 +417,27 @@ func (s *Service) Delete(name, receipt, id string) bool {
 // Redrive moves every message of the queue named from back to the queue named to, as
 // an operator's redrive does; only the messages for which keep returns true move.
 func (s *Service) Redrive(from, to string, keep func(Message) bool) int {
+	return s.Move(from, func(m Message) (string, Message, bool) { return to, m, keep(m) })
+}
+
+// Move is an operator's redrive of the messages of queue from that f picks: each goes
+// as f returns it to the queue f names, as a message never received, and leaves from.
+// It returns how many moved.
+func (s *Service) Move(from string, f func(Message) (to string, out Message, ok bool)) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	src, dst := s.queues[from], s.queues[to]
+	src := s.queues[from]
 	n := 0
 	for _, m := range slices.Clone(src.msgs) {
-		if !keep(*m) {
+		to, c, ok := f(*m)
+		if !ok {
 			continue
 		}
+		dst := s.queues[to]
 		s.remove(src, m)
-		c := *m
 		c.MovedBySQS, c.From, c.ReceiveCount, c.FirstReceive, c.receipt, c.invisibleUntil = false, "", 0, time.Time{}, "", time.Time{}
 		s.seq++
-		c.Seq = s.seq
+		c.Seq, c.EnqueuedAt = s.seq, s.Clock()
 		dst.msgs = append(dst.msgs, &c)
 		n++
 	}
