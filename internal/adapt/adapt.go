@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -16,12 +17,24 @@ import (
 // It returns the command's output, stdout and stderr interleaved, and how long it ran.
 func Run(ctx context.Context, dir string, env []string, name string, args ...string) (string, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), env...), 10*time.Second
+	cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(append(os.Environ(), trimpath()), env...), 10*time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
 	return out.String(), time.Since(start), err
+}
+
+// trimpath is GOFLAGS with -trimpath added: a copy lives in a folder of its own, and a
+// build that records that folder in what it compiles finds nothing of it in the build
+// cache, from the last run or from another copy. Built with -trimpath, each package of
+// the copy that is the same as before is a cache hit.
+func trimpath() string {
+	flags := os.Getenv("GOFLAGS")
+	if !strings.Contains(flags, "-trimpath") {
+		flags = strings.TrimSpace(flags + " -trimpath")
+	}
+	return "GOFLAGS=" + flags
 }
 
 // Files lists the files of the repository at root as a user's work tree has them: those

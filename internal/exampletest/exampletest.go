@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,10 +83,22 @@ func skipOn(t testing.TB, err error) {
 	}
 }
 
-// TemplatePath is the repository's template.yaml.
+// TemplatePath is the repository's template.yaml: beside the go.mod of the module the
+// test runs in (a test runs in its package's folder). It reads no source path from the
+// binary, which a build with -trimpath does not keep.
 func TemplatePath() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "template.yaml")
+	dir, err := os.Getwd()
+	if err != nil {
+		return "template.yaml"
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, "template.yaml")
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, "template.yaml")
+		}
+	}
 }
 
 // Stack is one test's copy of the template's resources.

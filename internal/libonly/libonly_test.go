@@ -156,7 +156,7 @@ func TestLibraryMainBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "GOFLAGS="+strings.TrimSpace(string(flags)+" -mod=mod"), "GOWORK=off")
+	env := append(os.Environ(), "GOFLAGS="+strings.TrimSpace(string(flags)+" -mod=mod -trimpath"), "GOWORK=off")
 	offline := append(env[:len(env):len(env)], "GOPROXY=off", "GOSUMDB=off")
 
 	out, err := run(t, "offline", code, modPath, clone, root, commands, offline)

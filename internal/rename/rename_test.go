@@ -416,6 +416,7 @@ func copyRepo(t *testing.T, root, dir string) {
 }
 
 // goCmd runs go in dir offline: the environment's GOFLAGS and caches, -mod=readonly,
+// -trimpath (the copy is in a new folder each run: without it nothing of it is cached),
 // no module proxy.
 func goCmd(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -426,7 +427,7 @@ func goCmd(t *testing.T, dir string, args ...string) string {
 	start := time.Now()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(string(flags)+" -mod=readonly"), "GOPROXY=off", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(string(flags)+" -mod=readonly -trimpath"), "GOPROXY=off", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go %s in the renamed copy: %v\n%s", strings.Join(args, " "), err, out)
