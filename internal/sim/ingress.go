@@ -59,6 +59,9 @@ type ingressSide struct {
 	finals    map[*op]*ingressapp.Status
 	finalCode map[*op]int
 	finalGone map[*op]bool // the ingress's record of the key had ended, by its clock, when the last GET was answered
+	// statusChecked: the final status was judged when it was read (checkStatus), before
+	// the late redrive (late.go).
+	statusChecked bool
 }
 
 type ingressEnv struct {

@@ -294,23 +294,7 @@ func (w *world) outboxPending(c *consumer, m simsqs.Message) bool {
 // check is the end-of-run oracle.
 func (w *world) check() {
 	o := &w.obs
-	reasons := map[*op][]string{}
-	for _, m := range w.sqs.Messages(w.dlq) {
-		op := w.opOf(m)
-		if m.MovedBySQS {
-			o.violation("stuck", "message %s of %s is still parked in the dead-letter queue after %d redrives", m.ID, opName(op), redriveRounds+1)
-			continue
-		}
-		if _, ok := m.Attributes[sqsmsg.DLQOutboundQueueAttribute]; ok {
-			continue // an outbound message dead-lettered: checked with the outbound messages
-		}
-		r := aws.ToString(m.Attributes[sqsmsg.DLQReasonAttribute].StringValue)
-		if op == nil {
-			o.violation("dead-letter", "message %s in the dead-letter queue belongs to no operation: %s", m.ID, r)
-			continue
-		}
-		reasons[op] = append(reasons[op], r)
-	}
+	reasons := w.deadLetters(true)
 	for _, op := range w.ops {
 		rs := reasons[op]
 		for _, r := range rs {
@@ -330,12 +314,44 @@ func (w *world) check() {
 	w.checkResponses()
 	w.checkOutbound()
 	w.checkEdges()
-	w.checkStatus(reasons)
+	if w.ingress != nil && w.ingress.statusChecked {
+		// checked when the clients read it, before the late redrive (late.go)
+	} else {
+		w.checkStatus(reasons)
+	}
 	for _, c := range w.sc.consumers {
 		if n := len(w.sqs.Messages(c.input)); n > 0 {
 			o.violation("stuck", "%d messages still in %s", n, c.input)
 		}
 	}
+}
+
+// deadLetters returns the reasons of the dead letters of each operation that the
+// dead-letter queue holds now; with report, it reports those that break a promise: a
+// message SQS parked still there after the redrives, a dead letter of no operation.
+func (w *world) deadLetters(report bool) map[*op][]string {
+	reasons := map[*op][]string{}
+	for _, m := range w.sqs.Messages(w.dlq) {
+		op := w.opOf(m)
+		if m.MovedBySQS {
+			if report {
+				w.obs.violation("stuck", "message %s of %s is still parked in the dead-letter queue after %d redrives", m.ID, opName(op), redriveRounds+1)
+			}
+			continue
+		}
+		if _, ok := m.Attributes[sqsmsg.DLQOutboundQueueAttribute]; ok {
+			continue // an outbound message dead-lettered: checked with the outbound messages
+		}
+		r := aws.ToString(m.Attributes[sqsmsg.DLQReasonAttribute].StringValue)
+		if op == nil {
+			if report {
+				w.obs.violation("dead-letter", "message %s in the dead-letter queue belongs to no operation: %s", m.ID, r)
+			}
+			continue
+		}
+		reasons[op] = append(reasons[op], r)
+	}
+	return reasons
 }
 
 // checkEffects: each effect (business id) is applied once at most, or once per key the
