@@ -547,26 +547,14 @@ func (s *DynamoStore) Retry(ctx context.Context, key, token, reason string, now 
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s, %s = %s, %s = %s", e.a(attrRetryable), e.v("true", avBool(true)),
 		e.a(attrError), e.v("reason", AvS(NonEmpty(reason))), e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))))
-	cond := e.cond(EventClear, CondArgs{Token: token})
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.s.Table), Key: s.s.key(key),
-		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
-	})
-	return fenceErr("retry", key, err)
+	return s.fenced(ctx, EventClear, "retry", key, CondArgs{Token: token}, e, update)
 }
 
 // Retain is one UpdateItem of the expiry, conditioned on the token and the status.
 func (s *DynamoStore) Retain(ctx context.Context, key, token string, until, now time.Time) error {
 	e := s.expr()
 	update := fmt.Sprintf("SET %s = %s, %s = %s", e.a(AttrExpiresAt), e.v("exp", avN(until.Unix())), e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))))
-	cond := e.cond(EventRetain, CondArgs{Token: token})
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.s.Table), Key: s.s.key(key),
-		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.vals,
-	})
-	return fenceErr("retain", key, err)
+	return s.fenced(ctx, EventRetain, "retain", key, CondArgs{Token: token}, e, update)
 }
 
 // ReadGuard is a strongly consistent GetItem of a guard item.

@@ -262,31 +262,31 @@ func (m *MemoryStore) MarkSent(ctx context.Context, key, token string, sent int,
 
 // Retry mirrors the conditioned update.
 func (m *MemoryStore) Retry(ctx context.Context, key, token, reason string, now time.Time) error {
-	if err := ctxErr(ctx, "retry"); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, err := m.held(persistence.EventClear, "retry", key, persistence.CondArgs{Token: token})
-	if err != nil {
-		return err
-	}
-	r.Retryable, r.Error, r.UpdatedAt = true, persistence.NonEmpty(reason), now.Truncate(time.Millisecond)
-	return nil
+	return m.update(ctx, persistence.EventClear, "retry", key, token, func(r *persistence.Record) {
+		r.Retryable, r.Error, r.UpdatedAt = true, persistence.NonEmpty(reason), now.Truncate(time.Millisecond)
+	})
 }
 
 // Retain moves a FAILED record's expiry, fenced on its token (EventRetain).
 func (m *MemoryStore) Retain(ctx context.Context, key, token string, until, now time.Time) error {
-	if err := ctxErr(ctx, "retain"); err != nil {
+	return m.update(ctx, persistence.EventRetain, "retain", key, token, func(r *persistence.Record) {
+		r.ExpiresAt, r.UpdatedAt = until.Truncate(time.Second), now.Truncate(time.Millisecond)
+	})
+}
+
+// update applies set to the record of key under the lock, if it meets the conditions of
+// ev's row with token, else ErrLeaseLost.
+func (m *MemoryStore) update(ctx context.Context, ev persistence.Event, op, key, token string, set func(*persistence.Record)) error {
+	if err := ctxErr(ctx, op); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.held(persistence.EventRetain, "retain", key, persistence.CondArgs{Token: token})
+	r, err := m.held(ev, op, key, persistence.CondArgs{Token: token})
 	if err != nil {
 		return err
 	}
-	r.ExpiresAt, r.UpdatedAt = until.Truncate(time.Second), now.Truncate(time.Millisecond)
+	set(r)
 	return nil
 }
 
