@@ -248,10 +248,15 @@ func (a *Attempt) step(ctx context.Context, name string, answered bool, fn func(
 	if err != nil {
 		return nil, fmt.Errorf("idem: step %s: %w", name, err)
 	}
-	if err := a.c.cfg.Store.AddStep(ctx, l, name, stored, a.c.cfg.Clock()); err != nil {
+	now = a.c.cfg.Clock() // after the call
+	exp := a.c.steppedUntil(a, now)
+	if err := a.c.cfg.Store.AddStep(ctx, l, name, stored, exp, now); err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
+	if !exp.IsZero() {
+		a.exp = exp
+	}
 	a.steps = append(a.steps, name)
 	if stored != nil {
 		if a.answers == nil {

@@ -102,7 +102,7 @@ func TestMemoryStoreKeepsItsOwnCopy(t *testing.T) {
 	}
 	l := persistence.Lease{Key: "pk", Token: "tok", Until: now.Add(time.Minute)}
 	for range 2 {
-		if err := m.AddStep(ctx, l, "s1", nil, now); err != nil {
+		if err := m.AddStep(ctx, l, "s1", nil, time.Time{}, now); err != nil {
 			t.Fatal(err)
 		}
 	}

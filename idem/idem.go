@@ -121,8 +121,9 @@ type Config struct {
 	// record with steps at least DLQRetention).
 	TTL time.Duration
 	// DLQRetention is how long the dead-letter queue keeps a message (its
-	// MessageRetentionPeriod; 0: none is known). A FAILED record that holds steps (or
-	// whose attempt began one) is kept for the longer of TTL and DLQRetention plus a day,
+	// MessageRetentionPeriod; 0: none is known). A record that holds steps (each step
+	// moves its expiry), and a FAILED one whose attempt began one, is kept for the longer
+	// of TTL and DLQRetention plus a day,
 	// so that its message redriven from the dead-letter queue finds it and the steps it
 	// recorded, and calls no outside service again whose key it may have forgotten. A
 	// record's expiry never moves earlier: its completion keeps the longer one.
@@ -438,6 +439,13 @@ func (c *Client) acquire(ctx context.Context, pk, hash string, now time.Time) (*
 // failed retryably).
 func (c *Client) verdict(ctx context.Context, pk, hash string, old *persistence.Record, now time.Time) (replay *Result, takeover bool, err error) {
 	if old.PayloadHash != "" && old.PayloadHash != hash {
+		if old.Status == persistence.StatusFailed {
+			// Dead-lettered against the record: redriven once the record is gone, it would
+			// run as the key's first delivery and call the record's steps again.
+			if err := c.retain(ctx, pk, old, now); err != nil {
+				return nil, false, err
+			}
+		}
 		return nil, false, fmt.Errorf("idem: acquire %s: %w", persistence.Redact(pk), ErrPayloadMismatch)
 	}
 	switch {
@@ -683,7 +691,7 @@ func (c *Client) failedUntil(att *Attempt, now time.Time) time.Time {
 	stepped := len(att.steps) > 0 || att.stepped
 	att.mu.Unlock()
 	if stepped && c.cfg.DLQRetention > 0 {
-		exp = later(exp, now.Add(c.cfg.DLQRetention+dlqMargin))
+		exp = later(exp, c.dlqUntil(now))
 	}
 	return exp
 }
@@ -697,7 +705,7 @@ func (c *Client) retain(ctx context.Context, pk string, old *persistence.Record,
 	if len(old.Steps) == 0 || c.cfg.DLQRetention <= 0 {
 		return nil
 	}
-	until := now.Add(c.cfg.DLQRetention + dlqMargin)
+	until := c.dlqUntil(now)
 	if !old.ExpiresAt.Before(until.Add(-time.Hour)) {
 		return nil // it lives long enough: within the margin, no write
 	}
@@ -705,6 +713,31 @@ func (c *Client) retain(ctx context.Context, pk string, old *persistence.Record,
 		return fmt.Errorf("idem: keep the failed record %s while its message is dead-lettered: %w", persistence.Redact(pk), err)
 	}
 	return nil
+}
+
+// dlqUntil is how long a record that holds steps lives from now, with DLQRetention set:
+// as long as the dead-letter queue keeps a message that arrives there within dlqMargin.
+func (c *Client) dlqUntil(now time.Time) time.Time {
+	return now.Add(c.cfg.DLQRetention + dlqMargin)
+}
+
+// steppedUntil is the expiry a step of att gives its record at now (Attempt.StepAnswer):
+// dlqUntil when DLQRetention is set and that is later than the record's, else zero (the
+// expiry stays). However the record ends after its step (a failure, a crash the reaper
+// fails, a later copy dead-lettered), its message may wait in the dead-letter queue that
+// long, and redriven, must find the step recorded.
+func (c *Client) steppedUntil(att *Attempt, now time.Time) time.Time {
+	if c.cfg.DLQRetention <= 0 {
+		return time.Time{}
+	}
+	until := c.dlqUntil(now)
+	att.mu.Lock()
+	cur := att.exp
+	att.mu.Unlock()
+	if !until.After(cur) {
+		return time.Time{}
+	}
+	return until
 }
 
 // later is the later of a and b.

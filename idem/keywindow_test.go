@@ -260,3 +260,35 @@ func TestDeadLetteredAgainKeepsTheRecord(t *testing.T) {
 		}
 	})
 }
+
+// TestAStepKeepsItsRecordAsLongAsTheDeadLetterQueue (issue 37, found by the simulator's
+// late redrive, long run seed 38109): the record's expiry moves with the step that
+// records an outside call, before the attempt ends. A holder that dies after its step
+// leaves the record to the reaper, which fails it without touching its expiry; the
+// message, parked by SQS after its last receive, waits in the dead-letter queue for
+// DLQRetention, and redriven, must find the step recorded.
+func TestAStepKeepsItsRecordAsLongAsTheDeadLetterQueue(t *testing.T) {
+	memoryAndMoto(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := e.client(t, func(cfg *idem.Config) { cfg.TTL, cfg.DLQRetention = 7*24*time.Hour, 14*24*time.Hour })
+		svc := newForgetfulService(e.clock, 24*time.Hour)
+		pk, _ := c.RecordKey("payout-1")
+		var during *persistence.Record
+		_, err := c.Do(ctx, req("payout-1", `{}`), func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			if _, err := r.Attempt.StepWith(ctx, "transfer", idem.Service{KeyWindow: svc.window}, func(context.Context) ([]byte, error) {
+				return svc.call(r.Key), nil
+			}); err != nil {
+				return idem.Result{}, err
+			}
+			rec, err := e.store.Get(ctx, pk, e.clock.Now()) // what the reaper finds if the holder dies now
+			during = rec
+			return idem.Result{Response: []byte("ok")}, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if min := e.clock.Now().Add(14 * 24 * time.Hour); during == nil || during.ExpiresAt.Before(min) {
+			t.Fatalf("after its step the record expires at %v, before the dead-letter queue would let go of its message (%s)", during, min)
+		}
+	})
+}

@@ -93,7 +93,7 @@ func TestMemoryStoreTakeoverInstallsTheNewLeaseAndClearsTheFailure(t *testing.T)
 	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Second))
 	l1 := persistence.Lease{Key: "s#k", Token: "t1"}
-	if err := store.AddStep(ctx, l1, "charged", nil, memBase); err != nil {
+	if err := store.AddStep(ctx, l1, "charged", nil, time.Time{}, memBase); err != nil {
 		t.Fatal(err)
 	}
 	f := persistence.Failure{Reason: "boom", Retryable: true, Category: persistence.CategoryRefused, Public: "card declined"}
@@ -496,17 +496,17 @@ func TestMemoryStoreAddStepIsFencedAndStampsTheUpdate(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.NewMemoryStore()
 	memInProgress(t, store, "s#k", "t1", memBase.Add(time.Minute))
-	if err := store.AddStep(ctx, persistence.Lease{Key: "s#k", Token: "t0"}, "charged", nil, memBase); !errors.Is(err, idem.ErrLeaseLost) {
+	if err := store.AddStep(ctx, persistence.Lease{Key: "s#k", Token: "t0"}, "charged", nil, time.Time{}, memBase); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Errorf("step under another token: %v, want ErrLeaseLost", err)
 	}
-	if err := store.AddStep(ctx, persistence.Lease{Key: "s#gone", Token: "t1"}, "charged", nil, memBase); !errors.Is(err, idem.ErrLeaseLost) {
+	if err := store.AddStep(ctx, persistence.Lease{Key: "s#gone", Token: "t1"}, "charged", nil, time.Time{}, memBase); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Errorf("step of a record that is gone: %v, want ErrLeaseLost", err)
 	}
 	if r, _ := store.Get(ctx, "s#k", memBase); r == nil || len(r.Steps) != 0 {
 		t.Errorf("after the refused steps: %+v, want no step", r)
 	}
 	for i, now := range []time.Time{memBase.Add(time.Second + 1500*time.Microsecond), memBase.Add(2*time.Second + 2500*time.Microsecond)} {
-		if err := store.AddStep(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, "charged", nil, now); err != nil {
+		if err := store.AddStep(ctx, persistence.Lease{Key: "s#k", Token: "t1"}, "charged", nil, time.Time{}, now); err != nil {
 			t.Fatal(err)
 		}
 		r, err := store.Get(ctx, "s#k", now)

@@ -55,7 +55,7 @@ func TestMemoryStoreHonoursTheContext(t *testing.T) {
 		"FailWith": func() error {
 			return store.FailWith(done, lease, persistence.Failure{Reason: "why"}, now.Add(time.Hour), now)
 		},
-		"AddStep": func() error { return store.AddStep(done, lease, "step", nil, now) },
+		"AddStep": func() error { return store.AddStep(done, lease, "step", nil, time.Time{}, now) },
 		"Extend":  func() error { return store.Extend(done, lease, now.Add(2*time.Minute), now) },
 		"Get":     func() error { _, err := store.Get(done, "s#k", now); return err },
 		"Stale":   func() error { _, _, err := store.Stale(done, "0", now.Add(time.Hour), 10, ""); return err },

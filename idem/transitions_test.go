@@ -130,7 +130,7 @@ func (w *walker) apply(t *testing.T, row persistence.Transition, key string, see
 	case persistence.EventExtend:
 		return fenced(w.e.store.Extend(w.ctx, lease, now.Add(time.Minute), now))
 	case persistence.EventStep:
-		return fenced(w.e.store.AddStep(w.ctx, lease, "s", nil, now))
+		return fenced(w.e.store.AddStep(w.ctx, lease, "s", nil, seen.ExpiresAt.Add(time.Hour), now))
 	case persistence.EventCommit:
 		return fenced(w.e.store.Complete(w.ctx, lease, persistence.Completion{Response: []byte("ok"), ExpiresAt: now.Add(time.Hour)}, now))
 	case persistence.EventRefuse:

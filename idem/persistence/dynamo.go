@@ -618,11 +618,14 @@ func (s *DynamoStore) FailWith(ctx context.Context, l Lease, f Failure, expiresA
 }
 
 // AddStep is one fenced UpdateItem adding to the steps set, and to the answers set when
-// the step answered.
-func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, answer []byte, now time.Time) error {
+// the step answered; it sets the expiry when one is given.
+func (s *DynamoStore) AddStep(ctx context.Context, l Lease, step string, answer []byte, expiresAt, now time.Time) error {
 	e := s.expr()
-	update := fmt.Sprintf("SET %s = %s ADD %s %s", e.a(attrUpdatedAt), e.v("now", avN(EpochMillis(now))),
-		e.a(attrSteps), e.v("step", &types.AttributeValueMemberSS{Value: []string{step}}))
+	set := e.a(attrUpdatedAt) + " = " + e.v("now", avN(EpochMillis(now)))
+	if !expiresAt.IsZero() {
+		set += ", " + e.a(AttrExpiresAt) + " = " + e.v("exp", avN(expiresAt.Unix()))
+	}
+	update := fmt.Sprintf("SET %s ADD %s %s", set, e.a(attrSteps), e.v("step", &types.AttributeValueMemberSS{Value: []string{step}}))
 	if answer != nil {
 		update += fmt.Sprintf(", %s %s", e.a(attrStepAnswers), e.v("answer", answersSet(map[string][]byte{step: answer})))
 	}

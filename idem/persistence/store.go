@@ -55,9 +55,10 @@ type Store interface {
 	// category and public reason), fenced on the lease.
 	FailWith(ctx context.Context, l Lease, f Failure, expiresAt, now time.Time) error
 	// AddStep records a completed step, and its answer when answer is not nil, in one
-	// write fenced on the lease (EventStep). The caller checked the answer's size
-	// (CheckAnswer).
-	AddStep(ctx context.Context, l Lease, step string, answer []byte, now time.Time) error
+	// write fenced on the lease (EventStep), and moves the record's expiry to expiresAt
+	// unless it is zero (the caller never moves it earlier). The caller checked the
+	// answer's size (CheckAnswer).
+	AddStep(ctx context.Context, l Lease, step string, answer []byte, expiresAt, now time.Time) error
 	// Extend moves the lease deadline to until, fenced on the lease.
 	Extend(ctx context.Context, l Lease, until, now time.Time) error
 	// Get reads the record for key; ErrNotFound when there is none or it expired.

@@ -80,7 +80,7 @@ func TestCrashAtFindsEveryPhase(t *testing.T) {
 			step("a read", "", err)
 			// A step: its record dies before it goes out (step-called) and right after it
 			// (step-recorded).
-			step("a step recorded", demo.PhaseStepCalled+" "+demo.PhaseStepRecorded, store.AddStep(ctx, lease("k1", "t1"), "charge", nil, now))
+			step("a step recorded", demo.PhaseStepCalled+" "+demo.PhaseStepRecorded, store.AddStep(ctx, lease("k1", "t1"), "charge", nil, time.Time{}, now))
 			biz := store.Key("business#k1")
 			step("a completion with a business write and an outbound message", demo.PhaseCommit, store.Complete(ctx, lease("k1", "t1"), persistence.Completion{
 				Response: []byte("ok"), ExpiresAt: now.Add(time.Hour),

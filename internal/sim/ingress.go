@@ -77,8 +77,12 @@ type httpCall struct {
 	method string
 	tries  int
 	final  bool
-	env    *ingressEnv
-	resp   ingressapp.LambdaFunctionURLResponse
+	// goneAtStart: for a final GET, the ingress's record of the key had ended (by the
+	// ingress's clock) when the GET started; a POST running beside it may take the key
+	// again before the GET answers.
+	goneAtStart bool
+	env         *ingressEnv
+	resp        ingressapp.LambdaFunctionURLResponse
 }
 
 func (in *ingressSide) busy() bool { return in.waiting > 0 }
@@ -184,6 +188,9 @@ func (w *world) httpInvoke(hc *httpCall) {
 	}
 	env.busy, hc.env = true, env
 	hc.tries++
+	if hc.final {
+		hc.goneAtStart = !w.ingressRecordLive(hc.o, env.clock())
+	}
 	if hc.method == http.MethodPost {
 		w.ingress.posts[hc.o] = append(w.ingress.posts[hc.o], time.Now())
 	}
@@ -260,8 +267,10 @@ func (w *world) ingressDone(inv *invocation) {
 	}
 	if hc.final {
 		// Ended or not by the clock the ingress read it by, which may run ahead of the
-		// true one (docs/ingress.md: 404 once it expired): judged once it answered.
-		w.ingress.finalGone[hc.o] = !w.ingressRecordLive(hc.o, hc.env.clock())
+		// true one (docs/ingress.md: 404 once it expired): judged when the GET started
+		// and once it answered, since the GET read it in between (long run seed 79526: a
+		// POST beside the GET took the key again after the GET found its record ended).
+		w.ingress.finalGone[hc.o] = hc.goneAtStart || !w.ingressRecordLive(hc.o, hc.env.clock())
 		w.ingress.finals[hc.o], w.ingress.finalCode[hc.o] = st, code
 		w.ingress.waiting--
 		return

@@ -61,7 +61,11 @@ func (w *world) lateRedrive() {
 			}
 		}
 		if len(moved) > 0 {
+			// Copies of one key redriven together take turns, each answered in progress
+			// while another holds it: one may spend its receives so, and SQS parks it,
+			// for the operator to redrive again, as after the faults.
 			w.settle(time.Hour, true)
+			w.redriveWhileParked()
 		}
 	}
 	w.idle(max(keep, w.sc.ttl) + 2*ttlEvery)
@@ -77,16 +81,26 @@ func (w *world) kept(m simsqs.Message) bool {
 	return keep == 0 || time.Now().Before(m.EnqueuedAt.Add(keep))
 }
 
-// idle lets d pass in an idle world, an hour at a time: the periodic events due meanwhile
-// (pollers finding nothing, the reaper, the TTL process) run once at each step.
-// An invocation still running (a final GET, a reaper's sweep) finishes first.
+// idle lets d pass, an hour at a time while the world is quiet (quiet): the periodic
+// events due meanwhile (pollers finding nothing, the reaper, the TTL process) run once at
+// each step. While it is not (an invocation running or about to, a message in a queue, a
+// client's request), the world runs as usual.
 func (w *world) idle(d time.Duration) {
 	end := time.Now().Add(d)
-	w.run(end, func() bool { return len(w.live) == 0 })
 	for now := time.Now(); now.Before(end); now = time.Now() {
+		if !w.quiet() {
+			w.run(end, w.quiet)
+			continue
+		}
 		time.Sleep(min(time.Hour, end.Sub(now)))
 		w.run(time.Now(), nil)
 	}
+}
+
+// quiet reports whether nothing is running or waiting to: no invocation, no pending
+// work (pendingWork), no client request in flight.
+func (w *world) quiet() bool {
+	return len(w.live) == 0 && w.pendingWork(false) == "" && (w.ingress == nil || !w.ingress.busy())
 }
 
 // redriven is what the operator sends back for the dead letter m, and to which consumer,

@@ -108,12 +108,7 @@ func runWorld(seed uint64, trace bool) *Report {
 	w.redriveParked()
 	w.run(w.start.Add(lastSend), nil)
 	w.settle(time.Hour, true)
-	for range redriveRounds {
-		if !w.redriveParked() {
-			break
-		}
-		w.settle(time.Hour, true)
-	}
+	w.redriveWhileParked()
 	w.finalStatus()
 	if w.sc.cfg.lateRedrive {
 		// The final status is judged by the world the clients read it in: the late
@@ -200,6 +195,17 @@ func (w *world) settle(limit time.Duration, sends bool) {
 // still parked after that many rounds is stuck (found at seed 374420 of the long run,
 // with maxReceiveCount 4, on the second round).
 const redriveRounds = 5
+
+// redriveWhileParked is the operator redriving what SQS parks, as long as it parks some,
+// up to redriveRounds times, the world settling after each.
+func (w *world) redriveWhileParked() {
+	for range redriveRounds {
+		if !w.redriveParked() {
+			return
+		}
+		w.settle(time.Hour, true)
+	}
+}
 
 // redriveParked is an operator redriving what SQS moved to the dead-letter queue after
 // maxReceiveCount receives; it reports whether there was any.

@@ -328,7 +328,7 @@ func (m *MemoryStore) FailWith(ctx context.Context, l persistence.Lease, f persi
 }
 
 // AddStep mirrors the fenced ADD.
-func (m *MemoryStore) AddStep(ctx context.Context, l persistence.Lease, step string, answer []byte, now time.Time) error {
+func (m *MemoryStore) AddStep(ctx context.Context, l persistence.Lease, step string, answer []byte, expiresAt, now time.Time) error {
 	if err := ctxErr(ctx, "step"); err != nil {
 		return err
 	}
@@ -346,6 +346,9 @@ func (m *MemoryStore) AddStep(ctx context.Context, l persistence.Lease, step str
 			r.Answers = map[string][]byte{}
 		}
 		r.Answers[step] = append([]byte{}, answer...)
+	}
+	if !expiresAt.IsZero() {
+		r.ExpiresAt = expiresAt.Truncate(time.Second)
 	}
 	r.UpdatedAt = now.Truncate(time.Millisecond)
 	return nil
