@@ -190,19 +190,25 @@ var ErrNoAlarmsRegion = errors.New("samtemplate: no generated alarms region")
 // WithAlarms returns template with the region between its generated alarms markers
 // replaced by RenderAlarms(alarms).
 func WithAlarms(template []byte, alarms []Alarm) ([]byte, error) {
-	before, rest, ok := bytes.Cut(template, []byte(alarmsBegin))
+	return withRegion(template, alarmsBegin, alarmsEnd, RenderAlarms(alarms))
+}
+
+// withRegion returns template with the text between the lines begin and end replaced
+// by body: the one rewrite for every generated block of template.yaml.
+func withRegion(template []byte, begin, end, body string) ([]byte, error) {
+	before, rest, ok := bytes.Cut(template, []byte(begin))
 	if !ok {
-		return nil, fmt.Errorf("%w: no line %q", ErrNoAlarmsRegion, alarmsBegin)
+		return nil, fmt.Errorf("%w: no line %q", ErrNoAlarmsRegion, begin)
 	}
-	_, after, ok := bytes.Cut(rest, []byte(alarmsEnd))
+	_, after, ok := bytes.Cut(rest, []byte(end))
 	if !ok {
-		return nil, fmt.Errorf("%w: no line %q", ErrNoAlarmsRegion, alarmsEnd)
+		return nil, fmt.Errorf("%w: no line %q", ErrNoAlarmsRegion, end)
 	}
 	var out bytes.Buffer
 	out.Write(before)
-	out.WriteString(alarmsBegin)
-	out.WriteString(RenderAlarms(alarms))
-	out.WriteString(alarmsEnd)
+	out.WriteString(begin)
+	out.WriteString(body)
+	out.WriteString(end)
 	out.Write(after)
 	return out.Bytes(), nil
 }
