@@ -184,8 +184,9 @@ func writeMetric(b *strings.Builder, indent string, m *Stat) {
 	fmt.Fprintf(b, "%s  - Name: %s\n%s    Value: %s\n", indent, m.DimName, indent, m.DimValue)
 }
 
-// ErrNoAlarmsRegion is returned for a template without the generated alarms' markers.
-var ErrNoAlarmsRegion = errors.New("samtemplate: no generated alarms region")
+// ErrNoGeneratedRegion is returned for a template without a generated block's markers
+// (the alarms', the dashboard's).
+var ErrNoGeneratedRegion = errors.New("samtemplate: no generated region")
 
 // WithAlarms returns template with the region between its generated alarms markers
 // replaced by RenderAlarms(alarms).
@@ -198,11 +199,11 @@ func WithAlarms(template []byte, alarms []Alarm) ([]byte, error) {
 func withRegion(template []byte, begin, end, body string) ([]byte, error) {
 	before, rest, ok := bytes.Cut(template, []byte(begin))
 	if !ok {
-		return nil, fmt.Errorf("%w: no line %q", ErrNoAlarmsRegion, begin)
+		return nil, fmt.Errorf("%w: no line %q", ErrNoGeneratedRegion, begin)
 	}
 	_, after, ok := bytes.Cut(rest, []byte(end))
 	if !ok {
-		return nil, fmt.Errorf("%w: no line %q", ErrNoAlarmsRegion, end)
+		return nil, fmt.Errorf("%w: no line %q", ErrNoGeneratedRegion, end)
 	}
 	var out bytes.Buffer
 	out.Write(before)

@@ -1,5 +1,5 @@
-// Command genalarms rewrites the generated alarms of template.yaml (run from the
-// repository's root) from samtemplate.Alarms.
+// Command genalarms rewrites the generated alarms and dashboard of template.yaml (run
+// from the repository's root) from samtemplate.Alarms and samtemplate.Dashboard.
 package main
 
 import (
@@ -22,6 +22,9 @@ func run(path string) error {
 		return fmt.Errorf("read the template: %w", err)
 	}
 	out, err := samtemplate.WithAlarms(data, samtemplate.Alarms)
+	if err == nil {
+		out, err = samtemplate.WithDashboard(out, samtemplate.Dashboard, samtemplate.Alarms)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
