@@ -10,12 +10,6 @@ import (
 // AlarmsCommand rewrites template.yaml's generated alarms from Alarms.
 const AlarmsCommand = "go run ./internal/samtemplate/genalarms"
 
-// The lines around the generated alarms in template.yaml.
-const (
-	alarmsBegin = "  # generated:begin alarms (" + AlarmsCommand + "; edit internal/samtemplate/alarms.go)\n"
-	alarmsEnd   = "  # generated:end alarms\n"
-)
-
 // Stat is one metric an alarm watches, with the statistic and period it is read with.
 // DimValue is YAML: a literal or a !Ref / !GetAtt.
 type Stat struct {
@@ -191,12 +185,15 @@ var ErrNoGeneratedRegion = errors.New("samtemplate: no generated region")
 // WithAlarms returns template with the region between its generated alarms markers
 // replaced by RenderAlarms(alarms).
 func WithAlarms(template []byte, alarms []Alarm) ([]byte, error) {
-	return withRegion(template, alarmsBegin, alarmsEnd, RenderAlarms(alarms))
+	return withRegion(template, "alarms", "alarms.go", RenderAlarms(alarms))
 }
 
-// withRegion returns template with the text between the lines begin and end replaced
-// by body: the one rewrite for every generated block of template.yaml.
-func withRegion(template []byte, begin, end, body string) ([]byte, error) {
+// withRegion returns template with the text between the lines around its generated
+// block name (written from internal/samtemplate/source) replaced by body: the one
+// rewrite for every generated block of template.yaml.
+func withRegion(template []byte, name, source, body string) ([]byte, error) {
+	begin := "  # generated:begin " + name + " (" + AlarmsCommand + "; edit internal/samtemplate/" + source + ")\n"
+	end := "  # generated:end " + name + "\n"
 	before, rest, ok := bytes.Cut(template, []byte(begin))
 	if !ok {
 		return nil, fmt.Errorf("%w: no line %q", ErrNoGeneratedRegion, begin)

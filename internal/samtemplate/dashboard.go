@@ -6,12 +6,6 @@ import (
 	"strings"
 )
 
-// The lines around the generated dashboard in template.yaml.
-const (
-	dashboardBegin = "  # generated:begin dashboard (" + AlarmsCommand + "; edit internal/samtemplate/dashboard.go)\n"
-	dashboardEnd   = "  # generated:end dashboard\n"
-)
-
 // Line is one metric a dashboard widget draws, with the options CloudWatch takes for it
 // (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/CloudWatch-Dashboard-Body-Structure.html#CloudWatch-Dashboard-Properties-Metric-Widget-Object).
 // Every metric is written in full (no "." shorthand), so that
@@ -176,5 +170,5 @@ func RenderDashboard(widgets []Widget, alarms []Alarm) string {
 // WithDashboard returns template with the region between its generated dashboard
 // markers replaced by RenderDashboard(widgets, alarms).
 func WithDashboard(template []byte, widgets []Widget, alarms []Alarm) ([]byte, error) {
-	return withRegion(template, dashboardBegin, dashboardEnd, RenderDashboard(widgets, alarms))
+	return withRegion(template, "dashboard", "dashboard.go", RenderDashboard(widgets, alarms))
 }
