@@ -12,10 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
@@ -417,7 +417,7 @@ func TestBatchProcessorDeadline(t *testing.T) {
 	}
 	tests := []struct {
 		name         string
-		ctx          func(t *testing.T) context.Context
+		timeout      time.Duration // the invocation's time left; 0: cancelled already
 		margin       time.Duration
 		conc         int
 		ev           events.SQSEvent
@@ -426,57 +426,37 @@ func TestBatchProcessorDeadline(t *testing.T) {
 		wantFailures []string
 	}{
 		{
-			name: "deadline inside the margin: nothing runs",
-			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				t.Cleanup(cancel)
-				return ctx
-			},
+			name:         "deadline inside the margin: nothing runs",
+			timeout:      time.Second,
 			margin:       2 * time.Second,
 			ev:           fifoEvent("A1", "A2", "B1"),
 			wantRan:      []string{},
 			wantFailures: []string{"A1", "A2", "B1"},
 		},
 		{
-			name: "default margin is 2s",
-			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				t.Cleanup(cancel)
-				return ctx
-			},
+			name:         "default margin is 2s",
+			timeout:      time.Second,
 			ev:           stdEvent("s1", "s2"),
 			wantRan:      []string{},
 			wantFailures: []string{"s1", "s2"},
 		},
 		{
-			name: "cancelled context: nothing runs",
-			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithCancel(context.Background())
-				cancel()
-				return ctx
-			},
+			name:         "cancelled context: nothing runs",
+			timeout:      0, // cancelled before Process
 			ev:           stdEvent("s1", "s2", "s3"),
 			wantRan:      []string{},
 			wantFailures: []string{"s1", "s2", "s3"},
 		},
 		{
-			name: "deadline far away: everything runs",
-			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				t.Cleanup(cancel)
-				return ctx
-			},
+			name:         "deadline far away: everything runs",
+			timeout:      time.Minute,
 			ev:           fifoEvent("A1", "A2"),
 			wantRan:      []string{"A1", "A2"},
 			wantFailures: []string{},
 		},
 		{
-			name: "deadline reached mid-group",
-			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*margin)
-				t.Cleanup(cancel)
-				return ctx
-			},
+			name:         "deadline reached mid-group",
+			timeout:      2 * margin,
 			margin:       margin,
 			conc:         1,
 			ev:           fifoEvent("A1", "A2", "A3"),
@@ -485,12 +465,8 @@ func TestBatchProcessorDeadline(t *testing.T) {
 			wantFailures: []string{"A2", "A3"},
 		},
 		{
-			name: "deadline reached mid-batch on a standard queue",
-			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*margin)
-				t.Cleanup(cancel)
-				return ctx
-			},
+			name:         "deadline reached mid-batch on a standard queue",
+			timeout:      2 * margin,
 			margin:       margin,
 			conc:         1,
 			ev:           stdEvent("s1", "s2", "s3"),
@@ -503,7 +479,12 @@ func TestBatchProcessorDeadline(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{before: tt.before}
 			p := newProcessor(t, sqsbatch.BatchConfig{Handle: rec.handle, DeadlineMargin: tt.margin, Concurrency: tt.conc})
-			resp, err := p.Process(tt.ctx(t), tt.ev)
+			ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
+			defer cancel()
+			if tt.timeout == 0 {
+				cancel()
+			}
+			resp, err := p.Process(ctx, tt.ev)
 			if err != nil {
 				t.Fatalf("Process error: %v", err)
 			}
@@ -788,5 +769,89 @@ func TestBatchReportsAMessageIDOnce(t *testing.T) {
 	resp, err := bp.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec, rec}})
 	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m-1" {
 		t.Fatalf("a message twice in a failed batch: %+v, %v; want its id once", resp, err)
+	}
+}
+
+// TestBatchRunsARecordWithExactlyTheMarginLeft: a record starts while at least the
+// deadline margin is left, and not once less is (time stands still in the bubble, so the
+// time left is exactly the timeout set).
+func TestBatchRunsARecordWithExactlyTheMarginLeft(t *testing.T) {
+	for _, c := range []struct {
+		left time.Duration
+		runs bool
+	}{{2 * time.Second, true}, {2*time.Second - time.Nanosecond, false}} {
+		synctest.Test(t, func(t *testing.T) {
+			ran := false
+			p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{DeadlineMargin: 2 * time.Second, Handle: func(context.Context, events.SQSMessage) error {
+				ran = true
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), c.left)
+			defer cancel()
+			resp, err := p.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1"}}})
+			if err != nil || ran != c.runs || (len(resp.BatchItemFailures) == 0) != c.runs {
+				t.Errorf("%s left, margin 2s: ran %v, failures %+v, %v; want run %v", c.left, ran, resp.BatchItemFailures, err, c.runs)
+			}
+		})
+	}
+}
+
+// TestRecordLogNamesWhyTheDeadLetterFailed: a permanent failure that cannot be
+// dead-lettered is retried, and its log line has both errors: the record's and the
+// dead-letter queue's.
+func TestRecordLogNamesWhyTheDeadLetterFailed(t *testing.T) {
+	var logs bytes.Buffer
+	p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{
+		Handle: func(context.Context, events.SQSMessage) error {
+			return idem.Permanent(errors.New("the body is refused"))
+		},
+		DeadLetter: &fakeDL{err: errors.New("the dead-letter queue is down")},
+		Logger:     slog.New(slog.NewJSONHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1"}}})
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("%+v %v, want the record retried", resp, err)
+	}
+	lines := logLines(t, &logs)
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines, want 1: %s", len(lines), logs.String())
+	}
+	msg, _ := lines[0]["error"].(string)
+	if !strings.Contains(msg, "the body is refused") || !strings.Contains(msg, "the dead-letter queue is down") {
+		t.Errorf("the record's error %q, want both errors", msg)
+	}
+}
+
+// TestRecordWhoseCommitLostTheLeaseIsLoggedAsAnError: a record whose commit found its
+// lease taken over is logged at ERROR (outcome lease_lost): the handler ran while another
+// holder had the key.
+func TestRecordWhoseCommitLostTheLeaseIsLoggedAsAnError(t *testing.T) {
+	var logs bytes.Buffer
+	c, err := idem.New(idem.Config{Store: &commitFaults{Store: memstore.NewMemoryStore(), complete: idem.ErrLeaseLost}, Scope: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte("r")}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sqsbatch.NewBatchProcessor(sqsbatch.BatchConfig{Handle: record, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{keyedFIFORecord("m1", "g", "k", `{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := logLines(t, &logs)
+	if len(lines) != 1 || lines[0]["level"] != "ERROR" || lines[0]["outcome"] != "lease_lost" {
+		t.Errorf("log lines %v, want one at ERROR with the outcome lease_lost", lines)
 	}
 }

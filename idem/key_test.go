@@ -1,7 +1,12 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,10 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/canonjson"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
+	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
 func TestRecordKey(t *testing.T) {
@@ -435,5 +445,321 @@ func TestCanonicalJSONErrorsNameTheirCause(t *testing.T) {
 	var syntax *json.SyntaxError
 	if _, err := canonjson.CanonicalJSON([]byte(`{1:2}`)); !errors.As(err, &syntax) {
 		t.Errorf("a member name that is a number: %v, want the decoder's *json.SyntaxError", err)
+	}
+}
+
+// TestMembersDifferingInCaseHaveTheirOwnFingerprints (issue 38, finding 7): Go's decoder
+// matches a member to a struct field regardless of case and keeps the last, so these two
+// bodies are payments of 1 and of 100 000 cents. CanonicalJSON refuses an object with two
+// member names equal under case folding (ErrAmbiguousJSON, Go's own folding: the Kelvin
+// sign is a k); each body is fingerprinted as its bytes, and the second, under the first's
+// key, is a payload mismatch, not a replay.
+func TestMembersDifferingInCaseHaveTheirOwnFingerprints(t *testing.T) {
+	a := `{"payment_id":"p-1","amount_cents":100000,"AMOUNT_CENTS":1}`
+	b := `{"payment_id":"p-1","AMOUNT_CENTS":1,"amount_cents":100000}`
+	for _, doc := range []string{a, b, `{"x":[{"Key":1,"kEY":2}]}`, "{\"k\":1,\"\u212a\":2}"} {
+		_, err := canonjson.CanonicalJSON([]byte(doc))
+		if !errors.Is(err, idem.ErrAmbiguousJSON) || !strings.Contains(err.Error(), "differ only in case") {
+			t.Errorf("CanonicalJSON(%s): %v, want ErrAmbiguousJSON (names that differ only in case)", doc, err)
+		}
+	}
+	ha, erra := idem.HashPayload([]byte(a))
+	hb, errb := idem.HashPayload([]byte(b))
+	if erra != nil || errb != nil || ha == hb {
+		t.Errorf("fingerprints %s, %s (%v, %v): want two", ha, hb, erra, errb)
+	}
+	c := newClient(t)
+	ok := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+		return idem.Result{Response: []byte("ok")}, nil
+	})
+	if _, err := c.Do(context.Background(), &idem.Request{Key: "k-1", Payload: []byte(a)}, ok); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Do(context.Background(), &idem.Request{Key: "k-1", Payload: []byte(b)}, ok)
+	if !errors.Is(err, idem.ErrPayloadMismatch) || res.Replayed {
+		t.Errorf("the second body under the first's key: %+v, %v; want ErrPayloadMismatch", res, err)
+	}
+	// Names that fold to different letters are kept.
+	if _, err := canonjson.CanonicalJSON([]byte(`{"a":1,"b":2,"ab":3,"A_":4}`)); err != nil {
+		t.Errorf("distinct names: %v", err)
+	}
+}
+
+// TestCallerScope: the caller's part of a CallerKey, and nothing of any other key, one
+// that merely starts like one included.
+func TestCallerScope(t *testing.T) {
+	k := idem.CallerKey("arn:aws:iam::111122223333:role/alice", "pay~1")
+	if got := idem.CallerScope(k); got == "" || !strings.HasPrefix(k, got) || strings.TrimPrefix(k, got) != "pay~1" {
+		t.Errorf("CallerScope(%q) = %q, want all but the client's key", k, got)
+	}
+	for _, key := range []string{"pay-1", "", idem.CallerKeyPrefix, idem.CallerKeyPrefix + "short~x", idem.CallerKeyPrefix + strings.Repeat("a", 33)} {
+		if got := idem.CallerScope(key); got != "" {
+			t.Errorf("CallerScope(%q) = %q, want \"\"", key, got)
+		}
+	}
+}
+
+// TestCallerKeyIsOneToOne: two (namespace, key) pairs never share a caller key, nor,
+// through it, a record key or a deduplication id; the pair is read back from the key
+// (the tag has a fixed length); and a caller key of the ingress's longest key stays
+// within DynamoDB's and SQS's limits.
+func TestCallerKeyIsOneToOne(t *testing.T) {
+	namespaces := []string{"shared", "caller:arn:aws:iam::111122223333:user/a", "caller:arn:aws:iam::111122223333:user/a~b",
+		"caller:arn:aws:sts::111122223333:assumed-role/R", "account:111122223333", "account:11112222333", "", "~", "caller:x~y"}
+	keys := []string{"k", "~k", "k~", "a~b", "order:1234", strings.Repeat("k", 255), "sha256-" + strings.Repeat("0", 64), idem.CallerKeyPrefix + "x"}
+	seen, records, dedups := map[string]string{}, map[string]string{}, map[string]string{}
+	for _, ns := range namespaces {
+		for _, k := range keys {
+			pair := fmt.Sprintf("(%q, %.20q)", ns, k)
+			ck := idem.CallerKey(ns, k)
+			if other, ok := seen[ck]; ok {
+				t.Fatalf("%s and %s share the caller key %q", other, pair, ck)
+			}
+			seen[ck] = pair
+			// Read back: prefix, 32 hex digits of the namespace's SHA-256, "~", the key.
+			rest, ok := strings.CutPrefix(ck, idem.CallerKeyPrefix)
+			sum := sha256.Sum256([]byte(ns))
+			if !ok || len(rest) < 33 || rest[:32] != hex.EncodeToString(sum[:])[:32] || rest[32] != '~' || rest[33:] != k {
+				t.Fatalf("CallerKey%s = %q: not prefix, tag, ~, key", pair, ck)
+			}
+			rk, err := idem.RecordKey("payments", ck, false)
+			if err != nil || !strings.HasSuffix(rk, ck) || len(rk) > 2048 {
+				t.Fatalf("RecordKey of %q = %q, %v: want it kept as it is, within DynamoDB's 2048 bytes", ck, rk, err)
+			}
+			if other, ok := records[rk]; ok {
+				t.Fatalf("%s and %s share the record key %q", other, pair, rk)
+			}
+			records[rk] = pair
+			id := outbox.DeduplicationID(ck)
+			if len(id) == 0 || len(id) > 128 {
+				t.Fatalf("DeduplicationID(%q) = %q: not an SQS id", ck, id)
+			}
+			if other, ok := dedups[id]; ok {
+				t.Fatalf("%s and %s share the deduplication id %q", other, pair, id)
+			}
+			dedups[id] = pair
+		}
+	}
+	if n := len(idem.CallerKey("caller:arn:aws:iam::111122223333:user/a", strings.Repeat("k", 255))); n > 255+38 {
+		t.Errorf("a caller key of a 255-character key is %d bytes, want at most %d", n, 255+38)
+	}
+}
+
+// TestForgedKeyIsRefused: a key of the HTTP callers' namespace is taken only from a
+// message the ingress signed, whatever the key's source (attribute, deduplication id,
+// body field); a producer's message that claims one is refused for good, so it cannot
+// take a key an HTTP caller will use. Other keys are untouched.
+func TestForgedKeyIsRefused(t *testing.T) {
+	keys := testKeys(t)
+	ck := idem.CallerKey("caller:arn:aws:iam::111122223333:user/victim", "payment:pay-1")
+	body := `{"payment_id":"` + ck + `","amount_cents":1}`
+	signed := func(key, body, signedBody string) events.SQSMessage {
+		return events.SQSMessage{MessageId: "m", Body: body, MessageAttributes: map[string]events.SQSMessageAttribute{
+			idem.KeyAttribute:                {DataType: "String", StringValue: aws.String(key)},
+			sqsmsg.IngressSignatureAttribute: {DataType: "String", StringValue: aws.String(keys.SignIngress(key, signedBody))},
+		}}
+	}
+	rule := idem.KeyRule{Source: idem.KeyFromMessage, Field: "payment_id", Keys: keys}
+	if k, err := rule.Key(signed(ck, body, body)); err != nil || k != ck {
+		t.Fatalf("the ingress's message: key %q, %v", k, err)
+	}
+	forged := map[string]events.SQSMessage{
+		"attribute, unsigned":       keyedMsg("m", ck, body),
+		"attribute, another's body": signed(ck, `{"amount_cents":999}`, body),
+		"attribute, a bad signature": func() events.SQSMessage {
+			m := signed(ck, body, body)
+			m.MessageAttributes[sqsmsg.IngressSignatureAttribute] = events.SQSMessageAttribute{DataType: "String", StringValue: aws.String(strings.Repeat("0", 64))}
+			return m
+		}(),
+		"deduplication id": {MessageId: "m", Body: body, Attributes: map[string]string{"MessageDeduplicationId": ck}},
+		"body field":       {MessageId: "m", Body: body},
+	}
+	for what, msg := range forged {
+		k, err := rule.Key(msg)
+		if !errors.Is(err, idem.ErrForgedKey) || !idem.IsPermanent(err) || idem.CategoryOf(err) != persistence.CategoryInvalid {
+			t.Errorf("%s: key %q, %v; want a permanent ErrForgedKey", what, k, err)
+		}
+	}
+	if _, err := rule.Key(keyedMsg("m", ck, body)); err == nil || !strings.Contains(err.Error(), "no valid "+sqsmsg.IngressSignatureAttribute) {
+		t.Errorf("unsigned: %v; want the missing signature named", err)
+	}
+	if _, err := (idem.KeyRule{Source: idem.KeyFromMessage}).Key(signed(ck, body, body)); !errors.Is(err, idem.ErrForgedKey) || !strings.Contains(err.Error(), "no stack secret") {
+		t.Errorf("without keys, the ingress's message: %v; want ErrForgedKey (nothing verifies it) saying so", err)
+	}
+	if _, err := (idem.KeyRule{Source: idem.KeyFromField}).Key(events.SQSMessage{MessageId: "m", Body: body}); !idem.IsPermanent(err) || !strings.Contains(err.Error(), "needs a JSON field") {
+		t.Errorf("key source field without a field: %v; want the rule's problem, permanent", err)
+	}
+	field := idem.KeyRule{Source: idem.KeyFromField, Field: "payment_id", Keys: keys}
+	if _, err := field.Key(events.SQSMessage{MessageId: "m", Body: body}); !errors.Is(err, idem.ErrForgedKey) {
+		t.Errorf("key source field, a body field in the namespace: %v; want ErrForgedKey", err)
+	}
+	for _, k := range []string{"payment:pay-1", "http-x", "HTTP~x", "x" + idem.CallerKeyPrefix} {
+		if got, err := rule.Key(keyedMsg("m", k, body)); err != nil || got != k {
+			t.Errorf("a producer's own key %q: %q, %v", k, got, err)
+		}
+	}
+}
+
+// TestCategoryOf: the one mapping from an error to what its sender is told, through
+// wrapping and the handler's public reason.
+func TestCategoryOf(t *testing.T) {
+	refusal := idem.Public(idem.Refuse("currency EUR does not match the account's JPY"), "the currencies differ")
+	for _, c := range []struct {
+		err    error
+		want   persistence.Category
+		public string
+	}{
+		{refusal, persistence.CategoryRefused, "the currencies differ"},
+		{fmt.Errorf("idem: complete: %w", &idem.WriteConditionError{Index: 1, Reason: "ConditionalCheckFailed"}), persistence.CategoryRefused, ""},
+		{idem.Permanent(errors.New("ledger: amount_cents: must be positive")), persistence.CategoryInvalid, ""},
+		{fmt.Errorf("idem: acquire: %w", idem.ErrPayloadMismatch), persistence.CategoryInvalid, ""},
+		{fmt.Errorf("idem: complete: %w: item too large", idem.ErrInvalidRequest), persistence.CategoryInvalid, ""},
+		{errors.New("AccessDeniedException: User: arn:aws:sts::111122223333:assumed-role/consumer/fn is not authorized"), persistence.CategoryRetrying, ""},
+		{fmt.Errorf("wrapped: %w", refusal), persistence.CategoryRefused, "the currencies differ"},
+	} {
+		if got := idem.CategoryOf(c.err); got != c.want {
+			t.Errorf("CategoryOf(%v) = %s, want %s", c.err, got, c.want)
+		}
+		if got := idem.PublicReason(c.err); got != c.public {
+			t.Errorf("PublicReason(%v) = %q, want %q", c.err, got, c.public)
+		}
+	}
+	// No error has no reason to show: a handler may wrap its result unconditionally.
+	if err := idem.Public(nil, "the currencies differ"); err != nil {
+		t.Errorf("Public(nil, ...) = %v, want nil", err)
+	}
+}
+
+// testKeys are the keys of a fixed test secret.
+func testKeys(t testing.TB) *sqsmsg.Keys {
+	t.Helper()
+	keys, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestNewKeysRefusesShortSecrets: a secret shorter than 256 bits derives nothing.
+func TestNewKeysRefusesShortSecrets(t *testing.T) {
+	if _, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes-1)); !errors.Is(err, sqsmsg.ErrSecret) {
+		t.Fatalf("a %d-byte secret: %v, want ErrSecret", sqsmsg.MinSecretBytes-1, err)
+	}
+}
+
+// TestLogHashIsKeyed: a key's log hash depends on the stack's secret, so hashing guesses
+// (idem.HashKey, a plain SHA-256) does not find it; the same secret gives the same hash
+// everywhere (the functions, idemctl), and no secret leaves the key out.
+func TestLogHashIsKeyed(t *testing.T) {
+	keys := testKeys(t)
+	other, err := sqsmsg.NewKeys(bytes.Repeat([]byte("t"), sqsmsg.MinSecretBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := testKeys(t)
+	const key = "payment:pay-1"
+	h := keys.LogHash(key)
+	if len(h) != 16 || h == idem.HashKey(key) || h == other.LogHash(key) || h != again.LogHash(key) || h == keys.LogHash("payment:pay-2") {
+		t.Fatalf("LogHash(%q) = %q (plain %s, other secret %s, same secret %s)", key, h, idem.HashKey(key), other.LogHash(key), again.LogHash(key))
+	}
+	var none *sqsmsg.Keys
+	if got := none.LogHash(key); got != "" {
+		t.Fatalf("nil keys hash %q, want nothing", got)
+	}
+}
+
+// TestLogHashDerivation pins how the log key is derived from the secret (HMAC-SHA-256 of
+// "idem/v1/log-hash") and how a value is hashed under it (its length, then its bytes):
+// the functions and idemctl of two versions must give one key the same hash, and the
+// log key must be a key of its own, not the ingress's or the dead letters'.
+func TestLogHashDerivation(t *testing.T) {
+	secret := bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes)
+	mac := func(key []byte, parts ...[]byte) []byte {
+		m := hmac.New(sha256.New, key)
+		for _, p := range parts {
+			m.Write(p)
+		}
+		return m.Sum(nil)
+	}
+	const value = "payment:pay-1"
+	logKey := mac(secret, []byte("idem/v1/log-hash"))
+	want := hex.EncodeToString(mac(logKey, binary.AppendUvarint(nil, uint64(len(value))), []byte(value))[:8])
+	if got := testKeys(t).LogHash(value); got != want {
+		t.Fatalf("LogHash(%q) = %s, want %s", value, got, want)
+	}
+}
+
+// TestDeadLetterSignatureDerivation pins the dead letter's signature, as VerifyDeadLetter
+// checks it: the HMAC-SHA-256 under the key of "idem/v1/dead-letter-signature" of the
+// label "dead-letter", the body's SHA-256 in hex, the group, then each attribute by name
+// (name, data type, string value, binary value), each field written with its length
+// first. A consumer and an idemctl of two versions must agree on it.
+func TestDeadLetterSignatureDerivation(t *testing.T) {
+	secret := bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes)
+	k := hmac.New(sha256.New, secret)
+	k.Write([]byte("idem/v1/dead-letter-signature"))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	field := func(b []byte) {
+		m.Write(binary.AppendUvarint(nil, uint64(len(b))))
+		m.Write(b)
+	}
+	const body, group = `{"payment_id":"p-1"}`, "acct-1"
+	digest := sha256.Sum256([]byte(body))
+	field([]byte("dead-letter"))
+	field([]byte(hex.EncodeToString(digest[:])))
+	field([]byte(group))
+	for _, a := range [][2]string{{sqsmsg.DLQReasonAttribute, "invalid amount"}, {idem.KeyAttribute, "k-1"}} { // sorted by name
+		field([]byte(a[0]))
+		field([]byte("String"))
+		field([]byte(a[1]))
+		field(nil)
+	}
+	msg := types.Message{Body: aws.String(body), Attributes: map[string]string{"MessageGroupId": group}, MessageAttributes: map[string]types.MessageAttributeValue{
+		sqsmsg.DLQReasonAttribute:    {DataType: aws.String("String"), StringValue: aws.String("invalid amount")},
+		idem.KeyAttribute:            {DataType: aws.String("String"), StringValue: aws.String("k-1")},
+		sqsmsg.DLQSignatureAttribute: {DataType: aws.String("String"), StringValue: aws.String(hex.EncodeToString(m.Sum(nil)))},
+	}}
+	if err := testKeys(t).VerifyDeadLetter(msg); err != nil {
+		t.Fatalf("the signature made as documented does not verify: %v", err)
+	}
+}
+
+// TestIngressSignature: the ingress's signature binds the key and the body under the
+// stack's secret.
+func TestIngressSignature(t *testing.T) {
+	keys := testKeys(t)
+	other, _ := sqsmsg.NewKeys(bytes.Repeat([]byte("t"), sqsmsg.MinSecretBytes))
+	sig := keys.SignIngress("http~k", `{"a":1}`)
+	var none *sqsmsg.Keys
+	for what, ok := range map[string]bool{
+		"the signed key and body": keys.VerifyIngress("http~k", `{"a":1}`, sig),
+		"another key":             !keys.VerifyIngress("http~j", `{"a":1}`, sig),
+		"another body":            !keys.VerifyIngress("http~k", `{"a":2}`, sig),
+		"another secret's":        !other.VerifyIngress("http~k", `{"a":1}`, sig),
+		"no signature":            !keys.VerifyIngress("http~k", `{"a":1}`, ""),
+		"no keys":                 !none.VerifyIngress("http~k", `{"a":1}`, sig) && none.SignIngress("http~k", "b") == "",
+		"no keys, no signature":   !none.VerifyIngress("http~k", `{"a":1}`, ""),
+		"a split moved":           !keys.VerifyIngress("http~k{", `"a":1}`, sig),
+	} {
+		if !ok {
+			t.Errorf("%s: verified wrongly", what)
+		}
+	}
+}
+
+// TestIngressDeduplicationID: the ingress's deduplication id of a key is the same on
+// every resend, another key's is another, and nobody without the secret can compute it
+// (a producer that sent a message under it first would have SQS drop the ingress's).
+func TestIngressDeduplicationID(t *testing.T) {
+	keys := testKeys(t)
+	other, _ := sqsmsg.NewKeys(bytes.Repeat([]byte("t"), sqsmsg.MinSecretBytes))
+	id := keys.IngressDeduplicationID("http~k")
+	if id != keys.IngressDeduplicationID("http~k") || id == keys.IngressDeduplicationID("http~j") || id == other.IngressDeduplicationID("http~k") ||
+		id == outbox.DeduplicationID("http~k") || len(id) > 128 || outbox.DeduplicationID(id) != id {
+		t.Fatalf("IngressDeduplicationID = %q", id)
+	}
+	var none *sqsmsg.Keys
+	if got := none.IngressDeduplicationID("http~k"); got != "" {
+		t.Errorf("nil keys: %q, want none", got)
 	}
 }

@@ -14,13 +14,13 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/idemgo/sqs-lambda-consumer/internal/itemsize"
 )
 
 // Index describes a global secondary index of a metered table.
@@ -193,7 +193,7 @@ func (m *Meter) charge(ctx context.Context, writes []write, before []map[string]
 	isCancelled := errors.As(err, &cancelled)
 	for i, w := range writes {
 		after := m.get(ctx, w.table, w.key)
-		size := max(ItemSize(before[i]), ItemSize(after))
+		size := max(itemsize.Of(before[i]), itemsize.Of(after))
 		units := math.Ceil(float64(size) / 1024)
 		if w.txn && !isCancelled {
 			units *= 2
@@ -208,7 +208,7 @@ func (m *Meter) charge(ctx context.Context, writes []write, before []map[string]
 	}
 	if read != nil && err == nil {
 		if out, ok := result.(*dynamodb.GetItemOutput); ok {
-			units := math.Ceil(float64(max(ItemSize(out.Item), 1)) / 4096)
+			units := math.Ceil(float64(max(itemsize.Of(out.Item), 1)) / 4096)
 			if !read.consistent {
 				units /= 2
 			}
@@ -295,63 +295,4 @@ func changed(attrs []string, x, y map[string]types.AttributeValue) bool {
 		}
 	}
 	return false
-}
-
-// ItemSize is an item's size by DynamoDB's rules: the UTF-8 length of each attribute
-// name plus the size of its value.
-// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html
-func ItemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range item {
-		n += len(name) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch x := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(x.Value)
-	case *types.AttributeValueMemberN:
-		return numberSize(x.Value)
-	case *types.AttributeValueMemberB:
-		return len(x.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		return sum(x.Value, func(s string) int { return len(s) })
-	case *types.AttributeValueMemberNS:
-		return sum(x.Value, numberSize)
-	case *types.AttributeValueMemberBS:
-		return sum(x.Value, func(b []byte) int { return len(b) })
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range x.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range x.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
-	}
-	return 0
-}
-
-// sum is the total of size over a set's elements.
-func sum[T any](set []T, size func(T) int) int {
-	n := 0
-	for _, e := range set {
-		n += size(e)
-	}
-	return n
-}
-
-// numberSize: 1 byte per two significant digits, plus 1.
-func numberSize(s string) int {
-	s = strings.TrimLeft(s, "-")
-	digits := strings.Trim(strings.ReplaceAll(s, ".", ""), "0")
-	return (len(digits)+1)/2 + 1
 }

@@ -13,10 +13,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 	"github.com/idemgo/sqs-lambda-consumer/internal/demo"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
+	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest/minimal"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
@@ -244,5 +245,17 @@ func TestSummaryPrintsSkippedChecks(t *testing.T) {
 	}
 	if _, ok := summaryValue(b.String(), "  unreported effects (computed: effects - reports)"); ok || !strings.HasSuffix(b.String(), "demo: OK\n") {
 		t.Errorf("summary:\n%s", b.String())
+	}
+}
+
+// TestRefusesAnExampleWithoutTraffic: the demo refuses the smallest example the contract
+// allows (internal/exampletest/minimal: no example.Traffic) with the reason every tool
+// gives (TestToolsSayWhatIsMissing in minimal).
+func TestRefusesAnExampleWithoutTraffic(t *testing.T) {
+	ex := minimal.Example{}
+	const want = `demo: example "minimal" has no traffic generator (implement example.Traffic)`
+	_, err := demo.Run(context.Background(), demo.Options{Env: map[string]string{example.Var: "minimal"}, Examples: []example.Example{ex}})
+	if err == nil || err.Error() != want {
+		t.Errorf("demo: %v, want %q", err, want)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/idemgo/sqs-lambda-consumer/internal/itemsize"
 )
 
 // Item is a DynamoDB item.
@@ -246,7 +247,7 @@ func (t *table) checkItem(item Item) error {
 			}
 		}
 	}
-	if itemSize(item) > 400*1024 {
+	if itemsize.Of(item) > itemsize.Max {
 		return validation("Item size has exceeded the maximum allowed size")
 	}
 	return nil

@@ -38,6 +38,7 @@ var TestSupport = []Entry{
 	{"internal/funcurl", "a Lambda function URL on loopback (the ingress's tests)"},
 	{"internal/loopback", "the Host and cross-site checks of every server the tools open on loopback"},
 	{"internal/simdb", "an in-memory DynamoDB (idem's contract tests)"},
+	{"internal/itemsize", "DynamoDB's item size rule (simdb's 400 KB limit, the cost model)"},
 	{"internal/dedupgroup", "what a high-throughput FIFO queue needs of its senders (idem's tests)"},
 	{"internal/gateway", "a stand-in for an outside HTTP service called with the idempotency key (the payouts' tests, the demo, idemctl)"},
 }

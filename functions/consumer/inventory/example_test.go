@@ -1,19 +1,25 @@
 package inventory_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/inventory"
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/internal/exampletest"
 )
@@ -208,5 +214,238 @@ func TestReadUnset(t *testing.T) {
 	}
 	if err := ex.Prepare(context.Background(), db, exampletest.LookupIn(nil), nil); err == nil || !strings.Contains(err.Error(), inventory.TableVar) {
 		t.Fatalf("Prepare without %s: %v", inventory.TableVar, err)
+	}
+}
+
+func TestDecode(t *testing.T) {
+	long := strings.Repeat("x", inventory.MaxIDBytes)
+	tests := []exampletest.DecodeCase[inventory.Reservation]{
+		{Name: "valid", Body: `{"order_id":"o-1","sku":"sku-1","quantity":3}`,
+			Want: inventory.Reservation{OrderID: "o-1", SKU: "sku-1", Quantity: 3}},
+		{Name: "any field order and white space", Body: " {\n \"quantity\" : 7,\t\"sku\":\"s\",\"order_id\":\"o\"}\n",
+			Want: inventory.Reservation{OrderID: "o", SKU: "s", Quantity: 7}},
+		{Name: "largest quantity", Body: `{"order_id":"o","sku":"s","quantity":1000000}`,
+			Want: inventory.Reservation{OrderID: "o", SKU: "s", Quantity: 1_000_000}},
+		{Name: "printable unicode and escapes in ids", Body: `{"order_id":"bestellung-\u00fc-€","sku":"Artikel 7/ü","quantity":1}`,
+			Want: inventory.Reservation{OrderID: "bestellung-ü-€", SKU: "Artikel 7/ü", Quantity: 1}},
+		{Name: "id of the maximum length", Body: `{"order_id":"` + long + `","sku":"` + long + `","quantity":1}`,
+			Want: inventory.Reservation{OrderID: long, SKU: long, Quantity: 1}},
+		{Name: "journal prefix inside a sku", Body: `{"order_id":"o","sku":"x-order#1","quantity":1}`,
+			Want: inventory.Reservation{OrderID: "o", SKU: "x-order#1", Quantity: 1}},
+
+		{Name: "not UTF-8", Body: "{\"order_id\":\"o\xff\",\"sku\":\"s\",\"quantity\":1}", WantErr: "body is not valid UTF-8"},
+		{Name: "empty body", Body: ``, WantErr: "body is not a JSON object"},
+		{Name: "array", Body: `[{"order_id":"o"}]`, WantErr: "body is not a JSON object"},
+		{Name: "null", Body: `null`, WantErr: "body is not a JSON object"},
+		{Name: "string", Body: `"o"`, WantErr: "body is not a JSON object"},
+		{Name: "broken JSON", Body: `{"order_id":"o",}`, WantErr: "body is not valid JSON"},
+		{Name: "truncated", Body: `{"order_id":"o","sku":`, WantErr: "body is not valid JSON"},
+		{Name: "unterminated object", Body: `{"order_id":"o","sku":"s","quantity":1`, WantErr: "body is not valid JSON"},
+		{Name: "second object after", Body: `{"order_id":"o","sku":"s","quantity":1}{}`, WantErr: "data after the JSON object"},
+		{Name: "garbage after", Body: `{"order_id":"o","sku":"s","quantity":1} x`, WantErr: "data after the JSON object"},
+		{Name: "unknown field", Body: `{"order_id":"o","sku":"s","quantity":1,"unit_price":250}`, WantErr: `"unit_price": unknown field`},
+		{Name: "misspelt field", Body: `{"order_id":"o","sku":"s","qty":1}`, WantErr: `"qty": unknown field`},
+		{Name: "long unknown field is cut", Body: `{"` + strings.Repeat("f", 60) + `":1}`, WantErr: `"` + strings.Repeat("f", 40) + `...": unknown field`},
+		{Name: "duplicate field", Body: `{"order_id":"o","sku":"s","quantity":1,"quantity":2}`, WantErr: "quantity: duplicate field"},
+		{Name: "duplicate order_id", Body: `{"order_id":"o","order_id":"p","sku":"s","quantity":1}`, WantErr: "order_id: duplicate field"},
+		{Name: "order_id missing", Body: `{"sku":"s","quantity":1}`, WantErr: "order_id: missing"},
+		{Name: "order_id empty", Body: `{"order_id":"","sku":"s","quantity":1}`, WantErr: "order_id: must not be empty"},
+		{Name: "order_id number", Body: `{"order_id":42,"sku":"s","quantity":1}`, WantErr: "order_id: must be a string"},
+		{Name: "order_id null", Body: `{"order_id":null,"sku":"s","quantity":1}`, WantErr: "order_id: must be a string"},
+		{Name: "order_id too long", Body: `{"order_id":"` + long + `y","sku":"s","quantity":1}`, WantErr: "order_id: longer than 128 bytes"},
+		{Name: "order_id control character", Body: `{"order_id":"o\u0007","sku":"s","quantity":1}`, WantErr: "order_id: must be printable"},
+		{Name: "order_id lone surrogate", Body: `{"order_id":"o\ud800","sku":"s","quantity":1}`, WantErr: "order_id: must be printable"},
+		{Name: "order_id trailing space", Body: `{"order_id":"o ","sku":"s","quantity":1}`, WantErr: "order_id: must be printable"},
+		{Name: "sku missing", Body: `{"order_id":"o","quantity":1}`, WantErr: "sku: missing"},
+		{Name: "sku empty", Body: `{"order_id":"o","sku":"","quantity":1}`, WantErr: "sku: must not be empty"},
+		{Name: "sku array", Body: `{"order_id":"o","sku":["s"],"quantity":1}`, WantErr: "sku: must be a string"},
+		{Name: "sku too long", Body: `{"order_id":"o","sku":"` + long + `y","quantity":1}`, WantErr: "sku: longer than 128 bytes"},
+		{Name: "sku leading space", Body: `{"order_id":"o","sku":" s","quantity":1}`, WantErr: "sku: must be printable"},
+		{Name: "sku journal prefix", Body: `{"order_id":"o","sku":"order#o-1","quantity":1}`, WantErr: `sku: must not begin with "order#"`},
+		{Name: "quantity missing", Body: `{"order_id":"o","sku":"s"}`, WantErr: "quantity: missing"},
+		{Name: "quantity zero", Body: `{"order_id":"o","sku":"s","quantity":0}`, WantErr: "quantity: must be positive"},
+		{Name: "quantity negative", Body: `{"order_id":"o","sku":"s","quantity":-3}`, WantErr: "quantity: must be positive"},
+		{Name: "quantity negative zero", Body: `{"order_id":"o","sku":"s","quantity":-0}`, WantErr: "quantity: must be positive"},
+		{Name: "quantity fraction", Body: `{"order_id":"o","sku":"s","quantity":2.5}`, WantErr: "quantity: must be an integer"},
+		{Name: "quantity whole float", Body: `{"order_id":"o","sku":"s","quantity":2.0}`, WantErr: "quantity: must be an integer"},
+		{Name: "quantity exponent", Body: `{"order_id":"o","sku":"s","quantity":1e1}`, WantErr: "quantity: must be an integer"},
+		{Name: "quantity string", Body: `{"order_id":"o","sku":"s","quantity":"2"}`, WantErr: "quantity: must be a JSON integer"},
+		{Name: "quantity bool", Body: `{"order_id":"o","sku":"s","quantity":true}`, WantErr: "quantity: must be a JSON integer"},
+		{Name: "quantity null", Body: `{"order_id":"o","sku":"s","quantity":null}`, WantErr: "quantity: must be a JSON integer"},
+		{Name: "quantity over the limit", Body: `{"order_id":"o","sku":"s","quantity":1000001}`, WantErr: "quantity: too large (limit 1000000)"},
+		{Name: "quantity over int64", Body: `{"order_id":"o","sku":"s","quantity":99999999999999999999}`, WantErr: "quantity: too large"},
+	}
+	exampletest.CheckDecode(t, inventory.Decode, inventory.ErrInvalidReservation, tests)
+}
+
+// TestDecodeDoesNotEchoValues: an error names the field, never the value that was
+// refused (it ends up in logs and on the dead-letter queue).
+func TestDecodeDoesNotEchoValues(t *testing.T) {
+	const secret = "SECRET-VALUE"
+	for _, body := range []string{
+		`{"order_id":"` + secret + "\\u0007" + `","sku":"s","quantity":1}`,
+		`{"order_id":"o","sku":" ` + secret + `","quantity":1}`,
+		`{"order_id":"o","sku":"order#` + secret + `","quantity":1}`,
+		`{"order_id":"o","sku":"s","quantity":"` + secret + `"}`,
+		`{"order_id":"o","sku":"s","quantity":1,"note":"` + secret + `"}`,
+		`{"order_id":"` + secret + `","sku":"s","quantity":0}`,
+	} {
+		_, err := inventory.Decode([]byte(body))
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("Decode(%s) = %v, want an error without the value", body, err)
+		}
+	}
+}
+
+// TestDecodeTruncatedBody: a body cut off anywhere, inside a value included, is
+// reported as not valid JSON, without naming the field where the cut happened.
+func TestDecodeTruncatedBody(t *testing.T) {
+	exampletest.CheckTruncated(t, inventory.Decode, inventory.ErrInvalidReservation, `{"order_id":"ord-1","sku":"sku-1","quantity":1250}`)
+}
+
+func TestKey(t *testing.T) {
+	if got := inventory.Key(inventory.Reservation{OrderID: "ord-7", SKU: "s", Quantity: 1}); got != "reservation:ord-7" {
+		t.Fatalf("Key = %q, want reservation:ord-7", got)
+	}
+}
+
+// row is a stock table item; "" leaves an attribute out.
+func row(sku string, attrs ...string) map[string]types.AttributeValue {
+	it := map[string]types.AttributeValue{"sku": &types.AttributeValueMemberS{Value: sku}}
+	for i, name := range []string{"available", "reserved", "reservation_count"} {
+		if i < len(attrs) && attrs[i] != "" {
+			it[name] = &types.AttributeValueMemberN{Value: attrs[i]}
+		}
+	}
+	return it
+}
+
+func TestStocks(t *testing.T) {
+	entry := row("order#o-1")
+	entry["quantity"] = &types.AttributeValueMemberN{Value: "3"}
+	tests := []struct {
+		name    string
+		pages   [][]map[string]types.AttributeValue
+		want    map[string]inventory.Stock
+		wantErr string
+	}{
+		{name: "empty table", pages: [][]map[string]types.AttributeValue{nil}, want: map[string]inventory.Stock{}},
+		{name: "all pages, journal entries skipped, missing counters read as 0", pages: [][]map[string]types.AttributeValue{
+			{row("a", "7", "3", "1"), entry},
+			{row("b", "10")},
+			{row("c", "0", "12", "4")},
+		}, want: map[string]inventory.Stock{
+			"a": {Available: 7, Reserved: 3, Reservations: 1},
+			"b": {Available: 10},
+			"c": {Reserved: 12, Reservations: 4},
+		}},
+		{name: "not a number", pages: [][]map[string]types.AttributeValue{{row("a", "1.5")}}, wantErr: "sku a: available"},
+		{name: "string counter", pages: [][]map[string]types.AttributeValue{{{
+			"sku": &types.AttributeValueMemberS{Value: "a"}, "reserved": &types.AttributeValueMemberS{Value: "2"},
+		}}}, wantErr: "sku a: reserved is not a number"},
+		{name: "no sku", pages: [][]map[string]types.AttributeValue{{{"available": &types.AttributeValueMemberN{Value: "1"}}}}, wantErr: "item without a string sku"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &exampletest.Pages{Key: "sku", Pages: tt.pages}
+			got, err := inventory.Stocks(context.Background(), api, "stock")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Stocks error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Stocks: %v", err)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Fatalf("Stocks = %v, want %v", got, tt.want)
+			}
+			if api.Calls != len(tt.pages) {
+				t.Fatalf("%d Scan calls, want %d", api.Calls, len(tt.pages))
+			}
+		})
+	}
+}
+
+// TestAddStockRefusesJournalNames: stock is never added to a journal entry's item.
+func TestAddStockRefusesJournalNames(t *testing.T) {
+	err := inventory.AddStock(context.Background(), (*dynamodb.Client)(nil), "stock", "order#o-1", 5)
+	if err == nil || !strings.Contains(err.Error(), "reserved for journal entries") {
+		t.Fatalf("AddStock on a journal entry's name: %v", err)
+	}
+}
+
+// TestTemplateBlock: the inventory's block swapped into the repository's template.yaml
+// gives a template cfn-lint accepts, wired to the inventory; swapping the block of the
+// example template.yaml carries back gives the original template byte for byte.
+func TestTemplateBlock(t *testing.T) {
+	orig, err := os.ReadFile("../../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	carried, err := example.BlockExample(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carriedEx, err := example.Find(wiring.Examples, carried)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := inventory.Example{}.Template()
+	if name, err := example.BlockExample(block); err != nil || name != "inventory" {
+		t.Fatalf("BlockExample(the block) = %q, %v; want inventory", name, err)
+	}
+	swapped, err := example.SwapBlock(orig, block)
+	if err != nil {
+		t.Fatalf("SwapBlock: %v", err)
+	}
+	if name, err := example.BlockExample(swapped); err != nil || name != "inventory" {
+		t.Fatalf("BlockExample(swapped template) = %q, %v; want inventory", name, err)
+	}
+	for _, want := range []string{"StockTable:", "ConfirmationsQueue:", "STOCK_TABLE: !Ref StockTable", "CONFIRMATIONS_QUEUE_URL: !Ref ConfirmationsQueue", "Default: order_id"} {
+		if !bytes.Contains(swapped, []byte(want)) {
+			t.Errorf("swapped template lacks %q", want)
+		}
+	}
+	// The resources of the block the template carried (the default example's) are gone,
+	// unless that example is the inventory itself; the grants' names are every block's.
+	if carried != "inventory" {
+		ids := regexp.MustCompile(`(?m)^  ([A-Za-z0-9]+):\s*$`).FindAllSubmatch(carriedEx.Template(), -1)
+		if len(ids) < 4 {
+			t.Fatalf("found %d names in %s's block", len(ids), carried)
+		}
+		for _, id := range ids {
+			name := string(id[1])
+			if name == "ExampleConsumerPolicy" || name == "ExampleReaperPolicy" || name == "ScopeName" || name == "KeyField" {
+				continue
+			}
+			if bytes.Contains(swapped, []byte("  "+name+":")) || bytes.Contains(swapped, []byte("Ref "+name)) {
+				t.Errorf("swapped template still names %s's %s", carried, name)
+			}
+		}
+	}
+	wired, err := example.Wire(orig, inventory.Example{})
+	if err != nil || !bytes.Equal(wired, swapped) {
+		t.Errorf("Wire(template, inventory) differs from SwapBlock (err %v)", err)
+	}
+	back, err := example.SwapBlock(swapped, carriedEx.Template())
+	if err != nil {
+		t.Fatalf("SwapBlock back to %s: %v", carried, err)
+	}
+	if !bytes.Equal(back, orig) {
+		t.Fatalf("swapping %s's block back does not give template.yaml byte for byte", carried)
+	}
+
+	lint, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		t.Skip("cfn-lint is not on PATH")
+	}
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(path, swapped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(t.Context(), lint, path).CombinedOutput(); err != nil {
+		t.Fatalf("cfn-lint on the template with the inventory's block: %v\n%s", err, out)
 	}
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
+	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/consumerapp"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/ledger"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -422,4 +425,189 @@ func TestExampleRecordsInLedger(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying what to set", name, err)
 		}
 	}
+}
+
+// TestDecodeTruncatedBody: a body cut off anywhere, inside a value included, is
+// reported as not valid JSON, without naming the field where the cut happened.
+func TestDecodeTruncatedBody(t *testing.T) {
+	exampletest.CheckTruncated(t, ledger.Decode, ledger.ErrInvalidPayment,
+		`{"payment_id":"pay-1","account_id":"acct-1","amount_cents":1250,"currency":"EUR"}`)
+}
+
+func TestDecode(t *testing.T) {
+	long := strings.Repeat("x", ledger.MaxIDBytes)
+	tests := []exampletest.DecodeCase[ledger.Payment]{
+		{Name: "valid", Body: `{"payment_id":"p-1","account_id":"acct-1","amount_cents":1250,"currency":"EUR"}`,
+			Want: ledger.Payment{PaymentID: "p-1", AccountID: "acct-1", AmountCents: 1250, Currency: "EUR"}},
+		{Name: "any field order and white space", Body: " {\n \"currency\" : \"JPY\", \"amount_cents\":7,\t\"account_id\":\"a\",\"payment_id\":\"p\"}\n",
+			Want: ledger.Payment{PaymentID: "p", AccountID: "a", AmountCents: 7, Currency: "JPY"}},
+		{Name: "largest amount", Body: `{"payment_id":"p","account_id":"a","amount_cents":1000000000000,"currency":"CHF"}`,
+			Want: ledger.Payment{PaymentID: "p", AccountID: "a", AmountCents: 1_000_000_000_000, Currency: "CHF"}},
+		{Name: "printable unicode and escapes in ids", Body: `{"payment_id":"zahlung-\u00fc-€","account_id":"Konto 7","amount_cents":1,"currency":"GBP"}`,
+			Want: ledger.Payment{PaymentID: "zahlung-ü-€", AccountID: "Konto 7", AmountCents: 1, Currency: "GBP"}},
+		{Name: "id of the maximum length", Body: `{"payment_id":"` + long + `","account_id":"a","amount_cents":1,"currency":"USD"}`,
+			Want: ledger.Payment{PaymentID: long, AccountID: "a", AmountCents: 1, Currency: "USD"}},
+
+		{Name: "not UTF-8", Body: "{\"payment_id\":\"p\xff\",\"account_id\":\"a\",\"amount_cents\":1,\"currency\":\"EUR\"}", WantErr: "UTF-8"},
+		{Name: "empty body", Body: ``, WantErr: "body is not a JSON object"},
+		{Name: "array", Body: `[{"payment_id":"p"}]`, WantErr: "body is not a JSON object"},
+		{Name: "null", Body: `null`, WantErr: "body is not a JSON object"},
+		{Name: "broken JSON", Body: `{"payment_id":"p",}`, WantErr: "body is not valid JSON"},
+		{Name: "unterminated object", Body: `{"payment_id":"p"`, WantErr: "body is not valid JSON"},
+		{Name: "second object after", Body: `{"payment_id":"p","account_id":"a","amount_cents":1,"currency":"EUR"}{}`, WantErr: "data after the JSON object"},
+		{Name: "garbage after", Body: `{"payment_id":"p","account_id":"a","amount_cents":1,"currency":"EUR"} x`, WantErr: "data after the JSON object"},
+		{Name: "unknown field", Body: `{"payment_id":"p","account_id":"a","amount":1,"currency":"EUR"}`, WantErr: `"amount": unknown field`},
+		{Name: "duplicate field", Body: `{"payment_id":"p","account_id":"a","amount_cents":1,"amount_cents":2,"currency":"EUR"}`, WantErr: "amount_cents: duplicate field"},
+		{Name: "payment_id missing", Body: `{"account_id":"a","amount_cents":1,"currency":"EUR"}`, WantErr: "payment_id: missing"},
+		{Name: "payment_id empty", Body: `{"payment_id":"","account_id":"a","amount_cents":1,"currency":"EUR"}`, WantErr: "payment_id: must not be empty"},
+		{Name: "payment_id number", Body: `{"payment_id":42,"account_id":"a","amount_cents":1,"currency":"EUR"}`, WantErr: "payment_id: must be a string"},
+		{Name: "payment_id null", Body: `{"payment_id":null,"account_id":"a","amount_cents":1,"currency":"EUR"}`, WantErr: "payment_id: must be a string"},
+		{Name: "payment_id too long", Body: `{"payment_id":"` + long + `y","account_id":"a","amount_cents":1,"currency":"EUR"}`, WantErr: "payment_id: longer than 128 bytes"},
+		{Name: "payment_id control character", Body: `{"payment_id":"p\u0007","account_id":"a","amount_cents":1,"currency":"EUR"}`, WantErr: "payment_id: must be printable"},
+		{Name: "payment_id lone surrogate", Body: `{"payment_id":"p\ud800","account_id":"a","amount_cents":1,"currency":"EUR"}`, WantErr: "payment_id: must be printable"},
+		{Name: "account_id leading space", Body: `{"payment_id":"p","account_id":" a","amount_cents":1,"currency":"EUR"}`, WantErr: "account_id: must be printable"},
+		{Name: "account_id missing", Body: `{"payment_id":"p","amount_cents":1,"currency":"EUR"}`, WantErr: "account_id: missing"},
+		{Name: "amount fraction", Body: `{"payment_id":"p","account_id":"a","amount_cents":12.5,"currency":"EUR"}`, WantErr: "amount_cents: must be an integer"},
+		{Name: "amount whole float", Body: `{"payment_id":"p","account_id":"a","amount_cents":12.0,"currency":"EUR"}`, WantErr: "amount_cents: must be an integer"},
+		{Name: "amount exponent", Body: `{"payment_id":"p","account_id":"a","amount_cents":1e3,"currency":"EUR"}`, WantErr: "amount_cents: must be an integer"},
+		{Name: "amount string", Body: `{"payment_id":"p","account_id":"a","amount_cents":"12","currency":"EUR"}`, WantErr: "amount_cents: must be a JSON integer"},
+		{Name: "amount bool", Body: `{"payment_id":"p","account_id":"a","amount_cents":true,"currency":"EUR"}`, WantErr: "amount_cents: must be a JSON integer"},
+		{Name: "amount negative", Body: `{"payment_id":"p","account_id":"a","amount_cents":-5,"currency":"EUR"}`, WantErr: "amount_cents: must be positive"},
+		{Name: "amount negative zero", Body: `{"payment_id":"p","account_id":"a","amount_cents":-0,"currency":"EUR"}`, WantErr: "amount_cents: must be positive"},
+		{Name: "amount zero", Body: `{"payment_id":"p","account_id":"a","amount_cents":0,"currency":"EUR"}`, WantErr: "amount_cents: must be positive"},
+		{Name: "amount over the limit", Body: `{"payment_id":"p","account_id":"a","amount_cents":1000000000001,"currency":"EUR"}`, WantErr: "amount_cents: too large"},
+		{Name: "amount over int64", Body: `{"payment_id":"p","account_id":"a","amount_cents":99999999999999999999,"currency":"EUR"}`, WantErr: "amount_cents: too large"},
+		{Name: "amount missing", Body: `{"payment_id":"p","account_id":"a","currency":"EUR"}`, WantErr: "amount_cents: missing"},
+		{Name: "currency lower case", Body: `{"payment_id":"p","account_id":"a","amount_cents":1,"currency":"eur"}`, WantErr: "currency: must be one of EUR, USD, GBP, JPY, CHF"},
+		{Name: "currency unknown", Body: `{"payment_id":"p","account_id":"a","amount_cents":1,"currency":"XYZ"}`, WantErr: "currency: must be one of"},
+		{Name: "currency number", Body: `{"payment_id":"p","account_id":"a","amount_cents":1,"currency":978}`, WantErr: "currency: must be a string"},
+		{Name: "currency missing", Body: `{"payment_id":"p","account_id":"a","amount_cents":1}`, WantErr: "currency: missing"},
+	}
+	exampletest.CheckDecode(t, ledger.Decode, ledger.ErrInvalidPayment, tests)
+}
+
+func item(account, balance string) map[string]types.AttributeValue {
+	it := map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: account}}
+	if balance != "" {
+		it["balance_cents"] = &types.AttributeValueMemberN{Value: balance}
+	}
+	return it
+}
+
+func TestAccounts(t *testing.T) {
+	tests := []struct {
+		name    string
+		pages   [][]map[string]types.AttributeValue
+		want    map[string]int64
+		wantErr string
+	}{
+		{name: "empty table", pages: [][]map[string]types.AttributeValue{nil}, want: map[string]int64{}},
+		{name: "all pages", pages: [][]map[string]types.AttributeValue{
+			{item("a", "100"), item("b", "7")},
+			{item("c", "-3")},
+			{item("d", "1000000000000")},
+		}, want: map[string]int64{"a": 100, "b": 7, "c": -3, "d": 1_000_000_000_000}},
+		{name: "item without balance", pages: [][]map[string]types.AttributeValue{{item("a", "")}}, wantErr: "account a: no numeric balance_cents"},
+		{name: "balance not an integer", pages: [][]map[string]types.AttributeValue{{item("a", "1.5")}}, wantErr: "account a: balance_cents"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &exampletest.Pages{Key: "account_id", Pages: tt.pages}
+			accts, err := ledger.Accounts(context.Background(), api, "ledger")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Accounts error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Accounts: %v", err)
+			}
+			if got := balancesOf(accts); !maps.Equal(got, tt.want) {
+				t.Fatalf("balances = %v, want %v", got, tt.want)
+			}
+			if api.Calls != len(tt.pages) {
+				t.Fatalf("%d Scan calls, want %d", api.Calls, len(tt.pages))
+			}
+		})
+	}
+}
+
+// balances reads every account's balance (ledger.Accounts), by account id.
+func balances(t *testing.T, api ledger.ScanAPI, table string) map[string]int64 {
+	t.Helper()
+	accts, err := ledger.Accounts(context.Background(), api, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return balancesOf(accts)
+}
+
+func balancesOf(accts map[string]ledger.Account) map[string]int64 {
+	b := make(map[string]int64, len(accts))
+	for id, a := range accts {
+		b[id] = a.BalanceCents
+	}
+	return b
+}
+
+// expectedBalances is what a correct run ends with: per account, the sum of the
+// distinct payments (of several with one payment id, the first).
+func expectedBalances(payments []ledger.Payment) map[string]int64 {
+	seen := make(map[string]bool, len(payments))
+	b := make(map[string]int64)
+	for _, p := range payments {
+		if !seen[p.PaymentID] {
+			seen[p.PaymentID] = true
+			b[p.AccountID] += p.AmountCents
+		}
+	}
+	return b
+}
+
+// consumer is the whole consumer (consumerapp) running the ledger, on the template's
+// resources with the ledger's block, created on the local endpoint.
+type consumer struct {
+	st       *exampletest.Stack
+	cfg      consumerapp.Config
+	ddb      *dynamodb.Client
+	sqs      *sqs.Client
+	table    string // LEDGER_TABLE
+	receipts string // RECEIPTS_QUEUE_URL
+	logs     bytes.Buffer
+	emf      bytes.Buffer
+}
+
+func newConsumer(t *testing.T) *consumer {
+	t.Helper()
+	st := exampletest.Up(t, ledger.Example{})
+	c := &consumer{st: st, ddb: st.DynamoDB, sqs: st.SQS, table: st.Must(t, ledger.TableVar), receipts: st.Must(t, ledger.ReceiptsVar)}
+	c.cfg = c.configWith(t, nil)
+	if c.cfg.Example.Name() != (ledger.Example{}).Name() {
+		t.Fatalf("the consumer runs example %s, want the ledger", c.cfg.Example.Name())
+	}
+	return c
+}
+
+// configWith is the consumer's configuration read from the stack's variables with vars
+// changed, as the function reads it.
+func (c *consumer) configWith(t *testing.T, vars map[string]string) consumerapp.Config {
+	t.Helper()
+	// The ledger, wired or not: these are its own tests.
+	return c.st.Config(t, vars)
+}
+
+// handler builds the consumer exactly as main.go does.
+func (c *consumer) handler(t *testing.T) lambda.Handler {
+	t.Helper()
+	h, err := consumerapp.New(c.cfg, consumerapp.Deps{DynamoDB: c.ddb, SQS: c.sqs, Logs: &c.logs, Metrics: &c.emf, Owner: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lambda.NewHandler(h)
+}
+
+func (c *consumer) balances(t *testing.T) map[string]int64 {
+	t.Helper()
+	return balances(t, c.ddb, c.table)
 }
