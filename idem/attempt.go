@@ -126,6 +126,15 @@ type Service struct {
 	// step would have recorded, or not applied (nothing of it there). Nil: the service
 	// has no lookup.
 	Lookup func(ctx context.Context) (answer []byte, applied bool, err error)
+	// MaxFlight is the longest a call can take to reach the service once made: the
+	// client's timeout, and what the network may hold a request after it (TCP lets a
+	// segment live two minutes, its maximum segment lifetime). A lookup cannot see a call
+	// still on its way, so one that finds no call is trusted only when KeyWindow is
+	// MaxFlight or more: an earlier attempt's call has then reached the service before the
+	// lookup, or reaches it within the window of the call made after it, which the service
+	// answers as the same. With a shorter window the step parks its message as without a
+	// lookup (ErrPastKeyWindow). 0: calls reach the service well within KeyWindow.
+	MaxFlight time.Duration
 }
 
 // StepWith is StepAnswer for a step whose service forgets keys after svc.KeyWindow. A
@@ -134,7 +143,8 @@ type Service struct {
 // not say when, so its first call is counted from the key's first acquisition. Once
 // that is KeyWindow or more ago, a call with the same key would be applied again, so the
 // step never calls blindly: it asks svc.Lookup, records the answer of a call that was
-// applied and calls fn only when none was; without a Lookup, it returns
+// applied and calls fn only when none was (and the window is at least svc.MaxFlight);
+// without a Lookup, it returns
 // ErrPastKeyWindow, a permanent failure that parks the message in the dead-letter queue
 // with the reason, its record kept, for a person to reconcile with the service.
 func (a *Attempt) StepWith(ctx context.Context, name string, svc Service, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
@@ -155,6 +165,9 @@ func (a *Attempt) StepWith(ctx context.Context, name string, svc Service, fn fun
 		}
 		if applied {
 			return answer, nil
+		}
+		if svc.KeyWindow < svc.MaxFlight {
+			return nil, fmt.Errorf("idem: step %s: %w: the service has no call with the key, but an earlier attempt's call may still be on its way (a call takes up to %s to reach it, and it keeps keys %s)", name, ErrPastKeyWindow, svc.MaxFlight, svc.KeyWindow)
 		}
 		// The lookup took time: the lease is checked again before the call, as before any.
 		if until := a.LeaseUntil(); !a.c.cfg.Clock().Before(until) {

@@ -53,6 +53,23 @@ func (s *forgetfulService) lookup(key string) ([]byte, bool) {
 	return []byte(id), ok
 }
 
+// transfer is a handler whose one step, "transfer", makes call with the request's key
+// under svc (StepWith), with the service's lookup when lookup is set; its response is
+// the step's answer.
+func (s *forgetfulService) transfer(svc idem.Service, lookup bool, call func(key string) ([]byte, error)) idem.HandlerFunc {
+	return func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+		svc := svc
+		if lookup {
+			svc.Lookup = func(context.Context) ([]byte, bool, error) { a, ok := s.lookup(r.Key); return a, ok, nil }
+		}
+		id, err := r.Attempt.StepWith(ctx, "transfer", svc, func(context.Context) ([]byte, error) { return call(r.Key) })
+		if err != nil {
+			return idem.Result{}, err
+		}
+		return idem.Result{Response: id}, nil
+	}
+}
+
 func (s *forgetfulService) applications(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,23 +179,13 @@ func TestStepPastTheKeyWindow(t *testing.T) {
 				cl := e.client(t)
 				svc := newForgetfulService(e.clock, 24*time.Hour)
 				lost := true
-				handler := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
-					s := idem.Service{KeyWindow: svc.window}
-					if c.lookup {
-						s.Lookup = func(context.Context) ([]byte, bool, error) { a, ok := svc.lookup(r.Key); return a, ok, nil }
+				handler := svc.transfer(idem.Service{KeyWindow: svc.window}, c.lookup, func(key string) ([]byte, error) {
+					id := svc.call(key)
+					if lost {
+						return nil, errors.New("the answer was lost")
 					}
-					id, err := r.Attempt.StepWith(ctx, "transfer", s, func(context.Context) ([]byte, error) {
-						id := svc.call(r.Key)
-						if lost {
-							return nil, errors.New("the answer was lost")
-						}
-						return id, nil
-					})
-					if err != nil {
-						return idem.Result{}, err
-					}
-					return idem.Result{Response: id}, nil
-				}
+					return id, nil
+				})
 				if _, err := cl.Do(ctx, req("payout-1", `{}`), handler); err == nil {
 					t.Fatal("the first attempt succeeded, want its answer lost")
 				}
@@ -291,4 +298,64 @@ func TestAStepKeepsItsRecordAsLongAsTheDeadLetterQueue(t *testing.T) {
 			t.Fatalf("after its step the record expires at %v, before the dead-letter queue would let go of its message (%s)", during, min)
 		}
 	})
+}
+
+// TestALookupCannotSeeACallOnItsWay (simulator, seed 325015): the first attempt's call
+// hangs on the network and its holder dies. Past the service's key window the retry's
+// lookup finds no call, since the first has not reached the service yet. With a window
+// shorter than a call's flight (Service.MaxFlight) the retry must not call: the hanging
+// call can land after the service forgot the retry's, and be applied again. It parks
+// the message instead. With a window at least the flight, a lookup that finds nothing
+// is the truth, and the retry calls.
+func TestALookupCannotSeeACallOnItsWay(t *testing.T) {
+	const window = time.Minute
+	for _, c := range []struct {
+		name      string
+		maxFlight time.Duration
+		onItsWay  bool  // the first attempt's call hangs; otherwise it never left
+		err       error // of the retry
+	}{
+		{"a call may be on its way: parked", 3 * time.Minute, true, idem.ErrPastKeyWindow},
+		{"the window covers the flight: called", window, false, nil},
+		{"no flight declared: called", 0, false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			memoryAndMoto(t, func(t *testing.T, e *env) {
+				ctx := context.Background()
+				cl := e.client(t)
+				svc := newForgetfulService(e.clock, window)
+				first := true
+				handler := svc.transfer(idem.Service{KeyWindow: window, MaxFlight: c.maxFlight}, true, func(key string) ([]byte, error) {
+					if first {
+						return nil, errors.New("the call hangs on the network; its holder dies")
+					}
+					return svc.call(key), nil
+				})
+				if _, err := cl.Do(ctx, req("payout-1", `{}`), handler); err == nil {
+					t.Fatal("the first attempt succeeded, want its call hanging")
+				}
+				first = false
+				e.clock.Advance(window + time.Second)
+				res, err := cl.Do(ctx, req("payout-1", `{}`), handler)
+				if c.err != nil {
+					if !errors.Is(err, c.err) || !idem.IsPermanent(err) {
+						t.Fatalf("retry: %v, want a permanent %v", err, c.err)
+					}
+					if svc.calls != 0 {
+						t.Fatalf("the retry called the service (%d calls) while the first call may be on its way", svc.calls)
+					}
+				} else if want, _ := svc.lookup("payout-1"); err != nil || string(res.Response) != string(want) {
+					t.Fatalf("retry: response %q, err %v; want %q", res.Response, err, want)
+				}
+				if c.onItsWay {
+					// The hanging call lands, past the window of anything the retry sent.
+					e.clock.Advance(window)
+					svc.call("payout-1")
+				}
+				if n := svc.applications("payout-1"); n != 1 {
+					t.Errorf("the service applied the transfer %d times, want 1", n)
+				}
+			})
+		})
+	}
 }

@@ -65,9 +65,11 @@ type config struct {
 	// extension must win). Drawn after the consumers, so no other draw moves.
 	fastReaper bool
 	// keyWindow: the outside service forgets a key that long after it applied it
-	// (0: never), and the stepping handler says so (idem.Service.KeyWindow); lookup: it
-	// gives the service's lookup (idem.Service.Lookup), else a step past the window parks
-	// its message. dlqRetention is the consumer's DLQ_RETENTION (0: unset): how long a
+	// (0: never; 15 s, a minute or five), and the stepping handler says so
+	// (idem.Service.KeyWindow, with the network's maxFlight); lookup: it gives the
+	// service's lookup (idem.Service.Lookup), else a step past the window parks its
+	// message, as it does when the lookup finds no call and the window is shorter than
+	// maxFlight. dlqRetention is the consumer's DLQ_RETENTION (0: unset): how long a
 	// record that has not completed outlives its dead letter. Drawn after fastReaper.
 	keyWindow    time.Duration
 	lookup       bool

@@ -148,7 +148,7 @@ func (h *handler) step(ctx context.Context, a *idem.Attempt, name, fed, run stri
 	if cfg.keyWindow == 0 {
 		return a.StepAnswer(ctx, name, call)
 	}
-	svc := idem.Service{KeyWindow: cfg.keyWindow}
+	svc := idem.Service{KeyWindow: cfg.keyWindow, MaxFlight: maxFlight}
 	if cfg.lookup {
 		svc.Lookup = func(ctx context.Context) ([]byte, bool, error) {
 			return h.w.lookupGateway(ctx, h.c, a.RecordKey(), name)

@@ -182,7 +182,7 @@ func (w *world) invoke(s *slot, msgs []simsqs.Message) {
 	w.invSeq++
 	inv := &invocation{id: w.invSeq, kind: "consumer", c: s.c, slot: s, msgs: msgs, deadline: time.Now().Add(s.c.timeout)}
 	if w.faultsOn() && w.p(w.sc.faults.partition) {
-		inv.cutAt, inv.cutFor = 1+w.rng.IntN(6), dur(w.rng, 5*time.Second, 2*time.Minute)
+		inv.cutAt, inv.cutFor = 1+w.rng.IntN(6), dur(w.rng, 5*time.Second, maxPartition)
 	}
 	ev := w.sqs.Event(s.c.input, msgs)
 	w.tracef("%s starts on env-%d with %s, deadline in %s", inv, s.env.id, msgIDs(msgs), s.c.timeout)

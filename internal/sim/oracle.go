@@ -450,8 +450,9 @@ func (w *world) twinDeadLettered(o *op, reason string) bool {
 // contains.
 func (w *world) reasons(k opKind) []string {
 	rs := k.reasons()
-	if w.sc.cfg.keyWindow > 0 && !w.sc.cfg.lookup {
-		// A step past the service's key window, without a lookup, parks its message.
+	if w.sc.cfg.keyWindow > 0 && (!w.sc.cfg.lookup || w.sc.cfg.keyWindow < maxFlight) {
+		// A step past the service's key window parks its message without a lookup, and
+		// with one that finds no call when a call may still be on its way.
 		rs = append(rs, "key window")
 	}
 	if w.sc.keySource == idem.KeyFromField && (k == kindBad || k == kindKeyless) {

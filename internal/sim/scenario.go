@@ -141,7 +141,7 @@ func newScenario(r *rand.Rand, seed uint64) *scenario {
 		sc.reaperEvery = fastReaperEvery
 	}
 	if sc.cfg.steps && cr.IntN(2) == 0 {
-		sc.cfg.keyWindow, sc.cfg.lookup = pick(cr, 15*time.Second, time.Minute), cr.IntN(2) == 0
+		sc.cfg.keyWindow, sc.cfg.lookup = pick(cr, 15*time.Second, time.Minute, 5*time.Minute), cr.IntN(2) == 0
 	}
 	sc.cfg.dlqRetention = pick(cr, 0, time.Hour, 24*time.Hour)
 	sc.cfg.lateRedrive = cr.IntN(2) == 0

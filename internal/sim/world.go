@@ -250,6 +250,16 @@ func injected(err error) bool {
 // reset connection, a timeout after the write).
 var errLostAnswer = errors.New("sim: connection reset by peer (the request may have been applied)")
 
+// The network's bounds (schedule): a request hangs at most maxHang, and one sent during
+// a partition waits at most maxPartition for it to heal (lambda.go), so a call reaches
+// its service at most maxFlight after it was made, its sender dead or not. The stepping
+// handler declares it (idem.Service.MaxFlight): a lookup cannot see a call on its way.
+const (
+	maxHang      = 59 * time.Second
+	maxPartition = 2 * time.Minute
+	maxFlight    = maxPartition + maxHang + time.Second
+)
+
 // schedule decides a request's fate when it arrives.
 func (w *world) schedule(c *call) {
 	f := w.faultsOn()
@@ -271,7 +281,7 @@ func (w *world) schedule(c *call) {
 		// ended and another holder took its key.
 		lat = time.Duration(500+w.rng.IntN(12000)) * time.Millisecond
 		if w.p(0.2) {
-			lat = time.Duration(10+w.rng.IntN(50)) * time.Second
+			lat = time.Duration(10+w.rng.IntN(int(maxHang/time.Second)-9)) * time.Second
 		}
 	}
 	if c.inv.kind == "reaper" && c.op == "UpdateItem" && (w.sc.cfg.slowReaper || w.sc.cfg.fastReaper) {

@@ -38,6 +38,14 @@ const LookupParam = "idempotency_key"
 // otherwise (Config.KeyWindow): Stripe's 24 hours.
 const DefaultKeyWindow = 24 * time.Hour
 
+// GatewayMaxFlight is the longest this handler assumes a transfer request takes to
+// reach the gateway once made (idem.Service.MaxFlight): the request lives no longer than
+// the invocation that made it, at most Lambda's 15-minute timeout, and the network holds
+// a segment at most two minutes after (TCP's maximum segment lifetime). A key window
+// shorter than this (Config.KeyWindow) parks a payout whose transfer the lookup does not
+// find, instead of posting it again.
+const GatewayMaxFlight = 17 * time.Minute
+
 // Config configures the handler. Every field is required.
 type Config struct {
 	// PayeesTable is the DynamoDB table of payees (partition key payee_id, S).
@@ -166,8 +174,9 @@ func (h *handler) Handle(ctx context.Context, req *idem.Request) (idem.Result, e
 	// The gateway's transfer id is the step's answer, recorded with it: an attempt that
 	// takes over after the step gets it from the record, without calling again.
 	// Past the gateway's key window a transfer that is not recorded is looked up, never
-	// posted blindly.
-	svc := idem.Service{KeyWindow: h.cfg.KeyWindow}
+	// posted blindly, and posted again only when no earlier request can still be on its
+	// way.
+	svc := idem.Service{KeyWindow: h.cfg.KeyWindow, MaxFlight: GatewayMaxFlight}
 	if !h.cfg.NoLookup {
 		svc.Lookup = func(ctx context.Context) ([]byte, bool, error) { return h.lookup(ctx, req.Key, p) }
 	}
