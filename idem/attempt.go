@@ -126,14 +126,15 @@ type Service struct {
 	// step would have recorded, or not applied (nothing of it there). Nil: the service
 	// has no lookup.
 	Lookup func(ctx context.Context) (answer []byte, applied bool, err error)
-	// MaxFlight is the longest a call can take to reach the service once made: the
-	// client's timeout, and what the network may hold a request after it (TCP lets a
-	// segment live two minutes, its maximum segment lifetime). A lookup cannot see a call
-	// still on its way, so one that finds no call is trusted only when KeyWindow is
-	// MaxFlight or more: an earlier attempt's call has then reached the service before the
-	// lookup, or reaches it within the window of the call made after it, which the service
-	// answers as the same. With a shorter window the step parks its message as without a
-	// lookup (ErrPastKeyWindow). 0: calls reach the service well within KeyWindow.
+	// MaxFlight is the longest a call can take to reach the service once made (the
+	// client's timeout, and what the network may hold a request after it: TCP lets a
+	// segment live two minutes, its maximum segment lifetime), plus the longest a
+	// lookup's answer can take to come back. A lookup cannot see a call still on its way,
+	// so one that finds no call is trusted only when KeyWindow is MaxFlight or more: an
+	// earlier attempt's call has then reached the service before the lookup, or reaches it
+	// within the window of the call made after it, which the service answers as the same.
+	// With a shorter window the step parks its message as without a lookup
+	// (ErrPastKeyWindow). 0: calls reach the service well within KeyWindow.
 	MaxFlight time.Duration
 }
 

@@ -252,8 +252,9 @@ var errLostAnswer = errors.New("sim: connection reset by peer (the request may h
 
 // The network's bounds (schedule): a request hangs at most maxHang, and one sent during
 // a partition waits at most maxPartition for it to heal (lambda.go), so a call reaches
-// its service at most maxFlight after it was made, its sender dead or not. The stepping
-// handler declares it (idem.Service.MaxFlight): a lookup cannot see a call on its way.
+// its service at most maxFlight after it was made, its sender dead or not; an answer
+// comes back at once (or is lost). The stepping handler declares it
+// (idem.Service.MaxFlight): a lookup cannot see a call on its way.
 const (
 	maxHang      = 59 * time.Second
 	maxPartition = 2 * time.Minute

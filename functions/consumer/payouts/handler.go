@@ -38,13 +38,14 @@ const LookupParam = "idempotency_key"
 // otherwise (Config.KeyWindow): Stripe's 24 hours.
 const DefaultKeyWindow = 24 * time.Hour
 
-// GatewayMaxFlight is the longest this handler assumes a transfer request takes to
-// reach the gateway once made (idem.Service.MaxFlight): the request lives no longer than
-// the invocation that made it, at most Lambda's 15-minute timeout, and the network holds
-// a segment at most two minutes after (TCP's maximum segment lifetime). A key window
-// shorter than this (Config.KeyWindow) parks a payout whose transfer the lookup does not
-// find, instead of posting it again.
-const GatewayMaxFlight = 17 * time.Minute
+// GatewayMaxFlight is what this handler assumes of the network (idem.Service.MaxFlight):
+// a transfer request reaches the gateway at most 17 minutes after it is made (it lives
+// no longer than the invocation that made it, at most Lambda's 15-minute timeout, and
+// the network holds a segment at most two minutes after: TCP's maximum segment
+// lifetime), and a lookup's answer comes back within the invocation that waits for it,
+// 15 minutes. A key window shorter than this (Config.KeyWindow) parks a payout whose
+// transfer the lookup does not find, instead of posting it again.
+const GatewayMaxFlight = 32 * time.Minute
 
 // Config configures the handler. Every field is required.
 type Config struct {
