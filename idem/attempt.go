@@ -129,12 +129,16 @@ type Service struct {
 	// MaxFlight is the longest a call can take to reach the service once made (the
 	// client's timeout, and what the network may hold a request after it: TCP lets a
 	// segment live two minutes, its maximum segment lifetime), plus the longest a
-	// lookup's answer can take to come back. A lookup cannot see a call still on its way,
-	// so one that finds no call is trusted only when KeyWindow is MaxFlight or more: an
-	// earlier attempt's call has then reached the service before the lookup, or reaches it
-	// within the window of the call made after it, which the service answers as the same.
-	// With a shorter window the step parks its message as without a lookup
-	// (ErrPastKeyWindow). 0: calls reach the service well within KeyWindow.
+	// lookup's answer can take to come back. Two calls with one key that reach the
+	// service more than KeyWindow apart are both applied, so:
+	//   - a retry calls without asking only while KeyWindow less MaxFlight has not passed
+	//     since the key's first execution (its call then arrives within the window);
+	//   - a lookup cannot see a call still on its way, so one that finds no call is
+	//     trusted only when KeyWindow is MaxFlight or more (an earlier attempt's call has
+	//     then arrived before the lookup, or arrives within the window of the call made
+	//     after it); with a shorter window the step parks its message as without a lookup
+	//     (ErrPastKeyWindow).
+	// 0: calls reach the service well within KeyWindow.
 	MaxFlight time.Duration
 }
 
@@ -142,8 +146,9 @@ type Service struct {
 // step that is not recorded, in an attempt that is not the key's first execution, may
 // have been called by an earlier one (its call made, its recording lost); the record does
 // not say when, so its first call is counted from the key's first acquisition. Once
-// that is KeyWindow or more ago, a call with the same key would be applied again, so the
-// step never calls blindly: it asks svc.Lookup, records the answer of a call that was
+// that is KeyWindow less svc.MaxFlight or more ago, a call with the same key could reach
+// the service after it forgot the key and be applied again, so the step never calls
+// blindly: it asks svc.Lookup, records the answer of a call that was
 // applied and calls fn only when none was (and the window is at least svc.MaxFlight);
 // without a Lookup, it returns
 // ErrPastKeyWindow, a permanent failure that parks the message in the dead-letter queue
@@ -153,12 +158,14 @@ func (a *Attempt) StepWith(ctx context.Context, name string, svc Service, fn fun
 		return nil, ErrNoLease
 	}
 	return a.run(ctx, name, true, func(ctx context.Context) ([]byte, error) {
+		// A call made now reaches the service at most MaxFlight later: it calls without
+		// asking only while that is within the window of the key's first execution.
 		since := a.since
-		if svc.KeyWindow <= 0 || since.IsZero() || a.c.cfg.Clock().Before(since.Add(svc.KeyWindow)) {
+		if svc.KeyWindow <= 0 || since.IsZero() || a.c.cfg.Clock().Before(since.Add(svc.KeyWindow-svc.MaxFlight)) {
 			return fn(ctx)
 		}
 		if svc.Lookup == nil {
-			return nil, fmt.Errorf("idem: step %s: %w: the key's first execution began %s, the service keeps keys %s (no lookup to ask it)", name, ErrPastKeyWindow, since.Format(time.RFC3339), svc.KeyWindow)
+			return nil, fmt.Errorf("idem: step %s: %w: the key's first execution began %s, the service keeps keys %s and a call takes up to %s to reach it (no lookup to ask it)", name, ErrPastKeyWindow, since.Format(time.RFC3339), svc.KeyWindow, svc.MaxFlight)
 		}
 		answer, applied, err := svc.Lookup(ctx)
 		if err != nil {

@@ -160,18 +160,24 @@ func TestRedriveAfterTheTTLFindsTheRecordedStep(t *testing.T) {
 // its answer lost, so its step is not recorded. A retry within the service's key window
 // calls again and gets the same answer; past it, the retry never calls blindly: with a
 // lookup it records what the service says, without one it parks the message (a
-// permanent failure, the record kept).
+// permanent failure, the record kept). Near the window's end, a call that may take
+// Service.MaxFlight to arrive counts as past it.
 func TestStepPastTheKeyWindow(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		after  time.Duration
-		lookup bool
-		calls  int   // the service's calls, lookups aside
-		err    error // of the retry
+		name      string
+		after     time.Duration
+		lookup    bool
+		maxFlight time.Duration
+		calls     int   // the service's calls, lookups aside
+		err       error // of the retry
 	}{
-		{"within the window", time.Hour, false, 2, nil},
-		{"past the window, with a lookup", 25 * time.Hour, true, 1, nil},
-		{"past the window, without a lookup", 25 * time.Hour, false, 1, idem.ErrPastKeyWindow},
+		{"within the window", time.Hour, false, 0, 2, nil},
+		{"within the window, and its flight", 23 * time.Hour, false, 10 * time.Minute, 2, nil},
+		// A call made 5 minutes before the window ends may arrive 10 minutes later.
+		{"within the window, not its flight, without a lookup", 24*time.Hour - 5*time.Minute, false, 10 * time.Minute, 1, idem.ErrPastKeyWindow},
+		{"within the window, not its flight, with a lookup", 24*time.Hour - 5*time.Minute, true, 10 * time.Minute, 1, nil},
+		{"past the window, with a lookup", 25 * time.Hour, true, 0, 1, nil},
+		{"past the window, without a lookup", 25 * time.Hour, false, 0, 1, idem.ErrPastKeyWindow},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			memoryAndMoto(t, func(t *testing.T, e *env) {
@@ -179,7 +185,7 @@ func TestStepPastTheKeyWindow(t *testing.T) {
 				cl := e.client(t)
 				svc := newForgetfulService(e.clock, 24*time.Hour)
 				lost := true
-				handler := svc.transfer(idem.Service{KeyWindow: svc.window}, c.lookup, func(key string) ([]byte, error) {
+				handler := svc.transfer(idem.Service{KeyWindow: svc.window, MaxFlight: c.maxFlight}, c.lookup, func(key string) ([]byte, error) {
 					id := svc.call(key)
 					if lost {
 						return nil, errors.New("the answer was lost")

@@ -400,7 +400,7 @@ func (w *world) checkStatus(reasons map[*op][]string) {
 		// Taken a retention after the operation was first sent: a new execution by
 		// contract, which may be refused where the first was applied.
 		renewed := w.ingress.taken[o].Sub(w.start.Add(o.sends[0].at)) > w.sc.ttl-10*time.Minute
-		// Parked past its service's key window without a lookup (docs/behaviour.md,
+		// Parked past its service's key window (docs/behaviour.md,
 		// "Steps and their outside services"): that request failed for good and its record
 		// says so; the same operation sent since under another key is another request, and
 		// may have been applied.

@@ -29,7 +29,8 @@ import (
 //
 // The service answers each key (the record key and the step) with the id of its
 // application, the same id while it keeps the key. With a key window
-// (config.keyWindow) it forgets a key that long after it applied it, give or take the
+// (config.keyWindow) it forgets a key that long after the call that applied it reached
+// it (as a real service counts its window, from what it received), give or take the
 // clocks' drift (the step judges the window by its own clock), and applies a call with
 // it again: the outside check is that no key is applied twice. A step's call carries
 // the answer of the step before it (fed): the chain check is that it is that step's
@@ -48,7 +49,7 @@ type gatewayCall struct {
 // gatewayKey is a key's last application.
 type gatewayKey struct {
 	id string
-	at time.Time // when the call that applied it was made
+	at time.Time // when the call that applied it reached the service
 }
 
 // callGateway is the handler's call to the outside service, for the record rk it holds;
@@ -79,6 +80,10 @@ func (w *world) lookupGateway(ctx context.Context, c *consumer, rk, step string)
 
 // gatewayReceived logs a call, checks it and answers it.
 func (w *world) gatewayReceived(g gatewayCall) string {
+	if took := time.Since(g.issued); took > maxFlight {
+		// The handler declares maxFlight as the network's bound (idem.Service.MaxFlight).
+		w.obs.violation("flight", "run %s's call of %s for record %s of %s took %s to reach the service, past the network's bound of %s", g.run, g.step, g.rk, g.c.name, took, maxFlight)
+	}
 	id := w.gatewayApply(g)
 	w.obs.gateway = append(w.obs.gateway, g)
 	w.obs.nameToken(g.token, g.run)
@@ -112,19 +117,20 @@ func (w *world) gatewayApply(g gatewayCall) string {
 	k := g.c.name + "|" + g.rk + "/" + g.step
 	last, ok := w.obs.keys[k]
 	window := w.sc.cfg.keyWindow
-	if ok && (window == 0 || g.issued.Sub(last.at) < window+2*maxDrift) {
+	now := time.Now()
+	if ok && (window == 0 || now.Sub(last.at) < window+2*maxDrift) {
 		return last.id
 	}
 	if ok && !w.newExecution(g, last.at) {
-		w.obs.violation("outside", "run %s called %s for record %s of %s at %s, past the service's key window of %s since it applied it at %s: applied twice",
-			g.run, g.step, g.rk, g.c.name, w.since(g.issued), window, w.since(last.at))
+		w.obs.violation("outside", "run %s's call of %s for record %s of %s, made at %s, reached the service at %s, past its key window of %s since it applied the key at %s: applied twice",
+			g.run, g.step, g.rk, g.c.name, w.since(g.issued), w.since(now), window, w.since(last.at))
 	}
 	if i := slices.Index(gatewaySteps, g.step); i > 0 {
 		if before := w.obs.keys[g.c.name+"|"+g.rk+"/"+gatewaySteps[i-1]].id; g.fed != before {
 			w.obs.violation("outside", "run %s called %s for record %s of %s fed %q, but %s was applied as %q", g.run, g.step, g.rk, g.c.name, g.fed, gatewaySteps[i-1], before)
 		}
 	}
-	w.obs.keys[k] = gatewayKey{id: fmt.Sprintf("%s-%d", g.step, len(w.obs.gateway)+1), at: g.issued}
+	w.obs.keys[k] = gatewayKey{id: fmt.Sprintf("%s-%d", g.step, len(w.obs.gateway)+1), at: now}
 	return w.obs.keys[k].id
 }
 

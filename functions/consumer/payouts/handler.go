@@ -39,12 +39,14 @@ const LookupParam = "idempotency_key"
 const DefaultKeyWindow = 24 * time.Hour
 
 // GatewayMaxFlight is what this handler assumes of the network (idem.Service.MaxFlight):
-// a transfer request reaches the gateway at most 17 minutes after it is made (it lives
-// no longer than the invocation that made it, at most Lambda's 15-minute timeout, and
-// the network holds a segment at most two minutes after: TCP's maximum segment
-// lifetime), and a lookup's answer comes back within the invocation that waits for it,
-// 15 minutes. A key window shorter than this (Config.KeyWindow) parks a payout whose
-// transfer the lookup does not find, instead of posting it again.
+// a transfer request reaches the gateway at most 17 minutes after it is made (it is sent
+// within the invocation that made it, at most Lambda's 15-minute timeout, and the network
+// holds a segment at most two minutes after: TCP's maximum segment lifetime; an
+// environment frozen with a request half sent could send the rest when it thaws, which
+// this assumes does not happen), and a lookup's answer comes back within the invocation
+// that waits for it, 15 minutes. A retry posts without looking up only within the
+// gateway's key window less this; a key window shorter than this (Config.KeyWindow)
+// parks a payout whose transfer the lookup does not find, instead of posting it again.
 const GatewayMaxFlight = 32 * time.Minute
 
 // Config configures the handler. Every field is required.
