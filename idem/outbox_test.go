@@ -807,7 +807,8 @@ func checkRedrivable(t *testing.T, e *env, c *idem.Client, mode idem.Mode, key s
 // TestEachOutboundMessageHasItsOwnKey: the messages of one record carry keys of their
 // own (OutboundKey), so a consumer built on this package downstream applies each one,
 // instead of applying the first and refusing the others as a payload mismatch. Two
-// messages with the same explicit key are refused before anything commits.
+// messages with the same explicit key, or the same deduplication id on one FIFO
+// queue, are refused before anything commits.
 func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		ctx := context.Background()
@@ -853,6 +854,19 @@ func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
 		}
 		if _, err := c.Do(ctx, req("order-2", `{}`), same); !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
 			t.Fatalf("two messages with one key: %v, want ErrInvalidMessage", err)
+		}
+		if n := len(o.drain(t)); n != 0 {
+			t.Fatalf("%d messages sent for a refused result", n)
+		}
+		// Nor the same deduplication id on one FIFO queue: SQS would accept the second
+		// and never deliver it.
+		sameDedup := func(context.Context, *idem.Request) (idem.Result, error) {
+			m, n := o.msg("a", "g"), o.msg("b", "other-group")
+			m.DeduplicationID, n.DeduplicationID = "d", "d"
+			return idem.Result{Messages: []idem.Message{m, n}}, nil
+		}
+		if _, err := c.Do(ctx, req("order-4", `{}`), sameDedup); !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
+			t.Fatalf("two messages with one deduplication id: %v, want ErrInvalidMessage", err)
 		}
 		if n := len(o.drain(t)); n != 0 {
 			t.Fatalf("%d messages sent for a refused result", n)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -154,12 +155,13 @@ func bodyKey(msg events.SQSMessage, field, missing string) (string, error) {
 	var obj map[string]json.RawMessage
 	dec := json.NewDecoder(strings.NewReader(msg.Body))
 	if err := dec.Decode(&obj); err != nil {
-		return "", Permanent(fmt.Errorf("idem: key of message %s: body is not a JSON object: %w", msg.MessageId, err))
+		return "", Permanent(fmt.Errorf("idem: key of message %s: body is not a JSON object: %s", msg.MessageId, jsonFault(err)))
 	}
 	if obj == nil {
 		return "", Permanent(fmt.Errorf("idem: key of message %s: body is not a JSON object: null", msg.MessageId))
 	}
-	if dec.More() {
+	// More() misses a stray '}' or ']'; only io.EOF proves there is nothing after.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return "", Permanent(fmt.Errorf("idem: key of message %s: body has data after the JSON object", msg.MessageId))
 	}
 	raw, ok := obj[field]
@@ -170,7 +172,7 @@ func bodyKey(msg events.SQSMessage, field, missing string) (string, error) {
 	case c == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", Permanent(fmt.Errorf("idem: key of message %s: JSON field %q: %w", msg.MessageId, field, err))
+			return "", Permanent(fmt.Errorf("idem: key of message %s: JSON field %q: %s", msg.MessageId, field, jsonFault(err)))
 		}
 		if s == "" {
 			return "", Permanent(fmt.Errorf("idem: key of message %s: JSON field %q is empty: %w", msg.MessageId, field, ErrMissingKey))
@@ -180,7 +182,7 @@ func bodyKey(msg events.SQSMessage, field, missing string) (string, error) {
 		// The decoder has validated the number; an integer has no fraction or exponent.
 		// The literal is kept as written, so 12345678901234567890 stays exact.
 		if bytes.ContainsAny(raw, ".eE") {
-			return "", Permanent(fmt.Errorf("idem: key of message %s: JSON field %q is %s, not an integer", msg.MessageId, field, raw))
+			return "", Permanent(fmt.Errorf("idem: key of message %s: JSON field %q is a number with a fraction or an exponent, not an integer", msg.MessageId, field))
 		}
 		return string(raw), nil
 	default:
@@ -191,3 +193,21 @@ func bodyKey(msg events.SQSMessage, field, missing string) (string, error) {
 // KeyAttribute is the SQS message attribute that carries the producer's idempotency
 // key (sqsmsg.KeyAttribute).
 const KeyAttribute = sqsmsg.KeyAttribute
+
+// jsonFault describes a decoding error without the body's bytes, which encoding/json
+// quotes ("invalid character 'x'"): the text goes to logs, which carry no payload.
+func jsonFault(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("invalid JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typ): // its Value quotes a number
+		return "another JSON value"
+	case errors.Is(err, io.EOF):
+		return "empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated JSON"
+	}
+	return "undecodable JSON"
+}

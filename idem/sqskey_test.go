@@ -173,13 +173,13 @@ func TestMessageKey(t *testing.T) {
 			name:   "invalid JSON body",
 			msg:    events.SQSMessage{Body: `{"id":`},
 			field:  "id",
-			errHas: "not a JSON object: unexpected EOF", // the decoder's own reason
+			errHas: "not a JSON object: truncated JSON",
 		},
 		{
 			name:   "a JSON string body",
 			msg:    events.SQSMessage{Body: `"id"`},
 			field:  "id",
-			errHas: "not a JSON object: json: cannot unmarshal string",
+			errHas: "not a JSON object: another JSON value",
 		},
 		{
 			name:   "JSON array body",
@@ -196,6 +196,12 @@ func TestMessageKey(t *testing.T) {
 		{
 			name:   "trailing data after body",
 			msg:    events.SQSMessage{Body: `{"id":"a"} {"id":"b"}`},
+			field:  "id",
+			errHas: "after the JSON object",
+		},
+		{
+			name:   "a stray closing bracket after the body",
+			msg:    events.SQSMessage{Body: `{"id":"a"}]`},
 			field:  "id",
 			errHas: "after the JSON object",
 		},
@@ -277,5 +283,29 @@ func TestKeyFromField(t *testing.T) {
 	}
 	if _, err := idem.ParseKeySource("body"); err == nil {
 		t.Error(`ParseKeySource("body") passes`)
+	}
+}
+
+// TestKeyErrorsCarryNoBody: the error of a body the key cannot be read from goes to the
+// logs (the record's line) and the dead letter's reason, so it names where the body is
+// wrong, never what it holds (encoding/json quotes it).
+func TestKeyErrorsCarryNoBody(t *testing.T) {
+	for body, secret := range map[string]string{
+		`{"id": 12.75}`:         "12.75",
+		`{"id": 4e17}`:          "4e17",
+		`{"id": "a", Zsecret}`:  "Z",
+		`{"id": "a"}]Qsecret`:   "Q",
+		`987654321`:             "987654321",
+		`{"id": "\uZZZZ"}`:      "ZZZZ",
+		`{"id": "a", "x": 1.2.`: "1.2.",
+	} {
+		_, err := idem.MessageKey(events.SQSMessage{MessageId: "m", Body: body}, "id")
+		if err == nil || !idem.IsPermanent(err) {
+			t.Errorf("%s: %v, want a permanent error", body, err)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: the error quotes the body: %v", body, err)
+		}
 	}
 }

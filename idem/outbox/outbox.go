@@ -72,6 +72,7 @@ func PrepareMessages(pk string, msgs []persistence.Message) ([]persistence.Messa
 	}
 	out := make([]persistence.Message, len(msgs))
 	keys := make(map[string]int, len(msgs))
+	dedup := make(map[[2]string]int, len(msgs))
 	for i, m := range msgs {
 		m.Attributes = maps.Clone(m.Attributes)
 		if m.Attributes == nil {
@@ -92,6 +93,17 @@ func PrepareMessages(pk string, msgs []persistence.Message) ([]persistence.Messa
 			return nil, fmt.Errorf("%w: messages %d and %d have the same %s attribute: each needs a key of its own", ErrInvalidMessage, j, i, sqsmsg.KeyAttribute)
 		}
 		keys[m.Attributes[sqsmsg.KeyAttribute]] = i
+		// SQS accepts a second message with a deduplication id its FIFO queue has seen in
+		// the last 5 minutes and never delivers it: one of the two would be lost. The
+		// check is per queue, group or not, since a queue deduplicates across its groups
+		// unless its DeduplicationScope is messageGroup.
+		if fifoQueue(m.QueueURL) {
+			id := [2]string{m.QueueURL, m.DeduplicationID}
+			if j, dup := dedup[id]; dup {
+				return nil, fmt.Errorf("%w: messages %d and %d go to %s with the same DeduplicationID: SQS would deliver only the first", ErrInvalidMessage, j, i, m.QueueURL)
+			}
+			dedup[id] = i
+		}
 		out[i] = m
 	}
 	return out, nil
