@@ -427,6 +427,18 @@ func TestModesRefusalWhoseRecordFailsIsRetried(t *testing.T) {
 					t.Fatalf("record %s (error %q, category %q): completed for another payload %t, want %t",
 						rec.Status, rec.Error, rec.Category, rec.CompletedForAnother(), refused)
 				}
+				// It keeps the refused payload's fingerprint: a reader holding that payload
+				// learns it was refused, one holding a third payload that the key holds
+				// another's (the ingress's 200 failed and 422).
+				if refused := errors.Is(tc.want, idem.ErrPayloadMismatch); refused {
+					first, _ := idem.HashPayload([]byte(`{"v":1}`))
+					second, _ := idem.HashPayload([]byte(`{"v":2}`))
+					third, _ := idem.HashPayload([]byte(`{"v":3}`))
+					if rec.PayloadHash != first || rec.RefusedHash != second || rec.HoldsAnother(second) || !rec.HoldsAnother(third) || rec.HoldsAnother(first) {
+						t.Fatalf("record for %q refusing %q; want for %q refusing %q, holding another only for a third payload",
+							rec.PayloadHash, rec.RefusedHash, first, second)
+					}
+				}
 				if e.ddb != nil && e.bizCount(t, "am") != 1 {
 					t.Fatalf("%d effects, want the first payload's only", e.bizCount(t, "am"))
 				}

@@ -568,7 +568,7 @@ func (c *Client) complete(ctx context.Context, att *Attempt, pk, hash string, re
 func (c *Client) refuseMismatch(ctx context.Context, att *Attempt, pk, applied string) error {
 	now := c.cfg.Clock()
 	mismatch := guardMismatch(pk)
-	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{ExpiresAt: later(now.Add(c.cfg.TTL), att.exp), PayloadHash: applied, Refusal: failureOf(mismatch, false)}, now)
+	err := c.cfg.Store.Complete(ctx, att.lease, persistence.Completion{ExpiresAt: later(now.Add(c.cfg.TTL), att.exp), PayloadHash: applied, Refusal: failureOf(mismatch, false), RefusedHash: att.hash}, now)
 	if err != nil && !errors.Is(err, persistence.ErrLeaseLost) {
 		return unrecorded(mismatch, err)
 	}
@@ -589,6 +589,7 @@ func guardMismatch(pk string) error {
 // single-transaction mode's Completion.Refusal.
 func completedForAnother(rec *persistence.Record, applied string, err error) {
 	f := failureOf(err, false)
+	rec.RefusedHash = rec.PayloadHash
 	rec.PayloadHash, rec.Response, rec.Outbox, rec.Home = applied, nil, nil, 0
 	rec.Error, rec.Category, rec.Public = f.Reason, f.Category, f.Public
 }

@@ -34,7 +34,10 @@ const (
 	attrErrorCategory = "error_category"
 	attrErrorPublic   = "error_public"
 	// attrRefusedBy is the delivery a business rule refused (Record.RefusedBy).
-	attrRefusedBy   = "refused_by"
+	attrRefusedBy = "refused_by"
+	// attrRefusedHash is the fingerprint of the payload a record completed for another
+	// refused (Record.RefusedHash).
+	attrRefusedHash = "refused_hash"
 	AttrAttempt     = "attempt"
 	attrSteps       = "steps"
 	attrStepAnswers = "step_answers"
@@ -239,6 +242,9 @@ func (s *Schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 		if by := r.RefusedBy.String(); by != "" {
 			set(attrRefusedBy, AvS(by))
 		}
+		if r.RefusedHash != "" {
+			set(attrRefusedHash, AvS(r.RefusedHash))
+		}
 	}
 	if len(r.Steps) > 0 {
 		set(attrSteps, &types.AttributeValueMemberSS{Value: r.Steps})
@@ -323,6 +329,7 @@ func (s *Schema) Unmarshal(item map[string]types.AttributeValue) (*Record, error
 	r.Category = Category(str(attrErrorCategory))
 	r.Public = str(attrErrorPublic)
 	refusedBy := str(attrRefusedBy)
+	r.RefusedHash = str(attrRefusedHash)
 	r.Attempt = int(num(AttrAttempt))
 	r.Owner = str(attrOwner)
 	r.CreatedAt = FromMillis(num(attrCreatedAt))

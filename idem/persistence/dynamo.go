@@ -282,6 +282,9 @@ func (s *DynamoStore) Complete(ctx context.Context, l Lease, c Completion, now t
 		if f.Public != "" {
 			set = append(set, e.a(attrErrorPublic)+" = "+e.v("public", AvS(f.Public)))
 		}
+		if c.RefusedHash != "" {
+			set = append(set, e.a(attrRefusedHash)+" = "+e.v("refusedhash", AvS(c.RefusedHash)))
+		}
 	}
 	update := "SET " + strings.Join(set, ", ")
 	if len(remove) > 0 {

@@ -69,6 +69,7 @@ type Attributes struct {
 	ErrorCategory string
 	ErrorPublic   string
 	RefusedBy     string // "refused_by" (Record.RefusedBy)
+	RefusedHash   string // "refused_hash" (Record.RefusedHash)
 	Attempt       string // "attempt"
 	Steps         string // "steps"
 	StepAnswers   string // "step_answers" (Record.Answers)
@@ -134,7 +135,7 @@ func (a *Attributes) canonical() []struct {
 		{attrStatus, &a.Status}, {attrLeaseToken, &a.LeaseToken}, {AttrLeaseUntil, &a.LeaseUntil}, {AttrInflight, &a.Inflight},
 		{AttrExpiresAt, &a.ExpiresAt}, {attrPayloadHash, &a.PayloadHash}, {attrResponse, &a.Response}, {AttrResponseEnc, &a.ResponseEnc},
 		{attrError, &a.Error}, {attrRetryable, &a.Retryable}, {attrErrorCategory, &a.ErrorCategory}, {attrErrorPublic, &a.ErrorPublic},
-		{attrRefusedBy, &a.RefusedBy}, {AttrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrStepAnswers, &a.StepAnswers}, {attrOwner, &a.Owner},
+		{attrRefusedBy, &a.RefusedBy}, {attrRefusedHash, &a.RefusedHash}, {AttrAttempt, &a.Attempt}, {attrSteps, &a.Steps}, {attrStepAnswers, &a.StepAnswers}, {attrOwner, &a.Owner},
 		{attrOutbox, &a.Outbox}, {attrOutboxEnc, &a.OutboxEnc}, {attrOutboxGroup, &a.OutboxGroup}, {attrOutboxDead, &a.OutboxDead},
 		{attrSent, &a.Sent}, {attrCreatedAt, &a.CreatedAt}, {attrUpdatedAt, &a.UpdatedAt},
 	}

@@ -42,8 +42,13 @@ type Record struct {
 	// kept until a takeover: a copy of that message no newer than it is dead-lettered
 	// again instead of taking the record over (EventTakeover).
 	RefusedBy Delivery
-	Attempt   int // acquisitions so far, takeovers included
-	Steps     []string
+	// RefusedHash, on a record completed for another payload (CompletedForAnother), is
+	// the fingerprint of the payload that came under the key and was refused: a reader
+	// holding that payload (the ingress, its own record gone) learns it was refused, not
+	// that the key was used with another body. "" in records written before it was kept.
+	RefusedHash string
+	Attempt     int // acquisitions so far, takeovers included
+	Steps       []string
 	// Answers holds what each step of Steps that gave one answered (Attempt.StepAnswer),
 	// by step name: recorded with the step, under the same fence, at most
 	// MaxStepAnswers bytes in all.
@@ -68,6 +73,14 @@ type Record struct {
 // that other payload's effect). Its error says why.
 func (r *Record) CompletedForAnother() bool {
 	return r.Status == StatusCompleted && r.Error != ""
+}
+
+// HoldsAnother reports whether the record stands for another payload than the one whose
+// fingerprint is hash: it was keyed by another, and did not refuse this one for another's
+// effect (RefusedHash). A record without a fingerprint holds none.
+func (r *Record) HoldsAnother(hash string) bool {
+	refused := r.CompletedForAnother() && r.RefusedHash != "" && r.RefusedHash == hash
+	return r.PayloadHash != "" && r.PayloadHash != hash && !refused
 }
 
 // expired reports whether the record's TTL has passed: DynamoDB deletes such items late,

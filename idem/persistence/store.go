@@ -96,6 +96,9 @@ type Completion struct {
 	// not know which payload came under the key (the ingress's status, its own record
 	// gone) does not take the completion for that payload's (Record.CompletedForAnother).
 	Refusal Failure
+	// RefusedHash, with Refusal, is the fingerprint of the payload refused
+	// (Record.RefusedHash).
+	RefusedHash string
 }
 
 // GuardReader is implemented by stores that can read a guard item, for Attempt.Applied.

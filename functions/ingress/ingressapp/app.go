@@ -190,7 +190,7 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 		}
 		return unavailable(err, 1)
 	}
-	if old == nil && live != nil && live.PayloadHash != "" && live.PayloadHash != hash {
+	if old == nil && live != nil && live.HoldsAnother(hash) {
 		return a.taken(ctx, rec)
 	}
 	if old == nil && live != nil {
@@ -221,7 +221,7 @@ func (a *App) post(ctx context.Context, key, scoped string, body []byte) answer 
 	switch {
 	case liveErr != nil:
 		return unavailable(liveErr, 1)
-	case live != nil && live.PayloadHash != "" && live.PayloadHash != hash:
+	case live != nil && live.HoldsAnother(hash):
 		return consumerMismatch()
 	}
 	cur, err := a.store.takeover(ctx, old, newToken(), a.window(ctx, now), now)

@@ -1041,10 +1041,14 @@ func TestStatusOfARequestRefusedForAnotherBodysEffect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(f.env["INGRESS_TABLE"]),
-		Key: map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: pk}}}); err != nil {
-		t.Fatal(err)
+	expire := func() { // the ingress's record of the refused key, as its TTL does
+		t.Helper()
+		if _, err := f.st.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(f.env["INGRESS_TABLE"]),
+			Key: map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: pk}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	expire()
 	if rec := f.consumerRecord(t, f.scoped(refused)); rec.Status != persistence.StatusCompleted {
 		t.Fatalf("the consumer's record of the refused key: %+v, want COMPLETED for the applied body", rec)
 	}
@@ -1055,6 +1059,17 @@ func TestStatusOfARequestRefusedForAnotherBodysEffect(t *testing.T) {
 	if st := f.get(t, applied).status(t); st.Status != ingressapp.StatusCompleted {
 		t.Errorf("the applied request: %+v, want completed", st)
 	}
+	// The simulator's seed 397476: a retry of the refused request, its POST, must get the
+	// same answer, not 422 as if the key had been used with another body. The consumer's
+	// record keeps the refused body's fingerprint (Record.RefusedHash).
+	r = f.post(t, refused, other.Body)
+	if st := r.status(t); r.code != http.StatusOK || st.Status != ingressapp.StatusFailed || st.Category != string(persistence.CategoryInvalid) {
+		t.Fatalf("POST of the refused request again with the ingress's record gone: %s, want 200 failed (invalid)", r)
+	}
+	// A third body under the refused key is another request: 422.
+	expire()
+	third := f.traffic(t, 1)[0]
+	wantCode(t, "POST of a third body under the refused key", f.post(t, refused, third.Body), http.StatusUnprocessableEntity)
 }
 
 // garbledConsumerKey is a DynamoDB client whose reads of the ingress's records give a

@@ -149,7 +149,7 @@ func (m *MemoryStore) Complete(ctx context.Context, l persistence.Lease, c persi
 		r.PayloadHash = c.PayloadHash
 	}
 	if f := c.Refusal; f.Reason != "" {
-		r.Error, r.Category, r.Public = f.Reason, f.Category, f.Public
+		r.Error, r.Category, r.Public, r.RefusedHash = f.Reason, f.Category, f.Public, c.RefusedHash
 	}
 	r.ExpiresAt, r.UpdatedAt = c.ExpiresAt.Truncate(time.Second), now.Truncate(time.Millisecond)
 	return nil
