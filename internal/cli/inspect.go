@@ -203,8 +203,10 @@ type recordView struct {
 	// back once the cause is fixed).
 	OutboxDead  []persistence.DeadMessage `json:"outbox_dead_lettered,omitempty"`
 	PayloadHash string                    `json:"payload_hash,omitempty"`
-	CreatedAt   *time.Time                `json:"created_at,omitempty"`
-	UpdatedAt   *time.Time                `json:"updated_at,omitempty"`
+	// RefusedHash: completed for another payload, the fingerprint of the one refused.
+	RefusedHash string     `json:"refused_hash,omitempty"`
+	CreatedAt   *time.Time `json:"created_at,omitempty"`
+	UpdatedAt   *time.Time `json:"updated_at,omitempty"`
 	// Ingress is the ingress's record of the key (with INGRESS_TABLE): whether its HTTP
 	// request's message was sent. nil when there is none or it was not read.
 	Ingress *ingressapp.RecordView `json:"ingress,omitempty"`
@@ -226,7 +228,7 @@ func newRecordView(ref *recordRef, rec *persistence.Record, now time.Time) *reco
 		LeaseExpired: !rec.LeaseUntil.IsZero() && !now.Before(rec.LeaseUntil),
 		Inflight:     rec.Inflight, Steps: append([]string{}, rec.Steps...),
 		ExpiresAt: opt(rec.ExpiresAt), Expired: !rec.ExpiresAt.IsZero() && rec.ExpiresAt.Before(now),
-		Error: rec.Error, Category: string(rec.Category), Public: rec.Public, RefusedBy: rec.RefusedBy.String(), ResponseBytes: len(rec.Response), PayloadHash: rec.PayloadHash,
+		Error: rec.Error, Category: string(rec.Category), Public: rec.Public, RefusedBy: rec.RefusedBy.String(), ResponseBytes: len(rec.Response), PayloadHash: rec.PayloadHash, RefusedHash: rec.RefusedHash,
 		CreatedAt: opt(rec.CreatedAt), UpdatedAt: opt(rec.UpdatedAt), now: now,
 	}
 	if rec.Status == persistence.StatusFailed {
@@ -301,6 +303,9 @@ func (v *recordView) print(w io.Writer) {
 		row("  dead-lettered", "message %d, refused by %s: %s (in the dead-letter queue; idemctl redrive sends it back there)", d.Index, d.Queue, d.Reason)
 	}
 	row("payload hash", "%s", orDash(shortToken(v.PayloadHash)))
+	if v.RefusedHash != "" {
+		row("refused payload hash", "%s (completed for the payload above, this one refused)", shortToken(v.RefusedHash))
+	}
 	if v.CreatedAt != nil {
 		row("created at", "%s", stamp(*v.CreatedAt))
 	}

@@ -446,15 +446,17 @@ func (w *world) ingressRecordLive(o *op, now time.Time) bool {
 }
 
 // consumerHoldsOther reports whether the first consumer's live record of the key o's
-// request under the client's key is consumed by holds another body: the ingress refuses
-// such a request (422) instead of sending it (docs/ingress.md).
+// request under the client's key is consumed by holds another body, by the rule the
+// ingress follows (persistence.Record.HoldsAnother): the ingress refuses such a request
+// (422) instead of sending it (docs/ingress.md). A record completed for another body
+// that refused o's holds no other for o: a retry of o is answered as refused, not 422.
 func (w *world) consumerHoldsOther(o *op, key string) bool {
 	rec := w.consumerRecordUnder(o, key)
-	if rec == nil || rec.PayloadHash == "" {
+	if rec == nil {
 		return false
 	}
 	hash, err := idem.HashPayload([]byte(o.body))
-	return err == nil && rec.PayloadHash != hash
+	return err == nil && rec.HoldsAnother(hash)
 }
 
 // consumerRecordUnder is the first consumer's record of o's request under the client's
