@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemgo/sqs-lambda-consumer/idem/canonjson"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 )
 
@@ -160,8 +161,7 @@ func bodyKey(msg events.SQSMessage, field, missing string) (string, error) {
 	if obj == nil {
 		return "", Permanent(fmt.Errorf("idem: key of message %s: body is not a JSON object: null", msg.MessageId))
 	}
-	// More() misses a stray '}' or ']'; only io.EOF proves there is nothing after.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if !canonjson.AtEnd(dec) {
 		return "", Permanent(fmt.Errorf("idem: key of message %s: body has data after the JSON object", msg.MessageId))
 	}
 	raw, ok := obj[field]

@@ -39,8 +39,7 @@ func CanonicalJSON(doc []byte, fields ...string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idem: canonical JSON: %w", err)
 	}
-	// More() misses a stray '}' or ']'; only io.EOF proves there is nothing after.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if !AtEnd(dec) {
 		return nil, fmt.Errorf("idem: canonical JSON: trailing data after the document")
 	}
 	if len(fields) > 0 {
@@ -237,4 +236,11 @@ func foldName(name string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// AtEnd reports whether dec, after a whole JSON value, has nothing but white space left.
+// Decoder.More misses a stray '}' or ']'; only io.EOF proves there is nothing after.
+func AtEnd(dec *json.Decoder) bool {
+	_, err := dec.Token()
+	return errors.Is(err, io.EOF)
 }
