@@ -61,13 +61,15 @@ for n in "${holes[@]}"; do
   fi
   for seed in $seeds; do
     replay=$(cd "$copy" && go test ./internal/sim -run 'TestSim$' -count=1 -seed "$seed" 2>&1) && rc=0 || rc=$?
-    if [ $rc -ne 0 ] && echo "$replay" | grep -qE "seed $seed: [a-z-]+: "; then
+    # (A here-string, not a pipe: grep -q would stop reading, and pipefail would count the
+    # writer's SIGPIPE as a failure.)
+    if [ $rc -ne 0 ] && grep -qE "seed $seed: [a-z-]+: " <<<"$replay"; then
       echo "  its recorded seed $seed replays it"
     elif [ $rc -eq 0 ]; then
       echo "  its recorded seed $seed does NOT replay it"
       missed=$((missed + 1))
     else
-      echo "  its recorded seed $seed could not be replayed: $(echo "$replay" | tail -1)"
+      echo "  its recorded seed $seed could not be replayed: $(tail -1 <<<"$replay")"
       missed=$((missed + 1))
     fi
   done
