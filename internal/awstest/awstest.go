@@ -31,6 +31,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/idemgo/sqs-lambda-consumer/internal/awsconf"
 )
 
 // Region is the region tests use against the local endpoint.
@@ -204,10 +206,11 @@ func Config(t testing.TB) aws.Config {
 	return ConfigFor(t, Endpoint(t))
 }
 
-// ConfigFor returns an SDK config for endpoint with dummy credentials and few retries.
+// ConfigFor returns an SDK config for endpoint with dummy credentials and few retries,
+// loaded as the functions load theirs (internal/awsconf).
 func ConfigFor(t testing.TB, ep string) aws.Config {
 	t.Helper()
-	cfg, err := config.LoadDefaultConfig(context.Background(),
+	cfg, err := awsconf.Load(context.Background(),
 		config.WithRegion(Region),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
 		config.WithBaseEndpoint(ep),

@@ -16,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/idemgo/sqs-lambda-consumer/internal/awsconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stack"
 )
 
@@ -59,7 +60,7 @@ func LoadAWSEnv(ctx context.Context, env func(string) (string, bool)) (aws.Confi
 			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
 		}
 	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	cfg, err := awsconf.Load(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}

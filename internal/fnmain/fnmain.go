@@ -12,10 +12,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
+	"github.com/idemgo/sqs-lambda-consumer/internal/awsconf"
 	"github.com/idemgo/sqs-lambda-consumer/internal/initerr"
 	"github.com/idemgo/sqs-lambda-consumer/internal/stacksecret"
 	"github.com/idemgo/sqs-lambda-consumer/internal/tracing"
@@ -45,7 +45,7 @@ func setup(ctx context.Context, lookup func(string) (string, bool), service stri
 	if configured != nil {
 		return nil, configured
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := awsconf.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: load AWS configuration: %w", service, err)
 	}

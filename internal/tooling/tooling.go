@@ -18,6 +18,7 @@ var Production = []Entry{
 	{"Makefile", "build, deploy, lint, cfn-lint, actionlint, check, fuzz; the tooling's targets too"},
 	{".github/workflows", "make test on pull requests; the deploy, with an AWS role assumed by OIDC"},
 	{"internal/makefile", "tools.sh, the tool check every Makefile target runs first (build and deploy too), and its tests"},
+	{"internal/awsconf", "the AWS SDK configuration of the functions, idemctl and the tests, with the SDK's request-body race worked around"},
 	{"internal/envconf", "the functions' settings from their environment"},
 	{"internal/fnmain", "the start-up the three functions' mains share: AWS configuration, tracing, the stack's secret, the runtime loop"},
 	{"internal/initerr", "a failed init reported to the Lambda Runtime API"},
