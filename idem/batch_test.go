@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"

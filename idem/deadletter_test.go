@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
@@ -277,16 +278,8 @@ func TestSQSDeadLetterErrors(t *testing.T) {
 func TestSQSDeadLetterFIFOQueue(t *testing.T) {
 	ctx := context.Background()
 	api := awstest.SQS(t)
-	out, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName: aws.String(awstest.Name(t, "dlq") + ".fifo"),
-		// A visibility timeout of 0 (see the receive below).
-		Attributes: map[string]string{"FifoQueue": "true", "VisibilityTimeout": "0"},
-	})
-	if err != nil {
-		t.Fatalf("CreateQueue: %v", err)
-	}
-	url := aws.ToString(out.QueueUrl)
-	t.Cleanup(func() { _, _ = api.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url}) })
+	// A visibility timeout of 0 (see the receive below).
+	url := awstest.FIFOQueue(ctx, t, api, "dlq", map[string]string{"VisibilityTimeout": "0"})
 
 	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer"}
 	msg := poisonMsg()
@@ -401,15 +394,7 @@ func lambdaAttrs(a map[string]types.MessageAttributeValue) map[string]events.SQS
 func TestDeadLetterSignature(t *testing.T) {
 	ctx := context.Background()
 	api := awstest.SQS(t)
-	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, "signed") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := aws.ToString(q.QueueUrl)
-	t.Cleanup(func() { _, _ = api.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url}) })
+	url := awstest.FIFOQueue(ctx, t, api, "signed", nil)
 	keys := testKeys(t)
 	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: url, Source: "consumer", Keys: keys}
 	msg := poisonMsg()
@@ -921,17 +906,11 @@ func TestSQSDeadLetterMaxMessageBytesInvalid(t *testing.T) {
 	}
 }
 
-// createQueue creates a queue with a unique name on the local endpoint, deleted at the
-// end of the test.
+// createQueue creates a standard queue with a unique name on the local endpoint,
+// deleted at the end of the test.
 func createQueue(t *testing.T, api *sqs.Client, name string, attrs map[string]string) string {
 	t.Helper()
-	out, err := api.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, name)), Attributes: attrs})
-	if err != nil {
-		t.Fatalf("CreateQueue: %v", err)
-	}
-	url := aws.ToString(out.QueueUrl)
-	t.Cleanup(func() { _, _ = api.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url}) })
-	return url
+	return awstest.Queue(context.Background(), t, api, name, attrs)
 }
 
 // receiveOne reads (and deletes) the one message of the queue at url, with its

@@ -41,16 +41,7 @@ func (f *flakySender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 
 func fifoQueue(t *testing.T, client *sqs.Client, name string, attrs map[string]string) string {
 	t.Helper()
-	a := map[string]string{"FifoQueue": "true"}
-	for k, v := range attrs {
-		a[k] = v
-	}
-	q, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, name) + ".fifo"), Attributes: a})
-	if err != nil {
-		t.Fatalf("create queue %s: %v", name, err)
-	}
-	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
-	return aws.ToString(q.QueueUrl)
+	return awstest.FIFOQueue(context.Background(), t, client, name, attrs)
 }
 
 func drainQueue(t *testing.T, client *sqs.Client, url string) []sqstypes.Message {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/emf"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence/memstore"
@@ -404,18 +405,12 @@ func TestDeadLetterKeepsDeduplicationGroup(t *testing.T) {
 func TestContentBasedDeduplicationIDIsNotAKey(t *testing.T) {
 	ctx := context.Background()
 	client := awstest.SQS(t)
-	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(awstest.Name(t, "content") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := awstest.FIFOQueue(ctx, t, client, "content", map[string]string{"ContentBasedDeduplication": "true"})
 	body := `{"account":"a-1","amount_cents":500}`
-	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body), MessageGroupId: aws.String("a-1")}); err != nil {
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(body), MessageGroupId: aws.String("a-1")}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := awstest.Drain(ctx, client, aws.ToString(q.QueueUrl))
+	msgs, err := awstest.Drain(ctx, client, q)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v, %d messages", err, len(msgs))
 	}

@@ -39,12 +39,7 @@ func newVisQueue(t *testing.T, visibility, maxReceives int) *visQueue {
 	ctx := context.Background()
 	q := &visQueue{t: t, api: awstest.SQS(t)}
 	mk := func(name string, attrs map[string]string) string {
-		attrs["FifoQueue"] = "true"
-		out, err := q.api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, name) + ".fifo"), Attributes: attrs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return aws.ToString(out.QueueUrl)
+		return awstest.FIFOQueue(ctx, t, q.api, name, attrs)
 	}
 	arnOf := func(url string) string {
 		out, err := q.api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})

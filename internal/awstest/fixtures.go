@@ -2,6 +2,7 @@ package awstest
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -45,10 +46,19 @@ func DeleteTableAtEnd(t testing.TB, api *dynamodb.Client, name string) {
 func FIFOQueue(ctx context.Context, t testing.TB, api *sqs.Client, prefix string, attrs map[string]string) string {
 	t.Helper()
 	all := map[string]string{"FifoQueue": "true"}
-	for k, v := range attrs {
-		all[k] = v
+	maps.Copy(all, attrs)
+	return Queue(ctx, t, api, prefix, all)
+}
+
+// Queue creates a queue of the test's own (Name(t, prefix), with ".fifo" when attrs has
+// FifoQueue "true"), deletes it when the test ends, and returns its URL.
+func Queue(ctx context.Context, t testing.TB, api *sqs.Client, prefix string, attrs map[string]string) string {
+	t.Helper()
+	name := Name(t, prefix)
+	if attrs["FifoQueue"] == "true" {
+		name += ".fifo"
 	}
-	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(Name(t, prefix) + ".fifo"), Attributes: all})
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 	if err != nil {
 		t.Fatalf("create %s queue: %v", prefix, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -882,14 +883,7 @@ func TestRedriveOutbound(t *testing.T) {
 	ctx := context.Background()
 	e := upStack(t)
 	api := awstest.SQS(t)
-	newQueue := func(name string) string {
-		q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, name) + ".fifo"), Attributes: map[string]string{"FifoQueue": "true"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return aws.ToString(q.QueueUrl)
-	}
-	out, elsewhere := newQueue("out"), newQueue("elsewhere")
+	out, elsewhere := awstest.FIFOQueue(ctx, t, api, "out", nil), awstest.FIFOQueue(ctx, t, api, "elsewhere", nil)
 	dl := &sqsmsg.SQSDeadLetter{API: api, QueueURL: e["DLQ_URL"], Source: "test-consumer", Keys: stackKeys(t, e)}
 	m := idem.Message{QueueURL: out, Body: `{"receipt":"r-1"}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}
 	if err := dl.DeadLetterOutbound(ctx, m, errors.New("InvalidParameterValue: Message must be shorter than 1024 bytes.")); err != nil {
@@ -1013,11 +1007,7 @@ func TestInspectDeadLetteredOutbound(t *testing.T) {
 	ctx := context.Background()
 	e := upStack(t)
 	api := awstest.SQS(t)
-	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "small") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true", "MaximumMessageSize": "1024"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	small := awstest.FIFOQueue(ctx, t, api, "small", map[string]string{"MaximumMessageSize": "1024"})
 	store, err := persistence.NewDynamoStore(awstest.DynamoDB(t), e["IDEMPOTENCY_TABLE"])
 	if err != nil {
 		t.Fatal(err)
@@ -1028,13 +1018,13 @@ func TestInspectDeadLetteredOutbound(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Do(ctx, &idem.Request{Key: "key:big", Payload: []byte(`{}`)}, func(context.Context, *idem.Request) (idem.Result, error) {
-		return idem.Result{Messages: []idem.Message{{QueueURL: aws.ToString(q.QueueUrl), Body: strings.Repeat("x", 2000), GroupID: "g"}}}, nil
+		return idem.Result{Messages: []idem.Message{{QueueURL: small, Body: strings.Repeat("x", 2000), GroupID: "g"}}}, nil
 	})
 	if err != nil {
 		t.Fatalf("delivery: %v, want the message dead-lettered and the delivery done", err)
 	}
 	r := idemctl(t, e, "inspect", "key:big")
-	for _, want := range []string{"0 sent", "dead-lettered", "message 0, refused by " + aws.ToString(q.QueueUrl), "1024"} {
+	for _, want := range []string{"0 sent", "dead-lettered", "message 0, refused by " + small, "1024"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect does not say %q:\n%s", want, r.stdout)
 		}
@@ -1156,12 +1146,7 @@ func TestRedriveOutboundKeepsEveryAttribute(t *testing.T) {
 	ctx := context.Background()
 	e := upStack(t)
 	api := awstest.SQS(t)
-	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "out") + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true", "MaximumMessageSize": "1024"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := aws.ToString(q.QueueUrl)
+	out := awstest.FIFOQueue(ctx, t, api, "out", map[string]string{"MaximumMessageSize": "1024"})
 	m := idem.Message{QueueURL: out, Body: `{"receipt":"r-1"}`, GroupID: "acct-1", Attributes: map[string]string{idem.KeyAttribute: "payments#p-1#0"}}
 	for i := range sqsmsg.MaxMessageAttributes - 1 {
 		m.Attributes[fmt.Sprintf("a-%d", i)] = fmt.Sprintf(`value "%d" <&>`, i) // characters JSON escapes

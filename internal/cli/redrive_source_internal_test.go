@@ -48,15 +48,7 @@ func TestRedriveRefusesAForeignSource(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	api := awstest.SQS(t)
-	queue := func(name string) string {
-		out, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, name) + ".fifo"),
-			Attributes: map[string]string{"FifoQueue": "true"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return aws.ToString(out.QueueUrl)
-	}
-	input, dlq := queue("in"), queue("dlq")
+	input, dlq := awstest.FIFOQueue(ctx, t, api, "in", nil), awstest.FIFOQueue(ctx, t, api, "dlq", nil)
 	_, inputARN, err := queueFacts(ctx, api, input)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example"
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/wiring"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
@@ -186,16 +187,10 @@ func TestGatewayCheck(t *testing.T) {
 // newQueue creates a queue for the test: standard, or FIFO.
 func newQueue(t *testing.T, api *sqs.Client, fifo bool) string {
 	t.Helper()
-	in := &sqs.CreateQueueInput{QueueName: aws.String(awstest.Name(t, "out"))}
 	if fifo {
-		in.QueueName = aws.String(*in.QueueName + ".fifo")
-		in.Attributes = map[string]string{"FifoQueue": "true"}
+		return awstest.FIFOQueue(context.Background(), t, api, "out", nil)
 	}
-	out, err := api.CreateQueue(context.Background(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return aws.ToString(out.QueueUrl)
+	return awstest.Queue(context.Background(), t, api, "out", nil)
 }
 
 // TestOutboundQueues: the demo counts each outbound queue by idempotency-key. A resend
