@@ -275,43 +275,9 @@ func (s *Schema) marshal(r *Record) (map[string]types.AttributeValue, error) {
 // ones are zero.
 func (s *Schema) Unmarshal(item map[string]types.AttributeValue) (*Record, error) {
 	r := &Record{}
-	var err error
-	str := func(canonical string) string {
-		name := s.n(canonical)
-		if err != nil {
-			return ""
-		}
-		v, ok := item[name]
-		if !ok {
-			return ""
-		}
-		sv, ok := v.(*types.AttributeValueMemberS)
-		if !ok {
-			err = fmt.Errorf("idem: attribute %s: want S, got %T", name, v)
-			return ""
-		}
-		return sv.Value
-	}
-	num := func(canonical string) int64 {
-		name := s.n(canonical)
-		if err != nil {
-			return 0
-		}
-		v, ok := item[name]
-		if !ok {
-			return 0
-		}
-		n, ok := v.(*types.AttributeValueMemberN)
-		if !ok {
-			err = fmt.Errorf("idem: attribute %s: want N, got %T", name, v)
-			return 0
-		}
-		i, perr := strconv.ParseInt(n.Value, 10, 64)
-		if perr != nil {
-			err = fmt.Errorf("idem: attribute %s: %w", name, perr)
-		}
-		return i
-	}
+	attrs := Attrs{Item: item}
+	str := func(canonical string) string { return attrs.S(s.n(canonical)) }
+	num := func(canonical string) int64 { return attrs.N(s.n(canonical)) }
 	key, ok := s.recordKey(item)
 	if !ok {
 		return nil, fmt.Errorf("idem: item is not a record of table %s: its key is not %s", s.Table, s.describeKey())
@@ -339,9 +305,10 @@ func (s *Schema) Unmarshal(item map[string]types.AttributeValue) (*Record, error
 	enc := str(AttrResponseEnc)
 	outboxEnc := str(attrOutboxEnc)
 	dead := str(attrOutboxDead)
-	if err != nil {
-		return nil, err
+	if err := attrs.Err(); err != nil {
+		return nil, fmt.Errorf("idem: %w", err)
 	}
+	var err error
 	if r.RefusedBy, err = parseDelivery(refusedBy); err != nil {
 		return nil, fmt.Errorf("idem: attribute %s: %w", s.n(attrRefusedBy), err)
 	}
@@ -381,3 +348,47 @@ func (s *Schema) describeKey() string {
 	}
 	return fmt.Sprintf("%s = %q, %s = %q + record key", s.pk, s.static, s.sk, s.prefix)
 }
+
+// Attrs reads an item's string and number attributes: a missing one reads as zero; one
+// of another type, or a number that is not an int64, is an error, and Err returns the
+// first. The records (Schema.Unmarshal) and the ingress's own records read their items
+// with it.
+type Attrs struct {
+	Item map[string]types.AttributeValue
+	err  error
+}
+
+// S returns the string attribute name.
+func (a *Attrs) S(name string) string {
+	v, ok := a.Item[name]
+	if !ok || a.err != nil {
+		return ""
+	}
+	sv, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		a.err = fmt.Errorf("attribute %s: want S, got %T", name, v)
+		return ""
+	}
+	return sv.Value
+}
+
+// N returns the number attribute name.
+func (a *Attrs) N(name string) int64 {
+	v, ok := a.Item[name]
+	if !ok || a.err != nil {
+		return 0
+	}
+	nv, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		a.err = fmt.Errorf("attribute %s: want N, got %T", name, v)
+		return 0
+	}
+	i, err := strconv.ParseInt(nv.Value, 10, 64)
+	if err != nil {
+		a.err = fmt.Errorf("attribute %s: %w", name, err)
+	}
+	return i
+}
+
+// Err is the first error of S and N.
+func (a *Attrs) Err() error { return a.err }

@@ -114,35 +114,8 @@ func (r *record) item() map[string]types.AttributeValue {
 }
 
 func fromItem(it map[string]types.AttributeValue) (*record, error) {
-	var err error
-	str := func(name string) string {
-		v, ok := it[name]
-		if !ok {
-			return ""
-		}
-		sv, ok := v.(*types.AttributeValueMemberS)
-		if !ok {
-			err = fmt.Errorf("ingress: attribute %s: want S, got %T", name, v)
-			return ""
-		}
-		return sv.Value
-	}
-	num := func(name string) int64 {
-		v, ok := it[name]
-		if !ok {
-			return 0
-		}
-		nv, ok := v.(*types.AttributeValueMemberN)
-		if !ok {
-			err = fmt.Errorf("ingress: attribute %s: want N, got %T", name, v)
-			return 0
-		}
-		i, perr := strconv.ParseInt(nv.Value, 10, 64)
-		if perr != nil {
-			err = fmt.Errorf("ingress: attribute %s: %w", name, perr)
-		}
-		return i
-	}
+	attrs := persistence.Attrs{Item: it}
+	str, num := attrs.S, attrs.N
 	r := &record{
 		Key: str(attrPK), PayloadHash: str(attrPayloadHash), State: str(attrState), Token: str(attrToken),
 		Group: str(attrGroup), Attempt: int(num(attrAttempt)), MessageID: str(attrMessageID), ConsumerKey: str(attrConsumerKey),
@@ -152,8 +125,8 @@ func fromItem(it map[string]types.AttributeValue) (*record, error) {
 	if ms := num(attrSendingUntil); ms != 0 {
 		r.SendingUntil = time.UnixMilli(ms).UTC()
 	}
-	if err != nil {
-		return nil, err
+	if err := attrs.Err(); err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
 	}
 	return r, nil
 }
