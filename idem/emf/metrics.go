@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -130,11 +131,7 @@ func (m *Metrics) Snapshot() map[string]float64 {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]float64, len(m.counters))
-	for k, v := range m.counters {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m.counters)
 }
 
 type emfMetric struct {

@@ -2,6 +2,7 @@ package awstest
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -55,11 +56,7 @@ func (c *Calls) Total() int {
 func (c *Calls) Ops() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := make(map[string]int, len(c.ops))
-	for k, v := range c.ops {
-		m[k] = v
-	}
-	return m
+	return maps.Clone(c.ops)
 }
 
 // Reset sets every count to zero.
