@@ -381,50 +381,47 @@ func TestGuardRecognisedAtAnyIndex(t *testing.T) {
 // TestRedriveAfterAFix: a business rule's refusal is dead-lettered with the handler's
 // reason, and the same message runs again (once) after the cause was removed.
 func TestRedriveAfterAFix(t *testing.T) {
-	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
-		t.Run(mode.String(), func(t *testing.T) {
-			e := newDynamoEnv(t)
-			ctx := context.Background()
-			c := e.client(t, withMode(mode))
-			var runs atomic.Int64
-			h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
-				runs.Add(1)
-				w := e.bizWrite("acct")
-				w.Update.ConditionExpression = aws.String("attribute_exists(open_since)")
-				return idem.Result{Writes: []types.TransactWriteItem{w}, Explain: func(i int, item map[string]types.AttributeValue) string {
-					if item == nil {
-						return "account acct does not exist"
-					}
-					return "account acct is closed"
-				}}, nil
-			}
-			for i := range 2 {
-				_, err := c.Do(ctx, req("pay-1", `{}`), h)
-				var wce *idem.WriteConditionError
-				if !errors.As(err, &wce) || !idem.IsPermanent(err) || !strings.Contains(err.Error(), "refused by a business rule: account acct does not exist") {
-					t.Fatalf("delivery %d: %v, want the handler's reason, permanent", i, err)
+	onDynamoEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		var runs atomic.Int64
+		h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			w := e.bizWrite("acct")
+			w.Update.ConditionExpression = aws.String("attribute_exists(open_since)")
+			return idem.Result{Writes: []types.TransactWriteItem{w}, Explain: func(i int, item map[string]types.AttributeValue) string {
+				if item == nil {
+					return "account acct does not exist"
 				}
+				return "account acct is closed"
+			}}, nil
+		}
+		for i := range 2 {
+			_, err := c.Do(ctx, req("pay-1", `{}`), h)
+			var wce *idem.WriteConditionError
+			if !errors.As(err, &wce) || !idem.IsPermanent(err) || !strings.Contains(err.Error(), "refused by a business rule: account acct does not exist") {
+				t.Fatalf("delivery %d: %v, want the handler's reason, permanent", i, err)
 			}
-			if runs.Load() != 2 {
-				t.Fatalf("handler ran %d times, want 2: a refused record stays retryable for the redrive", runs.Load())
+		}
+		if runs.Load() != 2 {
+			t.Fatalf("handler ran %d times, want 2: a refused record stays retryable for the redrive", runs.Load())
+		}
+		checkRedrivable(t, e, c, mode, "pay-1")
+		// The operator opens the account, then redrives the message.
+		if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.bizTable), Item: e.bizItem("acct", map[string]types.AttributeValue{
+			"open_since": &types.AttributeValueMemberN{Value: "1"},
+		})}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if res, err := c.Do(ctx, req("pay-1", `{}`), h); err != nil || res.Replayed != (i == 1) {
+				t.Fatalf("redrive %d: %+v, %v; want applied, then replayed", i, res, err)
 			}
-			checkRedrivable(t, e, c, mode, "pay-1")
-			// The operator opens the account, then redrives the message.
-			if _, err := e.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.bizTable), Item: e.bizItem("acct", map[string]types.AttributeValue{
-				"open_since": &types.AttributeValueMemberN{Value: "1"},
-			})}); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 2 {
-				if res, err := c.Do(ctx, req("pay-1", `{}`), h); err != nil || res.Replayed != (i == 1) {
-					t.Fatalf("redrive %d: %+v, %v; want applied, then replayed", i, res, err)
-				}
-			}
-			if n := e.bizCount(t, "acct"); n != 1 {
-				t.Fatalf("%d effects, want 1", n)
-			}
-		})
-	}
+		}
+		if n := e.bizCount(t, "acct"); n != 1 {
+			t.Fatalf("%d effects, want 1", n)
+		}
+	})
 }
 
 // TestRefusalBeforeTheCall: a handler that reads its state and refuses before it calls
@@ -432,48 +429,45 @@ func TestRedriveAfterAFix(t *testing.T) {
 // delivery, and its record stays retryable: redriven after the cause is removed, the
 // message runs again, calls out once and applies once. Its step never ran while refused.
 func TestRefusalBeforeTheCall(t *testing.T) {
-	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
-		t.Run(mode.String(), func(t *testing.T) {
-			e := newDynamoEnv(t)
-			ctx := context.Background()
-			c := e.client(t, withMode(mode))
-			var enabled atomic.Bool
-			var runs, calls atomic.Int64
-			h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
-				runs.Add(1)
-				if !enabled.Load() {
-					return idem.Result{}, idem.Refuse("endpoint ep-1 is disabled")
-				}
-				if mode == idem.ModeLease {
-					if err := r.Attempt.Step(ctx, "deliver", func(context.Context) error { calls.Add(1); return nil }); err != nil {
-						return idem.Result{}, err
-					}
-				}
-				return idem.Result{Response: []byte("delivered"), Writes: []types.TransactWriteItem{e.bizWrite("ep-1")}}, nil
+	onDynamoEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		c := e.client(t, withMode(mode))
+		var enabled atomic.Bool
+		var runs, calls atomic.Int64
+		h := func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			if !enabled.Load() {
+				return idem.Result{}, idem.Refuse("endpoint ep-1 is disabled")
 			}
-			for i := range 2 {
-				_, err := c.Do(ctx, req("hook-1", `{}`), h)
-				var refused *idem.RefusedError
-				if !errors.As(err, &refused) || !errors.Is(err, idem.ErrRefused) || !idem.IsPermanent(err) ||
-					!strings.Contains(err.Error(), "refused by a business rule: endpoint ep-1 is disabled") {
-					t.Fatalf("delivery %d: %v, want the handler's refusal, permanent", i, err)
+			if mode == idem.ModeLease {
+				if err := r.Attempt.Step(ctx, "deliver", func(context.Context) error { calls.Add(1); return nil }); err != nil {
+					return idem.Result{}, err
 				}
 			}
-			if runs.Load() != 2 || calls.Load() != 0 {
-				t.Fatalf("handler ran %d times and called out %d, want 2 and 0: a refused record stays retryable", runs.Load(), calls.Load())
+			return idem.Result{Response: []byte("delivered"), Writes: []types.TransactWriteItem{e.bizWrite("ep-1")}}, nil
+		}
+		for i := range 2 {
+			_, err := c.Do(ctx, req("hook-1", `{}`), h)
+			var refused *idem.RefusedError
+			if !errors.As(err, &refused) || !errors.Is(err, idem.ErrRefused) || !idem.IsPermanent(err) ||
+				!strings.Contains(err.Error(), "refused by a business rule: endpoint ep-1 is disabled") {
+				t.Fatalf("delivery %d: %v, want the handler's refusal, permanent", i, err)
 			}
-			checkRedrivable(t, e, c, mode, "hook-1")
-			enabled.Store(true) // the operator enables the endpoint, then redrives
-			for i := range 2 {
-				if res, err := c.Do(ctx, req("hook-1", `{}`), h); err != nil || res.Replayed != (i == 1) || string(res.Response) != "delivered" {
-					t.Fatalf("redrive %d: %+v, %v; want applied, then replayed", i, res, err)
-				}
+		}
+		if runs.Load() != 2 || calls.Load() != 0 {
+			t.Fatalf("handler ran %d times and called out %d, want 2 and 0: a refused record stays retryable", runs.Load(), calls.Load())
+		}
+		checkRedrivable(t, e, c, mode, "hook-1")
+		enabled.Store(true) // the operator enables the endpoint, then redrives
+		for i := range 2 {
+			if res, err := c.Do(ctx, req("hook-1", `{}`), h); err != nil || res.Replayed != (i == 1) || string(res.Response) != "delivered" {
+				t.Fatalf("redrive %d: %+v, %v; want applied, then replayed", i, res, err)
 			}
-			if n := e.bizCount(t, "ep-1"); n != 1 || mode == idem.ModeLease && calls.Load() != 1 {
-				t.Fatalf("%d effects and %d calls, want 1 and 1", n, calls.Load())
-			}
-		})
-	}
+		}
+		if n := e.bizCount(t, "ep-1"); n != 1 || mode == idem.ModeLease && calls.Load() != 1 {
+			t.Fatalf("%d effects and %d calls, want 1 and 1", n, calls.Load())
+		}
+	})
 }
 
 // TestUnlockClearsAPermanentFailure: a stored permanent failure replays until the
@@ -544,90 +538,87 @@ func TestLostTakeoverAnswerIsRecognised(t *testing.T) {
 // DynamoDB's reason, and leaves the record retryable for a redrive after the code fix;
 // outbound messages SQS would refuse are found before the commit.
 func TestInvalidRequestsArePermanent(t *testing.T) {
-	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
-		t.Run(mode.String(), func(t *testing.T) {
-			e := newDynamoEnv(t)
-			ctx := context.Background()
-			o := newOutbox(t)
-			c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = o.sqs })
-			big := strings.Repeat("x", 410*1024)
-			for name, writes := range map[string][]types.TransactWriteItem{
-				"two actions on one item": {e.bizWrite("same"), e.bizWrite("same")},
-				"item over 400 KB": {{Put: &types.Put{TableName: aws.String(e.bizTable), Item: e.bizItem("big", map[string]types.AttributeValue{
-					"blob": &types.AttributeValueMemberS{Value: big},
-				})}}},
-			} {
-				_, err := c.Do(ctx, req(name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
-					return idem.Result{Writes: writes}, nil
-				})
-				if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) {
-					t.Errorf("%s: %v, want a permanent ErrInvalidRequest", name, err)
-					continue
+	onDynamoEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = o.sqs })
+		big := strings.Repeat("x", 410*1024)
+		for name, writes := range map[string][]types.TransactWriteItem{
+			"two actions on one item": {e.bizWrite("same"), e.bizWrite("same")},
+			"item over 400 KB": {{Put: &types.Put{TableName: aws.String(e.bizTable), Item: e.bizItem("big", map[string]types.AttributeValue{
+				"blob": &types.AttributeValueMemberS{Value: big},
+			})}}},
+		} {
+			_, err := c.Do(ctx, req(name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+				return idem.Result{Writes: writes}, nil
+			})
+			if !errors.Is(err, idem.ErrInvalidRequest) || !idem.IsPermanent(err) {
+				t.Errorf("%s: %v, want a permanent ErrInvalidRequest", name, err)
+				continue
+			}
+			checkRedrivable(t, e, c, mode, name)
+		}
+		for name, m := range map[string]idem.Message{
+			"no group on a FIFO queue":          {QueueURL: o.url, Body: "x"},
+			"empty body":                        {QueueURL: o.url, Body: "", GroupID: "g"},
+			"control character":                 {QueueURL: o.url, Body: "a\x00b", GroupID: "g"},
+			"invalid UTF-8":                     {QueueURL: o.url, Body: "a\xffb", GroupID: "g"},
+			"not a URL":                         {QueueURL: "receipts", Body: "x"},
+			"not http(s)":                       {QueueURL: "ftp://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "x"},
+			"a bad deduplication id":            {QueueURL: o.url, Body: "x", GroupID: "g", DeduplicationID: strings.Repeat("d", 129)},
+			"deduplication on a standard queue": {QueueURL: strings.TrimSuffix(o.url, ".fifo"), Body: "x", DeduplicationID: "d"},
+			"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes), GroupID: "g"},
+			"ten attributes and the key":        {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: attributes(10)},
+			"an attribute without a name":       {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"": "v"}},
+			"an attribute name of 257 bytes":    {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{strings.Repeat("n", 257): "v"}},
+			"an attribute without a value":      {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"n": ""}},
+			"an attribute value SQS refuses":    {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"n": "a\x00b"}},
+		} {
+			var runs atomic.Int64
+			_, err := c.Do(ctx, req("msg "+name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+				runs.Add(1)
+				return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite("msg " + name)}, Messages: []idem.Message{m}}, nil
+			})
+			if !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
+				t.Errorf("%s: %v, want a permanent ErrInvalidMessage", name, err)
+			}
+			if n := e.bizCount(t, "msg "+name); n != 0 {
+				t.Errorf("%s: %d effects committed, want 0", name, n)
+			}
+		}
+		// An attribute name of 256 bytes, SQS's most, is sent.
+		longName := idem.Message{QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{strings.Repeat("n", 256): "v"}}
+		if _, err := c.Do(ctx, req("a long attribute name", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
+			return idem.Result{Messages: []idem.Message{longName}}, nil
+		}); err != nil {
+			t.Errorf("an attribute name of 256 bytes: %v", err)
+		}
+		if n := len(o.drain(t)); n != 1 {
+			t.Errorf("an attribute name of 256 bytes: %d messages sent, want 1", n)
+		}
+		// At most MaxOutboundMessages messages to a record.
+		many := func(n int) idem.HandlerFunc {
+			return func(context.Context, *idem.Request) (idem.Result, error) {
+				msgs := make([]idem.Message, n)
+				for i := range msgs {
+					msgs[i] = idem.Message{QueueURL: o.url, Body: fmt.Sprint("m", i), GroupID: "g"}
 				}
-				checkRedrivable(t, e, c, mode, name)
+				return idem.Result{Messages: msgs}, nil
 			}
-			for name, m := range map[string]idem.Message{
-				"no group on a FIFO queue":          {QueueURL: o.url, Body: "x"},
-				"empty body":                        {QueueURL: o.url, Body: "", GroupID: "g"},
-				"control character":                 {QueueURL: o.url, Body: "a\x00b", GroupID: "g"},
-				"invalid UTF-8":                     {QueueURL: o.url, Body: "a\xffb", GroupID: "g"},
-				"not a URL":                         {QueueURL: "receipts", Body: "x"},
-				"not http(s)":                       {QueueURL: "ftp://sqs.us-east-1.amazonaws.com/123456789012/receipts", Body: "x"},
-				"a bad deduplication id":            {QueueURL: o.url, Body: "x", GroupID: "g", DeduplicationID: strings.Repeat("d", 129)},
-				"deduplication on a standard queue": {QueueURL: strings.TrimSuffix(o.url, ".fifo"), Body: "x", DeduplicationID: "d"},
-				"too large":                         {QueueURL: o.url, Body: strings.Repeat("x", sqsmsg.MaxOutboundMessageBytes), GroupID: "g"},
-				"ten attributes and the key":        {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: attributes(10)},
-				"an attribute without a name":       {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"": "v"}},
-				"an attribute name of 257 bytes":    {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{strings.Repeat("n", 257): "v"}},
-				"an attribute without a value":      {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"n": ""}},
-				"an attribute value SQS refuses":    {QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{"n": "a\x00b"}},
-			} {
-				var runs atomic.Int64
-				_, err := c.Do(ctx, req("msg "+name, `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
-					runs.Add(1)
-					return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite("msg " + name)}, Messages: []idem.Message{m}}, nil
-				})
-				if !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
-					t.Errorf("%s: %v, want a permanent ErrInvalidMessage", name, err)
-				}
-				if n := e.bizCount(t, "msg "+name); n != 0 {
-					t.Errorf("%s: %d effects committed, want 0", name, n)
-				}
-			}
-			// An attribute name of 256 bytes, SQS's most, is sent.
-			longName := idem.Message{QueueURL: o.url, Body: "x", GroupID: "g", Attributes: map[string]string{strings.Repeat("n", 256): "v"}}
-			if _, err := c.Do(ctx, req("a long attribute name", `{}`), func(context.Context, *idem.Request) (idem.Result, error) {
-				return idem.Result{Messages: []idem.Message{longName}}, nil
-			}); err != nil {
-				t.Errorf("an attribute name of 256 bytes: %v", err)
-			}
-			if n := len(o.drain(t)); n != 1 {
-				t.Errorf("an attribute name of 256 bytes: %d messages sent, want 1", n)
-			}
-			// At most MaxOutboundMessages messages to a record.
-			many := func(n int) idem.HandlerFunc {
-				return func(context.Context, *idem.Request) (idem.Result, error) {
-					msgs := make([]idem.Message, n)
-					for i := range msgs {
-						msgs[i] = idem.Message{QueueURL: o.url, Body: fmt.Sprint("m", i), GroupID: "g"}
-					}
-					return idem.Result{Messages: msgs}, nil
-				}
-			}
-			if _, err := c.Do(ctx, req("too many messages", `{}`), many(outbox.MaxOutboundMessages+1)); !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
-				t.Errorf("%d messages: %v, want a permanent ErrInvalidMessage", outbox.MaxOutboundMessages+1, err)
-			}
-			if n := len(o.drain(t)); n != 0 {
-				t.Fatalf("%d messages sent", n)
-			}
-			if _, err := c.Do(ctx, req("as many messages as allowed", `{}`), many(outbox.MaxOutboundMessages)); err != nil {
-				t.Fatalf("%d messages: %v", outbox.MaxOutboundMessages, err)
-			}
-			if n := len(o.drain(t)); n != outbox.MaxOutboundMessages {
-				t.Fatalf("%d messages sent, want %d", n, outbox.MaxOutboundMessages)
-			}
-		})
-	}
+		}
+		if _, err := c.Do(ctx, req("too many messages", `{}`), many(outbox.MaxOutboundMessages+1)); !errors.Is(err, outbox.ErrInvalidMessage) || !idem.IsPermanent(err) {
+			t.Errorf("%d messages: %v, want a permanent ErrInvalidMessage", outbox.MaxOutboundMessages+1, err)
+		}
+		if n := len(o.drain(t)); n != 0 {
+			t.Fatalf("%d messages sent", n)
+		}
+		if _, err := c.Do(ctx, req("as many messages as allowed", `{}`), many(outbox.MaxOutboundMessages)); err != nil {
+			t.Fatalf("%d messages: %v", outbox.MaxOutboundMessages, err)
+		}
+		if n := len(o.drain(t)); n != outbox.MaxOutboundMessages {
+			t.Fatalf("%d messages sent, want %d", n, outbox.MaxOutboundMessages)
+		}
+	})
 }
 
 // TestAppliedSkipsStepsAfterDeletion: a handler with a step outside DynamoDB asks the
@@ -703,92 +694,89 @@ func (p *partialSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessag
 // TestBatchSendsTheOutboxOnce: a batch's messages go out in one request; a record whose
 // message is refused is redelivered, and so are the later records of its FIFO group.
 func TestBatchSendsTheOutboxOnce(t *testing.T) {
-	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
-		t.Run(mode.String(), func(t *testing.T) {
-			e := newDynamoEnv(t)
-			ctx := context.Background()
-			o := newOutbox(t)
-			run := func(c *idem.Client, ev events.SQSEvent) events.SQSEventResponse {
-				t.Helper()
-				var mu sync.Mutex
-				h := idem.HandlerFunc(func(ctx context.Context, r *idem.Request) (idem.Result, error) {
-					mu.Lock()
-					defer mu.Unlock()
-					return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite(r.Key)}, Messages: []idem.Message{o.msg(r.Key, "g-"+r.Key)}}, nil
-				})
-				var logs bytes.Buffer
-				log := slog.New(slog.NewJSONHandler(&logs, nil))
-				rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h, Logger: log})
-				if err != nil {
-					t.Fatal(err)
+	onDynamoEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		run := func(c *idem.Client, ev events.SQSEvent) events.SQSEventResponse {
+			t.Helper()
+			var mu sync.Mutex
+			h := idem.HandlerFunc(func(ctx context.Context, r *idem.Request) (idem.Result, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return idem.Result{Writes: []types.TransactWriteItem{e.bizWrite(r.Key)}, Messages: []idem.Message{o.msg(r.Key, "g-"+r.Key)}}, nil
+			})
+			var logs bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&logs, nil))
+			rf, err := sqsbatch.NewSQSHandler(sqsbatch.SQSConfig{Client: c, Handler: h, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, Outbox: c, Logger: log})
+			resp, err := p.Process(ctx, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One line per record, with its final outcome.
+			lines := logLines(t, &logs)
+			if len(lines) != len(ev.Records) {
+				t.Errorf("%d log lines for %d records", len(lines), len(ev.Records))
+			}
+			failedIDs := failureIDs(resp)
+			for _, l := range lines {
+				id, _ := l["message_id"].(string)
+				if failed := slices.Contains(failedIDs, id); failed != (l["level"] == "WARN") {
+					t.Errorf("record %s (failed: %v) logged %v", id, failed, l)
 				}
-				p := newProcessor(t, sqsbatch.BatchConfig{Handle: rf, Outbox: c, Logger: log})
-				resp, err := p.Process(ctx, ev)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// One line per record, with its final outcome.
-				lines := logLines(t, &logs)
-				if len(lines) != len(ev.Records) {
-					t.Errorf("%d log lines for %d records", len(lines), len(ev.Records))
-				}
-				failedIDs := failureIDs(resp)
-				for _, l := range lines {
-					id, _ := l["message_id"].(string)
-					if failed := slices.Contains(failedIDs, id); failed != (l["level"] == "WARN") {
-						t.Errorf("record %s (failed: %v) logged %v", id, failed, l)
-					}
-				}
-				return resp
 			}
-			c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = o.sqs })
-			var ev events.SQSEvent
-			for i := range 10 {
-				m := keyedMsg(fmt.Sprintf("m%d", i), fmt.Sprintf("k%d", i), "{}")
-				m.Attributes = map[string]string{"MessageGroupId": fmt.Sprintf("g%d", i)}
-				ev.Records = append(ev.Records, m)
-			}
-			if resp := run(c, ev); len(resp.BatchItemFailures) != 0 {
-				t.Fatalf("failures %v", failureIDs(resp))
-			}
-			if n := o.calls.Ops()["SendMessageBatch"]; n != 1 {
-				t.Fatalf("%d SendMessageBatch requests for 10 records, want 1", n)
-			}
-			if n := len(o.drain(t)); n != 10 {
-				t.Fatalf("%d messages, want 10", n)
-			}
+			return resp
+		}
+		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = o.sqs })
+		var ev events.SQSEvent
+		for i := range 10 {
+			m := keyedMsg(fmt.Sprintf("m%d", i), fmt.Sprintf("k%d", i), "{}")
+			m.Attributes = map[string]string{"MessageGroupId": fmt.Sprintf("g%d", i)}
+			ev.Records = append(ev.Records, m)
+		}
+		if resp := run(c, ev); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("failures %v", failureIDs(resp))
+		}
+		if n := o.calls.Ops()["SendMessageBatch"]; n != 1 {
+			t.Fatalf("%d SendMessageBatch requests for 10 records, want 1", n)
+		}
+		if n := len(o.drain(t)); n != 10 {
+			t.Fatalf("%d messages, want 10", n)
+		}
 
-			// Group A: a1's message is refused, a2's goes out; group B is fine.
-			c2 := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &partialSender{api: o.sqs} })
-			msg := func(id, key, group string) events.SQSMessage {
-				m := keyedMsg(id, key, "{}")
-				m.Attributes = map[string]string{"MessageGroupId": group}
-				return m
+		// Group A: a1's message is refused, a2's goes out; group B is fine.
+		c2 := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = &partialSender{api: o.sqs} })
+		msg := func(id, key, group string) events.SQSMessage {
+			m := keyedMsg(id, key, "{}")
+			m.Attributes = map[string]string{"MessageGroupId": group}
+			return m
+		}
+		ev2 := events.SQSEvent{Records: []events.SQSMessage{msg("a1", "refuse-a1", "A"), msg("a2", "a2", "A"), msg("b1", "b1", "B")}}
+		resp := run(c2, ev2)
+		if got := failureIDs(resp); fmt.Sprint(got) != "[a1 a2]" {
+			t.Fatalf("failures %v, want a1 (its message refused) and a2 (after it in group A)", got)
+		}
+		if got := bodies(o.drain(t)); len(got) != 2 {
+			t.Fatalf("sent %v, want a2's and b1's", got)
+		}
+		// SQS redelivers a1 and a2 after the lease; a1's message goes out, a2 is a replay.
+		e.clock.Advance(6 * time.Minute)
+		resp = run(c, events.SQSEvent{Records: ev2.Records[:2]})
+		if len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("redelivery failures %v", failureIDs(resp))
+		}
+		if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "refuse-a1" {
+			t.Fatalf("redelivery sent %v, want a1's message only", got)
+		}
+		for _, k := range []string{"refuse-a1", "a2", "b1"} {
+			if n := e.bizCount(t, k); n != 1 {
+				t.Errorf("%s: %d effects, want 1", k, n)
 			}
-			ev2 := events.SQSEvent{Records: []events.SQSMessage{msg("a1", "refuse-a1", "A"), msg("a2", "a2", "A"), msg("b1", "b1", "B")}}
-			resp := run(c2, ev2)
-			if got := failureIDs(resp); fmt.Sprint(got) != "[a1 a2]" {
-				t.Fatalf("failures %v, want a1 (its message refused) and a2 (after it in group A)", got)
-			}
-			if got := bodies(o.drain(t)); len(got) != 2 {
-				t.Fatalf("sent %v, want a2's and b1's", got)
-			}
-			// SQS redelivers a1 and a2 after the lease; a1's message goes out, a2 is a replay.
-			e.clock.Advance(6 * time.Minute)
-			resp = run(c, events.SQSEvent{Records: ev2.Records[:2]})
-			if len(resp.BatchItemFailures) != 0 {
-				t.Fatalf("redelivery failures %v", failureIDs(resp))
-			}
-			if got := bodies(o.drain(t)); len(got) != 1 || got[0] != "refuse-a1" {
-				t.Fatalf("redelivery sent %v, want a1's message only", got)
-			}
-			for _, k := range []string{"refuse-a1", "a2", "b1"} {
-				if n := e.bizCount(t, k); n != 1 {
-					t.Errorf("%s: %d effects, want 1", k, n)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // checkRedrivable checks that a refused key runs again on its next delivery: the lease
@@ -896,53 +884,50 @@ func TestEachOutboundMessageHasItsOwnKey(t *testing.T) {
 // when its messages went out, so its duplicate is answered with no request; while they
 // are unsent, a duplicate goes to the store and sends them.
 func TestWarmCacheOnlyOnceTheOutboxIsSent(t *testing.T) {
-	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
-		t.Run(mode.String(), func(t *testing.T) {
-			ctx := context.Background()
-			e := newDynamoEnv(t)
-			o := newOutbox(t)
-			var runs atomic.Int64
-			h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
-				runs.Add(1)
-				return idem.Result{Response: []byte("ok"), Messages: []idem.Message{o.msg("receipt", "g")}}, nil
-			})
-			warm := func(s outbox.SQSBatchSender) *idem.Client {
-				return e.client(t, withMode(mode), func(c *idem.Config) { c.CacheSize = 10; c.Sender = s })
-			}
-			sent := warm(o.sqs)
-			if _, err := sent.Do(ctx, req("sent", `{}`), h); err != nil {
-				t.Fatal(err)
-			}
-			e.calls.Reset()
-			if res, err := sent.Do(ctx, req("sent", `{}`), h); err != nil || !res.Replayed {
-				t.Fatalf("duplicate: %+v, %v", res, err)
-			}
-			if got := e.calls.Ops(); len(got) != 0 {
-				t.Errorf("the duplicate of a sent record cost DynamoDB %v, want nothing (the cache)", got)
-			}
-
-			failing := warm(&failingSender{})
-			if _, err := failing.Do(ctx, req("unsent", `{}`), h); err == nil {
-				t.Fatal("a record whose send failed succeeded")
-			}
-			e.calls.Reset()
-			if _, err := failing.Do(ctx, req("unsent", `{}`), h); err == nil {
-				t.Fatal("the duplicate of an unsent record was answered from the cache")
-			}
-			if e.calls.Total() == 0 {
-				t.Error("the duplicate of an unsent record made no request")
-			}
-			// Once a key; in the single-transaction mode the handler runs before the
-			// record is read, so the duplicate that reached the store ran it too.
-			want := map[idem.Mode]int64{idem.ModeLease: 2, idem.ModeSingleTransaction: 3}[mode]
-			if runs.Load() != want {
-				t.Errorf("handler ran %d times, want %d", runs.Load(), want)
-			}
-			if got := bodies(o.drain(t)); len(got) != 1 {
-				t.Errorf("sent %v, want the one receipt", got)
-			}
+	onDynamoEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
+		ctx := context.Background()
+		o := newOutbox(t)
+		var runs atomic.Int64
+		h := idem.HandlerFunc(func(context.Context, *idem.Request) (idem.Result, error) {
+			runs.Add(1)
+			return idem.Result{Response: []byte("ok"), Messages: []idem.Message{o.msg("receipt", "g")}}, nil
 		})
-	}
+		warm := func(s outbox.SQSBatchSender) *idem.Client {
+			return e.client(t, withMode(mode), func(c *idem.Config) { c.CacheSize = 10; c.Sender = s })
+		}
+		sent := warm(o.sqs)
+		if _, err := sent.Do(ctx, req("sent", `{}`), h); err != nil {
+			t.Fatal(err)
+		}
+		e.calls.Reset()
+		if res, err := sent.Do(ctx, req("sent", `{}`), h); err != nil || !res.Replayed {
+			t.Fatalf("duplicate: %+v, %v", res, err)
+		}
+		if got := e.calls.Ops(); len(got) != 0 {
+			t.Errorf("the duplicate of a sent record cost DynamoDB %v, want nothing (the cache)", got)
+		}
+
+		failing := warm(&failingSender{})
+		if _, err := failing.Do(ctx, req("unsent", `{}`), h); err == nil {
+			t.Fatal("a record whose send failed succeeded")
+		}
+		e.calls.Reset()
+		if _, err := failing.Do(ctx, req("unsent", `{}`), h); err == nil {
+			t.Fatal("the duplicate of an unsent record was answered from the cache")
+		}
+		if e.calls.Total() == 0 {
+			t.Error("the duplicate of an unsent record made no request")
+		}
+		// Once a key; in the single-transaction mode the handler runs before the
+		// record is read, so the duplicate that reached the store ran it too.
+		want := map[idem.Mode]int64{idem.ModeLease: 2, idem.ModeSingleTransaction: 3}[mode]
+		if runs.Load() != want {
+			t.Errorf("handler ran %d times, want %d", runs.Load(), want)
+		}
+		if got := bodies(o.drain(t)); len(got) != 1 {
+			t.Errorf("sent %v, want the one receipt", got)
+		}
+	})
 }
 
 // attributes are n message attributes a0 to a(n-1).
@@ -1185,5 +1170,13 @@ func TestAnswersThatNameNoEntry(t *testing.T) {
 		if rec := e.record(t, c, "k"); len(rec.Outbox) != 1 {
 			t.Errorf("%s: %d messages pending, want 1", name, len(rec.Outbox))
 		}
+	}
+}
+
+// onDynamoEachMode runs fn in each mode, on DynamoDB (moto) alone.
+func onDynamoEachMode(t *testing.T, fn func(t *testing.T, e *env, mode idem.Mode)) {
+	t.Helper()
+	for _, mode := range []idem.Mode{idem.ModeLease, idem.ModeSingleTransaction} {
+		t.Run(mode.String(), func(t *testing.T) { fn(t, newDynamoEnv(t), mode) })
 	}
 }
