@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 )
 
 // Handler is an idem.Handler of that shape for messages of type M. Every field but
@@ -69,7 +68,7 @@ type Outbound[M any] struct {
 	Name     string                    // names it in errors ("receipt")
 	QueueURL string                    // its FIFO queue
 	Body     func(key string, m M) any // its body, encoded as JSON; key is the idempotency key
-	Group    func(m M) string          // its group, before outbox.DeduplicationID
+	Group    func(m M) string          // its group, before idem.DeduplicationID
 }
 
 var _ idem.Handler = (*Handler[struct{}])(nil)
@@ -147,7 +146,7 @@ func (h *Handler[M]) outbound(key string, m M) (idem.Message, error) {
 	return idem.Message{
 		QueueURL:        h.Outbound.QueueURL,
 		Body:            string(body),
-		GroupID:         outbox.DeduplicationID(h.Outbound.Group(m)),
-		DeduplicationID: outbox.DeduplicationID(key),
+		GroupID:         idem.DeduplicationID(h.Outbound.Group(m)),
+		DeduplicationID: idem.DeduplicationID(key),
 	}, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/functions/consumer/example/guarded"
 	"github.com/idemgo/sqs-lambda-consumer/idem"
-	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 )
 
 // note is a message of the test's own: {"id": ..., "group": ...}.
@@ -79,7 +78,7 @@ func TestHandle(t *testing.T) {
 	}
 	m := res.Messages[0]
 	if m.QueueURL != "https://sqs.example/q.fifo" || m.Body != `{"id":"n-1","key":"note:n-1"}` ||
-		m.GroupID != outbox.DeduplicationID("g") || m.DeduplicationID != outbox.DeduplicationID("note:n-1") {
+		m.GroupID != idem.DeduplicationID("g") || m.DeduplicationID != idem.DeduplicationID("note:n-1") {
 		t.Errorf("outbound message %+v", m)
 	}
 	if res.Explain(0, nil) != "" || res.Explain(1, nil) != "refused n-1" {
