@@ -65,7 +65,7 @@ trap 'exit 130' INT TERM
 start_moto() { # start_moto PORT
   local logfile=${TMPDIR:-/tmp}/moto-$1.log launcher="$here/../internal/awstest/motoserver.py"
   if command -v python3 >/dev/null && python3 -c 'import moto.moto_server.werkzeug_app, werkzeug.serving' 2>/dev/null; then
-    python3 "$launcher" -H 127.0.0.1 -p "$1" >"$logfile" 2>&1 &
+    python3 "$launcher" -H 127.0.0.1 -p "$1" --exit-with-parent >"$logfile" 2>&1 &
   elif command -v moto_server >/dev/null; then
     log "warning: python3 cannot import moto; plain moto_server's DynamoDB writes are not atomic under concurrency"
     moto_server -H 127.0.0.1 -p "$1" >"$logfile" 2>&1 &

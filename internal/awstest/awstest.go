@@ -145,7 +145,7 @@ func motoCommand() ([]string, error) {
 			return nil, fmt.Errorf("write moto launcher: %w", werr)
 		}
 		launcher = f.Name()
-		return []string{py, f.Name()}, nil
+		return []string{py, f.Name(), "--exit-with-parent"}, nil
 	}
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {

@@ -62,10 +62,15 @@ remembers it for 5 minutes: a receipt resent by a consumer that took over a cras
 key reached the receipts queue twice once the first copy had been read. The patch keeps
 each id for the 5 minutes.
 
-usage: python3 motoserver.py [-H HOST] [-p PORT]
+With --exit-with-parent it exits when the process that started it is gone, so that a
+test binary killed before its cleanup (go test's timeout, a SIGKILL) leaves no moto
+running. internal/awstest and localstack/with-local-aws.sh start it so.
+
+usage: python3 motoserver.py [-H HOST] [-p PORT] [--exit-with-parent]
 """
 import argparse
 import faulthandler
+import os
 import signal
 import sys
 import threading
@@ -265,11 +270,27 @@ def serialize_dynamodb(app):
     return wrapped
 
 
+def exit_with_parent():
+    """Exit when the process that started this one is gone: a test binary killed (go
+    test's timeout, a SIGKILL) runs no cleanup, and its moto would be left running."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=4566)
+    parser.add_argument("--exit-with-parent", action="store_true")
     args = parser.parse_args()
+    if args.exit_with_parent:
+        exit_with_parent()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # stack dump for debugging
     cheaper_sqs_clock()
