@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -48,9 +49,7 @@ func send(ctx context.Context, api Sender, url string, msgs []Message, concurren
 			accepted.Add(int64(n))
 			if err != nil {
 				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
+				firstErr = cmp.Or(firstErr, err)
 				mu.Unlock()
 			}
 		}()

@@ -342,9 +342,7 @@ func (c *Config) unitBaselines(ctx context.Context, s *schemataRun, k Killer, b 
 			}
 			if err != nil {
 				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
+				firstErr = cmp.Or(firstErr, err)
 				mu.Unlock()
 			}
 		})
