@@ -92,7 +92,7 @@ func TestTheRaceOnPurpose(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			out, _, err := smithyhttp.NewClientHandler(&http.Client{Transport: tr}).Handle(ctx, req)
+			out, _, err := smithyhttp.NewClientHandlerWithOptions(&http.Client{Transport: tr}).Handle(ctx, req)
 			if err != nil {
 				t.Fatalf("the headers: %v", err)
 			}
