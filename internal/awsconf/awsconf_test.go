@@ -15,6 +15,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
 )
@@ -93,6 +95,30 @@ func TestDetachBody(t *testing.T) {
 				t.Errorf("the SDK's own body: the copy after it was closed returned %d, %v; want the io.EOF of the race (smithy-go fixed? then DetachBody can go)", n, err)
 			}
 		})
+	}
+}
+
+// TestDetachBodyOfEveryService: the SQS and Secrets Manager clients the functions build
+// from the same configuration send detached bodies too.
+func TestDetachBodyOfEveryService(t *testing.T) {
+	ctx := context.Background()
+	cfg := awstest.Config(t)
+	rec := &recorder{inner: awshttp.NewBuildableClient()}
+	queue := awstest.Queue(ctx, t, awstest.SQS(t), "body", nil)
+	if _, err := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.HTTPClient = rec }).SendMessage(ctx,
+		&sqs.SendMessageInput{QueueUrl: aws.String(queue), MessageBody: aws.String(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) { o.HTTPClient = rec }).GetSecretValue(ctx,
+		&secretsmanager.GetSecretValueInput{SecretId: aws.String(awstest.Name(t, "none"))}) // not found: its body was sent all the same
+	if len(rec.bodies) != 2 {
+		t.Fatalf("%d requests sent, want 2", len(rec.bodies))
+	}
+	for i, body := range rec.bodies {
+		_, writerTo := body.(io.WriterTo)
+		if n, err := io.Copy(io.Discard, body); writerTo || n != 0 || err != nil {
+			t.Errorf("request %d: WriteTo %v; the copy after the SDK closed it read %d bytes, error %v; want no WriteTo, 0 and nil", i, writerTo, n, err)
+		}
 	}
 }
 
