@@ -18,10 +18,13 @@
 // Measured on this repository's 2-core machine, with the simulator running beside it:
 // 2 to 14 of 3 000 sequential conditional PutItems to moto were retried this way and
 // failed their condition; with DetachBody, none in 9 000. TestTheRaceOnPurpose plays
-// the race step by step, without load. idem's store already takes a
-// retried write that was applied for its own (a lost answer), but a business write
-// made outside idem's transaction, or a SendMessage to a standard queue, would be made
-// twice.
+// the race step by step, without load. idem's store takes a retried write that was
+// applied for its own (a lost answer), but a business write made outside idem's
+// transaction, or a SendMessage to a standard queue, would be made twice.
+//
+// DetachBody must stay the last Deserialize middleware (an API option added after it
+// that set a stream with a WriteTo would undo it), and only clients built from Load's
+// configuration have it.
 package awsconf
 
 import (
