@@ -906,13 +906,6 @@ func TestSQSDeadLetterMaxMessageBytesInvalid(t *testing.T) {
 	}
 }
 
-// createQueue creates a standard queue with a unique name on the local endpoint,
-// deleted at the end of the test.
-func createQueue(t *testing.T, api *sqs.Client, name string, attrs map[string]string) string {
-	t.Helper()
-	return awstest.Queue(context.Background(), t, api, name, attrs)
-}
-
 // receiveOne reads (and deletes) the one message of the queue at url, with its
 // attributes.
 func receiveOne(t *testing.T, api *sqs.Client, url string) types.Message {
@@ -949,7 +942,7 @@ func maxMessageSize(t *testing.T, api *sqs.Client, url string) int {
 func TestSQSDeadLetterNearMaxSizeQueue(t *testing.T) {
 	ctx := context.Background()
 	api := awstest.SQS(t)
-	url := createQueue(t, api, "dlq-max", nil)
+	url := awstest.Queue(ctx, t, api, "dlq-max", nil)
 	limit := maxMessageSize(t, api, url)
 	if limit != sqsmsg.MaxSQSMessageBytes {
 		t.Fatalf("queue MaximumMessageSize = %d, want the default %d", limit, sqsmsg.MaxSQSMessageBytes)
@@ -1000,7 +993,7 @@ func TestSQSDeadLetterNearMaxSizeQueue(t *testing.T) {
 func TestSQSDeadLetterSmallQueue(t *testing.T) {
 	ctx := context.Background()
 	api := awstest.SQS(t)
-	url := createQueue(t, api, "dlq-small", map[string]string{"MaximumMessageSize": "1024"})
+	url := awstest.Queue(ctx, t, api, "dlq-small", map[string]string{"MaximumMessageSize": "1024"})
 	limit := maxMessageSize(t, api, url)
 	if limit != 1024 {
 		t.Fatalf("queue MaximumMessageSize = %d, want 1024", limit)

@@ -39,11 +39,6 @@ func (f *flakySender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 	return f.api.SendMessageBatch(ctx, in, opts...)
 }
 
-func fifoQueue(t *testing.T, client *sqs.Client, name string, attrs map[string]string) string {
-	t.Helper()
-	return awstest.FIFOQueue(context.Background(), t, client, name, attrs)
-}
-
 func drainQueue(t *testing.T, client *sqs.Client, url string) []sqstypes.Message {
 	t.Helper()
 	return (&outboxQueues{sqs: client, url: url}).drain(t)
@@ -65,7 +60,7 @@ func TestDeliverKeepsGroupOrderAfterAFailedRequest(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		ctx := context.Background()
 		client := awstest.SQS(t)
-		out := fifoQueue(t, client, "order", nil)
+		out := awstest.FIFOQueue(ctx, t, client, "order", nil)
 		msgs := func(prefix string, n int) []idem.Message {
 			var ms []idem.Message
 			for i := range n {
@@ -137,7 +132,7 @@ func TestDeliverSplitsRequestsAt256KiB(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		ctx := context.Background()
 		client := awstest.SQS(t)
-		out := fifoQueue(t, client, "big", nil)
+		out := awstest.FIFOQueue(ctx, t, client, "big", nil)
 		counted := &flakySender{api: client}
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) { cfg.Sender = counted })
 		big := func(tag string) idem.Message {
@@ -187,8 +182,8 @@ func TestOversizeMessageAloneIsNotSentTwice(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		ctx := context.Background()
 		client := awstest.SQS(t)
-		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
-		dlq := fifoQueue(t, client, "dlq", nil)
+		out := awstest.FIFOQueue(ctx, t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
+		dlq := awstest.FIFOQueue(ctx, t, client, "dlq", nil)
 		counted := &flakySender{api: client}
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) {
 			cfg.Sender = counted
@@ -236,8 +231,8 @@ func TestOversizeOutboundMessageIsDeadLettered(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		ctx := context.Background()
 		client := awstest.SQS(t)
-		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
-		dlq := fifoQueue(t, client, "dlq", nil)
+		out := awstest.FIFOQueue(ctx, t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
+		dlq := awstest.FIFOQueue(ctx, t, client, "dlq", nil)
 		dl := &sqsmsg.SQSDeadLetter{API: client, QueueURL: dlq, Source: "test"}
 		big := strings.Repeat("x", 2000)
 		handler := idem.HandlerFunc(func(_ context.Context, r *idem.Request) (idem.Result, error) {

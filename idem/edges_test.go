@@ -18,9 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/outbox"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
@@ -29,6 +26,8 @@ import (
 	"github.com/idemgo/sqs-lambda-consumer/idem/sqsmsg"
 	"github.com/idemgo/sqs-lambda-consumer/idem/telemetry"
 	"github.com/idemgo/sqs-lambda-consumer/internal/awstest"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // sizeLimitedBatch refuses, as SQS does, a SendMessageBatch with a message larger than
@@ -80,8 +79,8 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 	forEachMode(t, func(t *testing.T, e *env, mode idem.Mode) {
 		ctx := context.Background()
 		client := awstest.SQS(t)
-		out := fifoQueue(t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
-		dlq := fifoQueue(t, client, "dlq", nil)
+		out := awstest.FIFOQueue(ctx, t, client, "small", map[string]string{"MaximumMessageSize": "1024"})
+		dlq := awstest.FIFOQueue(ctx, t, client, "dlq", nil)
 		tp, _ := spanRecorder(t)
 		sender := &sizeLimitedBatch{next: client, limit: sqsmsg.MinSQSMessageBytes}
 		c := e.client(t, withMode(mode), func(cfg *idem.Config) {
@@ -140,8 +139,8 @@ func TestTracingNeverCostsADelivery(t *testing.T) {
 func TestTracedMessageRefusedIsSentAgainWithout(t *testing.T) {
 	ctx := context.Background()
 	client := awstest.SQS(t)
-	out := fifoQueue(t, client, "lowered", nil)
-	dlq := fifoQueue(t, client, "dlq", nil)
+	out := awstest.FIFOQueue(ctx, t, client, "lowered", nil)
+	dlq := awstest.FIFOQueue(ctx, t, client, "dlq", nil)
 	tp, _ := spanRecorder(t)
 	sender := &sizeLimitedBatch{next: client, limit: sqsmsg.MaxSQSMessageBytes}
 	c, err := idem.New(idem.Config{Store: memstore.NewMemoryStore(), Scope: "payments", Sender: sender, Tracer: tp,
@@ -239,7 +238,7 @@ func TestEachOutboundMessageCarriesItsOwnRecordsTrace(t *testing.T) {
 func TestMessageTooLargeForItsDeadLetterIsDeadLetteredAtOnce(t *testing.T) {
 	ctx := context.Background()
 	client := awstest.SQS(t)
-	dlq := fifoQueue(t, client, "dlq", nil)
+	dlq := awstest.FIFOQueue(ctx, t, client, "dlq", nil)
 	keys, err := sqsmsg.NewKeys(bytes.Repeat([]byte("s"), sqsmsg.MinSecretBytes))
 	if err != nil {
 		t.Fatal(err)
