@@ -104,18 +104,12 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 	// The single-transaction mode needs a handler whose effects are its writes and its
 	// outbound messages: an example that is not such says so (example.LeaseOnly).
 	mode := e.OneOf("IDEMPOTENCY_MODE", idem.ModeLease.String(), idem.ModeLease.String(), idem.ModeSingleTransaction.String())
-	var errs []error
-	if err := e.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	var err error
-	if cfg.Example, err = example.FromEnv(examples, lookup); err != nil {
-		errs = append(errs, err)
-	}
-	cfg.Env = lookup
-	if err := errors.Join(errs...); err != nil {
+	ex, exErr := example.FromEnv(examples, lookup)
+	cfg.Example, cfg.Env = ex, lookup
+	if err := errors.Join(e.Err(), exErr); err != nil {
 		return Config{}, fmt.Errorf("consumer configuration: %w", err)
 	}
+	var err error
 	if cfg.Mode, err = idem.ParseMode(mode); err != nil {
 		return Config{}, fmt.Errorf("consumer configuration: %w", err)
 	}

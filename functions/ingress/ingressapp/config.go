@@ -122,15 +122,9 @@ func FromEnvOf(examples []example.Example, lookup func(string) (string, bool)) (
 	}
 	cfg.Keys, cfg.SecretARN = e.StackSecret()
 	cfg.IdempotencyTable = cfg.Layout.Table
-	var errs []error
-	if err := e.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	var err error
-	if cfg.Example, err = example.FromEnv(examples, lookup); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	ex, exErr := example.FromEnv(examples, lookup)
+	cfg.Example = ex
+	if err := errors.Join(e.Err(), exErr); err != nil {
 		return Config{}, fmt.Errorf("ingress configuration: %w", err)
 	}
 	if err := cfg.Check(); err != nil {
