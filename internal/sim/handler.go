@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -154,7 +155,11 @@ func (h *handler) step(ctx context.Context, a *idem.Attempt, name, fed, run stri
 			return h.w.lookupGateway(ctx, h.c, a.RecordKey(), name)
 		}
 	}
-	return a.StepWith(ctx, name, svc, call)
+	answer, err := a.StepWith(ctx, name, svc, call)
+	if errors.Is(err, idem.ErrPastKeyWindow) {
+		h.w.notePark(ctx, h.c, a.RecordKey())
+	}
+	return answer, err
 }
 
 // Handle applies one operation.

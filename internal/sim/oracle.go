@@ -294,11 +294,11 @@ func (w *world) outboxPending(c *consumer, m simsqs.Message) bool {
 // check is the end-of-run oracle.
 func (w *world) check() {
 	o := &w.obs
-	reasons := w.deadLetters(true)
+	reasons, parked := w.deadLetters(true), w.checkParks()
 	for _, op := range w.ops {
 		rs := reasons[op]
 		for _, r := range rs {
-			if !containsAny(r, w.reasons(op.kind)) && (op.kind != kindValid || !w.twinDeadLettered(op, r)) {
+			if !containsAny(r, w.reasons(op, parked)) && (op.kind != kindValid || !w.twinDeadLettered(op, r)) {
 				o.violation("dead-letter", "%s (%s) dead-lettered with %q", op.name, op.kind, r)
 			}
 		}
@@ -446,14 +446,14 @@ func (w *world) twinDeadLettered(o *op, reason string) bool {
 	return false
 }
 
-// reasons are the texts one of which the dead-letter reason of an operation of kind k
-// contains.
-func (w *world) reasons(k opKind) []string {
+// reasons are the texts one of which the dead-letter reason of operation o contains;
+// parked are the operations a step of which was parked past its service's key window
+// where StepWith may (checkParks).
+func (w *world) reasons(o *op, parked map[*op]bool) []string {
+	k := o.kind
 	rs := k.reasons()
-	if w.sc.cfg.keyWindow > 0 && (!w.sc.cfg.lookup || w.sc.cfg.keyWindow < maxFlight) {
-		// A step past the service's key window parks its message without a lookup, and
-		// with one that finds no call when a call may still be on its way.
-		rs = append(rs, "key window")
+	if parked[o] {
+		rs = append(rs, idem.ErrPastKeyWindow.Error())
 	}
 	if w.sc.keySource == idem.KeyFromField && (k == kindBad || k == kindKeyless) {
 		// Keyed by the body's id field alone: a body without it has no key.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
+	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
 )
 
 // The outside service a stepping handler calls (a payment gateway, say): each call
@@ -154,4 +155,75 @@ func (w *world) stepSlack() time.Duration {
 		return maxDrift
 	}
 	return 0
+}
+
+// stepPark is a step that StepWith parked past its service's key window
+// (idem.ErrPastKeyWindow).
+type stepPark struct {
+	c     *consumer
+	rk    string
+	msgID string    // the input message whose delivery parked it
+	at    time.Time // by the true clock
+}
+
+// notePark notes a park for checkParks, under w.mu: handlers run beside each other.
+func (w *world) notePark(ctx context.Context, c *consumer, rk string) {
+	m, _ := idem.MessageFromContext(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.parks = append(w.parks, stepPark{c: c, rk: rk, msgID: m.MessageId, at: time.Now()})
+}
+
+// checkParks: a step is parked past its service's key window only where StepWith's
+// promise lets it, and it returns the operations parked, the only ones whose dead letter
+// may give that reason (reasons). StepWith parks a retry of the key (the record acquired
+// by two attempts at least since its creation: the first execution calls), once the
+// window less a call's flight has passed since the record's creation (by the parking
+// holder's clock against the creator's: up to twice the drift off the true clock), and
+// only without a lookup or with a window shorter than the flight (a lookup answers the
+// rest). The record's creation is at the earliest when the invocation that wrote it
+// started.
+func (w *world) checkParks() map[*op]bool {
+	cfg, parked := w.sc.cfg, map[*op]bool{}
+	for _, p := range w.parks {
+		parked[w.obs.msgOp[p.msgID]] = true
+		if cfg.lookup && cfg.keyWindow >= maxFlight {
+			w.obs.violation("park", "record %s of %s parked at %s past its service's key window of %s, though its lookup answers it (a call reaches the service within %s)",
+				p.rk, p.c.name, w.since(p.at), cfg.keyWindow, maxFlight)
+			continue
+		}
+		created, acquirers := w.execution(p.c, p.rk, p.at)
+		switch {
+		case created == nil || acquirers < 2:
+			w.obs.violation("park", "record %s of %s parked at %s past its service's key window in its key's first execution (%d acquisitions): no earlier attempt could have called",
+				p.rk, p.c.name, w.since(p.at), acquirers)
+		case created.inv != nil && p.at.Sub(created.inv.start) < cfg.keyWindow-maxFlight-2*maxDrift:
+			w.obs.violation("park", "record %s of %s parked at %s past its service's key window, %s after %s, which created the record, started: the window (%s) less a call's flight (%s) is %s",
+				p.rk, p.c.name, w.since(p.at), p.at.Sub(created.inv.start).Round(time.Millisecond), created.inv, cfg.keyWindow, maxFlight, cfg.keyWindow-maxFlight)
+		}
+	}
+	return parked
+}
+
+// execution returns the write that created record rk of c as it stood at t (the first
+// after its last deletion: a record replaced once expired but not yet deleted counts
+// from its first creation, as StepWith does) and how many holders acquired it since.
+func (w *world) execution(c *consumer, rk string, t time.Time) (*hold, int) {
+	var created *hold
+	tokens := map[string]bool{}
+	for i, h := range w.obs.holds[holdKey(c, rk)] {
+		if h.at.After(t) {
+			break
+		}
+		switch {
+		case h.status == "":
+			created, tokens = nil, map[string]bool{}
+		case created == nil:
+			created = &w.obs.holds[holdKey(c, rk)][i]
+		}
+		if h.status == string(persistence.StatusInProgress) {
+			tokens[h.token] = true
+		}
+	}
+	return created, len(tokens)
 }

@@ -46,9 +46,10 @@ type world struct {
 	keys                  map[string][2]string // table -> its key attributes (hash, range)
 
 	// scheduler
-	mu       sync.Mutex // guards arrivals and finished, which goroutines append to
+	mu       sync.Mutex // guards arrivals, finished and parks, which goroutines append to
 	arrivals []*call
 	finished []*invocation
+	parks    []stepPark // steps StepWith parked past their service's key window (outside.go)
 	events   eventHeap
 	evSeq    int64
 	callSeq  int64
