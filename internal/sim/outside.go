@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgo/sqs-lambda-consumer/idem"
 	"github.com/idemgo/sqs-lambda-consumer/idem/persistence"
+	"github.com/idemgo/sqs-lambda-consumer/internal/sim/simsqs"
 )
 
 // The outside service a stepping handler calls (a payment gateway, say): each call
@@ -160,18 +161,23 @@ func (w *world) stepSlack() time.Duration {
 // stepPark is a step that StepWith parked past its service's key window
 // (idem.ErrPastKeyWindow).
 type stepPark struct {
-	c     *consumer
-	rk    string
-	msgID string    // the input message whose delivery parked it
-	at    time.Time // by the true clock
+	c   *consumer
+	rk  string
+	msg simsqs.Message // the input message whose delivery parked it
+	at  time.Time      // by the true clock
 }
 
 // notePark notes a park for checkParks, under w.mu: handlers run beside each other.
 func (w *world) notePark(ctx context.Context, c *consumer, rk string) {
-	m, _ := idem.MessageFromContext(ctx)
+	p := stepPark{c: c, rk: rk, at: time.Now()}
+	if m, ok := idem.MessageFromContext(ctx); ok {
+		if i := slices.IndexFunc(invOf(ctx).msgs, func(x simsqs.Message) bool { return x.ID == m.MessageId }); i >= 0 {
+			p.msg = invOf(ctx).msgs[i]
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.parks = append(w.parks, stepPark{c: c, rk: rk, msgID: m.MessageId, at: time.Now()})
+	w.parks = append(w.parks, p)
 }
 
 // checkParks: a step is parked past its service's key window only where StepWith's
@@ -186,7 +192,7 @@ func (w *world) notePark(ctx context.Context, c *consumer, rk string) {
 func (w *world) checkParks() map[*op]bool {
 	cfg, parked := w.sc.cfg, map[*op]bool{}
 	for _, p := range w.parks {
-		parked[w.obs.msgOp[p.msgID]] = true
+		parked[w.opOf(p.msg)] = true // by the message, which a redrive may have sent again
 		if cfg.lookup && cfg.keyWindow >= maxFlight {
 			w.obs.violation("park", "record %s of %s parked at %s past its service's key window of %s, though its lookup answers it (a call reaches the service within %s)",
 				p.rk, p.c.name, w.since(p.at), cfg.keyWindow, maxFlight)
