@@ -156,7 +156,7 @@ SIM_FIRST ?= 1
 sim: tools ## the simulator's long run: SIM_SCHEDULES schedules (default 1 000 000; make test runs 10 000) or SIM_SECONDS seconds, from seed SIM_FIRST; a broken promise prints its seed and replay command
 	$(GO) test -count=1 -timeout 0 -v -run 'TestSim$$' ./internal/sim -schedules $(SIM_SCHEDULES) -seconds $(SIM_SECONDS)s -first $(SIM_FIRST)
 
-sim-holes: tools ## put each hole of internal/sim/holes (holeN.patch, found under issues 22 to 37) back in a copy and count the seeds of the simulator's make-test budget that find it (FAST=1: stop at the first)
+sim-holes: tools ## put each hole of internal/sim/holes (holeN.patch, found under issues 22 to 39) back in a copy and count the seeds of the simulator's make-test budget that find it (FAST=1: stop at the first)
 	internal/sim/holes/check.sh
 
 # The mutation score (internal/mutation, RELIABILITY.md "Mutation score"): each mutant of
