@@ -178,6 +178,8 @@ func TestStepPastTheKeyWindow(t *testing.T) {
 		{"within the window, not its flight, with a lookup", 24*time.Hour - 5*time.Minute, true, 10 * time.Minute, 1, nil},
 		{"past the window, with a lookup", 25 * time.Hour, true, 0, 1, nil},
 		{"past the window, without a lookup", 25 * time.Hour, false, 0, 1, idem.ErrPastKeyWindow},
+		// A lookup that finds the call applied is the truth, whatever the flight (hole 31).
+		{"past the window, with a lookup, the flight longer than the window", 25 * time.Hour, true, 48 * time.Hour, 1, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			memoryAndMoto(t, func(t *testing.T, e *env) {

@@ -152,12 +152,12 @@ func (h *handler) step(ctx context.Context, a *idem.Attempt, name, fed, run stri
 	svc := idem.Service{KeyWindow: cfg.keyWindow, MaxFlight: maxFlight}
 	if cfg.lookup {
 		svc.Lookup = func(ctx context.Context) ([]byte, bool, error) {
-			return h.w.lookupGateway(ctx, h.c, a.RecordKey(), name)
+			return h.w.lookupGateway(ctx, h.c, a, name)
 		}
 	}
 	answer, err := a.StepWith(ctx, name, svc, call)
 	if errors.Is(err, idem.ErrPastKeyWindow) {
-		h.w.notePark(ctx, h.c, a.RecordKey())
+		h.w.notePark(ctx, h.c, a, name)
 	}
 	return answer, err
 }

@@ -61,6 +61,7 @@ type observations struct {
 	holds      map[string][]hold          // consumer|record key -> its holders (responses.go)
 	gateway    []gatewayCall              // the outside service's log (outside.go)
 	keys       map[string]gatewayKey      // the outside service's keys: record key/step -> its last application
+	lookups    map[string]bool            // token|record key/step -> whether the service's lookup answered applied
 	acks       int
 	receives   int
 	stats      Stats
@@ -71,7 +72,7 @@ func newObservations() observations {
 		done: map[*invocation]bool{}, accepted: map[*op]bool{}, sent: map[*op][]string{}, msgOp: map[string]*op{},
 		keysOf: map[string]map[string]bool{}, credits: map[string]int{}, firstAt: map[string]time.Time{},
 		reexecuted: map[string]int{}, applied: map[*op]int{}, runs: map[string]landed{}, runByMsg: map[string]string{}, tokenRun: map[string]string{},
-		parked: map[string]bool{}, holds: map[string][]hold{}, keys: map[string]gatewayKey{},
+		parked: map[string]bool{}, holds: map[string][]hold{}, keys: map[string]gatewayKey{}, lookups: map[string]bool{},
 	}
 }
 

@@ -68,11 +68,15 @@ func (w *world) callGateway(ctx context.Context, c *consumer, a *idem.Attempt, s
 	return []byte(id.(string)), nil
 }
 
-// lookupGateway is the handler's lookup of its call for record rk's step: the id of
-// its application, or false when none was.
-func (w *world) lookupGateway(ctx context.Context, c *consumer, rk, step string) ([]byte, bool, error) {
+// lookupGateway is the handler's lookup of its call for a's record's step: the id of
+// its application, or false when none was. The service notes what it answered to
+// whom, for checkParks.
+func (w *world) lookupGateway(ctx context.Context, c *consumer, a *idem.Attempt, step string) ([]byte, bool, error) {
+	rk := a.RecordKey()
 	id, err := w.do(ctx, "gateway", "Lookup", rk+"/"+step, nil, func() (any, error) {
-		return w.obs.keys[c.name+"|"+rk+"/"+step].id, nil
+		id := w.obs.keys[c.name+"|"+rk+"/"+step].id
+		w.obs.lookups[a.Token()+"|"+rk+"/"+step] = id != ""
+		return id, nil
 	})
 	if err != nil {
 		return nil, false, err
@@ -161,15 +165,15 @@ func (w *world) stepSlack() time.Duration {
 // stepPark is a step that StepWith parked past its service's key window
 // (idem.ErrPastKeyWindow).
 type stepPark struct {
-	c   *consumer
-	rk  string
-	msg simsqs.Message // the input message whose delivery parked it
-	at  time.Time      // by the true clock
+	c               *consumer
+	rk, token, step string
+	msg             simsqs.Message // the input message whose delivery parked it
+	at              time.Time      // by the true clock
 }
 
 // notePark notes a park for checkParks, under w.mu: handlers run beside each other.
-func (w *world) notePark(ctx context.Context, c *consumer, rk string) {
-	p := stepPark{c: c, rk: rk, at: time.Now()}
+func (w *world) notePark(ctx context.Context, c *consumer, a *idem.Attempt, step string) {
+	p := stepPark{c: c, rk: a.RecordKey(), token: a.Token(), step: step, at: time.Now()}
 	if m, ok := idem.MessageFromContext(ctx); ok {
 		if i := slices.IndexFunc(invOf(ctx).msgs, func(x simsqs.Message) bool { return x.ID == m.MessageId }); i >= 0 {
 			p.msg = invOf(ctx).msgs[i]
@@ -182,54 +186,62 @@ func (w *world) notePark(ctx context.Context, c *consumer, rk string) {
 
 // checkParks: a step is parked past its service's key window only where StepWith's
 // promise lets it, and it returns the operations parked, the only ones whose dead letter
-// may give that reason (reasons). StepWith parks a retry of the key (the record acquired
-// by two attempts at least since its creation: the first execution calls), once the
-// window less a call's flight has passed since the record's creation (by the parking
-// holder's clock against the creator's: up to twice the drift off the true clock), and
-// only without a lookup or with a window shorter than the flight (a lookup answers the
-// rest). The record's creation is at the earliest when the invocation that wrote it
-// started.
+// may give that reason (reasons). StepWith counts from the key's first execution
+// (Attempt.since): none when the parking attempt created the record (it is the first
+// execution, or it replaced an expired record of another payload); the record's creation
+// when it took the record over; the replaced record's creation when it replaced an
+// expired record of its own payload. It parks once the window less a call's flight has
+// passed since then by its own clock (the creation is stamped by the creator's: up to
+// twice the drift off the true clock, and a millisecond truncated), at the earliest the
+// start of the invocation that stamped it; and only without a lookup, or with a window
+// shorter than the flight once its lookup answered that no call was applied.
 func (w *world) checkParks() map[*op]bool {
 	cfg, parked := w.sc.cfg, map[*op]bool{}
 	for _, p := range w.parks {
 		parked[w.opOf(p.msg)] = true // by the message, which a redrive may have sent again
-		if cfg.lookup && cfg.keyWindow >= maxFlight {
-			w.obs.violation("park", "record %s of %s parked at %s past its service's key window of %s, though its lookup answers it (a call reaches the service within %s)",
-				p.rk, p.c.name, w.since(p.at), cfg.keyWindow, maxFlight)
+		where := fmt.Sprintf("record %s of %s parked %s at %s past its service's key window", p.rk, p.c.name, p.step, w.since(p.at))
+		switch applied, asked := w.obs.lookups[p.token+"|"+p.rk+"/"+p.step]; {
+		case cfg.lookup && cfg.keyWindow >= maxFlight:
+			w.obs.violation("park", "%s of %s, though its lookup answers it (a call reaches the service within %s)", where, cfg.keyWindow, maxFlight)
 			continue
+		case cfg.lookup && (!asked || applied):
+			w.obs.violation("park", "%s without its lookup answering that no call was applied (asked: %t, applied: %t)", where, asked, applied)
 		}
-		created, acquirers := w.execution(p.c, p.rk, p.at)
+		since, stamped, first := w.parkedSince(p)
 		switch {
-		case created == nil || acquirers < 2:
-			w.obs.violation("park", "record %s of %s parked at %s past its service's key window in its key's first execution (%d acquisitions): no earlier attempt could have called",
-				p.rk, p.c.name, w.since(p.at), acquirers)
-		case created.inv != nil && p.at.Sub(created.inv.start) < cfg.keyWindow-maxFlight-2*maxDrift:
-			w.obs.violation("park", "record %s of %s parked at %s past its service's key window, %s after %s, which created the record, started: the window (%s) less a call's flight (%s) is %s",
-				p.rk, p.c.name, w.since(p.at), p.at.Sub(created.inv.start).Round(time.Millisecond), created.inv, cfg.keyWindow, maxFlight, cfg.keyWindow-maxFlight)
+		case since == 0:
+			w.obs.violation("park", "%s in the key's first execution for StepWith: %s", where, first)
+		case stamped != nil && p.at.Sub(stamped.start) < cfg.keyWindow-maxFlight-2*maxDrift-time.Millisecond:
+			w.obs.violation("park", "%s, %s after %s, which stamped the record's creation, started: the window (%s) less a call's flight (%s) is %s",
+				where, p.at.Sub(stamped.start).Round(time.Millisecond), stamped, cfg.keyWindow, maxFlight, cfg.keyWindow-maxFlight)
 		}
 	}
 	return parked
 }
 
-// execution returns the write that created record rk of c as it stood at t (the first
-// after its last deletion: a record replaced once expired but not yet deleted counts
-// from its first creation, as StepWith does) and how many holders acquired it since.
-func (w *world) execution(c *consumer, rk string, t time.Time) (*hold, int) {
-	var created *hold
-	tokens := map[string]bool{}
-	for i, h := range w.obs.holds[holdKey(c, rk)] {
-		if h.at.After(t) {
-			break
+// parkedSince returns, for park p, the creation (created_at) StepWith counts from and
+// the invocation that stamped it (the first write that carried it); or 0 and why the
+// parking attempt's is the key's first execution.
+func (w *world) parkedSince(p stepPark) (int64, *invocation, string) {
+	hs := w.obs.holds[holdKey(p.c, p.rk)]
+	i := slices.IndexFunc(hs, func(h hold) bool { return h.token == p.token && h.status == string(persistence.StatusInProgress) })
+	switch {
+	case i < 0 || hs[i].at.After(p.at):
+		return 0, nil, "the attempt never held the record"
+	case i == 0 || hs[i-1].status == "":
+		return 0, nil, "the attempt created the record"
+	}
+	since := hs[i].created // a takeover keeps the record's creation
+	if prev := hs[i-1]; prev.created != since {
+		if prev.hash != hs[i].hash {
+			return 0, nil, "the attempt replaced an expired record of another payload"
 		}
-		switch {
-		case h.status == "":
-			created, tokens = nil, map[string]bool{}
-		case created == nil:
-			created = &w.obs.holds[holdKey(c, rk)][i]
-		}
-		if h.status == string(persistence.StatusInProgress) {
-			tokens[h.token] = true
+		since = prev.created // a replacement under its own payload
+	}
+	for _, h := range hs[:i+1] {
+		if h.created == since {
+			return since, h.inv, ""
 		}
 	}
-	return created, len(tokens)
+	return since, nil, ""
 }

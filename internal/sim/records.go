@@ -18,7 +18,7 @@ type recordNames struct {
 	pk, sk, static, prefix              string
 	status, inflight, outbox, exp       string
 	token, until, response, responseEnc string
-	category, refusedBy                 string
+	category, refusedBy, created, hash  string
 	keyPrefix                           string // the start of every record key of the scope in the key attribute
 }
 
@@ -37,6 +37,7 @@ func namesOf(l persistence.Layout, scope string) recordNames {
 		exp: or(a.ExpiresAt, "expires_at"), token: or(a.LeaseToken, "lease_token"), until: or(a.LeaseUntil, "lease_until"),
 		response: or(a.Response, "response"), responseEnc: or(a.ResponseEnc, "response_enc"),
 		category: or(a.ErrorCategory, "error_category"), refusedBy: or(a.RefusedBy, "refused_by"),
+		created: or(a.CreatedAt, "created_at"), hash: or(a.PayloadHash, "payload_hash"),
 	}
 	if n.sk != "" {
 		n.static = or(l.StaticPartitionKey, "idempotency")

@@ -26,6 +26,10 @@ type hold struct {
 	status string      // IN_PROGRESS, COMPLETED, FAILED; "" once deleted
 	until  time.Time   // the lease end (IN_PROGRESS)
 	inv    *invocation // whose request wrote it (nil: the TTL process)
+	// created and hash are the record's created_at (epoch milliseconds, by its creator's
+	// clock) and payload fingerprint as written.
+	created int64
+	hash    string
 }
 
 func holdKey(c *consumer, rk string) string { return c.name + "|" + rk }
@@ -61,6 +65,7 @@ func (w *world) watchRecords(wr simdb.Write) {
 		if wr.New != nil {
 			h.token, h.status = strAttr(wr.New, c.names.token), strAttr(wr.New, c.names.status)
 			h.until = time.UnixMilli(numAttr(wr.New, c.names.until))
+			h.created, h.hash = numAttr(wr.New, c.names.created), strAttr(wr.New, c.names.hash)
 		}
 		k := holdKey(c, rk)
 		hs := w.obs.holds[k]
