@@ -157,7 +157,7 @@ func (h *handler) step(ctx context.Context, a *idem.Attempt, name, fed, run stri
 	}
 	answer, err := a.StepWith(ctx, name, svc, call)
 	if errors.Is(err, idem.ErrPastKeyWindow) {
-		h.w.notePark(ctx, h.c, a, name)
+		h.w.notePark(ctx, h.c, a, name, h.clock())
 	}
 	return answer, err
 }

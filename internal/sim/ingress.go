@@ -196,7 +196,7 @@ func (w *world) httpInvoke(hc *httpCall) {
 	}
 	w.obs.stats.HTTPRequests++
 	w.invSeq++
-	inv := &invocation{id: w.invSeq, kind: "ingress", c: w.sc.consumers[0], http: hc, start: time.Now(), deadline: time.Now().Add(ingressTimeout)}
+	inv := &invocation{id: w.invSeq, kind: "ingress", c: w.sc.consumers[0], http: hc, deadline: time.Now().Add(ingressTimeout)}
 	ev := events.LambdaFunctionURLRequest{
 		Version: "2.0", RawPath: ingressapp.RequestsPath,
 		Headers: map[string]string{"content-type": "application/json"},

@@ -43,12 +43,11 @@ type environment struct {
 
 // invocation is one call of a function.
 type invocation struct {
-	id    int
-	kind  string // consumer, reaper, ingress
-	start time.Time
-	c     *consumer
-	slot  *slot
-	http  *httpCall // ingress: the client's request
+	id   int
+	kind string // consumer, reaper, ingress
+	c    *consumer
+	slot *slot
+	http *httpCall // ingress: the client's request
 	// cut is a network partition of the invocation (faultRates.partition): a request it
 	// makes from cut[0] waits until cut[1] to leave. It starts at the invocation's
 	// cutAt-th request, for cutFor: a partition matters when the invocation is busy.
@@ -181,7 +180,7 @@ func (w *world) invoke(s *slot, msgs []simsqs.Message) {
 		s.env = env
 	}
 	w.invSeq++
-	inv := &invocation{id: w.invSeq, kind: "consumer", c: s.c, slot: s, msgs: msgs, start: time.Now(), deadline: time.Now().Add(s.c.timeout)}
+	inv := &invocation{id: w.invSeq, kind: "consumer", c: s.c, slot: s, msgs: msgs, deadline: time.Now().Add(s.c.timeout)}
 	if w.faultsOn() && w.p(w.sc.faults.partition) {
 		inv.cutAt, inv.cutFor = 1+w.rng.IntN(6), dur(w.rng, 5*time.Second, maxPartition)
 	}
@@ -329,7 +328,7 @@ func (w *world) reap(c *consumer, rh reaperapp.Handler) {
 	}
 	c.reaping = true
 	w.invSeq++
-	inv := &invocation{id: w.invSeq, kind: "reaper", c: c, start: time.Now(), deadline: time.Now().Add(w.sc.reaperTimeout)}
+	inv := &invocation{id: w.invSeq, kind: "reaper", c: c, deadline: time.Now().Add(w.sc.reaperTimeout)}
 	w.tracef("%s starts for %s", inv, c.name)
 	w.launch(inv, func(ctx context.Context) func() {
 		_, err := rh(ctx, events.EventBridgeEvent{ID: inv.String(), DetailType: "Scheduled Event", Source: "aws.events"})

@@ -169,11 +169,12 @@ type stepPark struct {
 	rk, token, step string
 	msg             simsqs.Message // the input message whose delivery parked it
 	at              time.Time      // by the true clock
+	clock           time.Time      // by the parking environment's clock, which StepWith read before
 }
 
 // notePark notes a park for checkParks, under w.mu: handlers run beside each other.
-func (w *world) notePark(ctx context.Context, c *consumer, a *idem.Attempt, step string) {
-	p := stepPark{c: c, rk: a.RecordKey(), token: a.Token(), step: step, at: time.Now()}
+func (w *world) notePark(ctx context.Context, c *consumer, a *idem.Attempt, step string, clock time.Time) {
+	p := stepPark{c: c, rk: a.RecordKey(), token: a.Token(), step: step, at: time.Now(), clock: clock}
 	if m, ok := idem.MessageFromContext(ctx); ok {
 		if i := slices.IndexFunc(invOf(ctx).msgs, func(x simsqs.Message) bool { return x.ID == m.MessageId }); i >= 0 {
 			p.msg = invOf(ctx).msgs[i]
@@ -190,11 +191,10 @@ func (w *world) notePark(ctx context.Context, c *consumer, a *idem.Attempt, step
 // (Attempt.since): none when the parking attempt created the record (it is the first
 // execution, or it replaced an expired record of another payload); the record's creation
 // when it took the record over; the replaced record's creation when it replaced an
-// expired record of its own payload. It parks once the window less a call's flight has
-// passed since then by its own clock (the creation is stamped by the creator's: up to
-// twice the drift off the true clock, and a millisecond truncated), at the earliest the
-// start of the invocation that stamped it; and only without a lookup, or with a window
-// shorter than the flight once its lookup answered that no call was applied.
+// expired record of its own payload (created_at, to the millisecond, by its creator's
+// clock). It parks once the window less a call's flight has passed since then by its own
+// clock, and only without a lookup, or with a window shorter than the flight once its
+// lookup answered that no call was applied.
 func (w *world) checkParks() map[*op]bool {
 	cfg, parked := w.sc.cfg, map[*op]bool{}
 	for _, p := range w.parks {
@@ -207,41 +207,35 @@ func (w *world) checkParks() map[*op]bool {
 		case cfg.lookup && (!asked || applied):
 			w.obs.violation("park", "%s without its lookup answering that no call was applied (asked: %t, applied: %t)", where, asked, applied)
 		}
-		since, stamped, first := w.parkedSince(p)
+		since, first := w.parkedSince(p)
 		switch {
 		case since == 0:
 			w.obs.violation("park", "%s in the key's first execution for StepWith: %s", where, first)
-		case stamped != nil && p.at.Sub(stamped.start) < cfg.keyWindow-maxFlight-2*maxDrift-time.Millisecond:
-			w.obs.violation("park", "%s, %s after %s, which stamped the record's creation, started: the window (%s) less a call's flight (%s) is %s",
-				where, p.at.Sub(stamped.start).Round(time.Millisecond), stamped, cfg.keyWindow, maxFlight, cfg.keyWindow-maxFlight)
+		case p.clock.Before(time.UnixMilli(since).Add(cfg.keyWindow - maxFlight)):
+			w.obs.violation("park", "%s, %s after the creation it counts from by its own clock: the window (%s) less a call's flight (%s) is %s",
+				where, p.clock.Sub(time.UnixMilli(since)).Round(time.Millisecond), cfg.keyWindow, maxFlight, cfg.keyWindow-maxFlight)
 		}
 	}
 	return parked
 }
 
-// parkedSince returns, for park p, the creation (created_at) StepWith counts from and
-// the invocation that stamped it (the first write that carried it); or 0 and why the
-// parking attempt's is the key's first execution.
-func (w *world) parkedSince(p stepPark) (int64, *invocation, string) {
+// parkedSince returns, for park p, the creation (created_at, epoch milliseconds)
+// StepWith counts from; or 0 and why the parking attempt's is the key's first execution.
+func (w *world) parkedSince(p stepPark) (int64, string) {
 	hs := w.obs.holds[holdKey(p.c, p.rk)]
 	i := slices.IndexFunc(hs, func(h hold) bool { return h.token == p.token && h.status == string(persistence.StatusInProgress) })
 	switch {
 	case i < 0 || hs[i].at.After(p.at):
-		return 0, nil, "the attempt never held the record"
+		return 0, "the attempt never held the record"
 	case i == 0 || hs[i-1].status == "":
-		return 0, nil, "the attempt created the record"
+		return 0, "the attempt created the record"
 	}
 	since := hs[i].created // a takeover keeps the record's creation
 	if prev := hs[i-1]; prev.created != since {
 		if prev.hash != hs[i].hash {
-			return 0, nil, "the attempt replaced an expired record of another payload"
+			return 0, "the attempt replaced an expired record of another payload"
 		}
 		since = prev.created // a replacement under its own payload
 	}
-	for _, h := range hs[:i+1] {
-		if h.created == since {
-			return since, h.inv, ""
-		}
-	}
-	return since, nil, ""
+	return since, ""
 }
