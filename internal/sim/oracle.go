@@ -60,8 +60,8 @@ type observations struct {
 	parked     map[string]bool            // effect ids of operations a message of which SQS moved to the DLQ
 	holds      map[string][]hold          // consumer|record key -> its holders (responses.go)
 	gateway    []gatewayCall              // the outside service's log (outside.go)
-	keys       map[string]gatewayKey      // the outside service's keys: record key/step -> its last application
-	lookups    map[string]bool            // token|record key/step -> whether the service's lookup answered applied
+	keys       map[string]gatewayKey      // the outside service's keys: stepKey(consumer, record key, step) -> its last application
+	lookups    map[string]bool            // stepKey(token, record key, step) -> whether the service's lookup answered applied
 	acks       int
 	receives   int
 	stats      Stats

@@ -48,6 +48,10 @@ type gatewayCall struct {
 	issued     time.Time
 }
 
+// stepKey names a record's step for whom: the service's keys are by consumer
+// (observations.keys), its lookups' answers by the asking holder's token (lookups).
+func stepKey(who, rk, step string) string { return who + "|" + rk + "/" + step }
+
 // gatewayKey is a key's last application.
 type gatewayKey struct {
 	id string
@@ -74,8 +78,8 @@ func (w *world) callGateway(ctx context.Context, c *consumer, a *idem.Attempt, s
 func (w *world) lookupGateway(ctx context.Context, c *consumer, a *idem.Attempt, step string) ([]byte, bool, error) {
 	rk := a.RecordKey()
 	id, err := w.do(ctx, "gateway", "Lookup", rk+"/"+step, nil, func() (any, error) {
-		id := w.obs.keys[c.name+"|"+rk+"/"+step].id
-		w.obs.lookups[a.Token()+"|"+rk+"/"+step] = id != ""
+		id := w.obs.keys[stepKey(c.name, rk, step)].id
+		w.obs.lookups[stepKey(a.Token(), rk, step)] = id != ""
 		return id, nil
 	})
 	if err != nil {
@@ -120,7 +124,7 @@ func (w *world) gatewayReceived(g gatewayCall) string {
 // gatewayApply applies g's key, unless the service still keeps it, and returns the id
 // of its application.
 func (w *world) gatewayApply(g gatewayCall) string {
-	k := g.c.name + "|" + g.rk + "/" + g.step
+	k := stepKey(g.c.name, g.rk, g.step)
 	last, ok := w.obs.keys[k]
 	window := w.sc.cfg.keyWindow
 	now := time.Now()
@@ -132,7 +136,7 @@ func (w *world) gatewayApply(g gatewayCall) string {
 			g.run, g.step, g.rk, g.c.name, w.since(g.issued), w.since(now), window, w.since(last.at))
 	}
 	if i := slices.Index(gatewaySteps, g.step); i > 0 {
-		if before := w.obs.keys[g.c.name+"|"+g.rk+"/"+gatewaySteps[i-1]].id; g.fed != before {
+		if before := w.obs.keys[stepKey(g.c.name, g.rk, gatewaySteps[i-1])].id; g.fed != before {
 			w.obs.violation("outside", "run %s called %s for record %s of %s fed %q, but %s was applied as %q", g.run, g.step, g.rk, g.c.name, g.fed, gatewaySteps[i-1], before)
 		}
 	}
@@ -200,7 +204,7 @@ func (w *world) checkParks() map[*op]bool {
 	for _, p := range w.parks {
 		parked[w.opOf(p.msg)] = true // by the message, which a redrive may have sent again
 		where := fmt.Sprintf("record %s of %s parked %s at %s past its service's key window", p.rk, p.c.name, p.step, w.since(p.at))
-		switch applied, asked := w.obs.lookups[p.token+"|"+p.rk+"/"+p.step]; {
+		switch applied, asked := w.obs.lookups[stepKey(p.token, p.rk, p.step)]; {
 		case cfg.lookup && cfg.keyWindow >= maxFlight:
 			w.obs.violation("park", "%s of %s, though its lookup answers it (a call reaches the service within %s)", where, cfg.keyWindow, maxFlight)
 			continue
